@@ -1,0 +1,1 @@
+// Placeholder until this module's first source lands; delete it then.

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages Lifeline builds and tests with. Idempotent: runs apt-get only
+# when something is missing (and `apt-get update` first in that case).
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  libgtest-dev libgmock-dev   # GoogleTest: unit, golden and integration tests
+  libpcre2-dev                # PCRE2: Unicode-property regexes of BPE pre-tokenizers
+  nlohmann-json3-dev          # JSON for CLI output, reference files, later the HTTP API
+  libcli11-dev                # CLI11: subcommands and flags of the `lifeline` binary
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "install-deps: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
