@@ -1,0 +1,301 @@
+#include "engine/sampler/sampler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+
+#include "base/check.h"
+
+namespace lifeline {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr float kPosInf = std::numeric_limits<float>::infinity();
+constexpr float kFloatMax = std::numeric_limits<float>::max();
+
+// First nucleus guess for top-p without top-k: most real distributions put p of their mass
+// in a few dozen tokens, so start small and grow geometrically.
+constexpr size_t kTopPInitialPrefix = 64;
+constexpr size_t kTopPGrowth = 4;
+
+std::string FormatFloat(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", static_cast<double>(v));
+  return buf;
+}
+
+// Checks lo <= v <= hi (inclusive unless the flags say otherwise) and finiteness.
+Status CheckFloatRange(const char* field, float v, float lo, bool lo_open, float hi,
+                       const char* range_text) {
+  const bool ok = std::isfinite(v) && (lo_open ? v > lo : v >= lo) && v <= hi;
+  if (ok) return Status::Ok();
+  return OutOfRange(std::string(field) + ": " + FormatFloat(v) + " is outside the allowed range " +
+                    range_text);
+}
+
+// NaN carries no ordering information, so it can never be chosen; +inf is clamped so that
+// softmax arithmetic stays finite (inf - inf would be NaN).
+inline float Sanitize(float x) {
+  if (std::isnan(x)) return kNegInf;
+  if (x == kPosInf) return kFloatMax;
+  return x;
+}
+
+uint64_t SplitMix64(uint64_t* state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+inline uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t ResolveSeed(uint64_t requested) {
+  if (requested != kSamplerRandomSeed) return requested;
+  uint64_t seed = 0;
+  try {
+    std::random_device rd;
+    seed = (static_cast<uint64_t>(rd()) << 32) ^ static_cast<uint64_t>(rd());
+  } catch (...) {
+    // random_device may throw where no entropy source exists; the clock is good enough to
+    // make independent requests differ, which is all a random seed promises.
+    seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  }
+  // Never hand out the sentinel itself: seed() must reproduce the run when passed back.
+  if (seed == kSamplerRandomSeed) seed ^= 1;
+  return seed;
+}
+
+}  // namespace
+
+Status ValidateSamplerParams(const SamplerParams& p) {
+  LL_RETURN_IF_ERROR(CheckFloatRange("temperature", p.temperature, 0.0f, false,
+                                     kSamplerMaxTemperature, "[0, 100]"));
+  LL_RETURN_IF_ERROR(CheckFloatRange("top_p", p.top_p, 0.0f, false, 1.0f, "[0, 1]"));
+  LL_RETURN_IF_ERROR(CheckFloatRange("min_p", p.min_p, 0.0f, false, 1.0f, "[0, 1]"));
+  LL_RETURN_IF_ERROR(CheckFloatRange("repeat_penalty", p.repeat_penalty, 0.0f, true,
+                                     kSamplerMaxRepeatPenalty, "(0, 100]"));
+  LL_RETURN_IF_ERROR(CheckFloatRange("presence_penalty", p.presence_penalty,
+                                     -kSamplerMaxAbsPresenceFrequency, false,
+                                     kSamplerMaxAbsPresenceFrequency, "[-2, 2]"));
+  LL_RETURN_IF_ERROR(CheckFloatRange("frequency_penalty", p.frequency_penalty,
+                                     -kSamplerMaxAbsPresenceFrequency, false,
+                                     kSamplerMaxAbsPresenceFrequency, "[-2, 2]"));
+  if (p.repeat_last_n < 0 || p.repeat_last_n > kSamplerMaxRepeatLastN) {
+    return OutOfRange("repeat_last_n: " + std::to_string(p.repeat_last_n) +
+                      " is outside the allowed range [0, " +
+                      std::to_string(kSamplerMaxRepeatLastN) + "]");
+  }
+  // top_k: every value is meaningful (<= 0 disables it, > n_vocab keeps everything).
+  return Status::Ok();
+}
+
+// ---- RNG ----------------------------------------------------------------------------------
+
+SamplerRng::SamplerRng(uint64_t seed) {
+  uint64_t sm = seed;
+  for (uint64_t& word : s_) word = SplitMix64(&sm);
+}
+
+uint64_t SamplerRng::NextU64() {
+  const uint64_t result = Rotl(s_[1] * 5, 7) * 9;
+  const uint64_t t = s_[1] << 17;
+  s_[2] ^= s_[0];
+  s_[3] ^= s_[1];
+  s_[1] ^= s_[2];
+  s_[0] ^= s_[3];
+  s_[2] ^= t;
+  s_[3] = Rotl(s_[3], 45);
+  return result;
+}
+
+double SamplerRng::NextDouble() {
+  return static_cast<double>(NextU64() >> 11) * 0x1.0p-53;
+}
+
+// ---- Sampler ------------------------------------------------------------------------------
+
+Sampler::Sampler(const SamplerParams& params)
+    : params_(params), seed_(ResolveSeed(params.seed)), rng_(seed_) {
+  LL_CHECK(params_.repeat_last_n >= 0);
+  LL_CHECK(params_.repeat_penalty > 0.0f);
+}
+
+bool Sampler::PenaltiesEnabled() const {
+  return params_.repeat_last_n > 0 &&
+         (params_.repeat_penalty != 1.0f || params_.frequency_penalty != 0.0f ||
+          params_.presence_penalty != 0.0f);
+}
+
+void Sampler::Accept(int32_t id) {
+  const size_t capacity = static_cast<size_t>(params_.repeat_last_n);
+  if (capacity == 0) return;
+  if (window_size_ < capacity) {
+    window_.push_back(id);
+    ++window_size_;
+  } else {
+    const int32_t evicted = window_[window_head_];
+    auto it = window_counts_.find(evicted);
+    if (it != window_counts_.end() && --it->second == 0) window_counts_.erase(it);
+    window_[window_head_] = id;
+    window_head_ = (window_head_ + 1) % capacity;
+  }
+  ++window_counts_[id];
+}
+
+void Sampler::ResetHistory() {
+  window_.clear();
+  window_head_ = 0;
+  window_size_ = 0;
+  window_counts_.clear();
+}
+
+void Sampler::ApplyPenalties(float* logits, int32_t n_vocab) const {
+  for (const auto& [id, count] : window_counts_) {
+    if (id < 0 || id >= n_vocab) continue;  // ids from another vocabulary: nothing to penalize
+    float& l = logits[id];
+    if (l <= 0.0f) {
+      l *= params_.repeat_penalty;
+    } else {
+      l /= params_.repeat_penalty;
+    }
+    l -= static_cast<float>(count) * params_.frequency_penalty +
+         (count > 0 ? params_.presence_penalty : 0.0f);
+    l = Sanitize(l);
+  }
+}
+
+bool Sampler::Before(const Candidate& a, const Candidate& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
+void Sampler::ApplyTopK(int32_t k) {
+  if (k <= 0 || static_cast<size_t>(k) >= cand_.size()) return;
+  // A strict total order (logit desc, id asc) makes the kept set independent of the standard
+  // library's selection algorithm.
+  std::nth_element(cand_.begin(), cand_.begin() + k, cand_.end(), Before);
+  cand_.resize(static_cast<size_t>(k));
+  cand_sorted_ = false;
+}
+
+void Sampler::ApplyTopP(float p) {
+  if (p >= 1.0f || cand_.size() <= 1) return;
+  const size_t n = cand_.size();
+  double max_logit = kNegInf;
+  for (const Candidate& c : cand_) max_logit = std::max(max_logit, static_cast<double>(c.logit));
+  double total = 0.0;
+  for (const Candidate& c : cand_) total += std::exp(static_cast<double>(c.logit) - max_logit);
+  const double target = static_cast<double>(p) * total;
+
+  // Sort only as long a prefix as the nucleus needs: select the next-best block with
+  // nth_element (O(n)), sort just that block, and grow the block geometrically.
+  size_t sorted = cand_sorted_ ? n : 0;
+  size_t want = cand_sorted_ ? n : std::min(n, kTopPInitialPrefix);
+  double cum = 0.0;
+  size_t i = 0;
+  while (true) {
+    if (want > sorted) {
+      auto first = cand_.begin() + static_cast<ptrdiff_t>(sorted);
+      auto mid = cand_.begin() + static_cast<ptrdiff_t>(want);
+      if (want < n) std::nth_element(first, mid, cand_.end(), Before);
+      std::sort(first, mid, Before);
+      sorted = want;
+    }
+    for (; i < sorted; ++i) {
+      cum += std::exp(static_cast<double>(cand_[i].logit) - max_logit);
+      if (cum >= target) {
+        cand_.resize(i + 1);
+        cand_sorted_ = true;
+        return;
+      }
+    }
+    if (sorted == n) {  // rounding kept the sum just under target: keep everything
+      cand_sorted_ = true;
+      return;
+    }
+    want = std::min(n, sorted * kTopPGrowth);
+  }
+}
+
+void Sampler::ApplyMinP(float min_p) {
+  if (min_p <= 0.0f || cand_.size() <= 1) return;
+  double max_logit = kNegInf;
+  for (const Candidate& c : cand_) max_logit = std::max(max_logit, static_cast<double>(c.logit));
+  // p_i >= min_p * p_max  <=>  logit_i - max_logit >= log(min_p); no softmax needed.
+  const double log_min_p = std::log(static_cast<double>(min_p));
+  // remove_if keeps the survivors' relative order, so a sorted prefix stays sorted.
+  auto end = std::remove_if(cand_.begin(), cand_.end(), [&](const Candidate& c) {
+    return static_cast<double>(c.logit) - max_logit < log_min_p;
+  });
+  cand_.erase(end, cand_.end());
+}
+
+int32_t Sampler::DrawFromCandidates() {
+  // Subtract the max before dividing by the temperature: (l - max) <= 0 stays finite in
+  // double even for clamped +inf logits and tiny temperatures.
+  double max_logit = kNegInf;
+  for (const Candidate& c : cand_) max_logit = std::max(max_logit, static_cast<double>(c.logit));
+  const double inv_temp = 1.0 / static_cast<double>(params_.temperature);
+  probs_.resize(cand_.size());
+  double total = 0.0;
+  for (size_t i = 0; i < cand_.size(); ++i) {
+    probs_[i] = std::exp((static_cast<double>(cand_[i].logit) - max_logit) * inv_temp);
+    total += probs_[i];
+  }
+  // One draw per Sample() call regardless of how many candidates survived, so token t always
+  // consumes the t-th number of the stream (reproducible across filter settings).
+  const double target = rng_.NextDouble() * total;
+  double cum = 0.0;
+  for (size_t i = 0; i < cand_.size(); ++i) {
+    cum += probs_[i];
+    if (target < cum) return cand_[i].id;
+  }
+  // target == total can only come from rounding; the last candidate with mass is the answer.
+  for (size_t i = cand_.size(); i-- > 0;) {
+    if (probs_[i] > 0.0) return cand_[i].id;
+  }
+  return cand_.front().id;
+}
+
+int32_t Sampler::Sample(float* logits, int32_t n_vocab) {
+  LL_CHECK(logits != nullptr);
+  LL_CHECK(n_vocab > 0);
+  last_degenerate_ = false;
+
+  for (int32_t i = 0; i < n_vocab; ++i) logits[i] = Sanitize(logits[i]);
+  if (PenaltiesEnabled()) ApplyPenalties(logits, n_vocab);
+
+  if (params_.temperature == 0.0f) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n_vocab; ++i) {
+      if (logits[i] > logits[best]) best = i;  // strict: ties keep the lowest id
+    }
+    if (logits[best] == kNegInf) {
+      last_degenerate_ = true;
+      return 0;
+    }
+    return best;
+  }
+
+  cand_.clear();
+  cand_.reserve(static_cast<size_t>(n_vocab));
+  for (int32_t i = 0; i < n_vocab; ++i) {
+    if (logits[i] != kNegInf) cand_.push_back({logits[i], i});  // -inf has zero probability
+  }
+  cand_sorted_ = false;
+  if (cand_.empty()) {
+    last_degenerate_ = true;
+    rng_.NextU64();  // keep the one-draw-per-call stream alignment
+    return 0;
+  }
+
+  ApplyTopK(params_.top_k);
+  ApplyTopP(params_.top_p);
+  ApplyMinP(params_.min_p);
+  return DrawFromCandidates();
+}
+
+}  // namespace lifeline
