@@ -13,8 +13,11 @@
 // No allocation is driven by an unchecked number: strings and arrays are views into the
 // mapping (copied only after their length is checked against the bytes left).
 //
-// Ownership: GgufFile owns the mapping; every view/pointer it hands out lives as long as it.
+// Ownership: GgufFile owns the mapping (Open) or borrows the caller's bytes (FromMemory); every
+// view/pointer it hands out lives as long as it (and, for FromMemory, as long as those bytes).
 // Thread-safety: immutable after Open(); safe to read from any thread.
+// Failure: Open/FromMemory return a Status (kDataLoss for a bad file, kNotFound/kIo for the OS);
+// a file truncated by someone else while mapped can still raise SIGBUS on access (mmap).
 #pragma once
 
 #include <cstdint>
@@ -22,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
@@ -46,6 +50,8 @@ enum class GgufValueType : uint32_t {
 };
 
 const char* GgufValueTypeName(GgufValueType t);
+// Bytes of one element of a fixed-size type; 0 for kString, kArray and unknown ids.
+uint64_t GgufValueTypeSize(GgufValueType t);
 
 // One metadata value. Scalars are held by value; strings and arrays point into the mapping.
 struct GgufValue {
@@ -79,6 +85,7 @@ struct GgufTensorInfo {
   uint64_t offset = 0;           // relative to the data section start
   uint64_t size_bytes = 0;
   const uint8_t* data = nullptr;  // into the mapping, aligned as the file says
+  uint64_t file_offset = 0;       // where the table entry starts, for error messages
   uint64_t n_elements() const {
     return static_cast<uint64_t>(ne[0]) * ne[1] * ne[2] * ne[3];
   }
@@ -93,6 +100,7 @@ struct GgufOpenOptions {
   uint64_t max_string_bytes = 1 << 24;      // one string value
   uint64_t max_array_elems = 1ull << 26;    // one array
   uint64_t max_alignment = 1 << 16;
+  uint32_t max_array_depth = 4;             // an array of arrays is depth 2
 };
 
 class GgufFile {
@@ -109,7 +117,12 @@ class GgufFile {
   uint32_t version() const { return version_; }
   uint64_t file_size() const { return size_; }
   uint64_t alignment() const { return alignment_; }
-  uint64_t data_offset() const { return data_offset_; }  // absolute offset of tensor data
+  // Absolute offset of tensor data: the end of the tensor table padded to the alignment. With
+  // no tensors it may lie past the end of the file (vocab-only files are not padded).
+  uint64_t data_offset() const { return data_offset_; }
+  // True when Open() was asked to mlock and the kernel agreed (RLIMIT_MEMLOCK may refuse; that
+  // is not an error).
+  bool locked() const { return locked_; }
 
   const std::vector<GgufKv>& kvs() const { return kvs_; }
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
@@ -145,6 +158,10 @@ class GgufFile {
   uint64_t data_offset_ = 0;
   std::vector<GgufKv> kvs_;
   std::vector<GgufTensorInfo> tensors_;
+  // Lookup indexes; the keys are views into the file bytes (stable, unlike the std::strings
+  // in kvs_/tensors_ while those vectors grow).
+  std::unordered_map<std::string_view, size_t> kv_index_;
+  std::unordered_map<std::string_view, size_t> tensor_index_;
 };
 
 }  // namespace lifeline
