@@ -1,15 +1,136 @@
+// `lifeline make-model`: flags -> MakeModelOptions -> tools::MakeModel. Flags are taken as
+// text and parsed by tools/flag_parse so a bad value is one line naming the flag (exit 2);
+// failures while writing exit 1.
+#include <chrono>
 #include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
 
 #include "app/commands.h"
+#include "tools/flag_parse.h"
+#include "tools/make_model.h"
 
 namespace lifeline::app {
+namespace {
+
+struct MakeModelFlags {
+  std::string arch = "llama";
+  std::string dim, layers, heads, kv_heads, ffn, vocab, ctx = "4096", rope_base;
+  std::string type, seed, threads, vocab_from, out, name;
+  bool tied = false;
+};
+
+int DefaultThreads() {
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw == 0 ? 1 : static_cast<int>(std::min<unsigned>(hw, tools::kMaxToolThreads));
+}
+
+// Required flags are checked here rather than by CLI11 so the error and exit code match the
+// other flag errors.
+Status Require(const char* flag, const std::string& value) {
+  if (value.empty()) return InvalidArgument(std::string(flag) + " is required");
+  return Status::Ok();
+}
+
+Result<int64_t> Int(const char* flag, const std::string& text, int64_t lo, int64_t hi) {
+  LL_RETURN_IF_ERROR(Require(flag, text));
+  return tools::ParseIntFlag(flag, text, lo, hi);
+}
+
+Result<tools::MakeModelOptions> ToOptions(const MakeModelFlags& f) {
+  tools::MakeModelOptions o;
+  o.shape.arch = f.arch;
+  constexpr int64_t kBig = int64_t{1} << 40;  // ranges are checked by ValidateModelShape
+  LL_ASSIGN_OR_RETURN(o.shape.dim, Int("--dim", f.dim, 1, kBig));
+  LL_ASSIGN_OR_RETURN(o.shape.n_layers, Int("--layers", f.layers, 1, kBig));
+  LL_ASSIGN_OR_RETURN(o.shape.n_head, Int("--heads", f.heads, 1, kBig));
+  o.shape.n_head_kv = o.shape.n_head;
+  if (!f.kv_heads.empty()) {
+    LL_ASSIGN_OR_RETURN(o.shape.n_head_kv, Int("--kv-heads", f.kv_heads, 1, kBig));
+  }
+  LL_ASSIGN_OR_RETURN(o.shape.ffn, Int("--ffn", f.ffn, 1, kBig));
+  if (!f.vocab.empty() && !f.vocab_from.empty()) {
+    return InvalidArgument("--vocab and --vocab-from exclude each other");
+  }
+  if (!f.vocab.empty()) {
+    LL_ASSIGN_OR_RETURN(o.shape.vocab, Int("--vocab", f.vocab, 1, kBig));
+  }
+  LL_ASSIGN_OR_RETURN(o.shape.ctx, Int("--ctx", f.ctx, 1, kBig));
+  if (!f.rope_base.empty()) {
+    LL_ASSIGN_OR_RETURN(o.shape.rope_base, tools::ParsePositiveFloatFlag("--rope-base",
+                                                                         f.rope_base));
+  }
+  o.shape.tied = f.tied;
+  LL_RETURN_IF_ERROR(Require("--type", f.type));
+  const auto ftype = tools::FileTypeFromName(f.type);
+  if (!ftype) {
+    return InvalidArgument("--type '" + f.type + "' is not one of " +
+                           tools::FileTypeNamesJoined());
+  }
+  o.ftype = ftype->ftype;
+  LL_RETURN_IF_ERROR(Require("--seed", f.seed));
+  LL_ASSIGN_OR_RETURN(o.seed, tools::ParseUint64Flag("--seed", f.seed));
+  o.threads = DefaultThreads();
+  if (!f.threads.empty()) {
+    LL_ASSIGN_OR_RETURN(const int64_t t, Int("--threads", f.threads, 1, tools::kMaxToolThreads));
+    o.threads = static_cast<int>(t);
+  }
+  LL_RETURN_IF_ERROR(Require("-o", f.out));
+  o.out_path = f.out;
+  o.vocab_from = f.vocab_from;
+  o.name = f.name;
+  return o;
+}
+
+int Run(const MakeModelFlags& flags) {
+  auto opts = ToOptions(flags);
+  if (!opts.ok()) {
+    std::fprintf(stderr, "lifeline make-model: %s\n", opts.status().message().c_str());
+    return 2;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const Status s = tools::MakeModel(*opts);
+  if (!s.ok()) {
+    std::fprintf(stderr, "lifeline make-model: %s\n", s.message().c_str());
+    return s.code() == StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  const double elapsed_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(stderr, "lifeline make-model: wrote %s (%s, seed %llu) in %.2f s\n",
+               opts->out_path.c_str(), flags.type.c_str(),
+               static_cast<unsigned long long>(opts->seed), elapsed_s);
+  return 0;
+}
+
+}  // namespace
 
 CommandFn RegisterMakeModel(CLI::App& root) {
-  root.add_subcommand("make-model", "Write a synthetic GGUF model with random weights");
-  return [] {
-    std::fprintf(stderr, "lifeline make-model: not implemented yet\n");
-    return 1;
-  };
+  auto flags = std::make_shared<MakeModelFlags>();
+  CLI::App* sub = root.add_subcommand(
+      "make-model", "Write a synthetic GGUF model with random weights (llama.cpp layout)");
+  sub->add_option("--arch", flags->arch, "Architecture: llama|qwen2 (default llama)");
+  sub->add_option("--dim", flags->dim, "Embedding width (required)")->type_name("INT");
+  sub->add_option("--layers", flags->layers, "Number of blocks (required)")->type_name("INT");
+  sub->add_option("--heads", flags->heads, "Attention heads (required)")->type_name("INT");
+  sub->add_option("--kv-heads", flags->kv_heads, "KV heads (default: --heads)")->type_name("INT");
+  sub->add_option("--ffn", flags->ffn, "Feed-forward width (required)")->type_name("INT");
+  sub->add_option("--vocab", flags->vocab, "Built-in synthetic SPM vocab size (default 32000)")
+      ->type_name("INT");
+  sub->add_option("--vocab-from", flags->vocab_from, "Copy tokenizer.* keys from this GGUF")
+      ->type_name("FILE");
+  sub->add_option("--ctx", flags->ctx, "context_length (default 4096)")->type_name("INT");
+  sub->add_option("--rope-base", flags->rope_base, "rope.freq_base (default: arch's)")
+      ->type_name("FLOAT");
+  sub->add_flag("--tied", flags->tied, "No output.weight: the classifier reuses token_embd");
+  sub->add_option("--type", flags->type, "Weight file type (required): " +
+                                             tools::FileTypeNamesJoined());
+  sub->add_option("--seed", flags->seed, "RNG seed (required)")->type_name("UINT64");
+  sub->add_option("--threads", flags->threads, "Worker threads (output does not depend on it)")
+      ->type_name("INT");
+  sub->add_option("--name", flags->name, "general.name (default synthetic-ARCH-DIMxLAYERS)");
+  sub->add_option("-o,--output", flags->out, "Output .gguf path (required)")->type_name("FILE");
+  return [flags] { return Run(*flags); };
 }
 
 }  // namespace lifeline::app

@@ -1,0 +1,148 @@
+#include "tools/model_plan.h"
+
+#include <cmath>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace lifeline::tools {
+namespace {
+
+ModelShape Tiny() {
+  ModelShape s;
+  s.dim = 64;
+  s.n_layers = 2;
+  s.n_head = 8;
+  s.n_head_kv = 4;
+  s.ffn = 128;
+  s.vocab = 300;
+  return s;
+}
+
+void ExpectInvalid(const ModelShape& s, FileType ftype, const std::string& needle) {
+  const Status st = ValidateModelShape(s, ftype);
+  ASSERT_FALSE(st.ok()) << needle;
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find(needle), std::string::npos) << st.message();
+}
+
+TEST(ModelPlan, ValidationNamesTheFlag) {
+  EXPECT_TRUE(ValidateModelShape(Tiny(), FileType::kMostlyQ4_0).ok());
+  ModelShape s = Tiny();
+  s.arch = "gpt2";
+  ExpectInvalid(s, FileType::kAllF32, "--arch 'gpt2'");
+  s = Tiny();
+  s.n_head = 6;  // 64 / 6
+  ExpectInvalid(s, FileType::kAllF32, "--heads 6 does not divide --dim 64");
+  s = Tiny();
+  s.n_head_kv = 3;
+  ExpectInvalid(s, FileType::kAllF32, "--kv-heads 3 does not divide --heads 8");
+  s = Tiny();
+  s.n_head_kv = 16;
+  ExpectInvalid(s, FileType::kAllF32, "--kv-heads 16 is outside [1, 8]");
+  s = Tiny();
+  s.dim = 72;
+  s.n_head = 8;  // head size 9: odd
+  ExpectInvalid(s, FileType::kAllF32, "must be even");
+  s = Tiny();
+  s.dim = 0;
+  ExpectInvalid(s, FileType::kAllF32, "--dim 0 is outside");
+  s = Tiny();
+  s.n_layers = 0;
+  ExpectInvalid(s, FileType::kAllF32, "--layers 0");
+  s = Tiny();
+  s.rope_base = -1;
+  ExpectInvalid(s, FileType::kAllF32, "--rope-base");
+  // Quantized types need rows that hold whole 32-element blocks; float types don't.
+  s = Tiny();
+  s.dim = 48;
+  s.n_head = 4;
+  s.n_head_kv = 4;
+  EXPECT_TRUE(ValidateModelShape(s, FileType::kMostlyF16).ok());
+  ExpectInvalid(s, FileType::kMostlyQ4_0, "--dim 48 must be a multiple of 32 for --type q4_0");
+  s = Tiny();
+  s.ffn = 172;
+  EXPECT_TRUE(ValidateModelShape(s, FileType::kAllF32).ok());
+  ExpectInvalid(s, FileType::kMostlyQ4_K_M, "--ffn 172 must be a multiple of 32");
+}
+
+TEST(ModelPlan, LlamaTensorNamesShapesAndOrder) {
+  const auto plan = PlanTensors(Tiny(), FileType::kAllF32);
+  // token_embd + 2 * 9 per layer + output_norm + output.
+  ASSERT_EQ(plan.size(), 1u + 2 * 9 + 2);
+  struct Want {
+    const char* name;
+    std::vector<int64_t> ne;
+  };
+  // kv_dim = 64 / 8 * 4 = 32. ggml order: ne[0] is the input (row) dimension.
+  const Want want[] = {
+      {"token_embd.weight", {64, 300}},   {"blk.0.attn_norm.weight", {64}},
+      {"blk.0.attn_q.weight", {64, 64}},  {"blk.0.attn_k.weight", {64, 32}},
+      {"blk.0.attn_v.weight", {64, 32}},  {"blk.0.attn_output.weight", {64, 64}},
+      {"blk.0.ffn_norm.weight", {64}},    {"blk.0.ffn_gate.weight", {64, 128}},
+      {"blk.0.ffn_up.weight", {64, 128}}, {"blk.0.ffn_down.weight", {128, 64}},
+  };
+  for (size_t i = 0; i < std::size(want); ++i) {
+    EXPECT_EQ(plan[i].name, want[i].name);
+    EXPECT_EQ(plan[i].ne, want[i].ne) << want[i].name;
+    EXPECT_EQ(plan[i].type, GgmlType::kF32);
+  }
+  EXPECT_EQ(plan[10].name, "blk.1.attn_norm.weight");
+  EXPECT_EQ(plan[19].name, "output_norm.weight");
+  EXPECT_EQ(plan[20].name, "output.weight");
+  EXPECT_EQ(plan[20].ne, (std::vector<int64_t>{64, 300}));
+}
+
+TEST(ModelPlan, Qwen2HasQkvBiasesAndTiedDropsOutput) {
+  ModelShape s = Tiny();
+  s.arch = "qwen2";
+  s.tied = true;
+  const auto plan = PlanTensors(s, FileType::kMostlyQ8_0);
+  ASSERT_EQ(plan.size(), 1u + 2 * 12 + 1);
+  EXPECT_EQ(plan[3].name, "blk.0.attn_q.bias");
+  EXPECT_EQ(plan[3].ne, std::vector<int64_t>{64});
+  EXPECT_EQ(plan[5].name, "blk.0.attn_k.bias");
+  EXPECT_EQ(plan[5].ne, std::vector<int64_t>{32});
+  EXPECT_EQ(plan[7].name, "blk.0.attn_v.bias");
+  EXPECT_EQ(plan[3].type, GgmlType::kF32);
+  EXPECT_EQ(plan.back().name, "output_norm.weight");
+  // Tied: token_embd is the classifier, so it gets the classifier's type (Q6_K doesn't fit a
+  // 64-row, so Q8_0) and the classifier's scale.
+  EXPECT_EQ(plan[0].type, GgmlType::kQ8_0);
+  EXPECT_FLOAT_EQ(plan[0].std_dev, 1.0f / 8.0f);
+}
+
+TEST(ModelPlan, InitScales) {
+  ModelShape s = Tiny();  // dim 64, ffn 128, 2 layers: residual scale 1/sqrt(4) = 1/2
+  const auto plan = PlanTensors(s, FileType::kAllF32);
+  auto find = [&](const std::string& n) -> const PlannedTensor& {
+    for (const auto& t : plan) {
+      if (t.name == n) return t;
+    }
+    ADD_FAILURE() << n;
+    return plan[0];
+  };
+  EXPECT_FLOAT_EQ(find("token_embd.weight").std_dev, 1.0f);
+  EXPECT_FLOAT_EQ(find("blk.0.attn_q.weight").std_dev, 1.0f / 8);
+  EXPECT_FLOAT_EQ(find("blk.1.ffn_up.weight").std_dev, 1.0f / 8);
+  EXPECT_FLOAT_EQ(find("blk.0.attn_output.weight").std_dev, 1.0f / 8 / 2);
+  EXPECT_FLOAT_EQ(find("blk.0.ffn_down.weight").std_dev, 1.0f / std::sqrt(128.0f) / 2);
+  EXPECT_FLOAT_EQ(find("output.weight").std_dev, 1.0f / 8);
+  EXPECT_EQ(find("blk.0.ffn_norm.weight").init, InitKind::kOnes);
+  EXPECT_EQ(find("output_norm.weight").init, InitKind::kOnes);
+}
+
+TEST(ModelPlan, DataBytesByHand) {
+  ModelShape s = Tiny();
+  s.n_layers = 1;
+  const auto plan = PlanTensors(s, FileType::kMostlyQ8_0);
+  // Q8_0 rows of 64 = 2 blocks * 34 bytes = 68 bytes; rows of 128 = 136 bytes.
+  // token_embd 300 rows * 68; q 64*68; k,v 32*68 each; o 64*68; gate, up 128*68 each;
+  // down 64 rows * 136; norms 3 * 64 * 4; output: Q6_K doesn't fit 64 -> Q8_0, 300 * 68.
+  const uint64_t want = 300 * 68 + 64 * 68 + 2 * 32 * 68 + 64 * 68 + 2 * 128 * 68 + 64 * 136 +
+                        3 * 64 * 4 + 300 * 68;
+  EXPECT_EQ(PlannedDataBytes(plan), want);
+}
+
+}  // namespace
+}  // namespace lifeline::tools
