@@ -9,6 +9,7 @@
 #include "engine/kernels/compute_pool.h"
 #include "engine/kernels/ref/quants_ref.h"
 #include "tools/rng.h"
+#include "tools/row_runner.h"
 #include "tools/synthetic_vocab.h"
 
 namespace lifeline::tools {
@@ -78,9 +79,7 @@ Status FillTensor(const PlannedTensor& t, uint64_t seed, ComputePool* pool, uint
                     " bytes does not match the plan");
   }
   const uint64_t name_hash = HashName(t.name);
-  pool->Run([&](int ith, int nth) {
-    int64_t begin = 0, end = 0;
-    ComputePool::Split(rows, ith, nth, &begin, &end);
+  RunRows(pool, rows, n, [&](int64_t begin, int64_t end) {
     std::vector<float> row(static_cast<size_t>(n));  // [n] f32 values before encoding
     for (int64_t r = begin; r < end; ++r) {
       if (t.init == InitKind::kOnes) {

@@ -10,6 +10,7 @@
 #include "engine/kernels/compute_pool.h"
 #include "engine/kernels/ref/quants_ref.h"
 #include "tools/make_model.h"
+#include "tools/row_runner.h"
 
 namespace lifeline::tools {
 namespace {
@@ -105,9 +106,7 @@ Status ConvertTensor(const TensorJob& job, ComputePool* pool, uint8_t* dst, uint
     return Internal("tensor '" + t.name + "': writer buffer of " + std::to_string(size_bytes) +
                     " bytes does not match " + std::to_string(rows) + " rows");
   }
-  pool->Run([&](int ith, int nth) {
-    int64_t begin = 0, end = 0;
-    ComputePool::Split(rows, ith, nth, &begin, &end);
+  RunRows(pool, rows, n, [&](int64_t begin, int64_t end) {
     std::vector<float> row(static_cast<size_t>(n));  // [n] one row in f32
     for (int64_t r = begin; r < end; ++r) {
       const uint64_t ur = static_cast<uint64_t>(r);
