@@ -1,1 +1,0 @@
-// Placeholder until this module's first source lands; delete it then.
