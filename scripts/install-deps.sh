@@ -9,6 +9,7 @@ PACKAGES=(
   libpcre2-dev                # PCRE2: Unicode-property regexes of BPE pre-tokenizers
   nlohmann-json3-dev          # JSON for CLI output, reference files, later the HTTP API
   libcli11-dev                # CLI11: subcommands and flags of the `lifeline` binary
+  libboost-dev                # Boost 1.74 headers: Asio + Beast for the HTTP/SSE server
 )
 
 missing=()

@@ -1,0 +1,185 @@
+// The boundary between the HTTP/OpenAI front end (server/) and whatever generates tokens
+// (the engine + scheduler). The server validates and parses requests, then hands a
+// GenerationRequest to an EngineApi; the engine tokenizes, schedules, generates and reports
+// back through a sink. Nothing in this header knows about sockets or HTTP framing.
+//
+// Ownership: the server borrows the EngineApi (it must outlive the HttpServer). Each Submit
+// passes the request by value and a sink the engine owns until it has delivered the terminal
+// event (then it should drop it).
+//
+// Thread-safety: every EngineApi method may be called concurrently from any HTTP I/O thread;
+// implementations must be thread-safe and must never block on compute (Submit and Cancel
+// enqueue and return). The sink may be invoked on any engine thread; the server re-posts each
+// event onto the connection's own executor, so the sink is cheap and never blocks.
+//
+// Failure: a request the engine refuses up front (queue full, context too long, unknown
+// model) is a SubmitResult holding an ApiError; a failure after acceptance is a terminal
+// GenerationEvent of kind kError. Exactly one terminal event (kDone or kError) follows every
+// accepted Submit, including after Cancel (the server ignores anything after Cancel).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace lifeline::server {
+
+// An OpenAI-shaped error: {"error":{"message","type","param","code"}} plus the HTTP status it
+// maps to. `param` names the offending request field ("" when none); `retry_after_s` > 0 adds
+// a Retry-After header (429/503).
+struct ApiError {
+  int http_status = 500;
+  std::string type;     // "invalid_request_error", "not_found_error", "unavailable", ...
+  std::string code;     // machine-readable detail: "context_length_exceeded", "overloaded", ...
+  std::string message;  // human-readable; names the field, the value and the limit
+  std::string param;    // offending request field, e.g. "temperature", "messages[3].role"
+  int retry_after_s = 0;
+};
+
+// One chat turn. `content` is the concatenated text (text parts of an array are joined).
+struct ChatMessage {
+  std::string role;     // "system" | "user" | "assistant" | "developer" | "tool"
+  std::string content;
+};
+
+// Sampling knobs, already range-checked by the server (see server/openai.h for the table).
+struct SamplingFields {
+  double temperature = 1.0;        // [0, 2]; 0 means greedy
+  double top_p = 1.0;              // (0, 1]
+  int32_t top_k = 0;               // >= 0; 0 disables
+  double min_p = 0.0;              // [0, 1]
+  std::optional<int64_t> seed;     // unset: engine picks
+  double presence_penalty = 0.0;   // [-2, 2]
+  double frequency_penalty = 0.0;  // [-2, 2]
+  double repeat_penalty = 1.0;     // (0, 10]; 1 disables
+};
+
+// The request timeline as far as the server has seen it (steady clock).
+struct RequestTimeline {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point first_byte;     // first byte of the request arrived
+  Clock::time_point headers_read;   // header block parsed
+  Clock::time_point body_read;      // body complete
+  Clock::time_point validated;      // JSON parsed and validated; Submit follows at once
+};
+
+// A validated generation request. Tokenization and the chat template are NOT applied here:
+// the engine side owns the vocabulary and the template.
+struct GenerationRequest {
+  std::string model;                  // resolved id (never empty when submitted)
+  bool is_chat = false;
+  std::string prompt;                 // completions only
+  std::vector<ChatMessage> messages;  // chat only, >= 1 entry
+  std::optional<int32_t> max_tokens;  // unset: engine default (bounded by its context)
+  SamplingFields sampling;
+  std::vector<std::string> stop;      // <= 16 entries, each 1..1024 bytes
+  bool stream = false;
+  bool include_usage = false;         // stream_options.include_usage
+  bool ignore_eos = false;
+  std::string slo_class;              // "" = server default class
+  std::string user_role;              // "" = none; scales the class budget
+  std::optional<int64_t> deadline_ms; // relative to timeline.first_byte
+  std::string request_id;             // "cmpl-..." / "chatcmpl-...", also in logs
+  RequestTimeline timeline;
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+};
+
+// One event from the engine. Token events carry UTF-8 text deltas (possibly empty while the
+// detokenizer holds back half a character); invalid UTF-8 is replaced, never fatal.
+struct GenerationEvent {
+  enum class Kind : uint8_t { kToken, kDone, kError };
+  Kind kind = Kind::kToken;
+  // kToken
+  std::string text;
+  int32_t token_id = -1;
+  // kDone
+  std::string finish_reason;  // "stop" | "length" | "deadline" | ...
+  Usage usage;
+  nlohmann::json timings = nlohmann::json::object();  // members ending "_ms" feed Server-Timing
+  // kError
+  ApiError error;
+
+  static GenerationEvent Token(std::string text, int32_t token_id) {
+    GenerationEvent e;
+    e.kind = Kind::kToken;
+    e.text = std::move(text);
+    e.token_id = token_id;
+    return e;
+  }
+  static GenerationEvent Done(std::string finish_reason, Usage usage,
+                              nlohmann::json timings = nlohmann::json::object()) {
+    GenerationEvent e;
+    e.kind = Kind::kDone;
+    e.finish_reason = std::move(finish_reason);
+    e.usage = usage;
+    e.timings = std::move(timings);
+    return e;
+  }
+  static GenerationEvent Error(ApiError error) {
+    GenerationEvent e;
+    e.kind = Kind::kError;
+    e.error = std::move(error);
+    return e;
+  }
+  bool terminal() const { return kind != Kind::kToken; }
+};
+
+using RequestHandle = uint64_t;
+using GenerationSink = std::function<void(GenerationEvent)>;
+
+// What Submit answers: accepted (a handle, and the model that will actually serve it, which
+// may be a lighter fallback) or refused with an error (nothing else will be delivered).
+struct SubmitResult {
+  RequestHandle handle = 0;
+  std::string served_model;  // "" = the requested model
+  std::optional<ApiError> error;
+
+  static SubmitResult Accept(RequestHandle h, std::string served_model = {}) {
+    SubmitResult r;
+    r.handle = h;
+    r.served_model = std::move(served_model);
+    return r;
+  }
+  static SubmitResult Reject(ApiError e) {
+    SubmitResult r;
+    r.error = std::move(e);
+    return r;
+  }
+  bool accepted() const { return !error.has_value(); }
+};
+
+struct ModelInfo {
+  std::string id;
+  std::string owned_by = "lifeline";
+  int64_t created_unix_s = 0;
+  int64_t context_length_tokens = 0;  // 0 = unknown
+};
+
+class EngineApi {
+ public:
+  virtual ~EngineApi() = default;
+  // Models that requests may name; the first one is the default for requests without `model`.
+  virtual std::vector<ModelInfo> Models() const = 0;
+  // True when a model is loaded and the engine loop is alive (engine heartbeat fresh).
+  virtual bool Ready() const = 0;
+  // Non-blocking. On acceptance the engine later calls `sink` with token events and exactly
+  // one terminal event (kDone or kError), never after that one.
+  virtual SubmitResult Submit(GenerationRequest request, GenerationSink sink) = 0;
+  // Non-blocking, idempotent; unknown or finished handles are ignored. The server calls it at
+  // most once per handle (client disconnect, slow reader, shutdown).
+  virtual void Cancel(RequestHandle handle) = 0;
+  // Prometheus text exposition the server appends to its own /metrics output.
+  virtual std::string MetricsText() const = 0;
+};
+
+}  // namespace lifeline::server

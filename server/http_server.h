@@ -1,0 +1,88 @@
+// The HTTP/1.1 + SSE front end: an Asio/Beast server run by a small fixed pool of I/O threads
+// (default 1; no thread per connection) that serves the OpenAI-compatible routes listed in
+// server/router.h and streams tokens from an EngineApi.
+//
+// Limits (ServerLimits, all configurable, defaults below) are enforced before work starts:
+// header bytes -> 431; Content-Length above max_body_bytes -> 413 before the body is read (a
+// chunked body is cut off at the same limit while reading); connections above max_connections
+// get 503 and are closed; a header or body not complete within its deadline -> 408; an idle
+// keep-alive connection is closed; a write that makes no progress within write_timeout
+// closes the connection (and cancels its request).
+//
+// Every generation request the engine accepts ends visibly exactly once: a JSON response, an
+// HTTP error, or for a stream that already began a terminal `data: {"error":...}` event with
+// no [DONE]. A client that disconnects, stops reading (pending stream bytes above
+// max_stream_buffer_bytes or write deadline) or is cut off by Stop() has its request
+// cancelled (EngineApi::Cancel exactly once) and counted in the ledger (server_metrics.h).
+//
+// Ownership: owns the I/O threads, sockets and metrics; borrows the EngineApi, which must
+// outlive the server (its sinks become no-ops once Stop() returns). Thread-safety: Start and
+// Stop from one controlling thread; port(), Ledger() and metrics() from any thread.
+// Failure: Start returns a Status naming the address and port (bind/listen errors).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "server/engine_api.h"
+#include "server/openai.h"
+#include "server/server_metrics.h"
+
+namespace lifeline::server {
+
+struct ServerLimits {
+  size_t max_header_bytes = 16 * 1024;         // request line + headers; above -> 431
+  size_t max_body_bytes = 1024 * 1024;         // above -> 413
+  int max_connections = 512;                   // above -> 503 + close
+  std::chrono::milliseconds header_read_timeout{10'000};  // first byte .. end of headers -> 408
+  std::chrono::milliseconds body_read_timeout{30'000};    // end of headers .. end of body -> 408
+  std::chrono::milliseconds idle_timeout{60'000};         // keep-alive wait for a request
+  std::chrono::milliseconds write_timeout{10'000};        // one write without completion
+  size_t max_stream_buffer_bytes = 1024 * 1024;  // queued, unwritten bytes of one stream
+  std::chrono::milliseconds heartbeat_interval{5'000};    // SSE comment after this silence
+  std::chrono::milliseconds drain_timeout{10'000};        // Stop(): wait for in-flight requests
+  int retry_after_s = 1;                       // Retry-After on 503s the server makes itself
+  int socket_send_buffer_bytes = 0;            // SO_SNDBUF per connection; 0 = OS default
+};
+
+struct ServerOptions {
+  std::string bind_address = "127.0.0.1";  // loopback by default
+  uint16_t port = 8080;                    // 0 = pick a free port (see HttpServer::port())
+  int io_threads = 1;
+  std::string api_key;                     // empty = no auth
+  std::vector<std::string> cors_allowed_origins;  // empty = CORS off
+  ServerLimits limits;
+  RequestLimits request_limits;
+};
+
+class HttpServer {
+ public:
+  HttpServer(ServerOptions options, EngineApi* engine);
+  ~HttpServer();  // Stop()
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds, listens and starts the I/O threads.
+  Status Start();
+  // The bound port (the real one when options.port was 0); 0 before Start.
+  uint16_t port() const;
+  // Graceful: stops accepting, answers new generation requests and /ready with 503, waits up
+  // to drain_timeout for in-flight requests, then ends the rest with a terminal error
+  // (counted as cancelled{shutdown}), closes every connection and joins the threads.
+  // Idempotent.
+  void Stop();
+
+  LedgerSnapshot Ledger() const;
+  const ServerMetrics& metrics() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace lifeline::server

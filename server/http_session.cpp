@@ -1,0 +1,743 @@
+// One client connection: reads requests with Beast's parser under the configured limits and
+// deadlines, dispatches them, and writes responses and SSE streams with explicit
+// back-pressure accounting. Everything of one connection runs on its strand (the socket's
+// executor), so the Session's fields need no locks; engine events arrive through a sink that
+// posts onto that strand.
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include "server/http_message.h"
+#include "server/openai.h"
+#include "server/responses.h"
+#include "server/router.h"
+#include "server/server_core.h"
+
+namespace lifeline::server {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using Clock = std::chrono::steady_clock;
+using ErrorCode = boost::system::error_code;
+
+constexpr size_t kReadChunkBytes = 4096;
+// After an error response we stop reading requests but drain what the client still sends for
+// a moment, so closing does not reset the connection before the client has read the answer.
+constexpr auto kLingerTime = std::chrono::milliseconds(500);
+constexpr size_t kLingerMaxBytes = 4 * 1024 * 1024;
+
+std::string_view View(beast::string_view s) { return {s.data(), s.size()}; }
+
+double MsBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// The one generation request in flight on a connection.
+struct Exchange {
+  uint64_t serial = 0;
+  RequestHandle handle = 0;
+  bool stream = false;
+  bool include_usage = false;
+  std::string route_label;
+  CompletionContext ctx;
+  std::string text;            // non-streaming: accumulated output  // [completion bytes]
+  bool first_delta = true;
+  bool finished = false;       // terminal outcome recorded in the ledger
+  bool cancel_sent = false;
+};
+
+class Session final : public ConnectionHandle, public std::enable_shared_from_this<Session> {
+ public:
+  Session(std::shared_ptr<ServerCore> core, tcp::socket socket)
+      : core_(std::move(core)),
+        limits_(core_->options.limits),
+        socket_(std::move(socket)),
+        read_timer_(socket_.get_executor()),
+        write_timer_(socket_.get_executor()),
+        heartbeat_timer_(socket_.get_executor()),
+        id_(core_->next_id.fetch_add(1)) {
+    core_->open_connections.fetch_add(1);
+    core_->metrics.ConnectionOpened();
+  }
+
+  ~Session() override {
+    // Only reachable with an unfinished exchange when the server stopped with handlers
+    // pending; the ledger must still close.
+    if (exchange_ && !exchange_->finished) FinishCancelled(CancelReason::kShutdown);
+    core_->metrics.ConnectionClosed();
+    core_->open_connections.fetch_sub(1);
+    std::lock_guard lock(core_->registry_mu);
+    core_->registry.erase(id_);
+  }
+
+  void Start() {
+    {
+      std::lock_guard lock(core_->registry_mu);
+      core_->registry[id_] = weak_from_this();
+    }
+    net::dispatch(socket_.get_executor(), [self = shared_from_this()] { self->ReadRequest(true); });
+  }
+
+  void PostShutdown() override {
+    net::post(socket_.get_executor(), [self = shared_from_this()] { self->OnShutdown(); });
+  }
+
+  void ReleaseAfterStop() override { self_ref_.reset(); }
+
+ private:
+  enum class Phase { kIdle, kHeader, kBody, kExchange, kResponding, kLinger, kClosed };
+  enum class AfterWrite { kNothing, kNextRequest, kLingerClose };
+
+  // ---- Reading requests ----------------------------------------------------------------
+
+  void ReadRequest(bool fresh) {
+    if (phase_ == Phase::kClosed) return;
+    phase_ = Phase::kIdle;
+    parser_.emplace();
+    parser_->header_limit(static_cast<uint32_t>(limits_.max_header_bytes));
+    parser_->body_limit(limits_.max_body_bytes);
+    read_timed_out_ = false;
+    cors_.clear();
+    if (raw_reading_) {
+      // The disconnect monitor of the previous exchange is still reading. If it already
+      // buffered a pipelined request, stop it and parse; otherwise it becomes the idle wait.
+      if (buffer_.size() > 0) {
+        cancel_raw_for_parse_ = true;
+        ErrorCode ec;
+        socket_.cancel(ec);
+      } else {
+        ArmReadDeadline(limits_.idle_timeout);
+      }
+      return;
+    }
+    if (buffer_.size() > 0) {
+      timeline_ = {};
+      timeline_.first_byte = Clock::now();
+      ReadHeader();
+      return;
+    }
+    ArmReadDeadline(fresh ? limits_.header_read_timeout : limits_.idle_timeout);
+    StartRawRead();
+  }
+
+  // A plain read_some used while idle (waiting for the first byte), during an exchange (to
+  // notice a disconnect) and while lingering before close.
+  void StartRawRead() {
+    raw_reading_ = true;
+    socket_.async_read_some(net::buffer(raw_buf_),
+                            [self = shared_from_this()](ErrorCode ec, size_t n) {
+                              self->OnRawRead(ec, n);
+                            });
+  }
+
+  void OnRawRead(ErrorCode ec, size_t n) {
+    raw_reading_ = false;
+    if (phase_ == Phase::kClosed) return;
+    if (phase_ == Phase::kLinger) {
+      linger_bytes_ += n;
+      if (ec || read_timed_out_ || linger_bytes_ > kLingerMaxBytes) return CloseSocket();
+      return StartRawRead();
+    }
+    if (n > 0) {
+      const size_t room = limits_.max_header_bytes + limits_.max_body_bytes;
+      if (buffer_.size() + n <= room) {
+        buffer_.commit(net::buffer_copy(buffer_.prepare(n), net::buffer(raw_buf_.data(), n)));
+      }
+    }
+    if (phase_ == Phase::kExchange || phase_ == Phase::kResponding) {
+      if (ec) {
+        // EOF or reset while the request runs: the client is gone.
+        if (phase_ == Phase::kExchange) return Abort(CancelReason::kClientDisconnect);
+        return CloseSocket();
+      }
+      // Pipelined bytes are kept for the next request; keep watching unless the buffer is
+      // already full (then a disconnect shows up on the next write instead).
+      if (buffer_.size() < limits_.max_header_bytes) StartRawRead();
+      return;
+    }
+    // phase_ == kIdle
+    if (cancel_raw_for_parse_ && ec == net::error::operation_aborted) {
+      cancel_raw_for_parse_ = false;
+      DisarmReadDeadline();
+      timeline_ = {};
+      timeline_.first_byte = Clock::now();
+      return ReadHeader();
+    }
+    if (ec || read_timed_out_) return CloseSocket();  // idle timeout or client closed
+    timeline_ = {};
+    timeline_.first_byte = Clock::now();
+    ReadHeader();
+  }
+
+  void ReadHeader() {
+    cancel_raw_for_parse_ = false;
+    phase_ = Phase::kHeader;
+    ArmReadDeadline(limits_.header_read_timeout);
+    http::async_read_header(socket_, buffer_, *parser_,
+                            [self = shared_from_this()](ErrorCode ec, size_t) {
+                              self->OnHeader(ec);
+                            });
+  }
+
+  void OnHeader(ErrorCode ec) {
+    DisarmReadDeadline();
+    if (phase_ == Phase::kClosed) return;
+    if (ec) return OnReadError(ec, "header");
+    timeline_.headers_read = Clock::now();
+    const auto& req = parser_->get();
+    auto expect = req.find(http::field::expect);
+    if (expect != req.end() && beast::iequals(expect->value(), "100-continue")) {
+      Send("HTTP/1.1 100 Continue\r\n\r\n");
+    }
+    if (parser_->is_done()) return HandleRequest();
+    phase_ = Phase::kBody;
+    ArmReadDeadline(limits_.body_read_timeout);
+    http::async_read(socket_, buffer_, *parser_,
+                     [self = shared_from_this()](ErrorCode ec, size_t) { self->OnBody(ec); });
+  }
+
+  void OnBody(ErrorCode ec) {
+    DisarmReadDeadline();
+    if (phase_ == Phase::kClosed) return;
+    if (ec) return OnReadError(ec, "body");
+    HandleRequest();
+  }
+
+  void OnReadError(ErrorCode ec, const char* what) {
+    if (read_timed_out_) {
+      // Some bytes of this request arrived (the idle wait closes silently instead).
+      const auto limit = phase_ == Phase::kBody ? limits_.body_read_timeout
+                                                : limits_.header_read_timeout;
+      return RespondAndClose(ApiError{408, "invalid_request_error", "request_timeout",
+                                      std::string("request ") + what + " not received within " +
+                                          std::to_string(limit.count()) + " ms",
+                                      "", 0});
+    }
+    if (ec == http::error::header_limit) {
+      return RespondAndClose(ApiError{431, "invalid_request_error", "headers_too_large",
+                                      "request headers exceed " +
+                                          std::to_string(limits_.max_header_bytes) + " bytes",
+                                      "", 0});
+    }
+    if (ec == http::error::body_limit) {
+      return RespondAndClose(ApiError{413, "invalid_request_error", "body_too_large",
+                                      "request body exceeds max_body_bytes = " +
+                                          std::to_string(limits_.max_body_bytes),
+                                      "", 0});
+    }
+    if (ec == http::error::end_of_stream || ec == net::error::eof ||
+        ec == http::error::partial_message || ec == net::error::connection_reset ||
+        ec == net::error::operation_aborted) {
+      return CloseSocket();
+    }
+    RespondAndClose(InvalidRequestError("", "malformed HTTP request: " + ec.message(),
+                                        "bad_http_request"));
+  }
+
+  // ---- Dispatch ------------------------------------------------------------------------
+
+  void HandleRequest() {
+    timeline_.body_read = Clock::now();
+    auto req = parser_->release();
+    keep_alive_ = req.keep_alive() && !core_->draining.load();
+    http10_ = req.version() < 11;
+    std::optional<std::string_view> origin;
+    if (auto it = req.find(http::field::origin); it != req.end()) origin = View(it->value());
+    cors_ = CorsHeaders(origin, core_->options.cors_allowed_origins);
+    const std::string method(View(req.method_string()));
+    const std::string target(View(req.target()));
+    try {
+      if (method == "OPTIONS") {
+        if (auto pre = PreflightResponse(target, origin, core_->options.cors_allowed_origins)) {
+          return Respond(std::move(*pre), "preflight");
+        }
+      }
+      RouteMatch match = MatchRoute(method, target);
+      if (match.error) {
+        HttpResponse r = ErrorResponse(*match.error);
+        if (!match.allow.empty()) r.headers.emplace_back("Allow", match.allow);
+        return Respond(std::move(r), match.label);
+      }
+      if (!match.spec->public_access) {
+        std::vector<std::string_view> auth;
+        for (const auto& field : req) {
+          if (field.name() == http::field::authorization) auth.push_back(View(field.value()));
+        }
+        if (auto err = CheckApiKey(core_->options.api_key, auth)) {
+          HttpResponse r = ErrorResponse(*err);
+          r.headers.emplace_back("WWW-Authenticate", "Bearer");
+          return Respond(std::move(r), match.label);
+        }
+      }
+      EngineApi& engine = *core_->engine;
+      switch (match.spec->route) {
+        case Route::kHealth:
+          return Respond(HealthResponse(), match.label);
+        case Route::kReady:
+          return Respond(ReadyResponse(engine.Ready(), core_->draining.load()), match.label);
+        case Route::kModels:
+          return Respond(ModelsResponse(engine.Models()), match.label);
+        case Route::kMetrics:
+          return Respond(MetricsResponse(core_->metrics, engine.MetricsText()), match.label);
+        case Route::kCompletions:
+        case Route::kChatCompletions: {
+          std::optional<std::string_view> content_type;
+          if (auto it = req.find(http::field::content_type); it != req.end()) {
+            content_type = View(it->value());
+          }
+          const Endpoint ep = match.spec->route == Route::kCompletions
+                                  ? Endpoint::kCompletions
+                                  : Endpoint::kChatCompletions;
+          return HandleGeneration(ep, content_type, req.body(), match.label);
+        }
+      }
+    } catch (const std::exception& e) {
+      // Our own code does not throw on purpose; a dependency's exception (e.g. bad_alloc)
+      // becomes a 500 for this request only.
+      if (exchange_ && !exchange_->finished) return Abort(CancelReason::kShutdown);
+      return Respond(ErrorResponse(InternalError(std::string("internal error: ") + e.what())),
+                     "other");
+    }
+  }
+
+  void HandleGeneration(Endpoint ep, std::optional<std::string_view> content_type,
+                        const std::string& body, std::string_view label) {
+    EngineApi& engine = *core_->engine;
+    if (core_->draining.load()) {
+      return Respond(ErrorResponse(UnavailableError("server is shutting down", "shutting_down",
+                                                    limits_.retry_after_s)),
+                     label);
+    }
+    if (!engine.Ready()) {
+      return Respond(ErrorResponse(UnavailableError("engine is not ready", "not_ready",
+                                                    limits_.retry_after_s)),
+                     label);
+    }
+    if (auto err = CheckContentType(content_type)) return Respond(ErrorResponse(*err), label);
+    GenerationRequest request;
+    if (auto err = ParseGenerationRequest(body, ep, core_->options.request_limits, &request)) {
+      return Respond(ErrorResponse(*err), label);
+    }
+    if (auto err = ResolveModel(engine.Models(), request.model, &request.model)) {
+      return Respond(ErrorResponse(*err), label);
+    }
+    timeline_.validated = Clock::now();
+    request.timeline = timeline_;
+    request.request_id = NewRequestId(request.is_chat);
+
+    auto ex = std::make_shared<Exchange>();
+    ex->serial = ++exchange_serial_;
+    ex->stream = request.stream;
+    ex->include_usage = request.include_usage;
+    ex->route_label = std::string(label);
+    ex->ctx.id = request.request_id;
+    ex->ctx.model = request.model;
+    ex->ctx.created_unix_s = static_cast<int64_t>(std::time(nullptr));
+    ex->ctx.is_chat = request.is_chat;
+
+    SubmitResult submitted = engine.Submit(std::move(request), MakeSink(ex->serial));
+    if (!submitted.accepted()) return Respond(ErrorResponse(*submitted.error), label);
+    core_->metrics.CountAccepted();
+    ex->handle = submitted.handle;
+    if (!submitted.served_model.empty()) ex->ctx.model = submitted.served_model;
+    exchange_ = std::move(ex);
+    self_ref_ = shared_from_this();  // the engine's events need us alive; dropped at the end
+    phase_ = Phase::kExchange;
+    last_send_ = Clock::now();
+    if (!raw_reading_) StartRawRead();  // notice a disconnect while we wait
+    if (exchange_->stream) ArmHeartbeat();
+  }
+
+  // The sink holds only the gate and a weak reference: no executor copy, so nothing in it
+  // touches the io_context once Stop() has closed the gate.
+  GenerationSink MakeSink(uint64_t serial) {
+    return [gate = core_->gate, weak = weak_from_this(), serial](GenerationEvent event) {
+      std::shared_lock lock(gate->mu);
+      if (!gate->open) return;
+      auto self = weak.lock();
+      if (!self) return;
+      auto executor = self->socket_.get_executor();
+      net::post(executor, [self = std::move(self), serial, event = std::move(event)]() mutable {
+        self->OnEngineEvent(serial, std::move(event));
+      });
+    };
+  }
+
+  std::string NewRequestId(bool chat) {
+    char buf[48];
+    const uint64_t n = core_->next_id.fetch_add(1);
+    std::snprintf(buf, sizeof buf, "%s%016llx%08llx", chat ? "chatcmpl-" : "cmpl-",
+                  static_cast<unsigned long long>(core_->id_salt),
+                  static_cast<unsigned long long>(n));
+    return buf;
+  }
+
+  // ---- Engine events -------------------------------------------------------------------
+
+  void OnEngineEvent(uint64_t serial, GenerationEvent event) {
+    if (!exchange_ || exchange_->serial != serial || exchange_->finished) return;
+    if (phase_ == Phase::kClosed) return;
+    switch (event.kind) {
+      case GenerationEvent::Kind::kToken:
+        return OnToken(event.text);
+      case GenerationEvent::Kind::kDone:
+        return OnDone(event);
+      case GenerationEvent::Kind::kError:
+        return OnError(event.error);
+    }
+  }
+
+  void OnToken(const std::string& text) {
+    Exchange& ex = *exchange_;
+    if (!ex.stream) {
+      ex.text += text;
+      return;
+    }
+    if (text.empty()) return;
+    if (PendingBytes() > limits_.max_stream_buffer_bytes) {
+      return Abort(CancelReason::kSlowReader);
+    }
+    EnsureStreamHead();
+    SendFrame(SseEvent(StreamDeltaJson(ex.ctx, text, ex.first_delta)));
+    ex.first_delta = false;
+  }
+
+  nlohmann::json MergedTimings(const nlohmann::json& engine_timings) const {
+    nlohmann::json t = engine_timings.is_object() ? engine_timings : nlohmann::json::object();
+    t["http_read_ms"] = MsBetween(timeline_.first_byte, timeline_.body_read);
+    t["validate_ms"] = MsBetween(timeline_.body_read, timeline_.validated);
+    t["server_total_ms"] = MsBetween(timeline_.first_byte, Clock::now());
+    return t;
+  }
+
+  void OnDone(const GenerationEvent& event) {
+    Exchange& ex = *exchange_;
+    ex.finished = true;
+    core_->metrics.CountCompleted();
+    EndExchangeTimers();
+    const nlohmann::json timings = MergedTimings(event.timings);
+    if (!ex.stream) {
+      HttpResponse r = JsonResponse(
+          200, FinalResponseJson(ex.ctx, ex.text, event.finish_reason, event.usage, timings));
+      if (std::string st = ServerTimingHeader(timings); !st.empty()) {
+        r.headers.emplace_back("Server-Timing", st);
+      }
+      r.headers.emplace_back("X-Request-Id", ex.ctx.id);
+      return Respond(std::move(r), ex.route_label);
+    }
+    EnsureStreamHead();
+    SendFrame(SseEvent(StreamFinishJson(ex.ctx, event.finish_reason,
+                                        ex.include_usage ? nullptr : &timings)));
+    if (ex.include_usage) SendFrame(SseEvent(StreamUsageJson(ex.ctx, event.usage, &timings)));
+    SendFrame(kSseDone);
+    EndStream(/*reusable=*/true);
+  }
+
+  void OnError(const ApiError& error) {
+    Exchange& ex = *exchange_;
+    ex.finished = true;
+    core_->metrics.CountErrored(error.code.empty() ? std::to_string(error.http_status)
+                                                   : error.code);
+    EndExchangeTimers();
+    if (!head_sent_) {
+      // Nothing streamed yet: a plain HTTP error, identical for stream and non-stream.
+      return Respond(ErrorResponse(error), ex.route_label);
+    }
+    SendFrame(SseEvent(ErrorJson(error)));
+    EndStream(/*reusable=*/false);
+  }
+
+  void EnsureStreamHead() {
+    if (head_sent_) return;
+    head_sent_ = true;
+    HttpResponse head;
+    head.content_type = "text/event-stream";
+    head.headers = cors_;
+    head.headers.emplace_back("Cache-Control", "no-cache");
+    head.headers.emplace_back("X-Accel-Buffering", "no");
+    head.headers.emplace_back("X-Request-Id", exchange_->ctx.id);
+    core_->metrics.CountResponse(exchange_->route_label, 200);
+    Send(SerializeStreamHead(head, /*chunked=*/!http10_, keep_alive_));
+  }
+
+  void SendFrame(std::string_view payload) {
+    if (payload.empty()) return;
+    Send(http10_ ? std::string(payload) : ChunkFrame(payload));
+  }
+
+  // Ends the SSE body. A failed stream (or an HTTP/1.0 one) also ends the connection.
+  void EndStream(bool reusable) {
+    if (!http10_) Send(kLastChunk);
+    head_sent_ = false;
+    ReleaseExchange();
+    phase_ = Phase::kResponding;
+    after_write_ = (reusable && keep_alive_ && !http10_) ? AfterWrite::kNextRequest
+                                                         : AfterWrite::kLingerClose;
+    if (!writing_) OnWriteDrained();
+  }
+
+  // Cancels the in-flight request (exactly once) and ends the connection.
+  void Abort(CancelReason reason) {
+    if (!exchange_ || exchange_->finished) return CloseSocket();
+    FinishCancelled(reason);
+    EndExchangeTimers();
+    if (reason == CancelReason::kShutdown && phase_ != Phase::kClosed) {
+      // The client is still there: tell it why, then close.
+      const ApiError err = UnavailableError("server is shutting down", "shutting_down",
+                                            limits_.retry_after_s);
+      if (head_sent_) {
+        SendFrame(SseEvent(ErrorJson(err)));
+        keep_alive_ = false;
+        return EndStream(/*reusable=*/false);
+      }
+      keep_alive_ = false;
+      return Respond(ErrorResponse(err), exchange_->route_label);
+    }
+    CloseSocket();
+  }
+
+  void FinishCancelled(CancelReason reason) {
+    Exchange& ex = *exchange_;
+    ex.finished = true;
+    core_->metrics.CountCancelled(reason);
+    if (!ex.cancel_sent) {
+      ex.cancel_sent = true;
+      core_->metrics.CountEngineCancel();
+      core_->engine->Cancel(ex.handle);
+    }
+  }
+
+  void EndExchangeTimers() {
+    ++heartbeat_gen_;
+    heartbeat_timer_.cancel();
+  }
+
+  // The exchange object stays until the response is written; only the self-reference that
+  // kept us alive for the engine goes.
+  void ReleaseExchange() { self_ref_.reset(); }
+
+  void OnShutdown() {
+    if (phase_ == Phase::kClosed) return;
+    if (exchange_ && !exchange_->finished) return Abort(CancelReason::kShutdown);
+    if (phase_ == Phase::kResponding || writing_) {
+      keep_alive_ = false;
+      after_write_ = AfterWrite::kLingerClose;
+      return;
+    }
+    CloseSocket();
+  }
+
+  // ---- Heartbeat -----------------------------------------------------------------------
+
+  void ArmHeartbeat() {
+    const uint64_t gen = ++heartbeat_gen_;
+    heartbeat_timer_.expires_after(limits_.heartbeat_interval);
+    heartbeat_timer_.async_wait([self = shared_from_this(), gen](ErrorCode ec) {
+      if (ec || gen != self->heartbeat_gen_) return;
+      self->OnHeartbeat();
+    });
+  }
+
+  void OnHeartbeat() {
+    if (!exchange_ || exchange_->finished || phase_ != Phase::kExchange) return;
+    if (Clock::now() - last_send_ >= limits_.heartbeat_interval) {
+      if (PendingBytes() > limits_.max_stream_buffer_bytes) {
+        return Abort(CancelReason::kSlowReader);
+      }
+      EnsureStreamHead();
+      SendFrame(kSseHeartbeat);
+    }
+    ArmHeartbeat();
+  }
+
+  // ---- Responses and writing -----------------------------------------------------------
+
+  void Respond(HttpResponse response, std::string_view label) {
+    for (const auto& h : cors_) response.headers.push_back(h);
+    core_->metrics.CountResponse(label, response.status);
+    if (exchange_) ReleaseExchange();
+    phase_ = Phase::kResponding;
+    after_write_ = keep_alive_ ? AfterWrite::kNextRequest : AfterWrite::kLingerClose;
+    Send(SerializeResponse(response, keep_alive_));
+  }
+
+  void RespondAndClose(const ApiError& error) {
+    keep_alive_ = false;
+    Respond(ErrorResponse(error), "other");
+  }
+
+  size_t PendingBytes() const { return out_pending_.size() + out_inflight_.size(); }
+
+  void Send(std::string_view bytes) {
+    if (phase_ == Phase::kClosed) return;
+    out_pending_.append(bytes);
+    last_send_ = Clock::now();
+    if (!writing_) StartWrite();
+  }
+
+  void StartWrite() {
+    if (out_pending_.empty() || phase_ == Phase::kClosed) return;
+    out_inflight_.swap(out_pending_);
+    out_pending_.clear();
+    writing_ = true;
+    const uint64_t gen = ++write_gen_;
+    write_timer_.expires_after(limits_.write_timeout);
+    write_timer_.async_wait([self = shared_from_this(), gen](ErrorCode ec) {
+      if (ec || gen != self->write_gen_) return;
+      // The client has not taken our bytes within the deadline: give up on it.
+      if (self->exchange_ && !self->exchange_->finished) {
+        return self->Abort(CancelReason::kWriteTimeout);
+      }
+      self->CloseSocket();
+    });
+    net::async_write(socket_, net::buffer(out_inflight_),
+                     [self = shared_from_this()](ErrorCode ec, size_t) { self->OnWrite(ec); });
+  }
+
+  void OnWrite(ErrorCode ec) {
+    writing_ = false;
+    ++write_gen_;
+    write_timer_.cancel();
+    out_inflight_.clear();
+    if (phase_ == Phase::kClosed) return;
+    if (ec) {
+      if (exchange_ && !exchange_->finished) return Abort(CancelReason::kClientDisconnect);
+      return CloseSocket();
+    }
+    if (!out_pending_.empty()) return StartWrite();
+    OnWriteDrained();
+  }
+
+  void OnWriteDrained() {
+    const AfterWrite next = after_write_;
+    if (phase_ != Phase::kResponding) return;  // mid-stream or 100-continue
+    after_write_ = AfterWrite::kNothing;
+    if (next == AfterWrite::kNextRequest) {
+      exchange_.reset();
+      return ReadRequest(false);
+    }
+    if (next == AfterWrite::kLingerClose) LingerClose();
+  }
+
+  void LingerClose() {
+    exchange_.reset();
+    phase_ = Phase::kLinger;
+    ErrorCode ec;
+    socket_.shutdown(tcp::socket::shutdown_send, ec);
+    if (ec) return CloseSocket();
+    linger_bytes_ = 0;
+    ArmReadDeadline(kLingerTime);
+    if (!raw_reading_) StartRawRead();
+  }
+
+  void CloseSocket() {
+    if (phase_ == Phase::kClosed) return;
+    if (exchange_ && !exchange_->finished) FinishCancelled(CancelReason::kClientDisconnect);
+    phase_ = Phase::kClosed;
+    ReleaseExchange();
+    EndExchangeTimers();
+    DisarmReadDeadline();
+    ++write_gen_;
+    write_timer_.cancel();
+    ErrorCode ec;
+    socket_.shutdown(tcp::socket::shutdown_both, ec);
+    socket_.close(ec);
+  }
+
+  // ---- Read deadline -------------------------------------------------------------------
+
+  void ArmReadDeadline(std::chrono::milliseconds d) {
+    const uint64_t gen = ++read_gen_;
+    read_timed_out_ = false;
+    read_timer_.expires_after(d);
+    read_timer_.async_wait([self = shared_from_this(), gen](ErrorCode ec) {
+      if (ec || gen != self->read_gen_) return;
+      self->read_timed_out_ = true;
+      ErrorCode ignored;
+      self->socket_.cancel(ignored);
+    });
+  }
+
+  void DisarmReadDeadline() {
+    ++read_gen_;
+    read_timer_.cancel();
+  }
+
+  std::shared_ptr<ServerCore> core_;
+  const ServerLimits& limits_;
+  tcp::socket socket_;
+  net::steady_timer read_timer_;
+  net::steady_timer write_timer_;
+  net::steady_timer heartbeat_timer_;
+  const uint64_t id_;
+
+  Phase phase_ = Phase::kIdle;
+  AfterWrite after_write_ = AfterWrite::kNothing;
+  beast::flat_buffer buffer_;
+  std::array<char, kReadChunkBytes> raw_buf_{};
+  std::optional<http::request_parser<http::string_body>> parser_;
+  RequestTimeline timeline_;
+  bool raw_reading_ = false;
+  bool cancel_raw_for_parse_ = false;
+  bool read_timed_out_ = false;
+  uint64_t read_gen_ = 0;
+  uint64_t write_gen_ = 0;
+  uint64_t heartbeat_gen_ = 0;
+  size_t linger_bytes_ = 0;
+
+  bool keep_alive_ = true;
+  bool http10_ = false;
+  std::vector<std::pair<std::string, std::string>> cors_;
+
+  std::string out_pending_;   // queued, not yet handed to the socket
+  std::string out_inflight_;  // being written
+  bool writing_ = false;
+  Clock::time_point last_send_{};
+
+  std::shared_ptr<Exchange> exchange_;
+  uint64_t exchange_serial_ = 0;
+  bool head_sent_ = false;
+  std::shared_ptr<Session> self_ref_;
+};
+
+}  // namespace
+
+void StartConnection(const std::shared_ptr<ServerCore>& core, tcp::socket socket) {
+  std::make_shared<Session>(core, std::move(socket))->Start();
+}
+
+void RejectConnection(const std::shared_ptr<ServerCore>& core, tcp::socket socket) {
+  core->metrics.ConnectionRejected();
+  core->metrics.CountResponse("other", 503);
+  const ApiError err = UnavailableError(
+      "too many open connections (max_connections = " +
+          std::to_string(core->options.limits.max_connections) + ")",
+      "too_many_connections", core->options.limits.retry_after_s);
+  auto state = std::make_shared<std::pair<tcp::socket, std::string>>(
+      std::move(socket), SerializeResponse(ErrorResponse(err), /*keep_alive=*/false));
+  net::async_write(state->first, net::buffer(state->second), [state](ErrorCode, size_t) {
+    ErrorCode ec;
+    state->first.shutdown(tcp::socket::shutdown_send, ec);
+    state->first.close(ec);
+  });
+}
+
+}  // namespace lifeline::server

@@ -1,0 +1,127 @@
+#include "server/responses.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "server/http_message.h"
+
+namespace lifeline::server {
+
+using json = nlohmann::json;
+
+namespace {
+
+json Envelope(const CompletionContext& ctx, bool chunk) {
+  const char* object = ctx.is_chat ? (chunk ? "chat.completion.chunk" : "chat.completion")
+                                   : "text_completion";
+  return json{{"id", ctx.id}, {"object", object}, {"created", ctx.created_unix_s},
+              {"model", ctx.model}};
+}
+
+json UsageJson(const Usage& u) {
+  return json{{"prompt_tokens", u.prompt_tokens},
+              {"completion_tokens", u.completion_tokens},
+              {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+json FinishReason(std::string_view reason) {
+  return reason.empty() ? json(nullptr) : json(std::string(reason));
+}
+
+std::string FormatMs(double ms) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3f", ms);
+  std::string s = buf;
+  while (!s.empty() && s.back() == '0') s.pop_back();
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s;
+}
+
+bool IsTokenChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         c == '_' || c == '-' || c == '.';
+}
+
+}  // namespace
+
+json FinalResponseJson(const CompletionContext& ctx, std::string_view text,
+                       std::string_view finish_reason, const Usage& usage, const json& timings) {
+  json out = Envelope(ctx, /*chunk=*/false);
+  json choice = {{"index", 0}, {"finish_reason", FinishReason(finish_reason)}};
+  if (ctx.is_chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", std::string(text)}};
+  } else {
+    choice["text"] = std::string(text);
+    choice["logprobs"] = nullptr;
+  }
+  out["choices"] = json::array({std::move(choice)});
+  out["usage"] = UsageJson(usage);
+  out["timings"] = timings.is_object() ? timings : json::object();
+  return out;
+}
+
+json StreamDeltaJson(const CompletionContext& ctx, std::string_view text, bool first_chunk) {
+  json out = Envelope(ctx, /*chunk=*/true);
+  json choice = {{"index", 0}, {"finish_reason", nullptr}};
+  if (ctx.is_chat) {
+    json delta = {{"content", std::string(text)}};
+    if (first_chunk) delta["role"] = "assistant";
+    choice["delta"] = std::move(delta);
+  } else {
+    choice["text"] = std::string(text);
+    choice["logprobs"] = nullptr;
+  }
+  out["choices"] = json::array({std::move(choice)});
+  return out;
+}
+
+json StreamFinishJson(const CompletionContext& ctx, std::string_view finish_reason,
+                      const json* timings) {
+  json out = Envelope(ctx, /*chunk=*/true);
+  json choice = {{"index", 0}, {"finish_reason", FinishReason(finish_reason)}};
+  if (ctx.is_chat) {
+    choice["delta"] = json::object();
+  } else {
+    choice["text"] = "";
+    choice["logprobs"] = nullptr;
+  }
+  out["choices"] = json::array({std::move(choice)});
+  if (timings != nullptr) out["timings"] = *timings;
+  return out;
+}
+
+json StreamUsageJson(const CompletionContext& ctx, const Usage& usage, const json* timings) {
+  json out = Envelope(ctx, /*chunk=*/true);
+  out["choices"] = json::array();
+  out["usage"] = UsageJson(usage);
+  if (timings != nullptr) out["timings"] = *timings;
+  return out;
+}
+
+std::string SseEvent(const json& payload) {
+  std::string out = "data: ";
+  out += DumpJson(payload);
+  out += "\n\n";
+  return out;
+}
+
+std::string ServerTimingHeader(const json& timings) {
+  if (!timings.is_object()) return {};
+  constexpr std::string_view kSuffix = "_ms";
+  std::string out;
+  for (auto it = timings.begin(); it != timings.end(); ++it) {
+    const std::string& key = it.key();
+    if (key.size() <= kSuffix.size() || !key.ends_with(kSuffix) || !it->is_number()) continue;
+    const double ms = it->get<double>();
+    if (!std::isfinite(ms)) continue;
+    std::string name;
+    for (char c : std::string_view(key).substr(0, key.size() - kSuffix.size())) {
+      name += IsTokenChar(c) ? c : '_';
+    }
+    if (!out.empty()) out += ", ";
+    out += name + ";dur=" + FormatMs(ms);
+  }
+  return out;
+}
+
+}  // namespace lifeline::server

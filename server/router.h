@@ -1,0 +1,75 @@
+// The route table (method, path, public or key-protected), API-key checking, CORS headers and
+// the handlers of the small endpoints (/health, /ready, /v1/models, /metrics). Generation
+// routes are only matched here; the connection code runs them because they stream.
+//
+// Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health and
+// /livez (always 200 while the process answers), GET /ready and /readyz (200 when the engine
+// is ready and the server is not draining, else 503 type "unavailable"), GET /metrics.
+// A known path with another method is 405 (with Allow); anything else is 404.
+//
+// Auth: with an API key configured every route except health and readiness needs exactly one
+// `Authorization: Bearer <key>` header; the key compares case-sensitively in time independent
+// of where the first mismatch is. CORS is off unless origins are allow-listed; an allowed
+// Origin is echoed (never "*", never with credentials).
+//
+// Ownership: the table is static and immutable. Thread-safety: pure functions. Failure:
+// std::optional<ApiError> / HttpResponse values.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "server/engine_api.h"
+#include "server/http_message.h"
+#include "server/server_metrics.h"
+
+namespace lifeline::server {
+
+enum class Route : uint8_t { kCompletions, kChatCompletions, kModels, kHealth, kReady, kMetrics };
+
+struct RouteSpec {
+  std::string_view path;
+  std::string_view method;
+  Route route;
+  bool public_access;  // reachable without the API key (health and readiness only)
+};
+
+std::span<const RouteSpec> RouteTable();
+
+struct RouteMatch {
+  const RouteSpec* spec = nullptr;  // set on success
+  std::optional<ApiError> error;    // 404 unknown path, 405 known path with another method
+  std::string_view label;           // metrics label: the route path, or "other"
+  std::string allow;                // for 405: the methods the path accepts
+};
+
+// `target` may carry a query string; it is ignored for matching.
+RouteMatch MatchRoute(std::string_view method, std::string_view target);
+
+// Compares in time that depends only on `expected`'s length.
+bool ConstantTimeEquals(std::string_view given, std::string_view expected);
+
+// `authorization` holds every Authorization header value of the request. Returns 401
+// (authentication_error) unless exactly one is "Bearer <api_key>".
+std::optional<ApiError> CheckApiKey(std::string_view api_key,
+                                    std::span<const std::string_view> authorization);
+
+// CORS headers for an allow-listed Origin (empty when off or not allowed).
+std::vector<std::pair<std::string, std::string>> CorsHeaders(
+    std::optional<std::string_view> origin, std::span<const std::string> allowed_origins);
+// A 204 preflight answer for OPTIONS on a known path from an allowed origin; nullopt otherwise
+// (then OPTIONS is an ordinary 405).
+std::optional<HttpResponse> PreflightResponse(std::string_view target,
+                                              std::optional<std::string_view> origin,
+                                              std::span<const std::string> allowed_origins);
+
+HttpResponse HealthResponse();
+HttpResponse ReadyResponse(bool engine_ready, bool draining);
+HttpResponse ModelsResponse(const std::vector<ModelInfo>& models);
+HttpResponse MetricsResponse(const ServerMetrics& metrics, const std::string& engine_text);
+
+}  // namespace lifeline::server

@@ -1,0 +1,66 @@
+// Internal to server/: the state every connection of one HttpServer shares, and the entry
+// point that runs a connection. Includes Asio, so only http_server.cpp and http_session.cpp
+// include it (keeps Asio/Beast out of headers the rest of the tree compiles).
+//
+// Ownership: HttpServer::Impl owns the ServerCore via shared_ptr; each connection holds a
+// shared_ptr too, so the core outlives the last handler. Thread-safety: options are
+// immutable after Start; counters and the registry are atomics / mutex-guarded; SinkGate is
+// read-locked by engine threads and write-locked once by Stop.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include <boost/asio/ip/tcp.hpp>
+
+#include "server/engine_api.h"
+#include "server/http_server.h"
+#include "server/server_metrics.h"
+
+namespace lifeline::server {
+
+// Engine sinks hold this; once Stop() closes it no sink posts into the (dying) io_context.
+struct SinkGate {
+  std::shared_mutex mu;
+  bool open = true;
+};
+
+// What the server needs from a live connection during shutdown.
+class ConnectionHandle {
+ public:
+  virtual ~ConnectionHandle() = default;
+  // Posts onto the connection's executor: end any in-flight request (cancel + terminal
+  // error) and close.
+  virtual void PostShutdown() = 0;
+  // After the I/O threads are joined: drop self-references so the object can be freed.
+  virtual void ReleaseAfterStop() = 0;
+};
+
+struct ServerCore {
+  ServerCore(ServerOptions o, EngineApi* e) : options(std::move(o)), engine(e) {}
+
+  const ServerOptions options;
+  EngineApi* const engine;
+  ServerMetrics metrics;
+  std::shared_ptr<SinkGate> gate = std::make_shared<SinkGate>();
+  std::atomic<bool> draining{false};
+  std::atomic<int> open_connections{0};
+  std::atomic<uint64_t> next_id{1};
+  uint64_t id_salt = 0;  // random per server, makes request ids unguessable across restarts
+
+  std::mutex registry_mu;
+  std::unordered_map<uint64_t, std::weak_ptr<ConnectionHandle>> registry;
+};
+
+// Runs one accepted connection until it closes (registers itself in core->registry).
+void StartConnection(const std::shared_ptr<ServerCore>& core,
+                     boost::asio::ip::tcp::socket socket);
+// Writes a 503 and closes; used above max_connections.
+void RejectConnection(const std::shared_ptr<ServerCore>& core,
+                      boost::asio::ip::tcp::socket socket);
+
+}  // namespace lifeline::server
