@@ -16,10 +16,17 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr float kPosInf = std::numeric_limits<float>::infinity();
 constexpr float kFloatMax = std::numeric_limits<float>::max();
 
-// First nucleus guess for top-p without top-k: most real distributions put p of their mass
-// in a few dozen tokens, so start small and grow geometrically.
+// Top-p sorts only the prefix it needs: start with the 64 best and grow 4x, since most real
+// distributions put p of their mass in a few dozen tokens.
 constexpr size_t kTopPInitialPrefix = 64;
 constexpr size_t kTopPGrowth = 4;
+// Above this many candidates top-p first buckets by logit so that a flat distribution (a
+// nucleus of most of a 150K vocabulary) never needs a full sort.
+constexpr size_t kTopPSortLimit = 4096;
+constexpr size_t kTopPBuckets = 1024;
+// Buckets span 40 nats below the max (a token there weighs < 5e-18 of the top one); anything
+// further down shares the last bucket.
+constexpr float kTopPBucketRangeNats = 40.0f;
 
 std::string FormatFloat(float v) {
   char buf[32];
@@ -49,6 +56,11 @@ uint64_t SplitMix64(uint64_t* state) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
+}
+
+// Unnormalized probability at temperature 1, relative to the max logit (in (0, 1]).
+inline double Weight(float logit, float max_logit) {
+  return static_cast<double>(std::exp(logit - max_logit));
 }
 
 inline uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
@@ -172,52 +184,109 @@ bool Sampler::Before(const Candidate& a, const Candidate& b) {
   return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
 }
 
-void Sampler::ApplyTopK(int32_t k) {
-  if (k <= 0 || static_cast<size_t>(k) >= cand_.size()) return;
-  // A strict total order (logit desc, id asc) makes the kept set independent of the standard
-  // library's selection algorithm.
-  std::nth_element(cand_.begin(), cand_.begin() + k, cand_.end(), Before);
-  cand_.resize(static_cast<size_t>(k));
-  cand_sorted_ = false;
+void Sampler::BuildCandidates(const float* logits, int32_t n_vocab, int32_t k) {
+  cand_.clear();
+  if (k <= 0 || k >= n_vocab) {
+    cand_.reserve(static_cast<size_t>(n_vocab));
+    for (int32_t i = 0; i < n_vocab; ++i) {
+      if (logits[i] != kNegInf) cand_.push_back({logits[i], i});  // -inf has zero probability
+    }
+    return;
+  }
+  // Heap ordered by Before: front() is the worst of the current k best. Ids arrive in
+  // ascending order, so an equal logit never displaces an earlier (lower) id.
+  cand_.reserve(static_cast<size_t>(k));
+  for (int32_t i = 0; i < n_vocab; ++i) {
+    const Candidate c{logits[i], i};
+    if (c.logit == kNegInf) continue;
+    if (cand_.size() < static_cast<size_t>(k)) {
+      cand_.push_back(c);
+      std::push_heap(cand_.begin(), cand_.end(), Before);
+    } else if (Before(c, cand_.front())) {
+      std::pop_heap(cand_.begin(), cand_.end(), Before);
+      cand_.back() = c;
+      std::push_heap(cand_.begin(), cand_.end(), Before);
+    }
+  }
+}
+
+size_t Sampler::NucleusPrefix(std::vector<Candidate>& v, double max_logit, double cum,
+                              double target) {
+  const size_t n = v.size();
+  size_t sorted = 0;
+  size_t want = std::min(n, kTopPInitialPrefix);
+  size_t i = 0;
+  while (i < n) {
+    // Select the next-best block with nth_element (O(n)) and sort only that block.
+    if (want > sorted) {
+      auto first = v.begin() + static_cast<ptrdiff_t>(sorted);
+      auto mid = v.begin() + static_cast<ptrdiff_t>(want);
+      if (want < n) std::nth_element(first, mid, v.end(), Before);
+      std::sort(first, mid, Before);
+      sorted = want;
+    }
+    for (; i < sorted; ++i) {
+      cum += Weight(v[i].logit, max_logit);
+      if (cum >= target) return i + 1;
+    }
+    want = std::min(n, sorted * kTopPGrowth);
+  }
+  return n;  // rounding kept the sum just under target: keep everything
 }
 
 void Sampler::ApplyTopP(float p) {
   if (p >= 1.0f || cand_.size() <= 1) return;
   const size_t n = cand_.size();
-  double max_logit = kNegInf;
-  for (const Candidate& c : cand_) max_logit = std::max(max_logit, static_cast<double>(c.logit));
-  double total = 0.0;
-  for (const Candidate& c : cand_) total += std::exp(static_cast<double>(c.logit) - max_logit);
-  const double target = static_cast<double>(p) * total;
+  float max_logit = kNegInf;
+  for (const Candidate& c : cand_) max_logit = std::max(max_logit, c.logit);
 
-  // Sort only as long a prefix as the nucleus needs: select the next-best block with
-  // nth_element (O(n)), sort just that block, and grow the block geometrically.
-  size_t sorted = cand_sorted_ ? n : 0;
-  size_t want = cand_sorted_ ? n : std::min(n, kTopPInitialPrefix);
-  double cum = 0.0;
-  size_t i = 0;
-  while (true) {
-    if (want > sorted) {
-      auto first = cand_.begin() + static_cast<ptrdiff_t>(sorted);
-      auto mid = cand_.begin() + static_cast<ptrdiff_t>(want);
-      if (want < n) std::nth_element(first, mid, cand_.end(), Before);
-      std::sort(first, mid, Before);
-      sorted = want;
-    }
-    for (; i < sorted; ++i) {
-      cum += std::exp(static_cast<double>(cand_[i].logit) - max_logit);
-      if (cum >= target) {
-        cand_.resize(i + 1);
-        cand_sorted_ = true;
-        return;
-      }
-    }
-    if (sorted == n) {  // rounding kept the sum just under target: keep everything
-      cand_sorted_ = true;
-      return;
-    }
-    want = std::min(n, sorted * kTopPGrowth);
+  if (n <= kTopPSortLimit) {
+    double total = 0.0;
+    for (const Candidate& c : cand_) total += Weight(c.logit, max_logit);
+    cand_.resize(NucleusPrefix(cand_, max_logit, 0.0, static_cast<double>(p) * total));
+    return;
   }
+
+  // Large vocabulary without top-k: bucket candidates by distance below the max logit (one
+  // O(n) pass), find the bucket where the cumulative mass crosses p, and sort only inside
+  // that bucket. Everything in earlier buckets is more probable and kept unsorted.
+  constexpr float kScale = static_cast<float>(kTopPBuckets - 1) / kTopPBucketRangeNats;
+  bucket_.resize(n);
+  bucket_mass_.assign(kTopPBuckets, 0.0);
+  double total = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    const float d = max_logit - cand_[i].logit;  // >= 0
+    size_t b = kTopPBuckets - 1;                 // catch-all for the far tail
+    if (d < kTopPBucketRangeNats) b = std::min(kTopPBuckets - 2, static_cast<size_t>(d * kScale));
+    bucket_[i] = static_cast<uint16_t>(b);
+    const double w = Weight(cand_[i].logit, max_logit);
+    bucket_mass_[b] += w;
+    total += w;
+  }
+  const double target = static_cast<double>(p) * total;
+  double cum = 0.0;
+  size_t edge = kTopPBuckets;
+  for (size_t b = 0; b < kTopPBuckets; ++b) {
+    if (cum + bucket_mass_[b] >= target) {
+      edge = b;
+      break;
+    }
+    cum += bucket_mass_[b];
+  }
+  if (edge == kTopPBuckets) return;  // rounding: the whole mass is needed
+
+  keep_.clear();
+  edge_.clear();
+  for (size_t i = 0; i < n; ++i) {
+    if (bucket_[i] < edge) {
+      keep_.push_back(cand_[i]);
+    } else if (bucket_[i] == edge) {
+      edge_.push_back(cand_[i]);
+    }
+  }
+  const size_t take = NucleusPrefix(edge_, max_logit, cum, target);
+  keep_.insert(keep_.end(), edge_.begin(), edge_.begin() + static_cast<ptrdiff_t>(take));
+  cand_.swap(keep_);
 }
 
 void Sampler::ApplyMinP(float min_p) {
@@ -226,7 +295,7 @@ void Sampler::ApplyMinP(float min_p) {
   for (const Candidate& c : cand_) max_logit = std::max(max_logit, static_cast<double>(c.logit));
   // p_i >= min_p * p_max  <=>  logit_i - max_logit >= log(min_p); no softmax needed.
   const double log_min_p = std::log(static_cast<double>(min_p));
-  // remove_if keeps the survivors' relative order, so a sorted prefix stays sorted.
+  // remove_if keeps the survivors in order, so the draw order stays deterministic.
   auto end = std::remove_if(cand_.begin(), cand_.end(), [&](const Candidate& c) {
     return static_cast<double>(c.logit) - max_logit < log_min_p;
   });
@@ -280,19 +349,13 @@ int32_t Sampler::Sample(float* logits, int32_t n_vocab) {
     return best;
   }
 
-  cand_.clear();
-  cand_.reserve(static_cast<size_t>(n_vocab));
-  for (int32_t i = 0; i < n_vocab; ++i) {
-    if (logits[i] != kNegInf) cand_.push_back({logits[i], i});  // -inf has zero probability
-  }
-  cand_sorted_ = false;
+  BuildCandidates(logits, n_vocab, params_.top_k);
   if (cand_.empty()) {
     last_degenerate_ = true;
     rng_.NextU64();  // keep the one-draw-per-call stream alignment
     return 0;
   }
 
-  ApplyTopK(params_.top_k);
   ApplyTopP(params_.top_p);
   ApplyMinP(params_.min_p);
   return DrawFromCandidates();

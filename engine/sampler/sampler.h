@@ -79,8 +79,10 @@ class Sampler {
   // by a fresh random one (see seed()).
   explicit Sampler(const SamplerParams& params);
 
-  // logits: [n_vocab], may be modified in place (penalties, sanitizing). n_vocab > 0.
-  // Returns a token id in [0, n_vocab).
+  // logits: [n_vocab], n_vocab > 0. Returns a token id in [0, n_vocab). On return logits[]
+  // holds the sanitized (NaN -> -inf, +inf -> FLT_MAX) and penalized values, i.e. exactly
+  // what the filters saw (callers can derive logprobs from it); filters and temperature do
+  // not write to it.
   int32_t Sample(float* logits, int32_t n_vocab);
 
   // Records a token in the penalty window (callers may also feed prompt tokens).
@@ -104,13 +106,19 @@ class Sampler {
 
   bool PenaltiesEnabled() const;
   void ApplyPenalties(float* logits, int32_t n_vocab) const;
-  void ApplyTopK(int32_t k);
+  // Fills cand_ with the usable (> -inf) logits, or only the k best when 0 < k < n_vocab
+  // (one pass with a k-sized heap: O(n_vocab) plus O(k log k)-ish heap work).
+  void BuildCandidates(const float* logits, int32_t n_vocab, int32_t k);
   void ApplyTopP(float p);
   void ApplyMinP(float min_p);
   int32_t DrawFromCandidates();
   // Strict total order (logit desc, id asc): the kept sets do not depend on the standard
   // library's selection/sort algorithms.
   static bool Before(const Candidate& a, const Candidate& b);
+  // Sorts as long a prefix of v as needed for the running mass (starting at cum) to reach
+  // target; returns the prefix length (>= 1 for non-empty v, v.size() if never reached).
+  static size_t NucleusPrefix(std::vector<Candidate>& v, double max_logit, double cum,
+                              double target);
 
   SamplerParams params_;
   uint64_t seed_;
@@ -125,7 +133,10 @@ class Sampler {
 
   // Scratch, reused across calls to avoid a per-token allocation.
   std::vector<Candidate> cand_;        // [n_surviving] candidates of the current step
-  bool cand_sorted_ = false;           // cand_ is in (logit desc, id asc) order
+  std::vector<Candidate> keep_;        // [n_surviving] top-p: survivors above the edge bucket
+  std::vector<Candidate> edge_;        // [edge bucket size] top-p: the bucket crossing p
+  std::vector<uint16_t> bucket_;       // [n_surviving] top-p: bucket of each candidate
+  std::vector<double> bucket_mass_;    // [kTopPBuckets]
   std::vector<double> probs_;          // [n_surviving]
 };
 
