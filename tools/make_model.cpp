@@ -108,8 +108,11 @@ Status MakeModel(const MakeModelOptions& opts) {
   if (!o.vocab_from.empty()) {
     auto opened = GgufFile::Open(o.vocab_from);
     if (!opened.ok()) {
+      const std::string& m = opened.status().message();
       return Status(opened.status().code(),
-                    "--vocab-from " + o.vocab_from + ": " + opened.status().message());
+                    "--vocab-from: " + (m.find(o.vocab_from) == std::string::npos
+                                            ? o.vocab_from + ": " + m
+                                            : m));
     }
     vocab_file = std::move(opened).value();
     LL_ASSIGN_OR_RETURN(o.shape.vocab, VocabSizeOf(*vocab_file, o.vocab_from));

@@ -135,7 +135,11 @@ Result<QuantizeStats> QuantizeModel(const QuantizeOptions& opts) {
   }
   auto opened = GgufFile::Open(opts.in_path);
   if (!opened.ok()) {
-    return Status(opened.status().code(), opts.in_path + ": " + opened.status().message());
+    // Name the input once: the reader's messages usually start with the path already.
+    const std::string& m = opened.status().message();
+    return Status(opened.status().code(), m.find(opts.in_path) == std::string::npos
+                                              ? opts.in_path + ": " + m
+                                              : m);
   }
   const std::unique_ptr<GgufFile> in = std::move(opened).value();
 
