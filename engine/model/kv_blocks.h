@@ -1,0 +1,83 @@
+// Paged KV bookkeeping, kept apart from the KV memory (kv_storage.h): a free-list allocator
+// of block ids and, per sequence, a block table mapping position p to (block p / 16, slot
+// p % 16). Nothing here touches K/V bytes, so it is tested without a model and can be
+// replaced by the server's paged cache later.
+//
+// Ownership: KvSequenceTable owns its KvBlockPool and the tables. Thread-safety: none; one
+// owner (the engine loop) calls everything.
+// Failure: running out of blocks is an expected outcome (Reserve returns false, Allocate
+// returns nullopt); an unknown sequence id is InvalidArgument; freeing a block twice is a
+// programming error (LL_CHECK).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/model/kv_storage.h"
+
+namespace lifeline {
+
+using SeqId = int32_t;
+
+class KvBlockPool {
+ public:
+  explicit KvBlockPool(int32_t n_blocks);
+
+  std::optional<int32_t> Allocate();
+  void Free(int32_t block);
+
+  int32_t n_blocks() const { return static_cast<int32_t>(in_use_.size()); }
+  int32_t n_free() const { return static_cast<int32_t>(free_.size()); }
+
+ private:
+  // Note: a LIFO stack rather than a FIFO queue, so a just-freed block (still in cache) is
+  // handed out first.
+  std::vector<int32_t> free_;    // ids of free blocks
+  std::vector<uint8_t> in_use_;  // [n_blocks] 1 while allocated (catches double frees)
+};
+
+// One sequence's view of the cache: positions [0, n_tokens) hold valid K/V.
+struct KvSequence {
+  std::vector<int32_t> blocks;  // block table: blocks[p / kKvBlockTokens] holds position p
+  int64_t n_tokens = 0;
+};
+
+inline int64_t KvBlocksFor(int64_t n_positions) {
+  return (n_positions + kKvBlockTokens - 1) / kKvBlockTokens;
+}
+
+class KvSequenceTable {
+ public:
+  explicit KvSequenceTable(int32_t n_blocks) : pool_(n_blocks) {}
+
+  // A new, empty sequence. Costs no blocks until tokens are reserved.
+  SeqId Create();
+  // Frees the sequence and all of its blocks.
+  Status Release(SeqId seq);
+  const KvSequence* Find(SeqId seq) const;
+  int64_t n_sequences() const { return static_cast<int64_t>(seqs_.size()); }
+
+  // Blocks that must be allocated for `seq` to cover positions [0, n_positions).
+  int64_t BlocksNeeded(SeqId seq, int64_t n_positions) const;
+  // Allocates blocks so positions [0, n_positions) of `seq` have a home. All or nothing:
+  // returns false (allocating nothing) when the pool has too few free blocks.
+  bool Reserve(SeqId seq, int64_t n_positions);
+  // Marks positions [0, n_tokens) valid; they must be reserved.
+  void SetLength(SeqId seq, int64_t n_tokens);
+  // Forgets positions >= n_tokens and frees the blocks no longer needed.
+  Status Truncate(SeqId seq, int64_t n_tokens);
+
+  const KvBlockPool& pool() const { return pool_; }
+
+ private:
+  KvSequence* FindMutable(SeqId seq);
+
+  KvBlockPool pool_;
+  std::unordered_map<SeqId, KvSequence> seqs_;
+  SeqId next_id_ = 0;
+};
+
+}  // namespace lifeline

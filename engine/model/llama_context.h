@@ -1,0 +1,99 @@
+// LlamaContext: the run state of a model (llama2.c's RunState): the paged KV cache (memory +
+// bookkeeping) and the activation scratch buffers, all allocated once at creation, sized for
+// `max_batch_tokens` tokens per forward step (bigger batches are split into steps of that
+// size) and `n_ctx` positions per sequence.
+//
+// Ownership: owns KV memory, block tables and scratch; borrows nothing (it copies the few
+// config numbers it needs). Thread-safety: one owner thread at a time (the engine loop);
+// LlamaModel::Eval uses a ComputePool internally but the context is never shared across
+// concurrent Eval calls.
+// Failure: Create returns InvalidArgument for bad options and ResourceExhausted when the KV
+// cache or scratch would exceed its byte cap.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/model/attention.h"
+#include "engine/model/kv_blocks.h"
+#include "engine/model/kv_storage.h"
+#include "engine/model/model_config.h"
+
+namespace lifeline {
+
+struct ContextOptions {
+  int64_t n_ctx = 0;               // positions per sequence; 0 -> min(context_length, 4096)
+  int64_t max_batch_tokens = 256;  // tokens per forward step (scratch is sized for this)
+  int32_t max_sequences = 1;       // default KV size: this many sequences of n_ctx positions
+  int64_t n_kv_blocks = 0;         // 0 -> max_sequences * ceil(n_ctx / 16)
+  KvType kv_type = KvType::kF16;
+  uint64_t max_kv_bytes = 64ull << 30;       // cap on KV memory
+  uint64_t max_scratch_bytes = 16ull << 30;  // cap on activation scratch
+};
+
+// Activation buffers for one forward step of up to B = max_batch_tokens tokens.
+struct LlamaScratch {
+  std::vector<float> x;         // [B, n_embd] residual stream
+  std::vector<float> xb;        // [B, n_embd] normalised input of the current sub-block
+  std::vector<float> q;         // [B, n_head * head_dim_k]
+  std::vector<float> k;         // [B, n_head_kv * head_dim_k]
+  std::vector<float> v;         // [B, n_head_kv * head_dim_v]
+  std::vector<float> attn;      // [B, n_head * head_dim_v] attention output
+  std::vector<float> proj;      // [B, n_embd] output of attn_output / ffn_down
+  std::vector<float> gate;      // [B, n_ff] gate, then silu(gate) * up
+  std::vector<float> up;        // [B, n_ff]
+  std::vector<float> rope_cos;  // [B, rope_dim / 2]
+  std::vector<float> rope_sin;  // [B, rope_dim / 2]
+  std::vector<float> head_in;   // [B, n_embd] final-normed rows whose logits are wanted
+  std::vector<const int32_t*> block_tables;  // [B] each token's sequence block table
+  std::vector<AttentionScratch> attention;   // [n_threads] grown to the pool's size once
+  // Per-Eval validation state: (sequence, next position) for the sequences in the batch.
+  std::vector<std::pair<SeqId, int64_t>> seq_next;
+};
+
+class LlamaContext {
+ public:
+  static Result<std::unique_ptr<LlamaContext>> Create(const ModelConfig& config,
+                                                      const ContextOptions& options);
+
+  int64_t n_ctx() const { return n_ctx_; }
+  int64_t max_batch_tokens() const { return max_batch_tokens_; }
+
+  // Sequences: a handle to a block table in this context's cache.
+  SeqId NewSequence() { return seqs_.Create(); }
+  Status ReleaseSequence(SeqId seq) { return seqs_.Release(seq); }
+  // Drops positions >= n_tokens (e.g. to rewind or reuse a prompt prefix).
+  Status TruncateSequence(SeqId seq, int64_t n_tokens) { return seqs_.Truncate(seq, n_tokens); }
+  // Valid positions [0, n) of a sequence, or -1 for an unknown handle.
+  int64_t SequenceLength(SeqId seq) const;
+
+  const KvSequenceTable& sequences() const { return seqs_; }
+  KvSequenceTable& sequences() { return seqs_; }
+  const KvStorage& kv() const { return *kv_; }
+  KvStorage& kv() { return *kv_; }
+  LlamaScratch& scratch() { return scratch_; }
+
+  // The dims this context was built for; Eval refuses a model with different ones.
+  int64_t n_layer() const { return n_layer_; }
+  int64_t k_dim() const { return k_dim_; }
+  int64_t v_dim() const { return v_dim_; }
+
+ private:
+  LlamaContext(int64_t n_ctx, int64_t max_batch, int32_t n_blocks)
+      : n_ctx_(n_ctx), max_batch_tokens_(max_batch), seqs_(n_blocks) {}
+  Status AllocateScratch(const ModelConfig& c, uint64_t max_bytes);
+
+  int64_t n_ctx_;
+  int64_t max_batch_tokens_;
+  int64_t n_layer_ = 0;
+  int64_t k_dim_ = 0;
+  int64_t v_dim_ = 0;
+  KvSequenceTable seqs_;
+  std::unique_ptr<KvStorage> kv_;
+  LlamaScratch scratch_;
+};
+
+}  // namespace lifeline

@@ -1,0 +1,252 @@
+#include "engine/model/llama_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "base/check.h"
+#include "engine/kernels/ref/quants_ref.h"
+#include "engine/model/attention.h"
+#include "engine/model/ops.h"
+
+namespace lifeline {
+namespace {
+
+void AddBias(float* y, const std::vector<float>& bias, int64_t n_tokens) {
+  if (bias.empty()) return;
+  const int64_t d = static_cast<int64_t>(bias.size());
+  for (int64_t t = 0; t < n_tokens; ++t) ops::AddInPlace(y + t * d, bias.data(), d);
+}
+
+void RmsNormRows(const float* x, const std::vector<float>& w, int64_t n_tokens, int64_t d,
+                 float eps, float* out) {
+  for (int64_t t = 0; t < n_tokens; ++t) ops::RmsNorm(x + t * d, w.data(), d, eps, out + t * d);
+}
+
+std::pair<SeqId, int64_t>* FindSeq(std::vector<std::pair<SeqId, int64_t>>& v, SeqId seq) {
+  for (auto& e : v) {
+    if (e.first == seq) return &e;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(std::unique_ptr<GgufFile> file,
+                                                     const KernelTable& kernels) {
+  if (file == nullptr) return InvalidArgument("LlamaModel::Load: no file");
+  if (kernels.matmul == nullptr) return InvalidArgument("LlamaModel::Load: kernel table has no matmul");
+  std::unique_ptr<LlamaModel> m(new LlamaModel(std::move(file), kernels));
+  LL_ASSIGN_OR_RETURN(m->config_, ReadModelConfig(*m->file_));
+  LL_ASSIGN_OR_RETURN(m->weights_, BindLlamaWeights(*m->file_, m->config_));
+  return m;
+}
+
+Status LlamaModel::ValidateBatch(std::span<const BatchToken> batch, LlamaContext& ctx,
+                                 int64_t* n_wanted) const {
+  if (ctx.n_layer() != config_.n_layer || ctx.k_dim() != config_.k_dim() ||
+      ctx.v_dim() != config_.v_dim()) {
+    return InvalidArgument("Eval: context was created for a different model shape");
+  }
+  auto& seq_next = ctx.scratch().seq_next;  // (sequence, next expected position)
+  seq_next.clear();
+  *n_wanted = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const BatchToken& t = batch[i];
+    const std::string where = "batch token " + std::to_string(i) + ": ";
+    if (t.token < 0 || t.token >= config_.n_vocab) {
+      return InvalidArgument(where + "token id " + std::to_string(t.token) + " outside [0, " +
+                             std::to_string(config_.n_vocab) + ")");
+    }
+    if (t.pos < 0 || t.pos >= ctx.n_ctx()) {
+      return OutOfRange(where + "position " + std::to_string(t.pos) + " outside the context [0, " +
+                        std::to_string(ctx.n_ctx()) + ")");
+    }
+    auto* entry = FindSeq(seq_next, t.seq);
+    if (entry == nullptr) {
+      const int64_t len = ctx.SequenceLength(t.seq);
+      if (len < 0) return InvalidArgument(where + "unknown sequence id " + std::to_string(t.seq));
+      seq_next.emplace_back(t.seq, len);
+      entry = &seq_next.back();
+    }
+    if (t.pos != entry->second) {
+      return InvalidArgument(where + "position " + std::to_string(t.pos) + " does not continue " +
+                             "sequence " + std::to_string(t.seq) + " (next position " +
+                             std::to_string(entry->second) + "; truncate the sequence to rewind)");
+    }
+    ++entry->second;
+    if (t.want_logits) ++*n_wanted;
+  }
+  return Status::Ok();
+}
+
+Status LlamaModel::ReserveBlocks(LlamaContext& ctx) const {
+  KvSequenceTable& seqs = ctx.sequences();
+  int64_t need = 0;
+  for (const auto& [seq, next] : ctx.scratch().seq_next) need += seqs.BlocksNeeded(seq, next);
+  if (need > seqs.pool().n_free()) {
+    return ResourceExhausted("kv cache full: the batch needs " + std::to_string(need) +
+                             " more blocks of " + std::to_string(kKvBlockTokens) +
+                             " positions, " + std::to_string(seqs.pool().n_free()) + " free");
+  }
+  for (const auto& [seq, next] : ctx.scratch().seq_next) LL_CHECK(seqs.Reserve(seq, next));
+  return Status::Ok();
+}
+
+Status LlamaModel::Eval(std::span<const BatchToken> batch, LlamaContext& ctx, ComputePool& pool,
+                        std::span<float> logits) const {
+  int64_t n_wanted = 0;
+  LL_RETURN_IF_ERROR(ValidateBatch(batch, ctx, &n_wanted));
+  const uint64_t logits_needed = static_cast<uint64_t>(n_wanted) * config_.n_vocab;
+  if (logits.size() < logits_needed) {
+    return InvalidArgument("Eval: logits buffer holds " + std::to_string(logits.size()) +
+                           " floats, " + std::to_string(logits_needed) + " needed (" +
+                           std::to_string(n_wanted) + " x n_vocab)");
+  }
+  LL_RETURN_IF_ERROR(ReserveBlocks(ctx));
+
+  if (ctx.scratch().attention.size() < static_cast<size_t>(pool.n_threads())) {
+    ctx.scratch().attention.resize(static_cast<size_t>(pool.n_threads()));
+  }
+  const int64_t n = static_cast<int64_t>(batch.size());
+  float* out = logits.data();
+  for (int64_t begin = 0; begin < n; begin += ctx.max_batch_tokens()) {
+    const int64_t len = std::min(ctx.max_batch_tokens(), n - begin);
+    const auto step = batch.subspan(static_cast<size_t>(begin), static_cast<size_t>(len));
+    EvalStep(step, ctx, pool, out);
+    for (const BatchToken& t : step) {
+      if (t.want_logits) out += config_.n_vocab;
+    }
+  }
+  for (const auto& [seq, next] : ctx.scratch().seq_next) ctx.sequences().SetLength(seq, next);
+  return Status::Ok();
+}
+
+// The transformer, as in the paper: embed, then per layer x += Attn(RMSNorm(x)) and
+// x += FFN(RMSNorm(x)), then logits = Output(RMSNorm(x)).
+void LlamaModel::EvalStep(std::span<const BatchToken> step, LlamaContext& ctx, ComputePool& pool,
+                          float* logits) const {
+  const int64_t n = static_cast<int64_t>(step.size());
+  EmbedAndRope(step, ctx);
+  for (int64_t il = 0; il < config_.n_layer; ++il) {
+    AttentionBlock(il, step, ctx, pool);
+    FeedForwardBlock(il, n, ctx, pool);
+  }
+  OutputLogits(step, ctx, pool, logits);
+}
+
+void LlamaModel::EmbedAndRope(std::span<const BatchToken> step, LlamaContext& ctx) const {
+  LlamaScratch& s = ctx.scratch();
+  const WeightMatrix& emb = weights_.token_embd;
+  const ops::RopeParams rope = ops::RopeParamsFrom(config_);
+  const int64_t half = config_.rope_dim / 2;
+  for (size_t t = 0; t < step.size(); ++t) {
+    const int64_t ti = static_cast<int64_t>(t);
+    // x[t] = token_embd[token]   x: [n, n_embd]
+    ref::DequantizeRow(emb.type, emb.data + static_cast<uint64_t>(step[t].token) * emb.row_bytes,
+                       s.x.data() + ti * config_.n_embd, config_.n_embd);
+    // Rotation angles depend only on the position: computed once, shared by all layers.
+    ops::RopeAngles(step[t].pos, rope, s.rope_cos.data() + ti * half,
+                    s.rope_sin.data() + ti * half);
+    s.block_tables[t] = ctx.sequences().Find(step[t].seq)->blocks.data();
+  }
+}
+
+void LlamaModel::AttentionBlock(int64_t il, std::span<const BatchToken> step, LlamaContext& ctx,
+                                ComputePool& pool) const {
+  const LlamaLayerWeights& w = weights_.layers[static_cast<size_t>(il)];
+  const ModelConfig& c = config_;
+  LlamaScratch& s = ctx.scratch();
+  const int64_t n = static_cast<int64_t>(step.size());
+  const auto& matmul = kernels_->matmul;
+
+  RmsNormRows(s.x.data(), w.attn_norm, n, c.n_embd, c.rms_eps, s.xb.data());  // xb: [n, n_embd]
+  matmul(w.wq, s.xb.data(), n, s.q.data(), pool);  // q: [n, n_head * head_dim_k]
+  matmul(w.wk, s.xb.data(), n, s.k.data(), pool);  // k: [n, n_head_kv * head_dim_k]
+  matmul(w.wv, s.xb.data(), n, s.v.data(), pool);  // v: [n, n_head_kv * head_dim_v]
+  AddBias(s.q.data(), w.bq, n);
+  AddBias(s.k.data(), w.bk, n);
+  AddBias(s.v.data(), w.bv, n);
+
+  const ops::RopeParams rope = ops::RopeParamsFrom(c);
+  const int64_t half = c.rope_dim / 2;
+  KvStorage& kv = ctx.kv();
+  for (int64_t t = 0; t < n; ++t) {
+    const float* cos = s.rope_cos.data() + t * half;
+    const float* sin = s.rope_sin.data() + t * half;
+    ops::ApplyRope(s.q.data() + t * c.q_dim(), c.n_head, c.head_dim_k, rope, cos, sin);
+    ops::ApplyRope(s.k.data() + t * c.k_dim(), c.n_head_kv, c.head_dim_k, rope, cos, sin);
+    // Write this token's K and V into its sequence's block for its position.
+    const int64_t pos = step[static_cast<size_t>(t)].pos;
+    const int32_t block = s.block_tables[static_cast<size_t>(t)][pos / kKvBlockTokens];
+    const int64_t slot = pos % kKvBlockTokens;
+    kv.StoreRow(s.k.data() + t * c.k_dim(), kv.K(il, block, slot), c.k_dim());
+    kv.StoreRow(s.v.data() + t * c.v_dim(), kv.V(il, block, slot), c.v_dim());
+  }
+
+  Attend(il, step, ctx, pool);  // attn: [n, n_head * head_dim_v]
+  matmul(w.wo, s.attn.data(), n, s.proj.data(), pool);  // proj: [n, n_embd]
+  ops::AddInPlace(s.x.data(), s.proj.data(), n * c.n_embd);
+}
+
+// Causal attention for every (token, KV head) pair, split over the pool. Each token sees
+// positions [0, pos] of its own sequence; all K/V of this step were written above, so tokens
+// later in the step see earlier ones.
+void LlamaModel::Attend(int64_t il, std::span<const BatchToken> step, LlamaContext& ctx,
+                        ComputePool& pool) const {
+  const ModelConfig& c = config_;
+  LlamaScratch& s = ctx.scratch();
+  AttentionShape shape;
+  shape.n_group = c.n_group();
+  shape.head_dim_k = c.head_dim_k;
+  shape.head_dim_v = c.head_dim_v;
+  shape.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim_k)));
+  const int64_t n_items = static_cast<int64_t>(step.size()) * c.n_head_kv;
+  const KvStorage& kv = ctx.kv();
+  pool.Run([&](int ith, int nth) {
+    AttentionScratch& sc = s.attention[static_cast<size_t>(ith)];
+    sc.Resize(shape);
+    int64_t i0, i1;
+    ComputePool::Split(n_items, ith, nth, &i0, &i1);
+    for (int64_t item = i0; item < i1; ++item) {
+      const int64_t t = item / c.n_head_kv;
+      const int64_t g = item % c.n_head_kv;
+      const float* q = s.q.data() + t * c.q_dim() + g * shape.n_group * c.head_dim_k;
+      float* out = s.attn.data() + t * c.attn_out_dim() + g * shape.n_group * c.head_dim_v;
+      AttendKvGroup(kv, il, s.block_tables[static_cast<size_t>(t)],
+                    step[static_cast<size_t>(t)].pos + 1, g, q, out, shape, sc);
+    }
+  });
+}
+
+void LlamaModel::FeedForwardBlock(int64_t il, int64_t n, LlamaContext& ctx,
+                                  ComputePool& pool) const {
+  const LlamaLayerWeights& w = weights_.layers[static_cast<size_t>(il)];
+  const ModelConfig& c = config_;
+  LlamaScratch& s = ctx.scratch();
+  const auto& matmul = kernels_->matmul;
+  RmsNormRows(s.x.data(), w.ffn_norm, n, c.n_embd, c.rms_eps, s.xb.data());  // xb: [n, n_embd]
+  matmul(w.w_gate, s.xb.data(), n, s.gate.data(), pool);  // gate: [n, n_ff]
+  matmul(w.w_up, s.xb.data(), n, s.up.data(), pool);      // up:   [n, n_ff]
+  ops::SwiGlu(s.gate.data(), s.up.data(), n * c.n_ff);    // gate = silu(gate) * up
+  matmul(w.w_down, s.gate.data(), n, s.proj.data(), pool);  // proj: [n, n_embd]
+  ops::AddInPlace(s.x.data(), s.proj.data(), n * c.n_embd);
+}
+
+void LlamaModel::OutputLogits(std::span<const BatchToken> step, LlamaContext& ctx,
+                              ComputePool& pool, float* logits) const {
+  const ModelConfig& c = config_;
+  LlamaScratch& s = ctx.scratch();
+  // Only rows whose logits are wanted go through the (large) output matrix.
+  int64_t n_rows = 0;
+  for (size_t t = 0; t < step.size(); ++t) {
+    if (!step[t].want_logits) continue;
+    ops::RmsNorm(s.x.data() + static_cast<int64_t>(t) * c.n_embd, weights_.output_norm.data(),
+                 c.n_embd, c.rms_eps, s.head_in.data() + n_rows * c.n_embd);
+    ++n_rows;
+  }
+  if (n_rows == 0) return;
+  kernels_->matmul(weights_.output, s.head_in.data(), n_rows, logits, pool);  // [n_rows, n_vocab]
+}
+
+}  // namespace lifeline

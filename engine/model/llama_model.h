@@ -1,0 +1,87 @@
+// LlamaModel: a loaded llama / qwen2 model (config + weights + the file they point into) and
+// its forward pass over a batch of tokens from one or more sequences.
+//
+//   LL_ASSIGN_OR_RETURN(auto file, GgufFile::Open(path));
+//   LL_ASSIGN_OR_RETURN(auto model, LlamaModel::Load(std::move(file), ReferenceKernels()));
+//   LL_ASSIGN_OR_RETURN(auto ctx, LlamaContext::Create(model->config(), {}));
+//   SeqId seq = ctx->NewSequence();
+//   std::vector<BatchToken> batch = {{1, 0, seq, false}, {403, 1, seq, true}};
+//   model->Eval(batch, *ctx, pool, logits);  // logits: [1, n_vocab]
+//
+// Ownership: owns the GgufFile (weights are views into its mapping); borrows the KernelTable
+// (immutable, must outlive the model). Run state lives in a caller-owned LlamaContext, the
+// threads in a caller-owned ComputePool.
+// Thread-safety: the model is immutable after Load; several threads may Eval concurrently with
+// distinct contexts and pools.
+// Failure: Load returns the config/weight binding errors (see model_config.h,
+// llama_weights.h). Eval validates the whole batch before computing anything:
+// InvalidArgument for a bad token id, unknown sequence or a position that does not continue
+// its sequence; OutOfRange for a position >= n_ctx; ResourceExhausted when the KV cache has
+// too few free blocks. On error nothing has been written to the cache.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "base/status.h"
+#include "engine/gguf/gguf_file.h"
+#include "engine/kernels/compute_pool.h"
+#include "engine/kernels/kernel_table.h"
+#include "engine/model/llama_context.h"
+#include "engine/model/llama_weights.h"
+#include "engine/model/model_config.h"
+
+namespace lifeline {
+
+// One token of a batch. Positions of a sequence must continue it: the first token of `seq`
+// in a batch has pos == the sequence's current length, the next pos + 1, and so on.
+struct BatchToken {
+  int32_t token = 0;
+  int64_t pos = 0;
+  SeqId seq = 0;
+  bool want_logits = false;
+};
+
+class LlamaModel {
+ public:
+  static Result<std::unique_ptr<LlamaModel>> Load(std::unique_ptr<GgufFile> file,
+                                                  const KernelTable& kernels);
+
+  const ModelConfig& config() const { return config_; }
+  const LlamaWeights& weights() const { return weights_; }
+  const GgufFile& file() const { return *file_; }
+  const KernelTable& kernels() const { return *kernels_; }
+
+  // Runs the forward pass for every token of the batch, writing K/V into each token's
+  // sequence and the logits of the tokens with want_logits, in batch order, to `logits`
+  // ([n_wanted, n_vocab]; must hold at least that many floats).
+  Status Eval(std::span<const BatchToken> batch, LlamaContext& ctx, ComputePool& pool,
+              std::span<float> logits) const;
+
+ private:
+  LlamaModel(std::unique_ptr<GgufFile> file, const KernelTable& kernels)
+      : file_(std::move(file)), kernels_(&kernels) {}
+
+  Status ValidateBatch(std::span<const BatchToken> batch, LlamaContext& ctx,
+                       int64_t* n_wanted) const;
+  Status ReserveBlocks(LlamaContext& ctx) const;
+  // One step of at most max_batch_tokens tokens; logits rows go to `logits`.
+  void EvalStep(std::span<const BatchToken> step, LlamaContext& ctx, ComputePool& pool,
+                float* logits) const;
+  void EmbedAndRope(std::span<const BatchToken> step, LlamaContext& ctx) const;
+  void AttentionBlock(int64_t il, std::span<const BatchToken> step, LlamaContext& ctx,
+                      ComputePool& pool) const;
+  void FeedForwardBlock(int64_t il, int64_t n, LlamaContext& ctx, ComputePool& pool) const;
+  void Attend(int64_t il, std::span<const BatchToken> step, LlamaContext& ctx,
+              ComputePool& pool) const;
+  void OutputLogits(std::span<const BatchToken> step, LlamaContext& ctx, ComputePool& pool,
+                    float* logits) const;
+
+  std::unique_ptr<GgufFile> file_;
+  const KernelTable* kernels_;
+  ModelConfig config_;
+  LlamaWeights weights_;
+};
+
+}  // namespace lifeline

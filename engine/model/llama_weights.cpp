@@ -1,0 +1,138 @@
+#include "engine/model/llama_weights.h"
+
+#include <string>
+
+#include "base/checked_math.h"
+#include "engine/kernels/ref/quants_ref.h"
+
+namespace lifeline {
+namespace {
+
+std::string ShapeString(const GgufTensorInfo& t) {
+  std::string s = "[";
+  for (int d = 0; d < t.n_dims; ++d) {
+    if (d > 0) s += ", ";
+    s += std::to_string(t.ne[d]);
+  }
+  return s + "]";
+}
+
+Status CheckType(const GgufTensorInfo& t) {
+  if (!ref::CanDequantize(t.type)) {
+    return Unimplemented("tensor " + t.name + ": type " + std::string(TypeTraits(t.type).name) +
+                         " is not supported as a weight");
+  }
+  return Status::Ok();
+}
+
+// Checks `t` is exactly [ne0, ne1] (ggml order; ne1 == 1 allows a 1-D tensor).
+Status CheckShape(const GgufTensorInfo& t, int64_t ne0, int64_t ne1, const char* meaning) {
+  const bool dims_ok = t.n_dims == 2 || (t.n_dims == 1 && ne1 == 1);
+  if (!dims_ok || t.ne[0] != ne0 || t.ne[1] != ne1 || t.ne[2] != 1 || t.ne[3] != 1) {
+    // Appended piecewise: GCC 12 at -O3 warns falsely (-Wrestrict) on "[" + to_string(...).
+    std::string want = "[";
+    want += std::to_string(ne0);
+    if (ne1 != 1 || t.n_dims != 1) want += ", " + std::to_string(ne1);
+    want += "]";
+    return DataLoss("tensor " + t.name + ": shape " + ShapeString(t) + " does not match the " +
+                    "model config, expected " + want + " (" + meaning + ")");
+  }
+  return Status::Ok();
+}
+
+const GgufTensorInfo* Find(const GgufFile& f, const std::string& name) {
+  return f.FindTensor(name);
+}
+
+Result<WeightMatrix> BindMatrix(const GgufFile& f, const std::string& name, int64_t rows,
+                                int64_t cols, const char* meaning) {
+  const GgufTensorInfo* t = Find(f, name);
+  if (t == nullptr) return NotFound("required tensor " + name + " is missing");
+  LL_RETURN_IF_ERROR(CheckShape(*t, cols, rows, meaning));
+  LL_RETURN_IF_ERROR(CheckType(*t));
+  const std::optional<uint64_t> row_bytes = RowBytes(t->type, cols);
+  uint64_t total = 0;
+  if (!row_bytes || !CheckedMul(*row_bytes, static_cast<uint64_t>(rows), &total) ||
+      total > t->size_bytes) {
+    return DataLoss("tensor " + name + ": " + std::to_string(rows) + " rows of " +
+                    std::to_string(cols) + " " + std::string(TypeTraits(t->type).name) +
+                    " values do not fit its " + std::to_string(t->size_bytes) + " bytes");
+  }
+  WeightMatrix w;
+  w.type = t->type;
+  w.data = t->data;
+  w.rows = rows;
+  w.cols = cols;
+  w.row_bytes = *row_bytes;
+  return w;
+}
+
+// Binds a 1-D vector of n values, dequantized into an owned float copy. An absent optional
+// tensor yields an empty vector.
+Result<std::vector<float>> BindVector(const GgufFile& f, const std::string& name, int64_t n,
+                                      bool required, const char* meaning) {
+  const GgufTensorInfo* t = Find(f, name);
+  if (t == nullptr) {
+    if (required) return NotFound("required tensor " + name + " is missing");
+    return std::vector<float>();
+  }
+  LL_RETURN_IF_ERROR(CheckShape(*t, n, 1, meaning));
+  LL_RETURN_IF_ERROR(CheckType(*t));
+  std::vector<float> v(static_cast<size_t>(n));  // [n]
+  ref::DequantizeRow(t->type, t->data, v.data(), n);
+  return v;
+}
+
+Status BindLayer(const GgufFile& f, const ModelConfig& c, int64_t il, LlamaLayerWeights* l) {
+  const std::string p = "blk." + std::to_string(il) + ".";
+  const bool bias_required = c.arch == ModelArch::kQwen2;
+  LL_ASSIGN_OR_RETURN(l->attn_norm, BindVector(f, p + "attn_norm.weight", c.n_embd, true,
+                                               "n_embd"));
+  LL_ASSIGN_OR_RETURN(l->wq, BindMatrix(f, p + "attn_q.weight", c.q_dim(), c.n_embd,
+                                        "n_embd, n_head * head_dim"));
+  LL_ASSIGN_OR_RETURN(l->wk, BindMatrix(f, p + "attn_k.weight", c.k_dim(), c.n_embd,
+                                        "n_embd, n_head_kv * head_dim"));
+  LL_ASSIGN_OR_RETURN(l->wv, BindMatrix(f, p + "attn_v.weight", c.v_dim(), c.n_embd,
+                                        "n_embd, n_head_kv * head_dim_v"));
+  LL_ASSIGN_OR_RETURN(l->wo, BindMatrix(f, p + "attn_output.weight", c.n_embd, c.attn_out_dim(),
+                                        "n_head * head_dim_v, n_embd"));
+  LL_ASSIGN_OR_RETURN(l->bq, BindVector(f, p + "attn_q.bias", c.q_dim(), bias_required,
+                                        "n_head * head_dim"));
+  LL_ASSIGN_OR_RETURN(l->bk, BindVector(f, p + "attn_k.bias", c.k_dim(), bias_required,
+                                        "n_head_kv * head_dim"));
+  LL_ASSIGN_OR_RETURN(l->bv, BindVector(f, p + "attn_v.bias", c.v_dim(), bias_required,
+                                        "n_head_kv * head_dim_v"));
+  LL_ASSIGN_OR_RETURN(l->ffn_norm, BindVector(f, p + "ffn_norm.weight", c.n_embd, true,
+                                              "n_embd"));
+  LL_ASSIGN_OR_RETURN(l->w_gate, BindMatrix(f, p + "ffn_gate.weight", c.n_ff, c.n_embd,
+                                            "n_embd, n_ff"));
+  LL_ASSIGN_OR_RETURN(l->w_up, BindMatrix(f, p + "ffn_up.weight", c.n_ff, c.n_embd,
+                                          "n_embd, n_ff"));
+  LL_ASSIGN_OR_RETURN(l->w_down, BindMatrix(f, p + "ffn_down.weight", c.n_embd, c.n_ff,
+                                            "n_ff, n_embd"));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<LlamaWeights> BindLlamaWeights(const GgufFile& file, const ModelConfig& c) {
+  LlamaWeights w;
+  LL_ASSIGN_OR_RETURN(w.token_embd, BindMatrix(file, "token_embd.weight", c.n_vocab, c.n_embd,
+                                               "n_embd, n_vocab"));
+  LL_ASSIGN_OR_RETURN(w.output_norm, BindVector(file, "output_norm.weight", c.n_embd, true,
+                                                "n_embd"));
+  if (file.FindTensor("output.weight") != nullptr) {
+    LL_ASSIGN_OR_RETURN(w.output, BindMatrix(file, "output.weight", c.n_vocab, c.n_embd,
+                                             "n_embd, n_vocab"));
+  } else {
+    w.output = w.token_embd;
+    w.output_tied = true;
+  }
+  w.layers.resize(static_cast<size_t>(c.n_layer));
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    LL_RETURN_IF_ERROR(BindLayer(file, c, il, &w.layers[static_cast<size_t>(il)]));
+  }
+  return w;
+}
+
+}  // namespace lifeline

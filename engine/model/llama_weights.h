@@ -1,0 +1,48 @@
+// LlamaWeights: every tensor of a llama / qwen2 model bound by name to a view into the GGUF
+// mapping (matrices are never copied), with each shape checked against the ModelConfig and
+// each type checked to be one we can run.
+//
+// Ownership: WeightMatrix views borrow the GgufFile's mapping, which must outlive the
+// LlamaWeights (LlamaModel owns both). Norm and bias vectors are owned float copies (they are
+// tiny; a non-F32 one is dequantized once here so the forward pass only sees floats).
+// Thread-safety: immutable after binding; read from any thread.
+// Failure: NotFound naming a missing tensor; DataLoss naming the tensor, the expected and the
+// actual shape; Unimplemented naming a tensor whose type cannot be dequantized.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/gguf/gguf_file.h"
+#include "engine/kernels/kernel_table.h"
+#include "engine/model/model_config.h"
+
+namespace lifeline {
+
+struct LlamaLayerWeights {
+  std::vector<float> attn_norm;  // [n_embd]
+  WeightMatrix wq;               // [q_dim rows, n_embd cols]
+  WeightMatrix wk;               // [k_dim rows, n_embd cols]
+  WeightMatrix wv;               // [v_dim rows, n_embd cols]
+  WeightMatrix wo;               // [n_embd rows, attn_out_dim cols]
+  std::vector<float> bq;         // [q_dim] or empty (qwen2 requires it)
+  std::vector<float> bk;         // [k_dim] or empty
+  std::vector<float> bv;         // [v_dim] or empty
+  std::vector<float> ffn_norm;   // [n_embd]
+  WeightMatrix w_gate;           // [n_ff rows, n_embd cols]
+  WeightMatrix w_up;             // [n_ff rows, n_embd cols]
+  WeightMatrix w_down;           // [n_embd rows, n_ff cols]
+};
+
+struct LlamaWeights {
+  WeightMatrix token_embd;         // [n_vocab rows, n_embd cols]
+  std::vector<float> output_norm;  // [n_embd]
+  WeightMatrix output;             // [n_vocab rows, n_embd cols]; == token_embd when tied
+  bool output_tied = false;        // output.weight absent: classifier shares token_embd
+  std::vector<LlamaLayerWeights> layers;  // [n_layer]
+};
+
+Result<LlamaWeights> BindLlamaWeights(const GgufFile& file, const ModelConfig& config);
+
+}  // namespace lifeline

@@ -1,0 +1,60 @@
+// Shared helpers of the model tests: golden tolerances, a tiny synthetic GGUF builder and an
+// independent naive forward pass used as a second opinion for paths the reference data does
+// not cover (qwen2, rope scaling).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/gguf/gguf_file.h"
+#include "engine/kernels/ggml_type.h"
+
+namespace lifeline {
+
+// The lowest-precision (fewest bits per weight) type among the file's 2-D tensors.
+GgmlType DominantWeightType(const GgufFile& file);
+
+// Absolute tolerance for comparing our logits with llama.cpp's at one position; see the
+// comment in model_test_util.cpp for the reasoning. sum/sumsq: the reference's whole-vocab
+// logit_sum and logit_sumsq at that position.
+double LogitTolerance(GgmlType type, double ref_sum, double ref_sumsq, int64_t n_vocab);
+
+// A tiny llama/qwen2 model with deterministic pseudo-random weights.
+struct TinyModelSpec {
+  std::string arch = "llama";
+  int64_t n_embd = 16;
+  int64_t n_layer = 2;
+  int64_t n_ff = 24;
+  int64_t n_head = 4;
+  int64_t n_head_kv = 2;
+  int64_t n_vocab = 40;
+  int64_t context_length = 64;
+  float rope_freq_base = 10000.0f;
+  float rope_scaling_factor = 0.0f;  // 0: key absent
+  std::string rope_scaling_type;     // empty: key absent
+  bool with_qkv_bias = false;
+  bool tied_output = false;
+  std::vector<float> rope_freqs;     // non-empty: rope_freqs.weight tensor [rope_dim/2]
+  GgmlType matrix_type = GgmlType::kF32;
+  uint32_t seed = 7;
+  std::set<std::string> omit_keys;   // full key names to leave out
+  std::set<std::string> omit_tensors;
+  std::map<std::string, std::vector<int64_t>> tensor_shape_overrides;  // name -> ne
+  std::map<std::string, int64_t> uint_key_overrides;  // full key -> value written instead
+};
+
+Status WriteTinyModel(const TinyModelSpec& spec, const std::string& path);
+// A fresh path under the system temp dir, unique per process and call.
+std::string TempModelPath(const std::string& stem);
+
+// Independent, deliberately naive forward pass (full causal softmax, f64 accumulation, no
+// KV cache), reading the tensors by name straight from the file. The hyperparameters come
+// from the spec, not from ReadModelConfig. Returns logits [tokens.size(), n_vocab].
+std::vector<float> NaiveForward(const GgufFile& file, const TinyModelSpec& spec,
+                                const std::vector<int32_t>& tokens);
+
+}  // namespace lifeline
