@@ -68,7 +68,9 @@ Result<std::vector<TensorJob>> PlanJobs(const GgufFile& f, FileType ftype, Quant
         return Unimplemented("tensor '" + t.name + "': cannot encode type " +
                              std::string(TypeTraits(job.dst_type).name));
       }
-      if (IsBlockQuantized(t.type)) ++st->tensors_requantized;
+      // Block-quantized to block-quantized compounds two rounding errors; decoding to a
+      // float type does not.
+      if (IsBlockQuantized(t.type) && IsBlockQuantized(job.dst_type)) ++st->tensors_requantized;
       ++st->tensors_converted;
     } else {
       ++st->tensors_copied;

@@ -28,14 +28,14 @@ struct QuantizeOptions {
   FileType ftype = FileType::kMostlyQ8_0;
   int threads = 1;
   // Called once, before writing, when a weight that is already block-quantized gets re-encoded
-  // (quality loss compounds). May be empty.
+  // to another block-quantized type (quality loss compounds). May be empty.
   std::function<void(const std::string&)> warn;
 };
 
 struct QuantizeStats {
   int tensors_converted = 0;  // re-encoded row by row
   int tensors_copied = 0;     // type unchanged, bytes copied
-  int tensors_requantized = 0;  // converted from an already block-quantized type
+  int tensors_requantized = 0;  // block-quantized -> another block-quantized type
 };
 
 Result<QuantizeStats> QuantizeModel(const QuantizeOptions& opts);

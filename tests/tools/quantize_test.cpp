@@ -213,7 +213,14 @@ TEST(Quantize, RequantizingWarnsOnce) {
   EXPECT_EQ(warnings, 0);
   EXPECT_EQ(st->tensors_converted, 0);
   EXPECT_TRUE(testing::ReadAll(again) == testing::ReadAll(m.out_path));
-  for (const auto& p : {m.out_path, out, again}) std::remove(p.c_str());
+  // Decoding to a float type is no second rounding: no warning.
+  const std::string f32 = ScratchPath("f32.gguf");
+  warnings = 0;
+  st = Quantize(m.out_path, f32, FileType::kAllF32, &warnings);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(warnings, 0);
+  EXPECT_GT(st->tensors_converted, 0);
+  for (const auto& p : {m.out_path, out, again, f32}) std::remove(p.c_str());
 }
 
 TEST(Quantize, RefusesBadInputAndSelfOverwrite) {
