@@ -9,9 +9,11 @@
 //              logit /= repeat_penalty if logit > 0, else logit *= repeat_penalty; then
 //              logit -= c * frequency_penalty + presence_penalty. All three penalties share
 //              the one window, as in llama.cpp. Skipped when repeat_last_n == 0.
-//   top-k      keep the k highest logits (ties broken by lower id). O(n_vocab) selection.
-//   top-p      keep the shortest prefix (by descending p_i) whose mass reaches top_p; at least
-//              one token.
+//   top-k      keep the k highest logits (ties broken by lower id); one O(n_vocab) pass with
+//              a k-sized heap, no sort of the vocabulary.
+//   top-p      keep the shortest prefix (by descending p_i, ties by lower id) whose mass
+//              reaches top_p; at least one token. Sorts only the part of the vocabulary the
+//              nucleus needs (bucketed by logit first above 4096 candidates).
 //   min-p      keep tokens with p_i >= min_p * max_j p_j.
 //   temperature / softmax / draw: p_i ∝ exp((logit_i - max) / temperature); one uniform
 //              double from the RNG picks the token by inverse CDF.
