@@ -3,13 +3,15 @@
 // and validates all of it before anything else may look: the file is hostile input.
 //
 // Validation (each failure is a kDataLoss Status naming the field and its byte offset):
-//   - magic, version in {2, 3}, counts within caps (kMaxTensors, kMaxKv, string/array caps);
+//   - magic, version in {2, 3}, counts within the GgufOpenOptions caps and within what the
+//     bytes left could hold (checked before anything is reserved);
 //   - every length/count/shape/offset through overflow-checked arithmetic;
 //   - metadata value types known; duplicate keys rejected; general.alignment a power of two
 //     within [1, kMaxAlignment] and of type uint32;
 //   - tensors: name unique and non-empty, n_dims in [1, 4], every ne >= 1, element count and
 //     byte size representable, type a known ggml type, ne[0] a multiple of the type's block,
-//     offset aligned, data [offset, offset+size) inside the file, no two tensors overlapping.
+//     offset aligned, data [offset, offset+size) inside the file, no two tensors overlapping;
+//   - arrays may nest up to max_array_depth levels; bool scalars must be 0 or 1.
 // No allocation is driven by an unchecked number: strings and arrays are views into the
 // mapping (copied only after their length is checked against the bytes left).
 //
@@ -68,7 +70,9 @@ struct GgufValue {
   uint64_t array_count = 0;
   const uint8_t* array_data = nullptr;
   uint64_t array_bytes = 0;         // total bytes of the array payload (validated)
-  std::vector<std::string_view> strings;  // filled for arrays of strings (validated views)
+  // Filled for top-level arrays of strings (validated views); arrays nested inside arrays are
+  // validated but only described by array_data / array_bytes.
+  std::vector<std::string_view> strings;
 };
 
 struct GgufKv {
