@@ -210,7 +210,7 @@ void Sampler::BuildCandidates(const float* logits, int32_t n_vocab, int32_t k) {
   }
 }
 
-size_t Sampler::NucleusPrefix(std::vector<Candidate>& v, double max_logit, double cum,
+size_t Sampler::NucleusPrefix(std::vector<Candidate>& v, float max_logit, double cum,
                               double target) {
   const size_t n = v.size();
   size_t sorted = 0;

@@ -119,7 +119,7 @@ class Sampler {
   static bool Before(const Candidate& a, const Candidate& b);
   // Sorts as long a prefix of v as needed for the running mass (starting at cum) to reach
   // target; returns the prefix length (>= 1 for non-empty v, v.size() if never reached).
-  static size_t NucleusPrefix(std::vector<Candidate>& v, double max_logit, double cum,
+  static size_t NucleusPrefix(std::vector<Candidate>& v, float max_logit, double cum,
                               double target);
 
   SamplerParams params_;
