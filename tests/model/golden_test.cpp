@@ -76,7 +76,8 @@ Top2 TopTwo(const float* logits, int64_t n) {
 }
 
 struct GoldenResult {
-  int greedy_matched = 0;
+  int greedy_matched = 0;   // leading greedy tokens equal to the reference
+  int greedy_asserted = 0;  // of those, how many had our margin >= tolerance
   bool greedy_stopped_on_margin = false;
   double max_abs_err = 0;
   double tol = 0;
@@ -107,7 +108,9 @@ GoldenResult RunGolden(const GoldenCase& gc, const KernelTable& kernels) {
   const auto& positions = ref["positions"];
   EXPECT_EQ(positions.size(), prompt.size());
 
-  ComputePool pool(2);
+  // One thread: the suite is about numbers, and a busy shared CPU makes a fork-join pool
+  // wait on descheduled workers. Threaded attention/matmul splits are covered in forward_test.
+  ComputePool pool(1);
   ContextOptions opts;
   opts.n_ctx = 128;
   auto session = Session::Create(**model, pool, opts);
@@ -162,15 +165,20 @@ GoldenResult RunGolden(const GoldenCase& gc, const KernelTable& kernels) {
         << gc.json_path << " pos " << p;
   }
 
-  // Greedy decode one token at a time, continuing the prompt's cached sequence.
+  // Greedy decode one token at a time, continuing the prompt's cached sequence. Equality is
+  // asserted while our top1-top2 margin is at least the tolerance (below it, a legitimate
+  // rounding difference may flip the choice); after that we keep counting matches until the
+  // first difference, for the report and for models whose every token must match.
   const std::vector<int32_t> greedy = ref["greedy"].get<std::vector<int32_t>>();
   Top2 cur = TopTwo(logits.data() + (prompt.size() - 1) * static_cast<size_t>(n_vocab), n_vocab);
   for (size_t step = 0; step < greedy.size(); ++step) {
-    if (cur.margin() < r.tol) {
+    if (cur.margin() < r.tol && !r.greedy_stopped_on_margin) {
       r.greedy_stopped_on_margin = true;
-      break;
+      r.greedy_asserted = r.greedy_matched;
     }
-    EXPECT_EQ(cur.id1, greedy[step]) << gc.json_path << " greedy step " << step;
+    if (!r.greedy_stopped_on_margin) {
+      EXPECT_EQ(cur.id1, greedy[step]) << gc.json_path << " greedy step " << step;
+    }
     if (cur.id1 != greedy[step]) break;
     ++r.greedy_matched;
     auto next = (*session)->Decode(cur.id1);
@@ -178,10 +186,11 @@ GoldenResult RunGolden(const GoldenCase& gc, const KernelTable& kernels) {
     if (!next.ok()) break;
     cur = TopTwo(next->data(), n_vocab);
   }
-  std::printf("[golden] %-28s %-6s tol %.2e max err %.2e greedy %d/%zu%s\n",
-              fs::path(gc.json_path).filename().c_str(), std::string(IsaLevelName(kernels.isa)).c_str(),
-              r.tol, r.max_abs_err, r.greedy_matched, greedy.size(),
-              r.greedy_stopped_on_margin ? " (stopped: our margin below tolerance)" : "");
+  if (!r.greedy_stopped_on_margin) r.greedy_asserted = r.greedy_matched;
+  std::printf("[golden] %-28s %-6s tol %.2e max err %.2e greedy matched %2d/%zu (asserted %d)\n",
+              fs::path(gc.json_path).filename().c_str(),
+              std::string(IsaLevelName(kernels.isa)).c_str(), r.tol, r.max_abs_err,
+              r.greedy_matched, greedy.size(), r.greedy_asserted);
   return r;
 }
 

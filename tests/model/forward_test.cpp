@@ -1,0 +1,326 @@
+// Forward pass: agreement with an independent naive implementation (qwen2, rope scaling,
+// tied output: paths the llama.cpp reference data does not cover), batching invariants,
+// multi-sequence batches, chunking, and the error contract of Eval.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/gguf/gguf_file.h"
+#include "engine/kernels/compute_pool.h"
+#include "engine/kernels/kernel_table.h"
+#include "engine/model/llama_model.h"
+#include "engine/model/session.h"
+#include "model/model_test_util.h"
+#include "test_paths.h"
+
+namespace lifeline {
+namespace {
+
+std::unique_ptr<LlamaModel> LoadFile(const std::string& path) {
+  auto f = GgufFile::Open(path);
+  EXPECT_TRUE(f.ok()) << f.status().ToString();
+  if (!f.ok()) return nullptr;
+  auto m = LlamaModel::Load(std::move(*f), ReferenceKernels());
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return m.ok() ? std::move(*m) : nullptr;
+}
+
+std::unique_ptr<LlamaModel> LoadStories() {
+  return LoadFile(testing::SharedPath("models/stories260K.gguf"));
+}
+
+// Evaluates `tokens` as one new sequence in one batch; returns all logits [n, n_vocab].
+std::vector<float> EvalAll(const LlamaModel& m, const std::vector<int32_t>& tokens,
+                           const ContextOptions& opts, ComputePool& pool) {
+  auto ctx = LlamaContext::Create(m.config(), opts);
+  EXPECT_TRUE(ctx.ok()) << ctx.status().ToString();
+  const SeqId seq = (*ctx)->NewSequence();
+  std::vector<BatchToken> batch;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    batch.push_back({tokens[i], static_cast<int64_t>(i), seq, true});
+  }
+  std::vector<float> logits(tokens.size() * static_cast<size_t>(m.config().n_vocab));
+  const Status st = m.Eval(batch, **ctx, pool, logits);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return logits;
+}
+
+// |a - b| <= tol * max(1, |b|) elementwise.
+void ExpectClose(const std::vector<float>& a, const std::vector<float>& b, double tol,
+                 const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  double worst = 0;
+  size_t worst_i = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double err = std::fabs(a[i] - b[i]) / std::max(1.0, std::fabs(double(b[i])));
+    if (err > worst) {
+      worst = err;
+      worst_i = i;
+    }
+  }
+  EXPECT_LE(worst, tol) << what << ": worst at " << worst_i << " ours " << a[worst_i]
+                        << " expected " << b[worst_i];
+}
+
+// Runs the naive oracle on a synthetic spec and compares with an F32-KV forward pass.
+void CheckAgainstOracle(const TinyModelSpec& spec, const std::vector<int32_t>& tokens) {
+  const std::string path = TempModelPath("oracle");
+  ASSERT_TRUE(WriteTinyModel(spec, path).ok());
+  auto f = GgufFile::Open(path);
+  std::remove(path.c_str());
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  const std::vector<float> want = NaiveForward(**f, spec, tokens);
+  auto m = LlamaModel::Load(std::move(*f), ReferenceKernels());
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ComputePool pool(2);
+  ContextOptions opts;
+  opts.kv_type = KvType::kF32;  // the oracle keeps K/V exact
+  opts.max_batch_tokens = 7;    // also exercises splitting a batch into steps
+  // f32 forward vs f64 oracle: a few ulps per op over two layers.
+  ExpectClose(EvalAll(**m, tokens, opts, pool), want, 1e-4, spec.arch);
+}
+
+const std::vector<int32_t> kPrompt20 = {1, 5, 9, 30, 2, 2, 17, 39, 0, 4, 8, 15, 16, 23, 42 % 40,
+                                        11, 12, 13, 14, 3};
+
+TEST(ForwardOracle, TinyLlamaWithGqa) {
+  TinyModelSpec s;  // 4 query heads over 2 KV heads
+  CheckAgainstOracle(s, kPrompt20);
+}
+
+TEST(ForwardOracle, Qwen2NeoxRopeBiasesAndTiedOutput) {
+  TinyModelSpec s;
+  s.arch = "qwen2";
+  s.with_qkv_bias = true;
+  s.tied_output = true;
+  s.rope_freq_base = 1000000.0f;
+  CheckAgainstOracle(s, kPrompt20);
+}
+
+TEST(ForwardOracle, LinearRopeScalingAndFreqFactors) {
+  TinyModelSpec s;
+  s.rope_scaling_type = "linear";
+  s.rope_scaling_factor = 2.0f;
+  s.rope_freqs = {1.0f, 3.0f};
+  s.n_head_kv = 1;  // multi-query attention
+  CheckAgainstOracle(s, kPrompt20);
+}
+
+TEST(ForwardOracle, Stories260KWithF32Cache) {
+  // Hyperparameters as documented in ../shared/models/README.md, not read by our loader.
+  TinyModelSpec s;
+  s.n_embd = 64;
+  s.n_layer = 5;
+  s.n_ff = 172;
+  s.n_head = 8;
+  s.n_head_kv = 4;
+  s.n_vocab = 512;
+  auto f = GgufFile::Open(testing::SharedPath("models/stories260K.gguf"));
+  ASSERT_TRUE(f.ok());
+  const std::vector<int32_t> tokens = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376,
+                                       298, 315, 421, 395, 317, 426, 338, 401, 396, 267};
+  const std::vector<float> want = NaiveForward(**f, s, tokens);
+  auto m = LlamaModel::Load(std::move(*f), ReferenceKernels());
+  ASSERT_TRUE(m.ok());
+  ComputePool pool(2);
+  ContextOptions opts;
+  opts.kv_type = KvType::kF32;
+  ExpectClose(EvalAll(**m, tokens, opts, pool), want, 1e-4, "stories260K");
+}
+
+TEST(Forward, BatchEqualsOneTokenAtATime) {
+  for (const std::string model : {"models/stories260K.gguf", "reference/models/syn-a-q4_k_m.gguf"}) {
+    SCOPED_TRACE(model);
+    auto m = LoadFile(testing::SharedPath(model));
+    ASSERT_NE(m, nullptr);
+    const int64_t n_vocab = m->config().n_vocab;
+    ComputePool pool(1);
+    const std::vector<int32_t> tokens = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376,
+                                         298, 315, 421, 395, 317, 426, 338, 401, 396, 267};
+    const std::vector<float> batched = EvalAll(*m, tokens, {}, pool);
+    auto session = Session::Create(*m, pool);
+    ASSERT_TRUE(session.ok());
+    std::vector<float> stepwise;
+    for (int32_t t : tokens) {
+      auto l = (*session)->Decode(t);
+      ASSERT_TRUE(l.ok()) << l.status().ToString();
+      ASSERT_EQ(static_cast<int64_t>(l->size()), n_vocab);
+      stepwise.insert(stepwise.end(), l->begin(), l->end());
+    }
+    ExpectClose(batched, stepwise, 1e-4, model);
+    EXPECT_EQ((*session)->n_past(), 20);
+  }
+}
+
+TEST(Forward, InterleavedSequencesMatchEachAlone) {
+  auto m = LoadStories();
+  ASSERT_NE(m, nullptr);
+  const int64_t n_vocab = m->config().n_vocab;
+  ComputePool pool(2);
+  const std::vector<int32_t> a = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315,
+                                  421, 395, 317, 426, 338, 401, 396, 267, 337};  // 21: 2 blocks
+  const std::vector<int32_t> b = {1, 385, 410, 317, 274, 368, 301};
+  const std::vector<float> want_a = EvalAll(*m, a, {}, pool);
+  const std::vector<float> want_b = EvalAll(*m, b, {}, pool);
+
+  ContextOptions opts;
+  opts.max_sequences = 2;
+  opts.max_batch_tokens = 5;  // steps split mid-sequence
+  auto ctx = LlamaContext::Create(m->config(), opts);
+  ASSERT_TRUE(ctx.ok());
+  const SeqId sa = (*ctx)->NewSequence();
+  const SeqId sb = (*ctx)->NewSequence();
+  // Two batches: the first interleaves a[0..10) with all of b, the second finishes a, so
+  // sequence a also continues from cached positions across calls.
+  std::vector<BatchToken> first;
+  size_t ia = 0, ib = 0;
+  while (ia < 10 || ib < b.size()) {
+    if (ia < 10) first.push_back({a[ia], static_cast<int64_t>(ia), sa, true}), ++ia;
+    if (ib < b.size()) first.push_back({b[ib], static_cast<int64_t>(ib), sb, true}), ++ib;
+  }
+  std::vector<float> out(first.size() * n_vocab);
+  ASSERT_TRUE(m->Eval(first, **ctx, pool, out).ok());
+  std::vector<float> got_a, got_b;
+  for (size_t i = 0; i < first.size(); ++i) {
+    auto& dst = first[i].seq == sa ? got_a : got_b;
+    dst.insert(dst.end(), out.begin() + i * n_vocab, out.begin() + (i + 1) * n_vocab);
+  }
+  std::vector<BatchToken> second;
+  for (; ia < a.size(); ++ia) second.push_back({a[ia], static_cast<int64_t>(ia), sa, true});
+  out.assign(second.size() * n_vocab, 0.0f);
+  ASSERT_TRUE(m->Eval(second, **ctx, pool, out).ok());
+  got_a.insert(got_a.end(), out.begin(), out.end());
+  ExpectClose(got_a, want_a, 1e-4, "sequence a");
+  ExpectClose(got_b, want_b, 1e-4, "sequence b");
+  EXPECT_EQ((*ctx)->SequenceLength(sa), 21);
+  EXPECT_EQ((*ctx)->SequenceLength(sb), 7);
+}
+
+TEST(Forward, OnlyWantedRowsAreReturnedInBatchOrder) {
+  auto m = LoadStories();
+  ASSERT_NE(m, nullptr);
+  const int64_t n_vocab = m->config().n_vocab;
+  ComputePool pool(1);
+  const std::vector<int32_t> t = {1, 403, 407, 261};
+  const std::vector<float> all = EvalAll(*m, t, {}, pool);
+  auto ctx = LlamaContext::Create(m->config(), {});
+  ASSERT_TRUE(ctx.ok());
+  const SeqId s = (*ctx)->NewSequence();
+  std::vector<BatchToken> batch = {{1, 0, s, false}, {403, 1, s, true}, {407, 2, s, false},
+                                   {261, 3, s, true}};
+  std::vector<float> two(2 * n_vocab);
+  ASSERT_TRUE(m->Eval(batch, **ctx, pool, two).ok());
+  ExpectClose(std::vector<float>(two.begin(), two.begin() + n_vocab),
+              std::vector<float>(all.begin() + n_vocab, all.begin() + 2 * n_vocab), 1e-6, "row 1");
+  ExpectClose(std::vector<float>(two.begin() + n_vocab, two.end()),
+              std::vector<float>(all.begin() + 3 * n_vocab, all.end()), 1e-6, "row 3");
+}
+
+TEST(Forward, ContextLimitIsOutOfRangeAndWritesNothing) {
+  auto m = LoadStories();
+  ASSERT_NE(m, nullptr);
+  ComputePool pool(1);
+  ContextOptions opts;
+  opts.n_ctx = 8;
+  auto session = Session::Create(*m, pool, opts);
+  ASSERT_TRUE(session.ok());
+  EXPECT_EQ((*session)->n_ctx(), 8);
+  const std::vector<int32_t> eight = {1, 403, 407, 261, 378, 432, 383, 286};
+  ASSERT_TRUE((*session)->Prefill(eight).ok());
+  auto r = (*session)->Decode(261);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kOutOfRange);
+  EXPECT_NE(r.status().message().find("position 8"), std::string::npos) << r.status().message();
+  EXPECT_EQ((*session)->n_past(), 8);
+  // A batch that crosses the limit is refused as a whole.
+  (*session)->Reset();
+  const std::vector<int32_t> nine = {1, 403, 407, 261, 378, 432, 383, 286, 261};
+  EXPECT_EQ((*session)->Prefill(nine).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ((*session)->n_past(), 0);
+}
+
+TEST(Forward, DefaultContextIsMinOfTrainedAnd4096) {
+  auto m = LoadStories();  // context_length 2048
+  ASSERT_NE(m, nullptr);
+  auto ctx = LlamaContext::Create(m->config(), {});
+  ASSERT_TRUE(ctx.ok());
+  EXPECT_EQ((*ctx)->n_ctx(), 2048);
+  auto big = LoadFile(testing::SharedPath("models/llama-2-tiny-random.gguf"));  // 4096
+  ASSERT_NE(big, nullptr);
+  ContextOptions opts;
+  auto ctx2 = LlamaContext::Create(big->config(), opts);
+  ASSERT_TRUE(ctx2.ok());
+  EXPECT_EQ((*ctx2)->n_ctx(), 4096);
+}
+
+TEST(Forward, KvCacheFullIsResourceExhaustedAndWritesNothing) {
+  auto m = LoadStories();
+  ASSERT_NE(m, nullptr);
+  ComputePool pool(1);
+  ContextOptions opts;
+  opts.n_kv_blocks = 1;  // 16 positions in total
+  auto ctx = LlamaContext::Create(m->config(), opts);
+  ASSERT_TRUE(ctx.ok());
+  const SeqId a = (*ctx)->NewSequence();
+  const SeqId b = (*ctx)->NewSequence();
+  std::vector<BatchToken> fill;
+  for (int i = 0; i < 16; ++i) fill.push_back({1, i, a, false});
+  std::vector<float> none;
+  ASSERT_TRUE(m->Eval(fill, **ctx, pool, none).ok());
+  std::vector<BatchToken> more = {{1, 0, b, false}};
+  const Status st = m->Eval(more, **ctx, pool, none);
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted) << st.ToString();
+  EXPECT_EQ((*ctx)->SequenceLength(b), 0);
+  // Releasing a frees its block for b.
+  ASSERT_TRUE((*ctx)->ReleaseSequence(a).ok());
+  EXPECT_TRUE(m->Eval(more, **ctx, pool, none).ok());
+}
+
+TEST(Forward, BadBatchesAreRejectedBeforeComputing) {
+  auto m = LoadStories();
+  ASSERT_NE(m, nullptr);
+  ComputePool pool(1);
+  auto ctx = LlamaContext::Create(m->config(), {});
+  ASSERT_TRUE(ctx.ok());
+  const SeqId s = (*ctx)->NewSequence();
+  std::vector<float> logits(512);
+  auto eval = [&](std::vector<BatchToken> b) { return m->Eval(b, **ctx, pool, logits); };
+  EXPECT_EQ(eval({{512, 0, s, true}}).code(), StatusCode::kInvalidArgument);  // id >= n_vocab
+  EXPECT_EQ(eval({{-1, 0, s, true}}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(eval({{1, 0, s + 99, true}}).code(), StatusCode::kInvalidArgument);  // unknown seq
+  EXPECT_EQ(eval({{1, 1, s, true}}).code(), StatusCode::kInvalidArgument);  // skips position 0
+  EXPECT_EQ(eval({{1, 0, s, true}, {2, 2, s, true}}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(eval({{1, -1, s, true}}).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(eval({{1, 0, s, true}, {2, 1, s, true}}).code(), StatusCode::kInvalidArgument)
+      << "two wanted rows need 2 x n_vocab floats";
+  EXPECT_EQ((*ctx)->SequenceLength(s), 0);
+  EXPECT_TRUE(eval({{1, 0, s, true}}).ok());
+  EXPECT_EQ((*ctx)->SequenceLength(s), 1);
+}
+
+TEST(Forward, SessionResetReproducesLogits) {
+  auto m = LoadStories();
+  ASSERT_NE(m, nullptr);
+  ComputePool pool(2);
+  auto session = Session::Create(*m, pool);
+  ASSERT_TRUE(session.ok());
+  const std::vector<int32_t> p = {1, 403, 407};
+  auto first = (*session)->Prefill(p);
+  ASSERT_TRUE(first.ok());
+  const std::vector<float> a(first->begin(), first->end());
+  ASSERT_TRUE((*session)->Decode(261).ok());
+  (*session)->Reset();
+  EXPECT_EQ((*session)->n_past(), 0);
+  auto again = (*session)->Prefill(p);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(std::vector<float>(again->begin(), again->end()), a);
+  EXPECT_EQ((*session)->Prefill({}).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace lifeline
