@@ -1,0 +1,49 @@
+#include "app/cli_common.h"
+
+#include <cstdlib>
+#include <thread>
+
+#include "engine/gguf/gguf_file.h"
+#include "engine/kernels/dispatch.h"
+
+namespace lifeline::app {
+
+int DefaultThreads() {
+  const unsigned hw = std::thread::hardware_concurrency();
+  if (hw == 0) return 1;
+  return hw > 8 ? 8 : static_cast<int>(hw);
+}
+
+Result<const KernelTable*> SelectKernels(const std::string& isa_flag) {
+  std::string name = isa_flag;
+  std::string source = "--isa";
+  if (name.empty()) {
+    const char* env = std::getenv("LIFELINE_ISA");
+    if (env == nullptr || *env == '\0') return &BestKernels();
+    name = env;
+    source = "LIFELINE_ISA";
+  }
+  auto level = ParseIsaLevel(name);
+  if (!level) {
+    return InvalidArgument(source + ": unknown instruction-set level '" + name +
+                           "' (expected scalar, avx2 or avx512)");
+  }
+  return &KernelsFor(*level);
+}
+
+Result<LoadedModel> LoadModel(const std::string& path, const KernelTable& kernels, bool mlock) {
+  GgufOpenOptions opts;
+  opts.mlock = mlock;
+  LL_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(path, opts));
+  LoadedModel out;
+  LL_ASSIGN_OR_RETURN(out.tokenizer, Tokenizer::FromGguf(*file));
+  LL_ASSIGN_OR_RETURN(out.model, LlamaModel::Load(std::move(file), kernels));
+  if (out.tokenizer->n_vocab() != out.model->config().n_vocab) {
+    return DataLoss("tokenizer.ggml.tokens has " + std::to_string(out.tokenizer->n_vocab()) +
+                    " entries but the model's vocabulary is " +
+                    std::to_string(out.model->config().n_vocab));
+  }
+  return out;
+}
+
+}  // namespace lifeline::app

@@ -1,0 +1,31 @@
+// Helpers shared by the subcommands: thread-count defaults, kernel-table selection (the one
+// place the LIFELINE_ISA override is read), and loading a model + tokenizer from a path.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "engine/kernels/kernel_table.h"
+#include "engine/model/llama_model.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace lifeline::app {
+
+// min(hardware threads, 8); never more compute threads than cores by default.
+int DefaultThreads();
+
+// The kernel table for this process: the best the CPU supports, or a lower level forced by
+// `isa_flag` ("scalar", "avx2", "avx512") or else the LIFELINE_ISA environment variable.
+// Unknown names are an InvalidArgument naming the flag.
+Result<const KernelTable*> SelectKernels(const std::string& isa_flag);
+
+struct LoadedModel {
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+
+// Opens the GGUF (validating it), reads the tokenizer from its vocab, binds the weights.
+Result<LoadedModel> LoadModel(const std::string& path, const KernelTable& kernels, bool mlock);
+
+}  // namespace lifeline::app

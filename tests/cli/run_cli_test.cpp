@@ -1,0 +1,100 @@
+// End-to-end `lifeline run` through the built binary, compared with reference outputs
+// recorded by an independent implementation (../shared/reference/logits).
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "test_paths.h"
+
+namespace lifeline {
+namespace {
+
+using testing::LifelineBinary;
+using testing::SharedPath;
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+};
+
+CommandResult RunShell(const std::string& cmd) {
+  CommandResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+nlohmann::json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+TEST(RunCli, Stories260KGreedyMatchesReferenceTokensAndText) {
+  const auto ref = ReadJson(SharedPath("reference/logits/stories260K.p1.json"));
+  const auto r = RunShell(LifelineBinary() + " run -m " + SharedPath("models/stories260K.gguf") +
+                          " -p 'Once upon a time' -n 32 --temp 0 --json -q");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto got = nlohmann::json::parse(r.out);
+  EXPECT_EQ(got["prompt_tokens"], ref["prompt_tokens"]);
+  EXPECT_EQ(got["tokens"], ref["greedy"]);
+  EXPECT_EQ(got["text"].get<std::string>(), ref["greedy_text"].get<std::string>());
+}
+
+TEST(RunCli, PlainTextStreamsTheGreedyContinuation) {
+  const auto ref = ReadJson(SharedPath("reference/logits/stories260K.p1.json"));
+  const auto r = RunShell(LifelineBinary() + " run -m " + SharedPath("models/stories260K.gguf") +
+                          " -p 'Once upon a time' -n 32 --temp 0 -q");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out, ref["greedy_text"].get<std::string>() + "\n");
+}
+
+TEST(RunCli, LogitsTopHasTheReferenceShape) {
+  const auto ref = ReadJson(SharedPath("reference/logits/stories260K.p2.json"));
+  const auto r = RunShell(LifelineBinary() + " run -m " + SharedPath("models/stories260K.gguf") +
+                          " -p '" + ref["prompt"].get<std::string>() +
+                          "' -n 1 --temp 0 --json --logits-top 10 -q");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto got = nlohmann::json::parse(r.out);
+  ASSERT_EQ(got["positions"].size(), ref["positions"].size());
+  for (size_t i = 0; i < ref["positions"].size(); ++i) {
+    const auto& rp = ref["positions"][i];
+    const auto& gp = got["positions"][i];
+    EXPECT_EQ(gp["pos"], rp["pos"]);
+    ASSERT_EQ(gp["top"].size(), 10u);
+    // F32 model: top-1 id equal, logits within 1e-3 (accumulation order differs).
+    EXPECT_EQ(gp["top"][0][0], rp["top"][0][0]) << "position " << i;
+    EXPECT_NEAR(gp["top"][0][1].get<double>(), rp["top"][0][1].get<double>(), 1e-3);
+  }
+}
+
+TEST(RunCli, SameSeedSameSampledText) {
+  const std::string cmd = LifelineBinary() + " run -m " + SharedPath("models/stories260K.gguf") +
+                          " -p 'Once upon a time' -n 24 --temp 1.0 --seed 42 --json -q";
+  const auto a = RunShell(cmd);
+  const auto b = RunShell(cmd);
+  ASSERT_EQ(a.exit_code, 0);
+  EXPECT_EQ(a.out, b.out);
+}
+
+TEST(RunCli, BadInputsExitNonZeroWithOneLine) {
+  const std::string model = " -m " + SharedPath("models/stories260K.gguf");
+  for (const std::string args : {" -p hi --temp -1" + model, " -p hi --top-p 2" + model,
+                                 " -p hi -m /nonexistent.gguf", " -p hi --isa sse9" + model}) {
+    const auto r = RunShell(LifelineBinary() + " run" + args + " 2>&1 >/dev/null");
+    EXPECT_NE(r.exit_code, 0) << args;
+    EXPECT_LT(r.exit_code, 128) << "killed by a signal: " << args;
+    EXPECT_NE(r.out.find("lifeline run:"), std::string::npos) << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace lifeline
