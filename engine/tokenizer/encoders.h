@@ -13,7 +13,7 @@
 namespace lifeline::tokenizer_internal {
 
 // SentencePiece-style: text already has spaces replaced by U+2581 (and the prefix added).
-// Characters are cut by their lead byte (not validated), then the best-scoring adjacent
+// The text is cut into UTF-8 characters (each invalid byte alone), then the best-scoring adjacent
 // pair that is a token is merged until none is; leftovers fall back to <0xXX> tokens.
 void SpmEncode(const Vocab& vocab, std::string_view text, std::vector<int32_t>* out);
 

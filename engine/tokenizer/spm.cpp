@@ -1,6 +1,5 @@
 // SentencePiece-style encoder: greedy bigram merging by score (llama.cpp's SPM algorithm).
 #include <queue>
-#include <unordered_map>
 
 #include "engine/tokenizer/encoders.h"
 #include "engine/tokenizer/utf8.h"
@@ -29,13 +28,6 @@ struct BigramLess {
   }
 };
 
-// Where a merged text came from, so a merged piece that is not a token can be split back.
-struct Split {
-  uint32_t off;
-  uint32_t left_n;
-  uint32_t right_n;
-};
-
 class SpmSession {
  public:
   SpmSession(const Vocab& vocab, std::string_view text) : vocab_(vocab), text_(text) {}
@@ -43,8 +35,12 @@ class SpmSession {
   void Run(std::vector<int32_t>* out) {
     if (text_.empty()) return;
     for (uint32_t off = 0; off < text_.size();) {
-      const auto want = static_cast<uint32_t>(utf8::Utf8LeadLength(static_cast<uint8_t>(text_[off])));
-      const uint32_t n = std::min<uint32_t>(want, static_cast<uint32_t>(text_.size()) - off);
+      // One symbol per UTF-8 character; a byte that does not start a valid character is a
+      // symbol of its own. (llama.cpp trusts the lead byte instead, so an invalid byte can
+      // swallow the next character, e.g. half of a U+2581; for valid UTF-8 both agree.)
+      uint32_t cp;
+      size_t len;
+      const auto n = static_cast<uint32_t>(utf8::DecodeUtf8(text_, off, &cp, &len) ? len : 1);
       const auto index = static_cast<int32_t>(symbols_.size());
       symbols_.push_back({index - 1, off + n == text_.size() ? -1 : index + 1, off, n});
       off += n;
@@ -75,35 +71,28 @@ class SpmSession {
     const int32_t id = vocab_.Find(piece);
     if (id < 0) return;
     queue_.push({left, right, vocab_.token(id).score, size});
-    rev_merge_[piece] = {l.off, l.n, symbols_[right].n};
   }
 
-  // Emits the token for text_[off, off+n), or splits it the way it was merged, or bytes.
-  void Resegment(uint32_t off, uint32_t n, std::vector<int32_t>* out) {
+  // A symbol is a token unless it is a single character that no merge touched (merges are
+  // only queued when their result is a token). Such a character falls back to its bytes.
+  // (llama.cpp also keeps a map to split merged pieces back, which can never trigger.)
+  void Resegment(uint32_t off, uint32_t n, std::vector<int32_t>* out) const {
     const std::string_view piece = text_.substr(off, n);
     const int32_t id = vocab_.Find(piece);
     if (id >= 0) {
       out->push_back(id);
       return;
     }
-    auto it = rev_merge_.find(piece);
-    if (it == rev_merge_.end() || it->second.left_n == 0 || it->second.right_n == 0) {
-      for (char c : piece) {
-        const int32_t byte_id = vocab_.byte_token(static_cast<uint8_t>(c));
-        if (byte_id >= 0) out->push_back(byte_id);  // no byte token and no unk: dropped
-      }
-      return;
+    for (char c : piece) {
+      const int32_t byte_id = vocab_.byte_token(static_cast<uint8_t>(c));
+      if (byte_id >= 0) out->push_back(byte_id);  // no byte token and no unk: dropped
     }
-    const Split s = it->second;  // both halves are strictly shorter, so this terminates
-    Resegment(s.off, s.left_n, out);
-    Resegment(s.off + s.left_n, s.right_n, out);
   }
 
   const Vocab& vocab_;
   std::string_view text_;
   std::vector<Symbol> symbols_;
   std::priority_queue<Bigram, std::vector<Bigram>, BigramLess> queue_;
-  std::unordered_map<std::string_view, Split> rev_merge_;
 };
 
 }  // namespace

@@ -1,12 +1,10 @@
 // UTF-8 helpers for the tokenizers (internal to engine/tokenizer).
 //
-// Two notions of "character" live here on purpose:
-//   - Utf8LeadLength: the length a lead byte announces, without validating anything. The
-//     SentencePiece-style tokenizer splits text this way (as llama.cpp does), so arbitrary
-//     bytes survive through byte-fallback tokens.
-//   - DecodeUtf8: strict RFC 3629 decoding (no overlongs, no surrogates, <= U+10FFFF). The
-//     regex pre-tokenizer needs text that PCRE2 accepts as UTF-8, so invalid bytes are first
-//     replaced by U+FFFD, one per byte (what llama.cpp does for undecodable bytes).
+// Strict RFC 3629 decoding (no overlongs, no surrogates, <= U+10FFFF) is the one notion of
+// "character" here. The SentencePiece-style tokenizer cuts text into such characters and
+// keeps every invalid byte as a symbol of its own (so it survives via byte tokens); the
+// regex pre-tokenizer needs text PCRE2 accepts, so there invalid bytes are first replaced
+// by U+FFFD, one per byte (what llama.cpp does for undecodable bytes).
 //
 // Pure functions over caller-owned buffers; no state; thread-safe.
 #pragma once
@@ -21,13 +19,6 @@ namespace lifeline::utf8 {
 
 inline constexpr uint32_t kReplacementChar = 0xFFFD;
 inline constexpr std::string_view kReplacementUtf8 = "\xEF\xBF\xBD";
-
-// Length announced by a lead byte: 1 for ASCII and stray continuation bytes, 2/3/4 from the
-// high bits. Never 0, never validated.
-inline size_t Utf8LeadLength(uint8_t lead) {
-  static constexpr uint8_t kLookup[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-  return kLookup[lead >> 4];
-}
 
 // Strictly decodes the character starting at s[pos]. On success stores the code point and
 // its byte length and returns true; returns false for an invalid or truncated sequence.
