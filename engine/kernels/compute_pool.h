@@ -1,7 +1,8 @@
 // Fork-join compute pool: n_threads - 1 persistent workers plus the calling thread. Run(fn)
 // calls fn(ith, nth) on every thread and returns when all are done. Workers spin briefly on
-// the generation counter, then sleep on a condition variable, so an idle pool costs nothing
-// and a busy decode loop pays no wake-up latency between ops.
+// the generation counter (pause, then sched_yield so oversubscribed cores still make
+// progress), then sleep on a condition variable, so an idle pool costs nothing and a busy
+// decode loop pays no wake-up latency between ops.
 //
 // Ownership: owned by the caller (one per engine loop). Thread-safety: Run() must be called
 // from one thread at a time (the owner); fn must not call Run() re-entrantly.

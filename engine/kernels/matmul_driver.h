@@ -1,0 +1,75 @@
+// Internal to engine/kernels: the ISA-independent half of a matmul. RunMatmul quantizes the
+// activations once (quantize_act.h), splits the weight rows into one contiguous slab per
+// thread, and walks each slab in register tiles of (rows x tokens) that an ISA-specific
+// TileFn computes over the full row length. Per weight type an ISA supplies one TileFn; types
+// without one fall back to the scalar twin tile (ref/vec_dot_ref.h), and types without a twin
+// to ReferenceKernels() (dequantize + f32).
+//
+// Loop order per thread: token chunks sized to stay in L2, then row tiles, then token tiles,
+// so each weight tile (a few KiB) is read from memory once per chunk and reused from L1 for
+// every token tile of the chunk. At n_tokens == 1 this degenerates to streaming the slab once,
+// several rows per pass.
+//
+// Ownership: tables are immutable after construction; RunMatmul allocates the per-call
+// activation scratch and borrows everything else. Thread-safety: RunMatmul is called from the
+// pool owner's thread (ComputePool::Run rules).
+#pragma once
+
+#include <cstdint>
+
+#include "engine/kernels/ggml_type.h"
+#include "engine/kernels/kernel_table.h"
+#include "engine/kernels/quantize_act.h"
+
+namespace lifeline {
+namespace kernels {
+
+// One tile: for r < nr, t < nt: y[t * ldy + r] = dot(weight row r, activation row t0 + t).
+// w points at the tile's first weight row; rows are row_bytes apart and hold acts.cols()
+// values. 1 <= nr <= max_rows, 1 <= nt <= max_tokens of the TileKernel.
+using TileFn = void (*)(const uint8_t* w, uint64_t row_bytes, int nr, const QuantizedActs& acts,
+                        int64_t t0, int nt, float* y, int64_t ldy);
+
+struct TileKernel {
+  TileFn fn = nullptr;
+  int max_rows = 1;
+  int max_tokens = 1;
+};
+
+inline constexpr int kMaxTypeId = 31;  // GgmlType ids are < 32
+inline constexpr int kNumActFormats = 6;
+
+struct MatmulImpl {
+  IsaLevel isa = IsaLevel::kScalar;
+  TileKernel tiles[kMaxTypeId + 1];          // indexed by GgmlType id
+  QuantizeTokenFn quantize[kNumActFormats];  // indexed by ActFormat
+};
+
+void RunMatmul(const MatmulImpl& impl, const WeightMatrix& w, const float* x, int64_t n_tokens,
+               float* y, ComputePool& pool);
+
+// Quantizes all n_tokens rows of x ([n_tokens, cols]) into acts with impl's quantizers,
+// splitting the tokens over the pool when there are enough of them.
+void QuantizeActs(const MatmulImpl& impl, ActFormat format, const float* x, int64_t n_tokens,
+                  int64_t cols, QuantizedActs& acts, ComputePool& pool);
+
+// Scalar table: twin tiles for every type with ref::HasVecDot, scalar quantizers.
+MatmulImpl MakeScalarImpl();
+
+// The scalar twin tile for one type (what the SIMD tables use for types they do not cover).
+TileKernel ScalarTile(GgmlType type);
+
+// The immutable table behind KernelsFor(level) (dispatch.cpp), for tests that call the
+// quantizers or tiles of one level directly. level must be <= DetectIsa().
+const MatmulImpl& MatmulImplFor(IsaLevel level);
+
+#if defined(LIFELINE_X86)
+// Implemented in x86/*_avx2.cpp and x86/*_avx512.cpp; each overrides the entries it
+// accelerates in a table that starts as MakeScalarImpl(). Call only when the CPU supports the
+// ISA (dispatch.cpp checks).
+void FillAvx2(MatmulImpl* impl);
+void FillAvx512(MatmulImpl* impl, bool use_bf16_dot);
+#endif
+
+}  // namespace kernels
+}  // namespace lifeline

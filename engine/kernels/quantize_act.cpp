@@ -1,0 +1,208 @@
+#include "engine/kernels/quantize_act.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "base/check.h"
+#include "engine/kernels/fp16.h"
+
+namespace lifeline {
+namespace {
+
+// Round to nearest, ties to even, for |x| < 2^22: adding 1.5 * 2^23 leaves the rounded
+// integer in the low mantissa bits. The kernels library is built with -ffp-contract=off, so
+// x * id is rounded before the add exactly as in ggml's separate multiply and round steps.
+inline int32_t RoundHalfEven(float x) {
+  const float shifted = x + 12582912.0f;
+  int32_t bits;
+  std::memcpy(&bits, &shifted, sizeof(bits));
+  return (bits & 0x007fffff) - 0x00400000;
+}
+
+inline float RoundToF16(float x) { return Fp16ToFp32(Fp32ToFp16(x)); }
+
+// Q8_0 and Q8_1 (with_sum): 32-value blocks.
+void QuantizeQ8Blocks32(const float* x, int64_t n_blocks, bool with_sum, int8_t* qs, float* d,
+                        float* d_x8, float* s, float* s_x8) {
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const float* xb = x + b * 32;
+    int8_t* qb = qs + b * 32;
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) {
+      const float ax = std::fabs(xb[j]);
+      amax = ax > amax ? ax : amax;
+    }
+    const float dv = amax / 127.0f;
+    const float d16 = RoundToF16(dv);
+    int32_t sum = 0;
+    if (d16 == 0.0f) {
+      std::memset(qb, 0, 32);
+    } else {
+      const float id = 127.0f / amax;
+      for (int j = 0; j < 32; ++j) {
+        const int32_t q = RoundHalfEven(xb[j] * id);
+        qb[j] = static_cast<int8_t>(q);
+        sum += q;
+      }
+    }
+    d[b] = d16;
+    for (int k = 0; k < 8; ++k) d_x8[b * 8 + k] = d16;
+    if (with_sum) {
+      const float sv = d16 == 0.0f ? 0.0f : RoundToF16(dv * static_cast<float>(sum));
+      s[b] = sv;
+      s_x8[b * 8] = sv;
+      for (int k = 1; k < 8; ++k) s_x8[b * 8 + k] = 0.0f;
+    }
+  }
+}
+
+void QuantizeQ8K(const float* x, int64_t n_blocks, int8_t* qs, float* d, int16_t* bsums) {
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const float* xb = x + b * kQK_K;
+    int8_t* qb = qs + b * kQK_K;
+    float max = 0.0f;
+    float amax = 0.0f;
+    for (int j = 0; j < kQK_K; ++j) {
+      const float ax = std::fabs(xb[j]);
+      if (ax > amax) {
+        amax = ax;
+        max = xb[j];
+      }
+    }
+    const float iscale = amax != 0.0f ? -127.0f / max : 0.0f;
+    if (amax == 0.0f || !std::isfinite(iscale)) {
+      d[b] = 0.0f;
+      std::memset(qb, 0, kQK_K);
+      for (int j = 0; j < 16; ++j) bsums[b * 16 + j] = 0;
+      continue;
+    }
+    for (int j = 0; j < kQK_K; ++j) {
+      const int32_t v = RoundHalfEven(iscale * xb[j]);
+      qb[j] = static_cast<int8_t>(v < 127 ? v : 127);
+    }
+    for (int j = 0; j < 16; ++j) {
+      int32_t sum = 0;
+      for (int i = 0; i < 16; ++i) sum += qb[j * 16 + i];
+      bsums[b * 16 + j] = static_cast<int16_t>(sum);
+    }
+    d[b] = 1.0f / iscale;
+  }
+}
+
+}  // namespace
+
+int64_t ActBlockElems(ActFormat format) {
+  switch (format) {
+    case ActFormat::kQ8_0:
+    case ActFormat::kQ8_1: return 32;
+    case ActFormat::kQ8_K: return kQK_K;
+    default: return 1;
+  }
+}
+
+ActFormat ActFormatFor(GgmlType weight_type) {
+  switch (weight_type) {
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ8_0: return ActFormat::kQ8_0;
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ5_1: return ActFormat::kQ8_1;
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ6_K: return ActFormat::kQ8_K;
+    case GgmlType::kF16: return ActFormat::kF16;
+    case GgmlType::kBF16: return ActFormat::kBf16;
+    default: return ActFormat::kF32;
+  }
+}
+
+void QuantizedActs::Reset(ActFormat format, int64_t n_tokens, int64_t cols, const float* x) {
+  const int64_t block = ActBlockElems(format);
+  LL_CHECK(n_tokens >= 0 && cols >= 0 && cols % block == 0);
+  format_ = format;
+  n_tokens_ = n_tokens;
+  cols_ = cols;
+  n_blocks_ = cols / block;
+  x_ = x;
+  const auto rows = static_cast<size_t>(n_tokens);
+  const auto nb = static_cast<size_t>(n_blocks_);
+  const auto nc = static_cast<size_t>(cols);
+  switch (format) {
+    case ActFormat::kF32: LL_CHECK(x != nullptr || n_tokens == 0); break;
+    case ActFormat::kF16: f_.resize(rows * nc); break;
+    case ActFormat::kBf16: bf_.resize(rows * nc); break;
+    case ActFormat::kQ8_1:
+      s_.resize(rows * nb);
+      s_x8_.resize(rows * nb * 8);
+      [[fallthrough]];
+    case ActFormat::kQ8_0:
+      qs_.resize(rows * nc);
+      d_.resize(rows * nb);
+      d_x8_.resize(rows * nb * 8);
+      break;
+    case ActFormat::kQ8_K:
+      qs_.resize(rows * nc);
+      d_.resize(rows * nb);
+      bsums_.resize(rows * nb * 16);
+      break;
+  }
+}
+
+ActRow QuantizedActs::Row(int64_t t) const {
+  ActRow r;
+  switch (format_) {
+    case ActFormat::kF32: r.f = x_ + t * cols_; break;
+    case ActFormat::kF16: r.f = f_.data() + t * cols_; break;
+    case ActFormat::kBf16: r.bf = bf_.data() + t * cols_; break;
+    case ActFormat::kQ8_1:
+      r.s = s_.data() + t * n_blocks_;
+      r.s_x8 = s_x8_.data() + t * n_blocks_ * 8;
+      [[fallthrough]];
+    case ActFormat::kQ8_0:
+      r.qs = qs_.data() + t * cols_;
+      r.d = d_.data() + t * n_blocks_;
+      r.d_x8 = d_x8_.data() + t * n_blocks_ * 8;
+      break;
+    case ActFormat::kQ8_K:
+      r.qs = qs_.data() + t * cols_;
+      r.d = d_.data() + t * n_blocks_;
+      r.bsums = bsums_.data() + t * n_blocks_ * 16;
+      break;
+  }
+  return r;
+}
+
+namespace ref {
+
+void QuantizeToken(const float* x_row, QuantizedActs& acts, int64_t t) {
+  const int64_t cols = acts.cols();
+  switch (acts.format()) {
+    case ActFormat::kF32: break;  // borrowed
+    case ActFormat::kF16: {
+      float* f = acts.f_mut(t);
+      for (int64_t i = 0; i < cols; ++i) f[i] = RoundToF16(x_row[i]);
+      break;
+    }
+    case ActFormat::kBf16: {
+      uint16_t* bf = acts.bf_mut(t);
+      for (int64_t i = 0; i < cols; ++i) bf[i] = Fp32ToBf16(x_row[i]);
+      break;
+    }
+    case ActFormat::kQ8_0:
+      QuantizeQ8Blocks32(x_row, acts.n_blocks(), false, acts.qs_mut(t), acts.d_mut(t),
+                         acts.d_x8_mut(t), nullptr, nullptr);
+      break;
+    case ActFormat::kQ8_1:
+      QuantizeQ8Blocks32(x_row, acts.n_blocks(), true, acts.qs_mut(t), acts.d_mut(t),
+                         acts.d_x8_mut(t), acts.s_mut(t), acts.s_x8_mut(t));
+      break;
+    case ActFormat::kQ8_K:
+      QuantizeQ8K(x_row, acts.n_blocks(), acts.qs_mut(t), acts.d_mut(t), acts.bsums_mut(t));
+      break;
+  }
+}
+
+}  // namespace ref
+}  // namespace lifeline
