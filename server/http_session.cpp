@@ -571,7 +571,9 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
   // ---- Responses and writing -----------------------------------------------------------
 
   void Respond(HttpResponse response, std::string_view label) {
-    for (const auto& h : cors_) response.headers.push_back(h);
+    bool has_cors = false;
+    for (const auto& h : response.headers) has_cors |= h.first == "Access-Control-Allow-Origin";
+    if (!has_cors) response.headers.insert(response.headers.end(), cors_.begin(), cors_.end());
     core_->metrics.CountResponse(label, response.status);
     if (exchange_) ReleaseExchange();
     phase_ = Phase::kResponding;

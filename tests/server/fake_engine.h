@@ -1,0 +1,84 @@
+// FakeEngine: an EngineApi for the server tests. Each accepted request plays a script (token
+// texts with delays, then done or an error) on the engine's own worker thread, like a real
+// engine delivering events asynchronously. It records what it was given (requests, cancels,
+// terminal events) so tests can check the server's side of the contract.
+//
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/engine_api.h"
+
+namespace lifeline::server::testing {
+
+struct FakeScript {
+  std::vector<std::string> tokens = {"Hello", ",", " world"};
+  std::chrono::milliseconds first_token_delay{0};
+  std::chrono::milliseconds token_interval{0};
+  std::string finish_reason = "stop";
+  std::optional<ApiError> error_at_end;  // terminal error instead of done
+  std::optional<ApiError> reject;        // Submit refuses with this
+  Usage usage{7, -1};                    // completion_tokens -1: number of tokens
+  nlohmann::json timings = {{"queue_ms", 1.5}, {"prefill_ms", 12.25}, {"decode_ms", 30.0}};
+};
+
+class FakeEngine final : public EngineApi {
+ public:
+  FakeEngine();
+  ~FakeEngine() override;
+
+  void SetScript(FakeScript script);
+  void SetReady(bool ready);
+  void SetModels(std::vector<ModelInfo> models);
+
+  std::vector<ModelInfo> Models() const override;
+  bool Ready() const override;
+  SubmitResult Submit(GenerationRequest request, GenerationSink sink) override;
+  void Cancel(RequestHandle handle) override;
+  std::string MetricsText() const override;
+
+  std::vector<GenerationRequest> submitted() const;
+  int accepted() const;
+  int cancels_for(RequestHandle handle) const;
+  int total_cancels() const;
+  int terminals_sent() const;
+  // Waits until `pred()` holds (checked under the engine's lock after every change).
+  bool WaitFor(const std::function<bool()>& pred,
+               std::chrono::milliseconds timeout = std::chrono::seconds(5));
+
+ private:
+  struct Job {
+    FakeScript script;
+    GenerationSink sink;
+    size_t next_token = 0;
+    std::chrono::steady_clock::time_point due;
+    bool cancelled = false;
+  };
+  void Run();
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool ready_ = true;
+  FakeScript script_;
+  std::vector<ModelInfo> models_;
+  std::map<RequestHandle, Job> jobs_;
+  std::vector<GenerationRequest> submitted_;
+  std::map<RequestHandle, int> cancels_;
+  RequestHandle next_handle_ = 1;
+  int accepted_ = 0;
+  int terminals_ = 0;
+  std::thread worker_;
+};
+
+}  // namespace lifeline::server::testing

@@ -1,0 +1,164 @@
+#include "server/fake_engine.h"
+
+namespace lifeline::server::testing {
+
+using Clock = std::chrono::steady_clock;
+
+FakeEngine::FakeEngine() {
+  models_ = {ModelInfo{"fake-model", "lifeline", 1700000000, 2048},
+             ModelInfo{"fake-light", "lifeline", 1700000000, 1024}};
+  worker_ = std::thread([this] { Run(); });
+}
+
+FakeEngine::~FakeEngine() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  worker_.join();
+}
+
+void FakeEngine::SetScript(FakeScript script) {
+  std::lock_guard lock(mu_);
+  script_ = std::move(script);
+}
+
+void FakeEngine::SetReady(bool ready) {
+  std::lock_guard lock(mu_);
+  ready_ = ready;
+}
+
+void FakeEngine::SetModels(std::vector<ModelInfo> models) {
+  std::lock_guard lock(mu_);
+  models_ = std::move(models);
+}
+
+std::vector<ModelInfo> FakeEngine::Models() const {
+  std::lock_guard lock(mu_);
+  return models_;
+}
+
+bool FakeEngine::Ready() const {
+  std::lock_guard lock(mu_);
+  return ready_;
+}
+
+SubmitResult FakeEngine::Submit(GenerationRequest request, GenerationSink sink) {
+  std::lock_guard lock(mu_);
+  submitted_.push_back(request);
+  if (script_.reject) return SubmitResult::Reject(*script_.reject);
+  const RequestHandle h = next_handle_++;
+  Job job;
+  job.script = script_;
+  job.sink = std::move(sink);
+  job.due = Clock::now() + script_.first_token_delay;
+  jobs_.emplace(h, std::move(job));
+  ++accepted_;
+  cv_.notify_all();
+  return SubmitResult::Accept(h);
+}
+
+void FakeEngine::Cancel(RequestHandle handle) {
+  std::lock_guard lock(mu_);
+  ++cancels_[handle];
+  auto it = jobs_.find(handle);
+  if (it != jobs_.end()) {
+    it->second.cancelled = true;
+    it->second.due = Clock::now();
+  }
+  cv_.notify_all();
+}
+
+std::string FakeEngine::MetricsText() const {
+  return "# TYPE fake_engine_steps_total counter\nfake_engine_steps_total 42\n";
+}
+
+std::vector<GenerationRequest> FakeEngine::submitted() const {
+  std::lock_guard lock(mu_);
+  return submitted_;
+}
+
+int FakeEngine::accepted() const {
+  std::lock_guard lock(mu_);
+  return accepted_;
+}
+
+int FakeEngine::cancels_for(RequestHandle handle) const {
+  std::lock_guard lock(mu_);
+  auto it = cancels_.find(handle);
+  return it == cancels_.end() ? 0 : it->second;
+}
+
+int FakeEngine::total_cancels() const {
+  std::lock_guard lock(mu_);
+  int n = 0;
+  for (const auto& [h, c] : cancels_) n += c;
+  return n;
+}
+
+int FakeEngine::terminals_sent() const {
+  std::lock_guard lock(mu_);
+  return terminals_;
+}
+
+bool FakeEngine::WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  // Predicates call the public getters (which lock), so poll instead of waiting on cv_.
+  const auto deadline = Clock::now() + timeout;
+  while (!pred()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
+void FakeEngine::Run() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    if (jobs_.empty()) {
+      cv_.wait(lock);
+      continue;
+    }
+    auto next = jobs_.begin();
+    for (auto it = jobs_.begin(); it != jobs_.end(); ++it) {
+      if (it->second.due < next->second.due) next = it;
+    }
+    if (next->second.due > Clock::now()) {
+      cv_.wait_until(lock, next->second.due);
+      continue;
+    }
+    Job& job = next->second;
+    GenerationEvent event;
+    bool terminal = false;
+    if (job.cancelled) {
+      // The contract: a terminal event follows even a cancelled request.
+      event = GenerationEvent::Error(ApiError{499, "cancelled", "cancelled", "cancelled", "", 0});
+      terminal = true;
+    } else if (job.next_token < job.script.tokens.size()) {
+      event = GenerationEvent::Token(job.script.tokens[job.next_token],
+                                     static_cast<int32_t>(job.next_token));
+      ++job.next_token;
+      job.due = Clock::now() + job.script.token_interval;
+    } else if (job.script.error_at_end) {
+      event = GenerationEvent::Error(*job.script.error_at_end);
+      terminal = true;
+    } else {
+      Usage usage = job.script.usage;
+      if (usage.completion_tokens < 0) {
+        usage.completion_tokens = static_cast<int64_t>(job.script.tokens.size());
+      }
+      event = GenerationEvent::Done(job.script.finish_reason, usage, job.script.timings);
+      terminal = true;
+    }
+    GenerationSink sink = job.sink;
+    if (terminal) {
+      ++terminals_;
+      jobs_.erase(next);
+    }
+    lock.unlock();
+    sink(std::move(event));
+    lock.lock();
+  }
+}
+
+}  // namespace lifeline::server::testing

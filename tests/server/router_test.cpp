@@ -1,0 +1,132 @@
+#include "server/router.h"
+
+#include <set>
+
+#include <gtest/gtest.h>
+
+namespace lifeline::server {
+namespace {
+
+using nlohmann::json;
+
+TEST(MatchRoute, KnownRoutesUnknownPathsAndWrongMethods) {
+  EXPECT_EQ(MatchRoute("POST", "/v1/completions").spec->route, Route::kCompletions);
+  EXPECT_EQ(MatchRoute("POST", "/v1/chat/completions").spec->route, Route::kChatCompletions);
+  EXPECT_EQ(MatchRoute("GET", "/v1/models").spec->route, Route::kModels);
+  EXPECT_EQ(MatchRoute("GET", "/livez").spec->route, Route::kHealth);
+  EXPECT_EQ(MatchRoute("GET", "/readyz?verbose=1").spec->route, Route::kReady);
+  RouteMatch wrong = MatchRoute("GET", "/v1/completions");
+  ASSERT_TRUE(wrong.error);
+  EXPECT_EQ(wrong.error->http_status, 405);
+  EXPECT_EQ(wrong.allow, "POST");
+  EXPECT_EQ(wrong.label, "/v1/completions");
+  RouteMatch unknown = MatchRoute("GET", "/v2/everything");
+  ASSERT_TRUE(unknown.error);
+  EXPECT_EQ(unknown.error->http_status, 404);
+  EXPECT_EQ(unknown.error->type, "not_found_error");
+  EXPECT_EQ(unknown.label, "other");  // unknown paths never become metric labels
+  EXPECT_EQ(MatchRoute("DELETE", "/health").error->http_status, 405);
+}
+
+TEST(RouteTable, OnlyHealthAndReadinessArePublic) {
+  const std::set<std::string_view> expected_public = {"/health", "/livez", "/ready", "/readyz"};
+  for (const RouteSpec& r : RouteTable()) {
+    EXPECT_EQ(r.public_access, expected_public.contains(r.path)) << r.path;
+  }
+}
+
+TEST(ConstantTimeEquals, ComparesExactly) {
+  EXPECT_TRUE(ConstantTimeEquals("s3cret", "s3cret"));
+  EXPECT_FALSE(ConstantTimeEquals("s3creT", "s3cret"));
+  EXPECT_FALSE(ConstantTimeEquals("s3cre", "s3cret"));
+  EXPECT_FALSE(ConstantTimeEquals("s3crett", "s3cret"));
+  EXPECT_FALSE(ConstantTimeEquals("", "s3cret"));
+  EXPECT_TRUE(ConstantTimeEquals("", ""));
+  // A given value whose first bytes match the key plus NULs must not pass.
+  EXPECT_FALSE(ConstantTimeEquals(std::string_view("ab\0", 3), "ab"));
+}
+
+TEST(CheckApiKey, BearerSchemeExactKey) {
+  using V = std::vector<std::string_view>;
+  EXPECT_FALSE(CheckApiKey("", V{}));  // no key configured: open
+  EXPECT_FALSE(CheckApiKey("k3y", V{"Bearer k3y"}));
+  EXPECT_FALSE(CheckApiKey("k3y", V{"bearer k3y"}));  // scheme is case-insensitive
+  for (const V& bad : {V{}, V{"Bearer K3Y"}, V{"Bearer k3y "}, V{"k3y"}, V{"Basic k3y"},
+                       V{"Bearer"}, V{"Bearer k3y", "Bearer k3y"}, V{"Bearer k3y", "Bearer x"}}) {
+    auto err = CheckApiKey("k3y", bad);
+    ASSERT_TRUE(err) << (bad.empty() ? "none" : bad[0]);
+    EXPECT_EQ(err->http_status, 401);
+    EXPECT_EQ(err->type, "authentication_error");
+  }
+}
+
+TEST(Cors, OffByDefaultAndExactAllowList) {
+  EXPECT_TRUE(CorsHeaders("http://evil.example", {}).empty());
+  const std::vector<std::string> allowed = {"http://ok.example"};
+  EXPECT_TRUE(CorsHeaders("http://evil.example", allowed).empty());
+  EXPECT_TRUE(CorsHeaders(std::nullopt, allowed).empty());
+  auto h = CorsHeaders("http://ok.example", allowed);
+  ASSERT_FALSE(h.empty());
+  EXPECT_EQ(h[0].first, "Access-Control-Allow-Origin");
+  EXPECT_EQ(h[0].second, "http://ok.example");
+  for (const auto& [name, value] : h) EXPECT_NE(name, "Access-Control-Allow-Credentials");
+  EXPECT_FALSE(PreflightResponse("/v1/completions", "http://evil.example", allowed));
+  EXPECT_FALSE(PreflightResponse("/nope", "http://ok.example", allowed));
+  auto pre = PreflightResponse("/v1/completions", "http://ok.example", allowed);
+  ASSERT_TRUE(pre);
+  EXPECT_EQ(pre->status, 204);
+}
+
+TEST(SmallEndpoints, ReadinessHealthModelsMetrics) {
+  EXPECT_EQ(HealthResponse().status, 200);
+  EXPECT_EQ(ReadyResponse(true, false).status, 200);
+  HttpResponse not_ready = ReadyResponse(false, false);
+  EXPECT_EQ(not_ready.status, 503);
+  EXPECT_EQ(json::parse(not_ready.body)["error"]["type"], "unavailable");
+  HttpResponse draining = ReadyResponse(true, true);
+  EXPECT_EQ(draining.status, 503);
+  EXPECT_EQ(json::parse(draining.body)["error"]["code"], "shutting_down");
+
+  json models = json::parse(ModelsResponse({{"a", "me", 5, 2048}, {"b", "me", 6, 0}}).body);
+  EXPECT_EQ(models["object"], "list");
+  ASSERT_EQ(models["data"].size(), 2u);
+  EXPECT_EQ(models["data"][0]["id"], "a");
+  EXPECT_EQ(models["data"][0]["object"], "model");
+  EXPECT_EQ(models["data"][0]["meta"]["context_length"], 2048);
+  EXPECT_FALSE(models["data"][1].contains("meta"));
+
+  ServerMetrics metrics;
+  metrics.CountResponse("/v1/completions", 200);
+  metrics.CountResponse("/v1/completions", 200);
+  metrics.CountAccepted();
+  metrics.CountAccepted();
+  metrics.CountCompleted();
+  HttpResponse m = MetricsResponse(metrics, "engine_thing 1");
+  EXPECT_EQ(m.content_type.rfind("text/plain", 0), 0u);
+  EXPECT_NE(m.body.find("lifeline_http_responses_total{route=\"/v1/completions\",status=\"200\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(m.body.find("lifeline_requests_in_flight 1\n"), std::string::npos);
+  EXPECT_NE(m.body.find("engine_thing 1\n"), std::string::npos);
+}
+
+TEST(ServerMetrics, LedgerCountsEachOutcome) {
+  ServerMetrics m;
+  for (int i = 0; i < 4; ++i) m.CountAccepted();
+  m.CountCompleted();
+  m.CountErrored("context_length_exceeded");
+  m.CountCancelled(CancelReason::kClientDisconnect);
+  LedgerSnapshot l = m.Ledger();
+  EXPECT_EQ(l.accepted, 4u);
+  EXPECT_EQ(l.completed + l.errored + l.cancelled, 3u);
+  EXPECT_EQ(l.in_flight(), 1u);
+  EXPECT_EQ(l.errored_by_code.at("context_length_exceeded"), 1u);
+  EXPECT_EQ(l.cancelled_by_reason.at("client_disconnect"), 1u);
+  const std::string text = m.PrometheusText();
+  EXPECT_NE(text.find("lifeline_requests_errored_total{code=\"context_length_exceeded\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("lifeline_requests_cancelled_total{reason=\"client_disconnect\"} 1\n"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace lifeline::server
