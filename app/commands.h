@@ -15,5 +15,6 @@ CommandFn RegisterRun(CLI::App& root);
 CommandFn RegisterTokenize(CLI::App& root);
 CommandFn RegisterMakeModel(CLI::App& root);
 CommandFn RegisterQuantize(CLI::App& root);
+CommandFn RegisterBenchModel(CLI::App& root);
 
 }  // namespace lifeline::app

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   add(lifeline::app::RegisterTokenize(root));
   add(lifeline::app::RegisterMakeModel(root));
   add(lifeline::app::RegisterQuantize(root));
+  add(lifeline::app::RegisterBenchModel(root));
 
   try {
     root.parse(argc, argv);

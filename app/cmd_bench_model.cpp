@@ -1,0 +1,124 @@
+// lifeline bench-model: prompt-processing and generation throughput of one GGUF model, plus
+// measured memory bandwidth and the share of the batch-1 decode roofline reached.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "app/cli_common.h"
+#include "app/commands.h"
+#include "bench/bandwidth_probe.h"
+#include "bench/model_bench.h"
+#include "engine/kernels/compute_pool.h"
+
+namespace lifeline::app {
+namespace {
+
+struct BenchFlags {
+  std::string model_path;
+  int64_t n_prompt = 512;
+  int64_t n_gen = 128;
+  int reps = 5;
+  int threads = 0;
+  bool json = false;
+  bool no_bandwidth = false;
+  std::string isa;
+};
+
+nlohmann::json StatsJson(const ThroughputStats& s) {
+  return {{"samples_tokens_per_s", s.tokens_per_s}, {"median", s.median}, {"mean", s.mean},
+          {"stddev", s.stddev},  {"min", s.min},     {"max", s.max}};
+}
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "lifeline bench-model: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+int RunBench(const BenchFlags& f) {
+  auto kernels = SelectKernels(f.isa);
+  if (!kernels.ok()) return Fail(kernels.status());
+  auto loaded = LoadModel(f.model_path, **kernels, /*mlock=*/false);
+  if (!loaded.ok()) return Fail(loaded.status());
+  ComputePool pool(f.threads > 0 ? f.threads : DefaultThreads());
+
+  ModelBenchOptions opts;
+  opts.n_prompt = f.n_prompt;
+  opts.n_gen = f.n_gen;
+  opts.reps = f.reps;
+  auto res = RunModelBench(*loaded->model, pool, opts);
+  if (!res.ok()) return Fail(res.status());
+  BandwidthResult bw;
+  if (!f.no_bandwidth) bw = MeasureReadBandwidth(pool);
+
+  const double bytes_per_token = static_cast<double>(res->weight_bytes_per_token);
+  const double roofline_tps = bw.median_gb_per_s > 0 ? bw.median_gb_per_s * 1e9 / bytes_per_token : 0;
+  const double share = roofline_tps > 0 ? res->tg.median / roofline_tps : 0;
+  const std::string isa(IsaLevelName((*kernels)->isa));
+
+  if (f.json) {
+    nlohmann::json j = {
+        {"model", f.model_path},
+        {"model_bytes", res->model_bytes},
+        {"params", res->n_params},
+        {"weight_bytes_per_token", res->weight_bytes_per_token},
+        {"threads", pool.n_threads()},
+        {"isa", isa},
+        {"n_prompt", f.n_prompt},
+        {"n_gen", f.n_gen},
+        {"reps", f.reps},
+        {"pp", StatsJson(res->pp)},
+        {"tg", StatsJson(res->tg)},
+        {"bandwidth_gb_per_s", bw.median_gb_per_s},
+        {"decode_roofline_tokens_per_s", roofline_tps},
+        {"decode_roofline_share", share},
+    };
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("model: %s\n", f.model_path.c_str());
+  std::printf("size: %.2f MiB, params: %.2f M, weights read per token: %.2f MiB, isa: %s, threads: %d\n",
+              res->model_bytes / 1048576.0, res->n_params / 1e6, bytes_per_token / 1048576.0,
+              isa.c_str(), pool.n_threads());
+  std::printf("| test   | tok/s median | mean +- sd       | min - max         |\n");
+  std::printf("| ------ | -----------: | ---------------: | ----------------: |\n");
+  if (f.n_prompt > 0) {
+    std::printf("| pp%-4lld | %12.2f | %7.2f +- %6.2f | %7.2f - %7.2f |\n",
+                static_cast<long long>(f.n_prompt), res->pp.median, res->pp.mean, res->pp.stddev,
+                res->pp.min, res->pp.max);
+  }
+  if (f.n_gen > 0) {
+    std::printf("| tg%-4lld | %12.2f | %7.2f +- %6.2f | %7.2f - %7.2f |\n",
+                static_cast<long long>(f.n_gen), res->tg.median, res->tg.mean, res->tg.stddev,
+                res->tg.min, res->tg.max);
+  }
+  if (!f.no_bandwidth) {
+    std::printf("memory read bandwidth: %.1f GB/s (median of %d, %d threads); decode roofline "
+                "%.1f tok/s; tg reaches %.0f %% of it\n",
+                bw.median_gb_per_s, bw.reps, pool.n_threads(), roofline_tps, share * 100.0);
+  }
+  return 0;
+}
+
+}  // namespace
+
+CommandFn RegisterBenchModel(CLI::App& root) {
+  auto f = std::make_shared<BenchFlags>();
+  CLI::App* cmd = root.add_subcommand(
+      "bench-model", "Prompt-processing / generation tokens/s and the share of the decode roofline");
+  cmd->add_option("-m,--model", f->model_path, "GGUF model file")->required();
+  cmd->add_option("-p,--n-prompt", f->n_prompt, "Prompt tokens per pp run (0 skips)")
+      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 16));
+  cmd->add_option("-n,--n-gen", f->n_gen, "Generated tokens per tg run (0 skips)")
+      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 16));
+  cmd->add_option("-r,--reps", f->reps, "Repetitions")->capture_default_str()->check(CLI::Range(1, 1000));
+  cmd->add_option("-t,--threads", f->threads, "Compute threads (default: cores, max 8)")
+      ->check(CLI::Range(0, 256));
+  cmd->add_flag("--json", f->json, "Print one JSON object");
+  cmd->add_flag("--no-bandwidth", f->no_bandwidth, "Skip the memory-bandwidth probe");
+  cmd->add_option("--isa", f->isa, "Force a kernel level: scalar, avx2, avx512");
+  return [f] { return RunBench(*f); };
+}
+
+}  // namespace lifeline::app

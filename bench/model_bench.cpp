@@ -1,0 +1,121 @@
+#include "bench/model_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "engine/model/llama_context.h"
+
+namespace lifeline {
+namespace {
+
+uint64_t MatrixBytes(const WeightMatrix& w) { return static_cast<uint64_t>(w.rows) * w.row_bytes; }
+
+std::vector<int32_t> BenchTokens(int64_t n, int64_t n_vocab) {
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  uint64_t x = 0x2545F4914F6CDD1Dull;
+  for (auto& id : ids) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    id = static_cast<int32_t>(x % static_cast<uint64_t>(n_vocab));
+  }
+  return ids;
+}
+
+double Seconds(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+uint64_t WeightBytesPerToken(const LlamaModel& model) {
+  const LlamaWeights& w = model.weights();
+  uint64_t bytes = MatrixBytes(w.output);
+  for (const auto& l : w.layers) {
+    bytes += MatrixBytes(l.wq) + MatrixBytes(l.wk) + MatrixBytes(l.wv) + MatrixBytes(l.wo) +
+             MatrixBytes(l.w_gate) + MatrixBytes(l.w_up) + MatrixBytes(l.w_down);
+  }
+  return bytes;
+}
+
+ThroughputStats Summarize(std::vector<double> samples) {
+  ThroughputStats s;
+  s.tokens_per_s = samples;
+  if (samples.empty()) return s;
+  std::sort(samples.begin(), samples.end());
+  const size_t n = samples.size();
+  s.median = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+  s.mean = std::accumulate(samples.begin(), samples.end(), 0.0) / static_cast<double>(n);
+  double var = 0;
+  for (double v : samples) var += (v - s.mean) * (v - s.mean);
+  s.stddev = n > 1 ? std::sqrt(var / static_cast<double>(n - 1)) : 0.0;
+  s.min = samples.front();
+  s.max = samples.back();
+  return s;
+}
+
+Result<ModelBenchResult> RunModelBench(const LlamaModel& model, ComputePool& pool,
+                                       const ModelBenchOptions& opts) {
+  const ModelConfig& cfg = model.config();
+  if (opts.n_prompt < 0 || opts.n_gen < 0 || opts.reps < 1) {
+    return InvalidArgument("bench-model: -p and -n must be >= 0 and -r >= 1");
+  }
+  ContextOptions copts;
+  copts.n_ctx = std::max<int64_t>(opts.n_prompt + 1, opts.n_gen + 1);
+  copts.max_batch_tokens = std::max<int64_t>(1, opts.n_prompt);
+  LL_ASSIGN_OR_RETURN(auto ctx, LlamaContext::Create(cfg, copts));
+  std::vector<float> logits(static_cast<size_t>(cfg.n_vocab));  // [1, n_vocab]
+
+  ModelBenchResult out;
+  out.weight_bytes_per_token = WeightBytesPerToken(model);
+  for (const auto& t : model.file().tensors()) {
+    out.model_bytes += t.size_bytes;
+    out.n_params += t.n_elements();
+  }
+
+  // One short warm-up pass: page in the weights, spin up the pool.
+  {
+    const SeqId seq = ctx->NewSequence();
+    const std::vector<int32_t> ids = BenchTokens(std::min<int64_t>(8, copts.n_ctx - 1), cfg.n_vocab);
+    std::vector<BatchToken> batch;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      batch.push_back({ids[i], static_cast<int64_t>(i), seq, i + 1 == ids.size()});
+    }
+    LL_RETURN_IF_ERROR(model.Eval(batch, *ctx, pool, logits));
+    LL_RETURN_IF_ERROR(ctx->ReleaseSequence(seq));
+  }
+
+  std::vector<double> pp, tg;
+  for (int rep = 0; rep < opts.reps; ++rep) {
+    if (opts.n_prompt > 0) {
+      const SeqId seq = ctx->NewSequence();
+      const std::vector<int32_t> ids = BenchTokens(opts.n_prompt, cfg.n_vocab);
+      std::vector<BatchToken> batch;
+      for (int64_t i = 0; i < opts.n_prompt; ++i) {
+        batch.push_back({ids[i], i, seq, i + 1 == opts.n_prompt});
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      LL_RETURN_IF_ERROR(model.Eval(batch, *ctx, pool, logits));
+      pp.push_back(static_cast<double>(opts.n_prompt) / Seconds(t0));
+      LL_RETURN_IF_ERROR(ctx->ReleaseSequence(seq));
+    }
+    if (opts.n_gen > 0) {
+      const SeqId seq = ctx->NewSequence();
+      const std::vector<int32_t> ids = BenchTokens(opts.n_gen, cfg.n_vocab);
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int64_t i = 0; i < opts.n_gen; ++i) {
+        const BatchToken tok{ids[i], i, seq, true};
+        LL_RETURN_IF_ERROR(model.Eval({&tok, 1}, *ctx, pool, logits));
+      }
+      tg.push_back(static_cast<double>(opts.n_gen) / Seconds(t0));
+      LL_RETURN_IF_ERROR(ctx->ReleaseSequence(seq));
+    }
+  }
+  out.pp = Summarize(std::move(pp));
+  out.tg = Summarize(std::move(tg));
+  return out;
+}
+
+}  // namespace lifeline

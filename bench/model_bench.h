@@ -1,0 +1,48 @@
+// bench-model: llama-bench-style prompt-processing (pp) and text-generation (tg) throughput
+// of one model, with the decode roofline from measured bandwidth and weight bytes per token.
+//
+// pp: a fresh sequence evaluates `n_prompt` tokens in one batch (logits for the last only).
+// tg: a fresh sequence generates `n_gen` tokens one at a time (batch 1, as llama-bench does).
+// Token ids are fixed pseudo-random ids < n_vocab: the work does not depend on their values.
+//
+// Ownership: borrows the model and pool. Thread-safety: one caller.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/kernels/compute_pool.h"
+#include "engine/model/llama_model.h"
+
+namespace lifeline {
+
+struct ModelBenchOptions {
+  int64_t n_prompt = 512;  // 0 skips pp
+  int64_t n_gen = 128;     // 0 skips tg
+  int reps = 5;
+};
+
+struct ThroughputStats {
+  std::vector<double> tokens_per_s;  // one per repetition
+  double median = 0, mean = 0, stddev = 0, min = 0, max = 0;
+};
+
+struct ModelBenchResult {
+  ThroughputStats pp;
+  ThroughputStats tg;
+  uint64_t weight_bytes_per_token = 0;  // matrices read once per decoded token
+  uint64_t model_bytes = 0;             // all tensor data
+  uint64_t n_params = 0;
+};
+
+// Bytes of weights a batch-1 decode step streams: every layer matrix plus the output matrix
+// (the embedding contributes one row, ignored).
+uint64_t WeightBytesPerToken(const LlamaModel& model);
+
+Result<ModelBenchResult> RunModelBench(const LlamaModel& model, ComputePool& pool,
+                                       const ModelBenchOptions& opts);
+
+ThroughputStats Summarize(std::vector<double> samples);
+
+}  // namespace lifeline
