@@ -1,0 +1,183 @@
+// BlockManager: the books of a paged, prefix-cached KV pool. It hands out block ids, keeps
+// one block table per sequence (block i holds positions [i * block_tokens, (i+1) *
+// block_tokens)), reference-counts blocks shared between sequences, and remembers full blocks
+// by content so a later sequence with the same prefix reuses them instead of recomputing.
+// It never touches K/V bytes: the engine turns a block table into addresses in its KV memory.
+//
+// Block life cycle. A block is in exactly one of three places:
+//   free       - holds nothing useful; handed out first.
+//   evictable  - unreferenced but holds a full, cached block; kept on an LRU list so a later
+//                prefix match can revive it; taken (and forgotten by the cache) only when the
+//                free list is empty, least recently released first.
+//   in use     - referenced by >= 1 block table (refcount = number of tables holding it).
+//
+// Prefix cache. A full block is identified by hash(parent hash, its block_tokens token ids),
+// a chain hash, so equal hashes mean "same tokens after the same prefix" with overwhelming
+// probability. Never on the hash alone, though: a cached block also stores its token ids and
+// the registration id of its parent block, and a lookup compares both, so even a forced
+// collision (the hash hook in tests) cannot share a block with different content.
+//
+// Copy-on-write rule. Only full blocks are ever cached or shared, so nobody writes into a
+// shared block: a sequence that reuses a prefix continues in fresh blocks. The last, partially
+// filled block of a sequence is never shared. And a match never covers the last token it was
+// given: the hit is capped at floor((n_tokens - 1) / block_tokens) blocks, so the engine always
+// computes at least the final position and gets its logits. (A prompt of exactly 2 full blocks
+// therefore reuses 1 block and recomputes the 16 positions of the second.)
+//
+// Ownership: owns all tables and block metadata; borrows nothing. Token spans passed in are
+// read during the call only.
+// Thread-safety: none. One owner (the engine loop's scheduler) calls everything.
+// Failure: running out of blocks is an expected outcome (Allocate returns false and changes
+// nothing). Misuse (matching into a sequence that already has blocks, committing a block the
+// sequence does not have) is a Status; the books stay consistent. CheckInvariants reports any
+// inconsistency as kInternal, naming the block and the broken rule.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+
+namespace lifeline {
+
+using BlockId = int32_t;
+// The key of a sequence's block table (the scheduler uses request ids).
+using SeqKey = int64_t;
+
+inline constexpr int32_t kDefaultBlockTokens = 16;
+
+// Chain hash of one full block: parent_hash is the hash of the previous block of the sequence
+// (kRootBlockHash for the first block).
+using BlockHashFn = uint64_t (*)(uint64_t parent_hash, std::span<const int32_t> tokens);
+inline constexpr uint64_t kRootBlockHash = 0;
+// The default BlockHashFn: a seeded 64-bit mix per token (splitmix64 finalizer), length last.
+uint64_t HashBlockTokens(uint64_t parent_hash, std::span<const int32_t> tokens);
+
+// What ProbePrefix found; valid until the next mutating call.
+struct PrefixProbe {
+  int64_t n_blocks = 0;        // cached full blocks that prefix the tokens (after the cap)
+  int64_t n_tokens = 0;        // n_blocks * block_tokens: positions that need no compute
+  int64_t n_unreferenced = 0;  // of those, blocks now evictable (attaching them uses them up)
+};
+
+struct BlockManagerStats {
+  int32_t blocks_total = 0;
+  int32_t blocks_free = 0;
+  int32_t blocks_evictable = 0;
+  int32_t blocks_used = 0;            // referenced by >= 1 table
+  int32_t blocks_cached = 0;          // registered in the prefix cache (used or evictable)
+  int64_t prefix_lookup_tokens = 0;   // tokens offered to MatchPrefix
+  int64_t prefix_hit_tokens = 0;      // of those, served from cached blocks
+  int64_t evictions = 0;              // cached blocks forgotten to satisfy an allocation
+};
+
+class BlockManager {
+ public:
+  // n_blocks >= 1 and block_tokens >= 1 (checked; a programming error otherwise).
+  explicit BlockManager(int32_t n_blocks, int32_t block_tokens = kDefaultBlockTokens,
+                        BlockHashFn hash_fn = &HashBlockTokens);
+
+  int32_t n_blocks() const { return static_cast<int32_t>(blocks_.size()); }
+  int32_t block_tokens() const { return block_tokens_; }
+  int64_t capacity_tokens() const { return int64_t{n_blocks()} * block_tokens_; }
+  int64_t BlocksFor(int64_t n_positions) const {
+    return (n_positions + block_tokens_ - 1) / block_tokens_;
+  }
+  // Blocks an allocation can still obtain: free plus evictable.
+  int64_t n_available() const { return static_cast<int64_t>(free_.size() + lru_.size()); }
+
+  // Longest chain of cached full blocks that prefixes `tokens`, capped by the copy-on-write
+  // rule above. No side effects (not even on the counters), so it can be asked every step.
+  PrefixProbe ProbePrefix(std::span<const int32_t> tokens) const;
+  // Attaches that chain to `seq`, which must have no blocks yet (creating it if new): each
+  // hit gains a reference and leaves the evictable list. Returns the cached token count
+  // (a multiple of block_tokens) and counts lookup/hit tokens.
+  Result<int64_t> MatchPrefix(SeqKey seq, std::span<const int32_t> tokens);
+
+  // New blocks `seq` needs so positions [0, n_positions) have a home (0 when covered).
+  int64_t BlocksNeeded(SeqKey seq, int64_t n_positions) const;
+  // Grows `seq`'s table (creating the sequence if new) to cover [0, n_positions). All or
+  // nothing: returns false and changes nothing when fewer than BlocksNeeded blocks are
+  // available. Takes free blocks first, then evicts least-recently-used cached ones.
+  bool Allocate(SeqKey seq, int64_t n_positions);
+  // Drops `seq` and its table. Each block loses a reference; one that reaches zero goes to
+  // the evictable list if cached, else to the free list. The table is released last block
+  // first so that, of one sequence, the deepest blocks (least likely to be matched again,
+  // useless without their parents) are evicted first. Returns false for an unknown seq.
+  bool Free(SeqKey seq);
+
+  // Registers the next not-yet-committed block of `seq` in the prefix cache; `block_tokens`
+  // are its block_tokens token ids and the block must be allocated and completely computed.
+  // When an identical block (same tokens after the same prefix) is already cached this one
+  // stays private (freed normally later) and the sequence chains onto the cached one.
+  Status CommitFullBlock(SeqKey seq, std::span<const int32_t> block_tokens);
+  // Commits every full block below n_computed that is not committed yet; `tokens` are the
+  // sequence's tokens from position 0 (at least n_computed of them).
+  Status CommitFullBlocks(SeqKey seq, std::span<const int32_t> tokens, int64_t n_computed);
+
+  bool HasSeq(SeqKey seq) const { return seqs_.count(seq) != 0; }
+  // The block table of `seq` (empty for an unknown seq); valid until the next mutating call.
+  std::span<const BlockId> Table(SeqKey seq) const;
+  // Full blocks of `seq` registered (or chained onto a cached twin) so far.
+  int64_t CommittedBlocks(SeqKey seq) const;
+  int32_t RefCount(BlockId block) const;
+  // Token ids a cached block holds (empty when the block is not in the prefix cache).
+  std::span<const int32_t> CachedTokens(BlockId block) const;
+
+  BlockManagerStats stats() const;
+  // Full consistency check (O(blocks + table entries)): refcount == number of tables holding
+  // the block, no block twice in a table, free ∪ evictable ∪ in-use = all blocks with no block
+  // in two places, evictable blocks are cached, free ones are not, the hash index lists
+  // exactly the cached blocks.
+  Status CheckInvariants() const;
+
+ private:
+  enum class Place : uint8_t { kFree, kEvictable, kInUse };
+  struct Block {
+    Place place = Place::kFree;
+    int32_t refcount = 0;
+    bool cached = false;
+    uint64_t hash = 0;
+    uint64_t entry_id = 0;         // unique per registration; 0 = not registered
+    uint64_t parent_entry_id = 0;  // entry of the previous block in the chain; 0 = root
+    std::vector<int32_t> tokens;   // [block_tokens] while cached, for exact comparison
+    std::list<BlockId>::iterator lru_pos;
+  };
+  struct Seq {
+    std::vector<BlockId> blocks;
+    int64_t n_committed = 0;          // leading blocks committed (or matched)
+    uint64_t last_hash = kRootBlockHash;
+    uint64_t last_entry_id = 0;       // chain entry of the last committed block
+  };
+  struct Hit {
+    BlockId block;
+    uint64_t hash;
+  };
+
+  // Walks the cache along `tokens` (capped); fills hits in order.
+  void WalkPrefix(std::span<const int32_t> tokens, std::vector<Hit>* hits) const;
+  // The cached block with this hash, parent entry and tokens; -1 when none.
+  BlockId FindCached(uint64_t hash, uint64_t parent_entry_id,
+                     std::span<const int32_t> tokens) const;
+  // One block for an allocation; the caller has checked n_available() > 0.
+  BlockId TakeBlock();
+  void Uncache(BlockId block);
+  void Release(BlockId block);
+
+  int32_t block_tokens_;
+  BlockHashFn hash_fn_;
+  std::vector<Block> blocks_;                           // [n_blocks]
+  std::vector<BlockId> free_;                           // LIFO stack of free blocks
+  std::list<BlockId> lru_;                              // evictable, least recent first
+  std::unordered_multimap<uint64_t, BlockId> index_;    // chain hash -> cached block
+  std::unordered_map<SeqKey, Seq> seqs_;
+  uint64_t next_entry_id_ = 1;
+  int64_t prefix_lookup_tokens_ = 0;
+  int64_t prefix_hit_tokens_ = 0;
+  int64_t evictions_ = 0;
+};
+
+}  // namespace lifeline

@@ -1,0 +1,206 @@
+// Scheduler: the books of continuous batching over a paged, prefix-cached KV pool. The engine
+// loop runs   plan = Schedule(now) -> evaluate plan.entries -> Update(results, now)   once per
+// step; the scheduler decides who computes which positions, never computes anything itself.
+//
+// One step (Schedule):
+//   1. Report requests cancelled since the last step; finish (kDeadline) waiting/preempted
+//      requests whose deadline has passed (now >= deadline) -- they are never run.
+//   2. Decodes first: one token for every DECODING request, most important first
+//      (priority desc, then arrival, then id), up to max_running sequences and the
+//      max_step_tokens budget.
+//   3. Chunked prefill of admitted PREFILLING requests with the remaining budget, same order,
+//      so a long prompt is spread over steps and never delays anyone's next token.
+//   4. Admission of waiting requests in QueuePolicy order while budget and slots remain:
+//      prefix match first, then blocks for the chunk the budget allows; all or nothing.
+//      Admission is strict (stops at the first request that does not fit, so a big request is
+//      not starved by smaller ones behind it) and is skipped in a step that had to preempt.
+//   KV exhaustion: when a running request cannot get a block for its tokens, the least
+//   important running request not yet scheduled this step is preempted (blocks freed,
+//   back to the queue, recomputed later from prompt + generated tokens, prefix cache
+//   permitting) -- for a decode that may be the request itself. No running request ever
+//   fails because another grew, and Submit rejects a request that could not fit even alone,
+//   so the most important request always progresses.
+//   Lowering max_running below the running count does not preempt: the least important
+//   running requests sit out steps (keeping their blocks) until slots free up.
+//
+// Ownership: owns the requests, the BlockManager and the queue policy. Plans and finished
+// requests are handed out by value.
+// Thread-safety: none. The engine loop thread owns the scheduler; HTTP threads reach it only
+// through the loop's inbox. Cancel frees blocks at once, so it must not race an evaluation
+// of a plan that holds them (true by construction on the single engine thread).
+// Failure: Submit returns InvalidArgument (empty prompt, max_tokens < 1), OutOfRange (can
+// never fit: prompt + max_tokens over the KV pool or max_seq_tokens, prompt over
+// max_waiting_tokens) or ResourceExhausted ("queue full": max_waiting requests or
+// max_waiting_tokens prompt tokens already queued -- retry later). Engine failures reach a
+// request through Update (FinishReason::kError) and stay that request's own. Calling
+// Schedule while the previous non-empty plan awaits Update is a programming error (checked).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "scheduler/block_manager.h"
+#include "scheduler/queue_policy.h"
+#include "scheduler/request.h"
+
+namespace lifeline {
+
+struct SchedulerConfig {
+  int32_t n_blocks = 0;                 // KV pool size, blocks (>= 1)
+  int32_t block_tokens = kDefaultBlockTokens;
+  int32_t max_running = 64;             // sequences per step (>= 1)
+  int64_t max_step_tokens = 512;        // tokens per step (>= 1); keep >= max_running
+  int32_t max_waiting = 256;            // queued requests (>= 1)
+  int64_t max_waiting_tokens = 1 << 20; // queued prompt tokens (>= 1)
+  int64_t max_seq_tokens = 0;           // prompt + max_tokens cap (model context); 0 = none
+  QueueOrder queue_order = QueueOrder::kFcfs;
+  BlockHashFn block_hash_fn = &HashBlockTokens;  // test hook (forced collisions)
+};
+
+// The knobs the SLO controller may change between steps.
+struct SchedulerKnobs {
+  int32_t max_running = 0;
+  int64_t max_step_tokens = 0;
+};
+
+struct NewRequest {
+  std::vector<int32_t> prompt_tokens;  // >= 1 token
+  int64_t max_tokens = 0;              // >= 1
+  int64_t arrival_us = 0;
+  std::optional<int64_t> deadline_us;  // absolute
+  int32_t priority = 0;
+};
+
+// One sequence's work in a step: compute positions [start_pos, end_pos) of request `id`.
+struct StepEntry {
+  RequestId id = 0;
+  std::vector<BlockId> block_table;  // [BlocksFor(end_pos)] position p lives in block
+                                     // block_table[p / block_tokens], slot p % block_tokens
+  int64_t start_pos = 0;
+  int64_t end_pos = 0;
+  std::vector<int32_t> tokens;       // [end_pos - start_pos] token at each position
+  std::vector<uint8_t> want_logits;  // [end_pos - start_pos] 1 only at the request's last
+                                     // known token: sample the next token from it
+  bool is_decode = false;            // a one-token step of a DECODING request
+
+  bool wants_token() const { return !want_logits.empty() && want_logits.back() != 0; }
+};
+
+struct StepPlan {
+  int64_t step_index = 0;
+  std::vector<StepEntry> entries;    // decodes first, then prefill chunks
+  int64_t n_tokens = 0;              // sum of entry lengths (<= max_step_tokens)
+  std::vector<Request> cancelled;    // finished by Cancel() since the last plan
+  std::vector<Request> expired;      // finished with kDeadline this step
+  std::vector<RequestId> preempted;  // sent back to the queue this step (still live)
+
+  bool empty() const { return entries.empty(); }
+};
+
+// The engine's answer for one entry of the plan. Entries whose wants_token() is true need a
+// token (or a finish reason); for other entries a result is optional (e.g. to report kError).
+struct StepResult {
+  RequestId id = 0;
+  std::optional<int32_t> token;       // sampled token; appended before `finish` applies
+  FinishReason finish = FinishReason::kNone;  // kStop (caller's stop rule), kError, ...
+  std::string error_message;          // for kError
+};
+
+struct SchedulerStats {
+  int64_t submitted = 0;          // accepted by Submit
+  int64_t rejected_queue_full = 0;
+  int64_t rejected_invalid = 0;   // bad or never-fitting requests
+  int64_t completed = 0;          // kLength + kStop
+  int64_t errored = 0;            // kError + kDeadline
+  int64_t expired = 0;            // kDeadline (also counted in errored)
+  int64_t cancelled = 0;
+  int64_t preemptions = 0;
+  int64_t steps = 0;              // non-empty plans
+  int64_t waiting = 0;            // now: queued (incl. preempted)
+  int64_t running = 0;            // now: admitted, holding blocks
+  int64_t waiting_tokens = 0;     // now: known tokens of queued requests
+};
+
+class Scheduler {
+ public:
+  static Result<std::unique_ptr<Scheduler>> Create(const SchedulerConfig& config);
+
+  // Queues a request; returns its id (ids increase from 1). See the header for the errors.
+  Result<RequestId> Submit(NewRequest request);
+  // Finishes a live request as kCancelled at once, in any phase, freeing its blocks; it is
+  // reported in the next plan's `cancelled`. Returns false for unknown/finished ids.
+  bool Cancel(RequestId id);
+
+  StepPlan Schedule(int64_t now_us);
+  // Applies the engine's results for the last plan: advances n_computed, commits full blocks
+  // to the prefix cache, appends tokens, finishes requests (max_tokens, caller's stop, error)
+  // and frees their blocks. A wants_token() entry without a token or finish reason is
+  // finished with kError. Results for unknown ids are ignored. Returns the requests that
+  // finished. A call with no plan outstanding does nothing.
+  std::vector<Request> Update(std::span<const StepResult> results, int64_t now_us);
+
+  Status SetKnobs(const SchedulerKnobs& knobs);
+  SchedulerKnobs knobs() const { return knobs_; }
+  void SetQueuePolicy(std::unique_ptr<QueuePolicy> policy);
+  const QueuePolicy& queue_policy() const { return *policy_; }
+
+  const Request* Find(RequestId id) const;  // live requests only
+  const BlockManager& block_manager() const { return blocks_; }
+  SchedulerStats stats() const;
+  // Block manager invariants plus: running requests hold blocks covering n_computed, queued
+  // ones hold none, every live request is in exactly one of the queue / running list.
+  Status CheckInvariants() const;
+
+ private:
+  explicit Scheduler(const SchedulerConfig& config);
+
+  // Importance for preemption and the decode/prefill passes: priority desc, arrival, id.
+  bool MoreImportant(const Request& a, const Request& b) const;
+  void ExpireWaiting(int64_t now_us, StepPlan* plan);
+  void ScheduleDecodes(StepPlan* plan);
+  void SchedulePrefills(StepPlan* plan);
+  void AdmitWaiting(StepPlan* plan);
+  // Least important running request not scheduled this step, optionally only those less
+  // important than `than`; nullptr when none.
+  Request* PickVictim(const Request* than);
+  void Preempt(Request& req, StepPlan* plan);
+  void AddEntry(Request& req, int64_t n_positions, bool is_decode, StepPlan* plan);
+  // Removes the request from the books, frees its blocks, and returns it finished.
+  Request Finish(RequestId id, FinishReason reason, std::string message, int64_t now_us);
+  void EraseFrom(std::vector<RequestId>& list, RequestId id);
+
+  SchedulerConfig config_;
+  SchedulerKnobs knobs_;
+  std::unique_ptr<QueuePolicy> policy_;
+  BlockManager blocks_;
+  std::unordered_map<RequestId, Request> live_;
+  std::vector<RequestId> waiting_;  // queued + preempted, sorted by policy at each step
+  std::vector<RequestId> running_;  // admitted (prefilling or decoding), hold blocks
+  std::vector<Request> pending_cancelled_;
+  int64_t waiting_tokens_ = 0;
+  RequestId next_id_ = 1;
+  int64_t step_index_ = 0;
+  int64_t last_now_us_ = 0;  // the latest clock reading seen (timestamps Cancel)
+
+  // The plan being built / awaiting Update.
+  struct InFlight {
+    RequestId id;
+    int64_t end_pos;
+    bool wants_token;
+  };
+  std::vector<InFlight> in_flight_;
+  std::unordered_map<RequestId, int64_t> scheduled_this_step_;  // id -> entry index
+  int64_t budget_tokens_ = 0;   // left in the step being built
+  int32_t slots_ = 0;           // sequences left in the step being built
+  bool preempted_this_step_ = false;
+
+  SchedulerStats stats_;
+};
+
+}  // namespace lifeline
