@@ -174,32 +174,41 @@ ActRow QuantizedActs::Row(int64_t t) const {
   return r;
 }
 
+ActRowMut QuantizedActs::MutRow(int64_t t) {
+  const ActRow r = Row(t);
+  ActRowMut m;
+  m.qs = const_cast<int8_t*>(r.qs);
+  m.d = const_cast<float*>(r.d);
+  m.d_x8 = const_cast<float*>(r.d_x8);
+  m.s = const_cast<float*>(r.s);
+  m.s_x8 = const_cast<float*>(r.s_x8);
+  m.bsums = const_cast<int16_t*>(r.bsums);
+  m.f = format_ == ActFormat::kF32 ? nullptr : const_cast<float*>(r.f);
+  m.bf = const_cast<uint16_t*>(r.bf);
+  return m;
+}
+
 namespace ref {
 
 void QuantizeToken(const float* x_row, QuantizedActs& acts, int64_t t) {
   const int64_t cols = acts.cols();
+  const ActRowMut m = acts.MutRow(t);
   switch (acts.format()) {
     case ActFormat::kF32: break;  // borrowed
-    case ActFormat::kF16: {
-      float* f = acts.f_mut(t);
-      for (int64_t i = 0; i < cols; ++i) f[i] = RoundToF16(x_row[i]);
+    case ActFormat::kF16:
+      for (int64_t i = 0; i < cols; ++i) m.f[i] = RoundToF16(x_row[i]);
       break;
-    }
-    case ActFormat::kBf16: {
-      uint16_t* bf = acts.bf_mut(t);
-      for (int64_t i = 0; i < cols; ++i) bf[i] = Fp32ToBf16(x_row[i]);
+    case ActFormat::kBf16:
+      for (int64_t i = 0; i < cols; ++i) m.bf[i] = Fp32ToBf16(x_row[i]);
       break;
-    }
     case ActFormat::kQ8_0:
-      QuantizeQ8Blocks32(x_row, acts.n_blocks(), false, acts.qs_mut(t), acts.d_mut(t),
-                         acts.d_x8_mut(t), nullptr, nullptr);
+      QuantizeQ8Blocks32(x_row, acts.n_blocks(), false, m.qs, m.d, m.d_x8, nullptr, nullptr);
       break;
     case ActFormat::kQ8_1:
-      QuantizeQ8Blocks32(x_row, acts.n_blocks(), true, acts.qs_mut(t), acts.d_mut(t),
-                         acts.d_x8_mut(t), acts.s_mut(t), acts.s_x8_mut(t));
+      QuantizeQ8Blocks32(x_row, acts.n_blocks(), true, m.qs, m.d, m.d_x8, m.s, m.s_x8);
       break;
     case ActFormat::kQ8_K:
-      QuantizeQ8K(x_row, acts.n_blocks(), acts.qs_mut(t), acts.d_mut(t), acts.bsums_mut(t));
+      QuantizeQ8K(x_row, acts.n_blocks(), m.qs, m.d, m.bsums);
       break;
   }
 }

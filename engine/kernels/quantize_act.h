@@ -42,6 +42,18 @@ struct ActRow {
   const uint16_t* bf = nullptr;  // BF16: [cols] x rounded to bf16 (raw bits)
 };
 
+// Writable view of one token row, for the quantizers.
+struct ActRowMut {
+  int8_t* qs = nullptr;
+  float* d = nullptr;
+  float* d_x8 = nullptr;
+  float* s = nullptr;
+  float* s_x8 = nullptr;
+  int16_t* bsums = nullptr;
+  float* f = nullptr;
+  uint16_t* bf = nullptr;
+};
+
 class QuantizedActs {
  public:
   // Sizes the buffers for n_tokens rows of cols values (cols a multiple of the format's
@@ -54,15 +66,9 @@ class QuantizedActs {
   int64_t n_blocks() const { return n_blocks_; }  // per token row
   ActRow Row(int64_t t) const;
 
-  // Mutable row storage for the quantizers (same layout as ActRow).
-  int8_t* qs_mut(int64_t t) { return qs_.data() + t * cols_; }
-  float* d_mut(int64_t t) { return d_.data() + t * n_blocks_; }
-  float* d_x8_mut(int64_t t) { return d_x8_.data() + t * n_blocks_ * 8; }
-  float* s_mut(int64_t t) { return s_.data() + t * n_blocks_; }
-  float* s_x8_mut(int64_t t) { return s_x8_.data() + t * n_blocks_ * 8; }
-  int16_t* bsums_mut(int64_t t) { return bsums_.data() + t * n_blocks_ * 16; }
-  float* f_mut(int64_t t) { return f_.data() + t * cols_; }
-  uint16_t* bf_mut(int64_t t) { return bf_.data() + t * cols_; }
+  // Mutable row storage for the quantizers (same layout as ActRow). Defined out of line so
+  // ISA-specific files never instantiate std::vector code with their own compile flags.
+  ActRowMut MutRow(int64_t t);
 
  private:
   ActFormat format_ = ActFormat::kF32;

@@ -9,6 +9,7 @@
 // any vector width.
 #include <cmath>
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,10 @@ struct Param {
   GgmlType type;
   IsaLevel level;
 };
+
+void PrintTo(const Param& p, std::ostream* os) {
+  *os << TypeTraits(p.type).name << "@" << IsaLevelName(p.level);
+}
 
 std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
   return std::string(TypeTraits(info.param.type).name) + "_" +

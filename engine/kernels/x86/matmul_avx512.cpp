@@ -1,4 +1,14 @@
-#include "engine/kernels/matmul_driver.h"
+// AVX-512 table: the scalar table with every entry the AVX-512 files accelerate replaced.
+#include "engine/kernels/x86/avx512_kernels.h"
+
 namespace lifeline::kernels {
-void FillAvx512(MatmulImpl* impl, bool) { impl->isa = IsaLevel::kAvx512; }
+
+void FillAvx512(MatmulImpl* impl, bool use_bf16_dot) {
+  impl->isa = IsaLevel::kAvx512;
+  avx512::FillLegacy(impl);
+  avx512::FillKQuants(impl);
+  avx512::FillFloat(impl, use_bf16_dot);
+  avx512::FillQuantizers(impl);
+}
+
 }  // namespace lifeline::kernels
