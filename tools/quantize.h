@@ -6,8 +6,9 @@
 // byte. Every metadata key is copied in order; general.file_type and
 // general.quantization_version are set (replaced in place, appended when absent).
 //
-// Memory: the input is memory-mapped; the output is produced one tensor at a time inside the
-// GGUF writer's fill callback, so peak memory is about the largest output tensor.
+// Memory: the input is memory-mapped and each tensor's input pages are released once it is
+// written; the output is produced one tensor at a time inside the GGUF writer's fill callback,
+// so peak memory is about the largest output tensor plus the largest input tensor.
 // Thread-safety: no shared state; uses `threads` threads of its own.
 // Failures: the reader's Status (prefixed with the input path) for an invalid input, Unimplemented
 // naming the tensor for a type we can't decode, InvalidArgument for bad options or when the
