@@ -69,7 +69,9 @@ TEST(InitScale, ResidualStreamAndLogitsStayOrderOne) {
       const std::string p = "blk." + std::to_string(l) + ".";
       const Vec v = MatVec(T(p + "attn_v.weight"), RmsNorm(h));  // [kv_dim]
       Vec heads(static_cast<size_t>(kDim));                      // [dim]: KV head per query head
-      for (int64_t i = 0; i < kDim; ++i) heads[size_t(i)] = v[size_t(i / head / group * head + i % head)];
+      for (int64_t i = 0; i < kDim; ++i) {
+        heads[size_t(i)] = v[size_t(i / head / group * head + i % head)];
+      }
       const Vec a = MatVec(T(p + "attn_output.weight"), heads);
       for (int64_t i = 0; i < kDim; ++i) h[size_t(i)] += a[size_t(i)];
       const Vec n = RmsNorm(h);
