@@ -182,6 +182,7 @@ void Scheduler::ExpireWaiting(int64_t now_us, StepPlan* plan) {
 }
 
 void Scheduler::AddEntry(Request& r, int64_t n_positions, bool is_decode, StepPlan* plan) {
+  LL_CHECK(n_positions >= 1);
   StepEntry e;
   e.id = r.id;
   auto table = blocks_.Table(r.id);
