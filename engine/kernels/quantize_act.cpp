@@ -23,7 +23,7 @@ inline float RoundToF16(float x) { return Fp16ToFp32(Fp32ToFp16(x)); }
 
 // Q8_0 and Q8_1 (with_sum): 32-value blocks.
 void QuantizeQ8Blocks32(const float* x, int64_t n_blocks, bool with_sum, int8_t* qs, float* d,
-                        float* d_x8, float* s, float* s_x8) {
+                        float* s) {
   for (int64_t b = 0; b < n_blocks; ++b) {
     const float* xb = x + b * 32;
     int8_t* qb = qs + b * 32;
@@ -46,12 +46,9 @@ void QuantizeQ8Blocks32(const float* x, int64_t n_blocks, bool with_sum, int8_t*
       }
     }
     d[b] = d16;
-    for (int k = 0; k < 8; ++k) d_x8[b * 8 + k] = d16;
     if (with_sum) {
       const float sv = d16 == 0.0f ? 0.0f : RoundToF16(dv * static_cast<float>(sum));
       s[b] = sv;
-      s_x8[b * 8] = sv;
-      for (int k = 1; k < 8; ++k) s_x8[b * 8 + k] = 0.0f;
     }
   }
 }
@@ -135,12 +132,10 @@ void QuantizedActs::Reset(ActFormat format, int64_t n_tokens, int64_t cols, cons
     case ActFormat::kBf16: bf_.resize(rows * nc); break;
     case ActFormat::kQ8_1:
       s_.resize(rows * nb);
-      s_x8_.resize(rows * nb * 8);
       [[fallthrough]];
     case ActFormat::kQ8_0:
       qs_.resize(rows * nc);
       d_.resize(rows * nb);
-      d_x8_.resize(rows * nb * 8);
       break;
     case ActFormat::kQ8_K:
       qs_.resize(rows * nc);
@@ -158,12 +153,10 @@ ActRow QuantizedActs::Row(int64_t t) const {
     case ActFormat::kBf16: r.bf = bf_.data() + t * cols_; break;
     case ActFormat::kQ8_1:
       r.s = s_.data() + t * n_blocks_;
-      r.s_x8 = s_x8_.data() + t * n_blocks_ * 8;
       [[fallthrough]];
     case ActFormat::kQ8_0:
       r.qs = qs_.data() + t * cols_;
       r.d = d_.data() + t * n_blocks_;
-      r.d_x8 = d_x8_.data() + t * n_blocks_ * 8;
       break;
     case ActFormat::kQ8_K:
       r.qs = qs_.data() + t * cols_;
@@ -179,9 +172,7 @@ ActRowMut QuantizedActs::MutRow(int64_t t) {
   ActRowMut m;
   m.qs = const_cast<int8_t*>(r.qs);
   m.d = const_cast<float*>(r.d);
-  m.d_x8 = const_cast<float*>(r.d_x8);
   m.s = const_cast<float*>(r.s);
-  m.s_x8 = const_cast<float*>(r.s_x8);
   m.bsums = const_cast<int16_t*>(r.bsums);
   m.f = format_ == ActFormat::kF32 ? nullptr : const_cast<float*>(r.f);
   m.bf = const_cast<uint16_t*>(r.bf);
@@ -202,10 +193,10 @@ void QuantizeToken(const float* x_row, QuantizedActs& acts, int64_t t) {
       for (int64_t i = 0; i < cols; ++i) m.bf[i] = Fp32ToBf16(x_row[i]);
       break;
     case ActFormat::kQ8_0:
-      QuantizeQ8Blocks32(x_row, acts.n_blocks(), false, m.qs, m.d, m.d_x8, nullptr, nullptr);
+      QuantizeQ8Blocks32(x_row, acts.n_blocks(), false, m.qs, m.d, nullptr);
       break;
     case ActFormat::kQ8_1:
-      QuantizeQ8Blocks32(x_row, acts.n_blocks(), true, m.qs, m.d, m.d_x8, m.s, m.s_x8);
+      QuantizeQ8Blocks32(x_row, acts.n_blocks(), true, m.qs, m.d, m.s);
       break;
     case ActFormat::kQ8_K:
       QuantizeQ8K(x_row, acts.n_blocks(), m.qs, m.d, m.bsums);

@@ -34,9 +34,7 @@ ActFormat ActFormatFor(GgmlType weight_type);
 struct ActRow {
   const int8_t* qs = nullptr;    // Q8_*: [cols] quantized values, |q| <= 127
   const float* d = nullptr;      // Q8_*: [n_blocks] block scales
-  const float* d_x8 = nullptr;   // Q8_0/Q8_1: [n_blocks * 8] each d repeated 8 times (SIMD lanes)
   const float* s = nullptr;      // Q8_1: [n_blocks] f16(d * sum(q of the block))
-  const float* s_x8 = nullptr;   // Q8_1: [n_blocks * 8] s at lane 0 of each 8, zeros elsewhere
   const int16_t* bsums = nullptr;  // Q8_K: [n_blocks * 16] sums of each 16 consecutive q
   const float* f = nullptr;      // F32: [cols] x itself; F16: [cols] x rounded to f16
   const uint16_t* bf = nullptr;  // BF16: [cols] x rounded to bf16 (raw bits)
@@ -46,9 +44,7 @@ struct ActRow {
 struct ActRowMut {
   int8_t* qs = nullptr;
   float* d = nullptr;
-  float* d_x8 = nullptr;
   float* s = nullptr;
-  float* s_x8 = nullptr;
   int16_t* bsums = nullptr;
   float* f = nullptr;
   uint16_t* bf = nullptr;
@@ -78,9 +74,7 @@ class QuantizedActs {
   const float* x_ = nullptr;     // kF32: borrowed [n_tokens, cols]
   std::vector<int8_t> qs_;       // [n_tokens, cols]
   std::vector<float> d_;         // [n_tokens, n_blocks]
-  std::vector<float> d_x8_;      // [n_tokens, n_blocks * 8]
   std::vector<float> s_;         // [n_tokens, n_blocks]
-  std::vector<float> s_x8_;      // [n_tokens, n_blocks * 8]
   std::vector<int16_t> bsums_;   // [n_tokens, n_blocks * 16]
   std::vector<float> f_;         // [n_tokens, cols]
   std::vector<uint16_t> bf_;     // [n_tokens, cols]

@@ -18,6 +18,7 @@
 // (_mm512_undefined_*: `__m512i __Y = __Y;`) as maybe-uninitialized; a false positive that
 // would bury real warnings of the kernel files.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace lifeline::kernels::avx512 {
 

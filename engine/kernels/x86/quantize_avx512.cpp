@@ -40,11 +40,9 @@ void QuantizeQ8_32(const float* x, QuantizedActs& acts, int64_t t, bool with_sum
       if (with_sum) sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
     }
     m.d[b] = d16;
-    _mm256_storeu_ps(m.d_x8 + 8 * b, _mm256_set1_ps(d16));
     if (with_sum) {
       const float sv = d16 == 0.0f ? 0.0f : RoundToF16(dv * static_cast<float>(sum));
       m.s[b] = sv;
-      _mm256_storeu_ps(m.s_x8 + 8 * b, _mm256_setr_ps(sv, 0, 0, 0, 0, 0, 0, 0));
     }
   }
 }
