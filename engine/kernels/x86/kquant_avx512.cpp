@@ -35,10 +35,14 @@ static inline void UnpackScalesK4(const uint8_t* s12, uint64_t* sc, uint64_t* mn
   *mn = mn_lo | (uint64_t{mn_hi} << 32);
 }
 
-// int16 lane permutation selecting scale 2k for lanes 0..15 and 2k + 1 for lanes 16..31.
-static inline __m512i ScaleIdx32(int k) {
-  return _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(2 * k)),
-                            _mm256_set1_epi16(static_cast<short>(2 * k + 1)), 1);
+// vpshufb control giving int16 lanes 0..15 scale 2k and lanes 16..31 scale 2k + 1 from a
+// register holding the 8 scales as int16 in every 128-bit lane.
+static inline __m512i ScaleShuffle(int k) {
+  const int lo = 4 * k, hi = 4 * k + 2;
+  const __m128i c_lo = _mm_set1_epi16(static_cast<short>(lo | ((lo + 1) << 8)));
+  const __m128i c_hi = _mm_set1_epi16(static_cast<short>(hi | ((hi + 1) << 8)));
+  return _mm512_inserti64x4(_mm512_broadcast_i32x4(c_lo),
+                            _mm256_broadcastsi128_si256(c_hi), 1);
 }
 
 template <bool kFifthBit>
@@ -54,19 +58,27 @@ struct Q45K {
     const int64_t nb = cols / kQK;
     const __m512i low4 = _mm512_set1_epi8(0x0f);
     const __m512i nib_shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
-    const __m256i dup_idx = _mm256_set_epi16(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    const __m512i shuf[4] = {ScaleShuffle(0), ScaleShuffle(1), ScaleShuffle(2), ScaleShuffle(3)};
     __m512 accf[NR][NT];
+    float acc_min[NR][NT];  // sum of dmin_w * d_y * sum_j m_j * (bsum_2j + bsum_2j+1)
     for (int r = 0; r < NR; ++r) {
-      for (int t = 0; t < NT; ++t) accf[r][t] = _mm512_setzero_ps();
+      for (int t = 0; t < NT; ++t) {
+        accf[r][t] = _mm512_setzero_ps();
+        acc_min[r][t] = 0.0f;
+      }
     }
     for (int64_t i = 0; i < nb; ++i) {
+      // GEMV: activation sums per 32-value sub-block, shared by the tile's rows.
+      int32_t bsum32[8];
+      if constexpr (NT == 1) {
+        const int16_t* bs = a[0].bsums + 16 * i;
+        for (int j = 0; j < 8; ++j) bsum32[j] = bs[2 * j] + bs[2 * j + 1];
+      }
       for (int r = 0; r < NR; ++r) {
         const uint8_t* blk = w + r * rb + i * kBytes;
         uint64_t sc, mn;
         UnpackScalesK4(blk + 4, &sc, &mn);
-        const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
-        const __m256i mn16 = _mm256_permutexvar_epi16(
-            dup_idx, _mm256_castsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(mn)))));
+        const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
         __m512i hbits = _mm512_setzero_si512();
         if constexpr (kFifthBit) hbits = Broadcast32(blk + 16);
         __m512i acci[NT];
@@ -80,7 +92,7 @@ struct Q45K {
             const __mmask64 hk = _mm512_test_epi8_mask(hbits, sel);
             wv = _mm512_mask_add_epi8(wv, hk, wv, _mm512_set1_epi8(16));
           }
-          const __m512i s = _mm512_permutexvar_epi16(ScaleIdx32(k), sc16);
+          const __m512i s = _mm512_shuffle_epi8(sc16, shuf[k]);
           for (int t = 0; t < NT; ++t) {
             const __m512i yv = _mm512_loadu_si512(a[t].qs + i * kQK + 64 * k);
             acci[t] = _mm512_dpwssd_epi32(acci[t], _mm512_maddubs_epi16(wv, yv), s);
@@ -88,17 +100,29 @@ struct Q45K {
         }
         const float dw = LoadF16(blk);
         const float dmin = LoadF16(blk + 2);
+        if constexpr (NT == 1) {
+          // GEMV: the vector pipes are the bottleneck; the min term goes to the scalar ALUs.
+          int32_t msum = 0;
+          for (int j = 0; j < 8; ++j) msum += static_cast<int32_t>((mn >> (8 * j)) & 0xff) * bsum32[j];
+          acc_min[r][0] += (dmin * a[0].d[i]) * static_cast<float>(msum);
+        } else {
+          // Several tokens: one vpmaddwd per token against mins duplicated per 16-value group.
+          const __m256i m16 = _mm256_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(mn)));
+          const __m256i mdup = _mm256_unpacklo_epi16(_mm256_permute4x64_epi64(m16, 0x50),
+                                                     _mm256_permute4x64_epi64(m16, 0x50));
+          for (int t = 0; t < NT; ++t) {
+            const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].bsums + 16 * i));
+            const __m512i msum = _mm512_zextsi256_si512(_mm256_madd_epi16(bs, mdup));
+            accf[r][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_set1_ps(dmin * a[t].d[i]), accf[r][t]);
+          }
+        }
         for (int t = 0; t < NT; ++t) {
-          const float dy = a[t].d[i];
-          const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].bsums + 16 * i));
-          const __m512i msum = _mm512_zextsi256_si512(_mm256_madd_epi16(bs, mn16));
-          accf[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acci[t]), _mm512_set1_ps(dw * dy), accf[r][t]);
-          accf[r][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_set1_ps(dmin * dy), accf[r][t]);
+          accf[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acci[t]), _mm512_set1_ps(dw * a[t].d[i]), accf[r][t]);
         }
       }
     }
     for (int r = 0; r < NR; ++r) {
-      for (int t = 0; t < NT; ++t) y[t * ldy + r] = _mm512_reduce_add_ps(accf[r][t]);
+      for (int t = 0; t < NT; ++t) y[t * ldy + r] = _mm512_reduce_add_ps(accf[r][t]) - acc_min[r][t];
     }
   }
 };
