@@ -14,6 +14,10 @@
 // no [DONE]. A client that disconnects, stops reading (pending stream bytes above
 // max_stream_buffer_bytes or write deadline) or is cut off by Stop() has its request
 // cancelled (EngineApi::Cancel exactly once) and counted in the ledger (server_metrics.h).
+// Note: end-of-stream on the read side while a request runs counts as a disconnect, so a
+// client that half-closes (shutdown(SHUT_WR)) after its request is treated as gone; HTTP
+// clients do not do that, and the rejected alternative (ignoring EOF) would leave a vanished
+// client's request running until its next write fails.
 //
 // Ownership: owns the I/O threads, sockets and metrics; borrows the EngineApi, which must
 // outlive the server (its sinks become no-ops once Stop() returns). Thread-safety: Start and

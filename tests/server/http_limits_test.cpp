@@ -323,13 +323,14 @@ TEST_F(ServerTest, StopDrainsShortRequestsAndEndsLongOnesVisibly) {
   EXPECT_FALSE(late.connected() && late.Send(GetRequest("/health")) && late.ReadResponse(500ms));
 }
 
-TEST_F(ServerTest, ConcurrentStreamsWithHalfDisconnectingReconcile) {
-  engine_.SetScript(LongStream(40, 6, 2ms));
+// 12 concurrent streams, every other client disconnecting mid-stream.
+void RunConcurrentStreams(HttpServer& server, FakeEngine& engine) {
+  engine.SetScript(LongStream(40, 6, 2ms));
   std::atomic<int> done_ok{0};
   std::vector<std::thread> clients;
   for (int i = 0; i < 12; ++i) {
     clients.emplace_back([&, i] {
-      TestClient c(server_->port());
+      TestClient c(server.port());
       if (!c.Send(PostRequest("/v1/completions", kStream))) return;
       if (i % 2 == 0) {
         c.ReadUntil("data: ", 2s);
@@ -339,12 +340,27 @@ TEST_F(ServerTest, ConcurrentStreamsWithHalfDisconnectingReconcile) {
       if (r && r->body.ends_with("data: [DONE]\n\n")) ++done_ok;
     });
   }
-  for (auto& t : clients) t.join();
+  for (auto& th : clients) th.join();
   EXPECT_EQ(done_ok.load(), 6);
+}
+
+TEST_F(ServerTest, ConcurrentStreamsWithHalfDisconnectingReconcile) {
+  RunConcurrentStreams(*server_, engine_);
   ASSERT_TRUE(WaitIdle(5s));
   const LedgerSnapshot l = server_->Ledger();
   EXPECT_EQ(l.accepted, 12u);
   EXPECT_GE(l.completed, 6u);
+  ExpectLedgerReconciles();
+}
+
+TEST_F(ServerTest, SeveralIoThreadsKeepEachConnectionOnItsStrand) {
+  server_->Stop();
+  ServerOptions o = TestOptions();
+  o.io_threads = 3;
+  StartServer(o);
+  RunConcurrentStreams(*server_, engine_);
+  ASSERT_TRUE(WaitIdle(5s));
+  EXPECT_EQ(server_->Ledger().accepted, 12u);
   ExpectLedgerReconciles();
 }
 

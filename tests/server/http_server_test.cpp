@@ -179,7 +179,9 @@ TEST_F(ServerTest, ErrorStatusesHaveOpenAiBodies) {
     } else {
       EXPECT_EQ(e["param"], c.param);
     }
-    if (c.status == 405) EXPECT_EQ(reply->Header("allow"), "POST");
+    if (c.status == 405) {
+      EXPECT_EQ(reply->Header("allow"), "POST");
+    }
   }
   EXPECT_EQ(engine_.submitted().size(), 0u);  // none of them reached the engine
 }
