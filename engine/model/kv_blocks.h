@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -43,6 +44,7 @@ class KvBlockPool {
 struct KvSequence {
   std::vector<int32_t> blocks;  // block table: blocks[p / kKvBlockTokens] holds position p
   int64_t n_tokens = 0;
+  bool external = false;        // blocks owned by an outside block manager (see Adopt)
 };
 
 inline int64_t KvBlocksFor(int64_t n_positions) {
@@ -69,6 +71,12 @@ class KvSequenceTable {
   void SetLength(SeqId seq, int64_t n_tokens);
   // Forgets positions >= n_tokens and frees the blocks no longer needed.
   Status Truncate(SeqId seq, int64_t n_tokens);
+  // Installs a block table managed outside this table (the server's prefix-cached block
+  // manager, which shares blocks between sequences): `seq`'s blocks become `blocks`, its
+  // length `n_tokens`. An adopted sequence never returns blocks to this table's pool;
+  // Release/Truncate only forget them. Every id must be < the pool size (InvalidArgument),
+  // n_tokens must fit the table (OutOfRange), and `seq` must hold no pool blocks.
+  Status Adopt(SeqId seq, std::span<const int32_t> blocks, int64_t n_tokens);
 
   const KvBlockPool& pool() const { return pool_; }
 
