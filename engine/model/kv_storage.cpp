@@ -60,7 +60,8 @@ uint8_t* KvStorage::Row(std::vector<std::unique_ptr<uint8_t[]>>& bufs, uint64_t 
   LL_CHECK(layer >= 0 && layer < shape_.n_layer);
   LL_CHECK(block >= 0 && block < shape_.n_blocks);
   LL_CHECK(slot >= 0 && slot < kKvBlockTokens);
-  const uint64_t index = static_cast<uint64_t>(block) * kKvBlockTokens + static_cast<uint64_t>(slot);
+  const uint64_t index =
+      static_cast<uint64_t>(block) * kKvBlockTokens + static_cast<uint64_t>(slot);
   return bufs[static_cast<size_t>(layer)].get() + index * row_bytes;
 }
 

@@ -47,8 +47,12 @@ class KvStorage {
   uint64_t size_bytes() const { return size_bytes_; }
 
   // Pointer to one token row in the storage type: K [k_row_elems], V [v_row_elems].
-  uint8_t* K(int64_t layer, int32_t block, int64_t slot) { return Row(k_, k_row_bytes_, layer, block, slot); }
-  uint8_t* V(int64_t layer, int32_t block, int64_t slot) { return Row(v_, v_row_bytes_, layer, block, slot); }
+  uint8_t* K(int64_t layer, int32_t block, int64_t slot) {
+    return Row(k_, k_row_bytes_, layer, block, slot);
+  }
+  uint8_t* V(int64_t layer, int32_t block, int64_t slot) {
+    return Row(v_, v_row_bytes_, layer, block, slot);
+  }
   const uint8_t* K(int64_t layer, int32_t block, int64_t slot) const {
     return const_cast<KvStorage*>(this)->K(layer, block, slot);
   }

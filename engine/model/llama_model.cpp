@@ -35,7 +35,9 @@ std::pair<SeqId, int64_t>* FindSeq(std::vector<std::pair<SeqId, int64_t>>& v, Se
 Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(std::unique_ptr<GgufFile> file,
                                                      const KernelTable& kernels) {
   if (file == nullptr) return InvalidArgument("LlamaModel::Load: no file");
-  if (kernels.matmul == nullptr) return InvalidArgument("LlamaModel::Load: kernel table has no matmul");
+  if (kernels.matmul == nullptr) {
+    return InvalidArgument("LlamaModel::Load: kernel table has no matmul");
+  }
   std::unique_ptr<LlamaModel> m(new LlamaModel(std::move(file), kernels));
   LL_ASSIGN_OR_RETURN(m->config_, ReadModelConfig(*m->file_));
   LL_ASSIGN_OR_RETURN(m->weights_, BindLlamaWeights(*m->file_, m->config_));
@@ -53,24 +55,25 @@ Status LlamaModel::ValidateBatch(std::span<const BatchToken> batch, LlamaContext
   *n_wanted = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     const BatchToken& t = batch[i];
-    const std::string where = "batch token " + std::to_string(i) + ": ";
+    // Built only on the error paths: validation runs for every token of every step.
+    auto where = [i] { return "batch token " + std::to_string(i) + ": "; };
     if (t.token < 0 || t.token >= config_.n_vocab) {
-      return InvalidArgument(where + "token id " + std::to_string(t.token) + " outside [0, " +
+      return InvalidArgument(where() + "token id " + std::to_string(t.token) + " outside [0, " +
                              std::to_string(config_.n_vocab) + ")");
     }
     if (t.pos < 0 || t.pos >= ctx.n_ctx()) {
-      return OutOfRange(where + "position " + std::to_string(t.pos) + " outside the context [0, " +
-                        std::to_string(ctx.n_ctx()) + ")");
+      return OutOfRange(where() + "position " + std::to_string(t.pos) +
+                        " outside the context [0, " + std::to_string(ctx.n_ctx()) + ")");
     }
     auto* entry = FindSeq(seq_next, t.seq);
     if (entry == nullptr) {
       const int64_t len = ctx.SequenceLength(t.seq);
-      if (len < 0) return InvalidArgument(where + "unknown sequence id " + std::to_string(t.seq));
+      if (len < 0) return InvalidArgument(where() + "unknown sequence id " + std::to_string(t.seq));
       seq_next.emplace_back(t.seq, len);
       entry = &seq_next.back();
     }
     if (t.pos != entry->second) {
-      return InvalidArgument(where + "position " + std::to_string(t.pos) + " does not continue " +
+      return InvalidArgument(where() + "position " + std::to_string(t.pos) + " does not continue " +
                              "sequence " + std::to_string(t.seq) + " (next position " +
                              std::to_string(entry->second) + "; truncate the sequence to rewind)");
     }
