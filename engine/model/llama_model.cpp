@@ -86,7 +86,17 @@ Status LlamaModel::ValidateBatch(std::span<const BatchToken> batch, LlamaContext
 Status LlamaModel::ReserveBlocks(LlamaContext& ctx) const {
   KvSequenceTable& seqs = ctx.sequences();
   int64_t need = 0;
-  for (const auto& [seq, next] : ctx.scratch().seq_next) need += seqs.BlocksNeeded(seq, next);
+  for (const auto& [seq, next] : ctx.scratch().seq_next) {
+    const int64_t n = seqs.BlocksNeeded(seq, next);
+    if (n > 0 && seqs.Find(seq)->external) {
+      // An adopted table is grown by its owner (the server's block manager), never by us.
+      return InvalidArgument("kv: sequence " + std::to_string(seq) + " has an adopted block " +
+                             "table of " + std::to_string(seqs.Find(seq)->blocks.size()) +
+                             " blocks; the batch reaches position " + std::to_string(next - 1) +
+                             ", which needs " + std::to_string(KvBlocksFor(next)));
+    }
+    need += n;
+  }
   if (need > seqs.pool().n_free()) {
     return ResourceExhausted("kv cache full: the batch needs " + std::to_string(need) +
                              " more blocks of " + std::to_string(kKvBlockTokens) +

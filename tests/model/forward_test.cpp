@@ -281,6 +281,36 @@ TEST(Forward, KvCacheFullIsResourceExhaustedAndWritesNothing) {
   EXPECT_TRUE(m->Eval(more, **ctx, pool, none).ok());
 }
 
+TEST(Forward, AdoptedBlockTablesAreUsedAndNeverGrown) {
+  auto m = LoadStories();
+  ASSERT_NE(m, nullptr);
+  const int64_t n_vocab = m->config().n_vocab;
+  ComputePool pool(1);
+  std::vector<int32_t> tokens = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376,
+                                 298, 315, 421, 395, 317, 426, 338, 401, 396, 267};
+  const std::vector<float> want = EvalAll(*m, tokens, {}, pool);
+  ContextOptions opts;
+  opts.n_kv_blocks = 8;
+  auto ctx = LlamaContext::Create(m->config(), opts);
+  ASSERT_TRUE(ctx.ok());
+  const SeqId s = (*ctx)->NewSequence();
+  ASSERT_TRUE((*ctx)->sequences().Adopt(s, std::vector<int32_t>{6}, 0).ok());
+  std::vector<BatchToken> batch;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    batch.push_back({tokens[i], static_cast<int64_t>(i), s, true});
+  }
+  std::vector<float> got(tokens.size() * n_vocab);
+  // 20 positions need 2 blocks; the adopted table has 1 and is not ours to grow.
+  const Status st = m->Eval(batch, **ctx, pool, got);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_EQ((*ctx)->SequenceLength(s), 0);
+  EXPECT_EQ((*ctx)->sequences().pool().n_free(), 8);
+  // With a scattered two-block table the logits are the same as with pool-managed blocks.
+  ASSERT_TRUE((*ctx)->sequences().Adopt(s, std::vector<int32_t>{6, 3}, 0).ok());
+  ASSERT_TRUE(m->Eval(batch, **ctx, pool, got).ok());
+  ExpectClose(got, want, 1e-6, "adopted table");
+}
+
 TEST(Forward, BadBatchesAreRejectedBeforeComputing) {
   auto m = LoadStories();
   ASSERT_NE(m, nullptr);
