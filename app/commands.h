@@ -16,5 +16,6 @@ CommandFn RegisterTokenize(CLI::App& root);
 CommandFn RegisterMakeModel(CLI::App& root);
 CommandFn RegisterQuantize(CLI::App& root);
 CommandFn RegisterBenchModel(CLI::App& root);
+CommandFn RegisterServe(CLI::App& root);
 
 }  // namespace lifeline::app

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   add(lifeline::app::RegisterMakeModel(root));
   add(lifeline::app::RegisterQuantize(root));
   add(lifeline::app::RegisterBenchModel(root));
+  add(lifeline::app::RegisterServe(root));
 
   try {
     root.parse(argc, argv);

@@ -1,0 +1,196 @@
+// lifeline serve: load one or more models, start one engine loop per model and the HTTP/SSE
+// front end, then wait for SIGINT/SIGTERM (first: graceful drain; second: exit at once).
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "app/cli_common.h"
+#include "app/commands.h"
+#include "server/http_server.h"
+#include "serving/engine_service.h"
+#include "tools/make_model.h"
+
+namespace lifeline::app {
+namespace {
+
+struct ServeFlags {
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::vector<std::string> models;  // NAME=PATH or PATH
+  int threads = 0;
+  int64_t n_ctx = 0;
+  int64_t kv_memory_mib = 512;
+  int32_t max_running = 16;
+  int64_t max_step_tokens = 256;
+  int32_t max_waiting = 64;
+  int32_t default_max_tokens = 256;
+  std::string chat_template;
+  std::string api_key;
+  int io_threads = 1;
+  int64_t max_body_bytes = 1 << 20;
+  int drain_timeout_s = 10;
+  std::string isa;
+};
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "lifeline serve: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+// With no --model, serve a small synthetic model generated once into a cache directory, so
+// the README's run command works on a fresh machine without downloads.
+Result<std::string> DefaultModelPath() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  const std::string dir = std::string(xdg && *xdg ? xdg : (home ? std::string(home) + "/.cache" : "/tmp")) + "/lifeline";
+  const std::string path = dir + "/default-llama-q8_0.gguf";
+  if (std::filesystem::exists(path)) return path;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return IoError("cannot create " + dir + ": " + ec.message());
+  std::fprintf(stderr, "lifeline serve: no --model given; writing a synthetic default model to %s\n",
+               path.c_str());
+  tools::MakeModelOptions o;
+  o.shape.arch = "llama";
+  o.shape.dim = 256;
+  o.shape.n_layers = 4;
+  o.shape.n_head = 8;
+  o.shape.n_head_kv = 2;
+  o.shape.ffn = 768;
+  o.shape.vocab = 32000;
+  o.shape.ctx = 2048;
+  o.ftype = tools::FileType::kMostlyQ8_0;
+  o.seed = 1;
+  o.threads = DefaultThreads();
+  o.out_path = path + ".tmp";
+  LL_RETURN_IF_ERROR(tools::MakeModel(o));
+  std::filesystem::rename(o.out_path, path, ec);
+  if (ec) return IoError("cannot move the default model into place: " + ec.message());
+  return path;
+}
+
+int RunServe(ServeFlags f) {
+  auto kernels = SelectKernels(f.isa);
+  if (!kernels.ok()) return Fail(kernels.status());
+  if (f.models.empty()) {
+    auto path = DefaultModelPath();
+    if (!path.ok()) return Fail(path.status());
+    f.models.push_back("default=" + *path);
+  }
+  if (f.port < 0 || f.port > 65535) return Fail(InvalidArgument("--port: must be in [0, 65535]"));
+  if (f.kv_memory_mib < 1) return Fail(InvalidArgument("--kv-memory: must be >= 1 MiB"));
+
+  // Signals are handled by sigwait on this thread; block them before any thread starts.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  const int threads = f.threads > 0 ? f.threads : DefaultThreads();
+  std::vector<std::unique_ptr<serving::ModelEngine>> engines;
+  for (const std::string& spec : f.models) {
+    const auto eq = spec.find('=');
+    std::string name = eq == std::string::npos ? std::filesystem::path(spec).stem().string()
+                                               : spec.substr(0, eq);
+    const std::string path = eq == std::string::npos ? spec : spec.substr(eq + 1);
+    if (name.empty() || path.empty()) {
+      return Fail(InvalidArgument("--model: expected NAME=PATH.gguf or PATH.gguf, got '" + spec + "'"));
+    }
+    for (const auto& e : engines) {
+      if (e->name() == name) return Fail(InvalidArgument("--model: duplicate model name '" + name + "'"));
+    }
+    auto loaded = LoadModel(path, **kernels, /*mlock=*/false);
+    if (!loaded.ok()) return Fail(Status(loaded.status().code(), path + ": " + loaded.status().message()));
+    serving::ModelEngineOptions o;
+    o.name = name;
+    o.threads = threads;
+    o.n_ctx = f.n_ctx;
+    o.kv_memory_bytes = static_cast<uint64_t>(f.kv_memory_mib) << 20;
+    o.max_running = f.max_running;
+    o.max_step_tokens = f.max_step_tokens;
+    o.max_waiting = f.max_waiting;
+    o.default_max_tokens = f.default_max_tokens;
+    o.chat_template = f.chat_template;
+    auto engine = serving::ModelEngine::Create(std::move(loaded->model),
+                                               std::move(loaded->tokenizer), o);
+    if (!engine.ok()) return Fail(Status(engine.status().code(), name + ": " + engine.status().message()));
+    std::fprintf(stderr, "lifeline serve: model '%s' from %s (ctx %lld, isa %s, %d threads)\n",
+                 name.c_str(), path.c_str(), static_cast<long long>((*engine)->n_ctx()),
+                 std::string(IsaLevelName((*kernels)->isa)).c_str(), threads);
+    engines.push_back(std::move(engine).value());
+  }
+
+  serving::EngineService service(std::move(engines));
+  service.Start();
+  server::ServerOptions so;
+  so.bind_address = f.host;
+  so.port = static_cast<uint16_t>(f.port);
+  so.io_threads = f.io_threads;
+  so.api_key = f.api_key;
+  so.limits.max_body_bytes = static_cast<size_t>(f.max_body_bytes);
+  so.limits.drain_timeout = std::chrono::seconds(f.drain_timeout_s);
+  server::HttpServer http(so, &service);
+  if (Status s = http.Start(); !s.ok()) {
+    service.Stop();
+    return Fail(s);
+  }
+  std::printf("lifeline serve: listening on http://%s:%u\n", f.host.c_str(), http.port());
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  std::fprintf(stderr, "lifeline serve: signal %d, draining (up to %d s; again to exit now)\n",
+               sig, f.drain_timeout_s);
+  std::thread force([&sigs] {
+    int again = 0;
+    sigwait(&sigs, &again);
+    std::fprintf(stderr, "lifeline serve: second signal, exiting now\n");
+    _exit(1);
+  });
+  force.detach();
+  http.Stop();
+  service.Stop();
+  std::fprintf(stderr, "lifeline serve: stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+CommandFn RegisterServe(CLI::App& root) {
+  auto f = std::make_shared<ServeFlags>();
+  CLI::App* cmd = root.add_subcommand("serve", "Serve models over an OpenAI-compatible HTTP/SSE API");
+  cmd->add_option("--host", f->host, "Bind address (loopback by default)")->capture_default_str();
+  cmd->add_option("--port", f->port, "TCP port; 0 picks a free one")->capture_default_str();
+  cmd->add_option("-m,--model", f->models,
+                  "NAME=PATH.gguf (repeatable; the first is the default). None: a synthetic model");
+  cmd->add_option("-t,--threads", f->threads, "Compute threads per model (default: cores, max 8)");
+  cmd->add_option("-c,--ctx", f->n_ctx, "Positions per sequence (default min(train ctx, 4096))");
+  cmd->add_option("--kv-memory", f->kv_memory_mib, "KV cache budget per model, MiB")->capture_default_str();
+  cmd->add_option("--max-running", f->max_running, "Sequences per engine step")->capture_default_str();
+  cmd->add_option("--max-step-tokens", f->max_step_tokens,
+                  "Tokens per engine step (decodes + chunked prefill)")->capture_default_str();
+  cmd->add_option("--max-waiting", f->max_waiting, "Queued requests per model before 429")
+      ->capture_default_str();
+  cmd->add_option("--default-max-tokens", f->default_max_tokens,
+                  "max_tokens when a request gives none")->capture_default_str();
+  cmd->add_option("--chat-template", f->chat_template,
+                  "Override: chatml, llama2, llama3, mistral, gemma, phi3, zephyr");
+  cmd->add_option("--api-key", f->api_key, "Require 'Authorization: Bearer KEY' (except health)");
+  cmd->add_option("--io-threads", f->io_threads, "HTTP I/O threads")->capture_default_str();
+  cmd->add_option("--max-body-bytes", f->max_body_bytes, "Request body cap (413 above)")
+      ->capture_default_str();
+  cmd->add_option("--drain-timeout", f->drain_timeout_s, "Seconds to drain on SIGTERM")
+      ->capture_default_str();
+  cmd->add_option("--isa", f->isa, "Force a kernel level: scalar, avx2, avx512");
+  return [f] { return RunServe(*f); };
+}
+
+}  // namespace lifeline::app

@@ -1,0 +1,548 @@
+#include "serving/model_engine.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "engine/gguf/gguf_file.h"
+#include "engine/sampler/sampler.h"
+#include "engine/sampler/stop.h"
+#include "serving/request_timing.h"
+
+namespace lifeline::serving {
+
+using server::ApiError;
+using server::GenerationEvent;
+
+namespace {
+
+int64_t NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             Clock::now().time_since_epoch()).count();
+}
+
+ApiError BadRequest(std::string message, std::string param, std::string code = "") {
+  ApiError e;
+  e.http_status = 400;
+  e.type = "invalid_request_error";
+  e.code = std::move(code);
+  e.message = std::move(message);
+  e.param = std::move(param);
+  return e;
+}
+
+ApiError ServerError(int http_status, std::string type, std::string code, std::string message,
+                     int retry_after_s = 0) {
+  ApiError e;
+  e.http_status = http_status;
+  e.type = std::move(type);
+  e.code = std::move(code);
+  e.message = std::move(message);
+  e.retry_after_s = retry_after_s;
+  return e;
+}
+
+const char* FinishReasonText(FinishReason r) {
+  return r == FinishReason::kLength ? "length" : "stop";
+}
+
+}  // namespace
+
+// Engine-thread state of one accepted request.
+struct ModelEngine::Live {
+  server::RequestHandle handle = 0;
+  server::GenerationSink sink;
+  std::vector<int32_t> prompt;  // [n_prompt] token ids
+  int64_t max_tokens = 0;
+  bool ignore_eos = false;
+  std::optional<int64_t> deadline_us;
+  std::unique_ptr<Sampler> sampler;
+  std::unique_ptr<IncrementalDetokenizer> detok;
+  std::optional<StopMatcher> stop;
+  RequestTiming timing;
+  RequestId id = 0;
+  SeqId seq = -1;          // model-side sequence while admitted
+  bool started = false;    // scheduled at least once (left the queue bound)
+  int64_t generated = 0;   // tokens appended
+  int64_t cached_tokens = 0;
+  int64_t preemptions = 0;
+  bool terminated = false;
+};
+
+ModelEngine::ModelEngine(std::unique_ptr<LlamaModel> model, std::unique_ptr<Tokenizer> tokenizer,
+                         const ModelEngineOptions& options)
+    : options_(options), model_(std::move(model)), tokenizer_(std::move(tokenizer)) {}
+
+ModelEngine::~ModelEngine() { Stop(); }
+
+Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaModel> model,
+                                                         std::unique_ptr<Tokenizer> tokenizer,
+                                                         const ModelEngineOptions& options) {
+  if (options.threads < 1) return InvalidArgument("threads: must be >= 1");
+  if (options.max_running < 1) return InvalidArgument("max_running: must be >= 1");
+  if (options.max_step_tokens < options.max_running) {
+    return InvalidArgument("max_step_tokens (" + std::to_string(options.max_step_tokens) +
+                           ") must be >= max_running (" + std::to_string(options.max_running) + ")");
+  }
+  if (options.max_waiting < 1) return InvalidArgument("max_waiting: must be >= 1");
+  if (options.default_max_tokens < 1) return InvalidArgument("default_max_tokens: must be >= 1");
+  std::unique_ptr<ModelEngine> e(new ModelEngine(std::move(model), std::move(tokenizer), options));
+  const ModelConfig& cfg = e->model_->config();
+
+  if (!options.chat_template.empty()) {
+    LL_ASSIGN_OR_RETURN(e->template_family_, chat_template::FromName(options.chat_template));
+  } else {
+    auto tmpl = e->model_->file().GetString("tokenizer.chat_template");
+    e->template_family_ = chat_template::Detect(tmpl.ok() ? *tmpl : std::string_view());
+  }
+
+  // KV pool from the memory budget: bytes per 16-position block across all layers.
+  const uint64_t elem_bytes = options.kv_type == KvType::kF16 ? 2 : 4;
+  const uint64_t block_bytes = static_cast<uint64_t>(cfg.n_layer) * kKvBlockTokens *
+                               static_cast<uint64_t>(cfg.k_dim() + cfg.v_dim()) * elem_bytes;
+  const uint64_t n_blocks_u64 = options.kv_memory_bytes / block_bytes;
+  ContextOptions copts;
+  copts.n_ctx = options.n_ctx;
+  copts.max_batch_tokens = options.max_step_tokens;
+  copts.kv_type = options.kv_type;
+  copts.max_kv_bytes = options.kv_memory_bytes;
+  // Probe n_ctx with a one-block context first (cheap), then size the real one.
+  {
+    ContextOptions probe = copts;
+    probe.n_kv_blocks = 1;
+    probe.max_batch_tokens = 1;
+    LL_ASSIGN_OR_RETURN(auto c, LlamaContext::Create(cfg, probe));
+    e->n_ctx_ = c->n_ctx();
+  }
+  const uint64_t min_blocks = static_cast<uint64_t>(KvBlocksFor(e->n_ctx_));
+  if (n_blocks_u64 < min_blocks) {
+    return ResourceExhausted("kv-memory: " + std::to_string(options.kv_memory_bytes) +
+                             " bytes hold " + std::to_string(n_blocks_u64) + " blocks of " +
+                             std::to_string(block_bytes) + " bytes; one full context of " +
+                             std::to_string(e->n_ctx_) + " positions needs " +
+                             std::to_string(min_blocks));
+  }
+  const int32_t n_blocks = static_cast<int32_t>(std::min<uint64_t>(n_blocks_u64, 1u << 30));
+  copts.n_kv_blocks = n_blocks;
+  LL_ASSIGN_OR_RETURN(e->ctx_, LlamaContext::Create(cfg, copts));
+  e->capacity_tokens_ = static_cast<int64_t>(n_blocks) * kKvBlockTokens;
+
+  SchedulerConfig scfg;
+  scfg.n_blocks = n_blocks;
+  scfg.block_tokens = static_cast<int32_t>(kKvBlockTokens);
+  scfg.max_running = options.max_running;
+  scfg.max_step_tokens = options.max_step_tokens;
+  scfg.max_waiting = options.max_waiting;
+  scfg.max_seq_tokens = e->n_ctx_;
+  LL_ASSIGN_OR_RETURN(e->scheduler_, Scheduler::Create(scfg));
+  e->pool_ = std::make_unique<ComputePool>(options.threads);
+  e->logits_.resize(static_cast<size_t>(options.max_step_tokens * cfg.n_vocab));
+  e->snapshot_.kv_blocks_total = n_blocks;
+  e->snapshot_.kv_blocks_free = n_blocks;
+  return e;
+}
+
+void ModelEngine::Start() {
+  heartbeat_ns_.store(Clock::now().time_since_epoch().count());
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void ModelEngine::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ && !thread_.joinable()) return;
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool ModelEngine::Healthy() const {
+  const int64_t age_ns = Clock::now().time_since_epoch().count() - heartbeat_ns_.load();
+  return thread_.joinable() &&
+         age_ns < std::chrono::duration_cast<std::chrono::nanoseconds>(options_.heartbeat_stale).count();
+}
+
+EngineSnapshot ModelEngine::Snapshot() const {
+  std::lock_guard<std::mutex> lock(snapshot_mu_);
+  return snapshot_;
+}
+
+Result<std::string> ModelEngine::RenderPrompt(const server::GenerationRequest& req,
+                                              ApiError* error) const {
+  if (!req.is_chat) return req.prompt;
+  std::vector<chat_template::Message> msgs;
+  msgs.reserve(req.messages.size());
+  for (const auto& m : req.messages) {
+    // OpenAI's "developer" role is the newer name of "system".
+    msgs.push_back({m.role == "developer" ? "system" : m.role, m.content});
+  }
+  const int32_t eos = tokenizer_->eos_id();
+  const std::string eos_text = eos >= 0 ? std::string(tokenizer_->TokenText(eos)) : "";
+  auto text = chat_template::Render(template_family_, msgs, /*add_generation_prompt=*/true,
+                                    /*bos_token=*/"", eos_text);
+  if (!text.ok()) {
+    // Render names messages[i].role in its message; keep that as the param where present.
+    const std::string& m = text.status().message();
+    std::string param = "messages";
+    if (auto p = m.find("messages["); p != std::string::npos) {
+      auto end = m.find_first_of(" :", p);
+      param = m.substr(p, end == std::string::npos ? std::string::npos : end - p);
+    }
+    *error = BadRequest(m, param);
+  }
+  return text;
+}
+
+std::optional<ApiError> ModelEngine::Submit(server::RequestHandle handle,
+                                            server::GenerationRequest req,
+                                            server::GenerationSink sink) {
+  auto live = std::make_unique<Live>();
+  live->timing.first_byte = req.timeline.first_byte;
+  live->timing.mark = req.timeline.validated;
+
+  ApiError err;
+  auto text = RenderPrompt(req, &err);
+  if (!text.ok()) return err;
+  live->timing.Charge(&live->timing.template_ms, Clock::now());
+
+  // Special-token text is parsed: templates and completion prompts use it (as llama.cpp's
+  // server does). Byte cap already enforced by the HTTP body limit.
+  live->prompt = tokenizer_->Encode(*text, tokenizer_->add_bos(), /*parse_special=*/true);
+  live->timing.Charge(&live->timing.tokenize_ms, Clock::now());
+  const std::string prompt_param = req.is_chat ? "messages" : "prompt";
+  const int64_t n_prompt = static_cast<int64_t>(live->prompt.size());
+  if (n_prompt == 0) return BadRequest("the prompt encodes to no tokens", prompt_param);
+  if (n_prompt >= n_ctx_) {
+    return BadRequest("the prompt is " + std::to_string(n_prompt) +
+                          " tokens; the model's context holds " + std::to_string(n_ctx_) +
+                          " (at least one generated token must fit)",
+                      prompt_param, "context_length_exceeded");
+  }
+  if (req.max_tokens) {
+    if (*req.max_tokens < 1) return BadRequest("max_tokens: must be >= 1", "max_tokens");
+    if (n_prompt + *req.max_tokens > n_ctx_) {
+      return BadRequest("prompt (" + std::to_string(n_prompt) + " tokens) + max_tokens (" +
+                            std::to_string(*req.max_tokens) + ") = " +
+                            std::to_string(n_prompt + *req.max_tokens) +
+                            " exceeds the context of " + std::to_string(n_ctx_) + " tokens",
+                        "max_tokens", "context_length_exceeded");
+    }
+    live->max_tokens = *req.max_tokens;
+  } else {
+    live->max_tokens = std::min<int64_t>(options_.default_max_tokens, n_ctx_ - n_prompt);
+  }
+  if (n_prompt + live->max_tokens > capacity_tokens_) {
+    return BadRequest("prompt + max_tokens = " + std::to_string(n_prompt + live->max_tokens) +
+                          " exceeds the KV cache of " + std::to_string(capacity_tokens_) +
+                          " tokens (--kv-memory)",
+                      "max_tokens", "context_length_exceeded");
+  }
+
+  SamplerParams sp;
+  sp.temperature = static_cast<float>(req.sampling.temperature);
+  sp.top_p = static_cast<float>(req.sampling.top_p);
+  sp.top_k = req.sampling.top_k;
+  sp.min_p = static_cast<float>(req.sampling.min_p);
+  sp.presence_penalty = static_cast<float>(req.sampling.presence_penalty);
+  sp.frequency_penalty = static_cast<float>(req.sampling.frequency_penalty);
+  sp.repeat_penalty = static_cast<float>(req.sampling.repeat_penalty);
+  if (req.sampling.seed) sp.seed = static_cast<uint64_t>(*req.sampling.seed);
+  if (Status s = ValidateSamplerParams(sp); !s.ok()) return BadRequest(s.message(), "sampling");
+  auto stop = StopMatcher::Create(req.stop);
+  if (!stop.ok()) return BadRequest(stop.status().message(), "stop");
+  live->stop.emplace(std::move(stop).value());
+  live->sampler = std::make_unique<Sampler>(sp);
+  for (int32_t id : live->prompt) live->sampler->Accept(id);
+  live->detok = std::make_unique<IncrementalDetokenizer>(*tokenizer_);
+  live->ignore_eos = req.ignore_eos;
+  if (req.deadline_ms) {
+    live->deadline_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                            req.timeline.first_byte.time_since_epoch()).count() +
+                        *req.deadline_ms * 1000;
+  }
+  live->handle = handle;
+  live->sink = std::move(sink);
+
+  // The queue bound is checked here so a refusal is an immediate 429, never a late event.
+  if (accepted_not_started_.fetch_add(1) >= options_.max_waiting) {
+    accepted_not_started_.fetch_sub(1);
+    return ServerError(429, "overloaded_error", "overloaded",
+                       "model '" + options_.name + "': " + std::to_string(options_.max_waiting) +
+                           " requests already queued; retry later",
+                       1);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) {
+      accepted_not_started_.fetch_sub(1);
+      return ServerError(503, "unavailable", "shutting_down", "the server is shutting down", 1);
+    }
+    inbox_.push_back(Message{handle, std::move(live)});
+  }
+  cv_.notify_one();
+  return std::nullopt;
+}
+
+void ModelEngine::Cancel(server::RequestHandle handle) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inbox_.push_back(Message{handle, nullptr});
+  }
+  cv_.notify_one();
+}
+
+void ModelEngine::Finish(Live& live, GenerationEvent event) {
+  if (live.terminated) return;
+  live.terminated = true;
+  if (!live.started) {
+    live.started = true;
+    accepted_not_started_.fetch_sub(1);
+  }
+  if (live.seq >= 0) {
+    (void)ctx_->ReleaseSequence(live.seq);
+    live.seq = -1;
+  }
+  live.sink(std::move(event));
+}
+
+void ModelEngine::DrainInbox() {
+  std::deque<Message> msgs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    msgs.swap(inbox_);
+  }
+  for (Message& m : msgs) {
+    if (m.live == nullptr) {  // cancel
+      auto it = handle_to_id_.find(m.handle);
+      if (it != handle_to_id_.end()) scheduler_->Cancel(it->second);
+      continue;
+    }
+    Live& live = *m.live;
+    NewRequest nr;
+    nr.prompt_tokens = live.prompt;
+    nr.max_tokens = live.max_tokens;
+    nr.arrival_us = NowUs();
+    nr.deadline_us = live.deadline_us;
+    auto id = scheduler_->Submit(std::move(nr));
+    if (!id.ok()) {
+      // Pre-checked on the HTTP thread; reaching here means the books disagree. Still one
+      // visible terminal outcome.
+      const bool full = id.status().code() == StatusCode::kResourceExhausted;
+      Finish(live, GenerationEvent::Error(
+                       full ? ServerError(429, "overloaded_error", "overloaded",
+                                          id.status().message(), 1)
+                            : BadRequest(id.status().message(), "max_tokens")));
+      continue;
+    }
+    live.id = *id;
+    handle_to_id_[live.handle] = *id;
+    live_[*id] = std::move(m.live);
+  }
+}
+
+bool ModelEngine::Step() {
+  const auto t_step0 = Clock::now();
+  StepPlan plan = scheduler_->Schedule(NowUs());
+
+  for (const Request& r : plan.cancelled) {
+    auto it = live_.find(r.id);
+    if (it == live_.end()) continue;
+    Live& live = *it->second;
+    live.timing.Charge(&live.timing.queue_ms, Clock::now());
+    Finish(live, GenerationEvent::Error(
+                     ServerError(499, "cancelled", "cancelled", "the request was cancelled")));
+    handle_to_id_.erase(live.handle);
+    live_.erase(it);
+  }
+  for (const Request& r : plan.expired) {
+    auto it = live_.find(r.id);
+    if (it == live_.end()) continue;
+    Live& live = *it->second;
+    live.timing.Charge(&live.timing.queue_ms, Clock::now());
+    Finish(live, GenerationEvent::Error(ServerError(
+                     503, "unavailable", "deadline_exceeded",
+                     "the request's deadline passed while it was queued: " + r.error_message, 1)));
+    handle_to_id_.erase(live.handle);
+    live_.erase(it);
+  }
+  for (RequestId id : plan.preempted) {
+    auto it = live_.find(id);
+    if (it == live_.end()) continue;
+    Live& live = *it->second;
+    ++live.preemptions;
+    if (live.seq >= 0) {
+      (void)ctx_->ReleaseSequence(live.seq);
+      live.seq = -1;
+    }
+  }
+  if (plan.empty()) return false;
+
+  // Build the ragged batch: each entry's positions, through its adopted block table.
+  std::vector<BatchToken> batch;
+  batch.reserve(static_cast<size_t>(plan.n_tokens));
+  std::vector<Live*> entry_live(plan.entries.size(), nullptr);
+  Status eval_status = Status::Ok();
+  for (size_t i = 0; i < plan.entries.size(); ++i) {
+    const StepEntry& e = plan.entries[i];
+    auto it = live_.find(e.id);
+    if (it == live_.end()) continue;
+    Live& live = *it->second;
+    entry_live[i] = &live;
+    if (!live.started) {
+      live.started = true;
+      accepted_not_started_.fetch_sub(1);
+    }
+    if (const Request* r = scheduler_->Find(e.id)) live.cached_tokens = r->n_cached_tokens;
+    if (live.seq < 0) live.seq = ctx_->NewSequence();
+    if (Status s = ctx_->sequences().Adopt(live.seq, e.block_table, e.start_pos); !s.ok()) {
+      eval_status = s;
+    }
+    for (int64_t p = e.start_pos; p < e.end_pos; ++p) {
+      const size_t k = static_cast<size_t>(p - e.start_pos);
+      batch.push_back({e.tokens[k], p, live.seq, e.want_logits[k] != 0});
+    }
+    live.timing.batch_sizes.push_back(static_cast<int32_t>(plan.entries.size()));
+    live.timing.batch_tokens.push_back(static_cast<int32_t>(plan.n_tokens));
+  }
+  const auto t_eval0 = Clock::now();
+  if (eval_status.ok()) eval_status = model_->Eval(batch, *ctx_, *pool_, logits_);
+  const auto t_eval1 = Clock::now();
+
+  std::vector<StepResult> results;
+  results.reserve(plan.entries.size());
+  const int64_t n_vocab = model_->config().n_vocab;
+  int64_t logit_row = 0;
+  for (size_t i = 0; i < plan.entries.size(); ++i) {
+    const StepEntry& e = plan.entries[i];
+    Live* live = entry_live[i];
+    const bool wants = e.wants_token();
+    if (live == nullptr) {
+      if (wants) ++logit_row;
+      continue;
+    }
+    RequestTiming& tm = live->timing;
+    tm.Charge(&tm.queue_ms, t_step0);
+    tm.Charge(&tm.kv_alloc_ms, t_eval0);
+    tm.Charge(e.is_decode ? &tm.decode_ms : &tm.prefill_ms, t_eval1);
+    StepResult res;
+    res.id = e.id;
+    if (!eval_status.ok()) {
+      res.finish = FinishReason::kError;
+      res.error_message = eval_status.ToString();
+      results.push_back(res);
+      if (wants) ++logit_row;
+      continue;
+    }
+    if (!wants) continue;
+    float* row = logits_.data() + logit_row * n_vocab;
+    ++logit_row;
+    const int32_t id = live->sampler->Sample(row, static_cast<int32_t>(n_vocab));
+    if (live->sampler->last_sample_degenerate()) {
+      res.finish = FinishReason::kError;
+      res.error_message = "the model produced no finite logits";
+    } else if (!live->ignore_eos && tokenizer_->IsEndOfGeneration(id)) {
+      res.finish = FinishReason::kStop;
+    } else {
+      live->sampler->Accept(id);
+      res.token = id;
+      ++live->generated;
+      if (tm.ttft_ms < 0) {
+        tm.ttft_ms = std::chrono::duration<double, std::milli>(Clock::now() - tm.first_byte).count();
+      }
+      const StopPush pushed = live->stop->Push(live->detok->Push(id));
+      if (!pushed.emit.empty()) live->sink(GenerationEvent::Token(pushed.emit, id));
+      if (pushed.stopped) res.finish = FinishReason::kStop;
+    }
+    tm.Charge(&tm.sampling_ms, Clock::now());
+    results.push_back(std::move(res));
+  }
+
+  for (Request& r : scheduler_->Update(results, NowUs())) {
+    auto it = live_.find(r.id);
+    if (it == live_.end()) continue;
+    Live& live = *it->second;
+    RequestTiming& tm = live.timing;
+    server::Usage usage{r.n_prompt_tokens, live.generated};
+    if (KindOf(r.finish_reason) == FinishKind::kCompleted) {
+      if (!live.stop->stopped()) {
+        // Whatever the detokenizer and stop matcher still hold is part of the answer.
+        StopPush tail = live.stop->Push(live.detok->Flush());
+        std::string rest = tail.emit + (tail.stopped ? "" : live.stop->Finish());
+        if (!rest.empty()) live.sink(GenerationEvent::Token(std::move(rest), -1));
+      }
+      tm.Charge(&tm.sampling_ms, Clock::now());
+      nlohmann::json timings = tm.ToJson(r.n_prompt_tokens, live.cached_tokens, live.generated,
+                                         live.preemptions);
+      Finish(live, GenerationEvent::Done(FinishReasonText(r.finish_reason), usage,
+                                         std::move(timings)));
+    } else if (r.finish_reason == FinishReason::kDeadline) {
+      Finish(live, GenerationEvent::Error(ServerError(503, "unavailable", "deadline_exceeded",
+                                                      r.error_message, 1)));
+    } else {
+      Finish(live, GenerationEvent::Error(ServerError(500, "server_error", "engine_error",
+                                                      r.error_message)));
+    }
+    handle_to_id_.erase(live.handle);
+    live_.erase(it);
+  }
+  return true;
+}
+
+void ModelEngine::FailAll(const std::string& code, const std::string& message, int http_status) {
+  std::deque<Message> msgs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    msgs.swap(inbox_);
+  }
+  for (Message& m : msgs) {
+    if (m.live) {
+      Finish(*m.live, GenerationEvent::Error(ServerError(http_status, "unavailable", code, message, 1)));
+    }
+  }
+  for (auto& [id, live] : live_) {
+    scheduler_->Cancel(id);
+    Finish(*live, GenerationEvent::Error(ServerError(http_status, "unavailable", code, message, 1)));
+  }
+  live_.clear();
+  handle_to_id_.clear();
+}
+
+void ModelEngine::Loop() {
+  for (;;) {
+    heartbeat_ns_.store(Clock::now().time_since_epoch().count());
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (stop_) break;
+      if (inbox_.empty() && live_.empty()) {
+        // Idle: wake at least every 250 ms to keep the heartbeat fresh.
+        cv_.wait_for(lock, std::chrono::milliseconds(250),
+                     [&] { return stop_ || !inbox_.empty(); });
+        if (stop_) break;
+        continue;
+      }
+    }
+    DrainInbox();
+    const bool ran = Step();
+    {
+      const SchedulerStats st = scheduler_->stats();
+      const BlockManagerStats bs = scheduler_->block_manager().stats();
+      std::lock_guard<std::mutex> lock(snapshot_mu_);
+      snapshot_.waiting = st.waiting;
+      snapshot_.running = st.running;
+      snapshot_.kv_blocks_free = static_cast<int32_t>(scheduler_->block_manager().n_available());
+      snapshot_.prefix_hit_tokens = bs.prefix_hit_tokens;
+      snapshot_.prefix_lookup_tokens = bs.prefix_lookup_tokens;
+      snapshot_.preemptions = st.preemptions;
+      snapshot_.steps = st.steps;
+      snapshot_.live_requests = static_cast<int64_t>(live_.size());
+    }
+    if (!ran && !live_.empty()) {
+      // Nothing schedulable right now (should be rare): don't spin a core.
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(1), [&] { return stop_ || !inbox_.empty(); });
+    }
+  }
+  FailAll("shutting_down", "the server is shutting down", 503);
+}
+
+}  // namespace lifeline::serving

@@ -1,0 +1,138 @@
+// ModelEngine: one loaded model served by one engine-loop thread.
+//
+//   HTTP thread: Submit() renders the chat template, tokenizes, checks the context, sampler
+//   and stop limits and the queue bound, then pushes the request into the inbox -- every
+//   refusal is answered here, before anything is queued. Cancel() pushes a cancel message.
+//   Engine thread: drain inbox -> Scheduler::Schedule -> LlamaModel::Eval over the plan's
+//   ragged batch (block tables adopted from the scheduler's prefix-cached block manager) ->
+//   sample / detokenize / stop-match per sequence -> events to each request's sink ->
+//   Scheduler::Update. Exactly one terminal event per accepted request.
+//
+// Ownership: owns the model, tokenizer, KV context, compute pool, scheduler and thread.
+// Thread-safety: Submit, Cancel, Healthy, Snapshot and MetricsText may be called from any
+// thread; everything else runs on the engine thread.
+// Failure: construction errors are Status values (KV budget too small, bad options); request
+// refusals are server::ApiError values (400 / 429); a forward-pass failure fails the
+// requests of that step with a 500 error event, and the loop goes on.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "base/status.h"
+#include "engine/kernels/compute_pool.h"
+#include "engine/model/llama_context.h"
+#include "engine/model/llama_model.h"
+#include "engine/tokenizer/chat_template.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "scheduler/scheduler.h"
+#include "server/engine_api.h"
+
+namespace lifeline::serving {
+
+struct ModelEngineOptions {
+  std::string name = "default";
+  int threads = 2;                     // compute threads of this model's pool
+  int64_t n_ctx = 0;                   // positions per sequence; 0 -> min(train ctx, 4096)
+  uint64_t kv_memory_bytes = 512ull << 20;  // K/V pool budget
+  KvType kv_type = KvType::kF16;
+  int32_t max_running = 16;            // sequences per step
+  int64_t max_step_tokens = 256;       // tokens per step (decodes + prefill chunks)
+  int32_t max_waiting = 64;            // queued requests before 429
+  int32_t default_max_tokens = 256;    // when a request gives no max_tokens
+  std::string chat_template;           // "" = detect from the GGUF, else a family name
+  std::chrono::milliseconds heartbeat_stale{2000};  // Healthy() false when older
+};
+
+struct EngineSnapshot {
+  int64_t waiting = 0;
+  int64_t running = 0;
+  int32_t kv_blocks_total = 0;
+  int32_t kv_blocks_free = 0;  // free + evictable cached blocks
+  int64_t prefix_hit_tokens = 0;
+  int64_t prefix_lookup_tokens = 0;
+  int64_t preemptions = 0;
+  int64_t steps = 0;
+  int64_t live_requests = 0;   // accepted and not yet terminated
+};
+
+class ModelEngine {
+ public:
+  static Result<std::unique_ptr<ModelEngine>> Create(std::unique_ptr<LlamaModel> model,
+                                                     std::unique_ptr<Tokenizer> tokenizer,
+                                                     const ModelEngineOptions& options);
+  ~ModelEngine();  // Stop()
+  ModelEngine(const ModelEngine&) = delete;
+  ModelEngine& operator=(const ModelEngine&) = delete;
+
+  void Start();
+  // Ends every live request with a terminal error ("shutting_down") and joins the thread.
+  void Stop();
+
+  // Accepts (the engine will deliver events to `sink`) or refuses with an ApiError.
+  std::optional<server::ApiError> Submit(server::RequestHandle handle,
+                                         server::GenerationRequest request,
+                                         server::GenerationSink sink);
+  void Cancel(server::RequestHandle handle);
+
+  bool Healthy() const;
+  EngineSnapshot Snapshot() const;
+  const std::string& name() const { return options_.name; }
+  int64_t n_ctx() const { return n_ctx_; }
+  const LlamaModel& model() const { return *model_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+
+ private:
+  struct Live;      // per-request engine-thread state (model_engine.cpp)
+  struct Message {  // inbox entry
+    server::RequestHandle handle = 0;
+    std::unique_ptr<Live> live;  // null for a cancel
+  };
+
+  ModelEngine(std::unique_ptr<LlamaModel> model, std::unique_ptr<Tokenizer> tokenizer,
+              const ModelEngineOptions& options);
+  Result<std::string> RenderPrompt(const server::GenerationRequest& req,
+                                   server::ApiError* error) const;
+  void Loop();
+  void DrainInbox();
+  bool Step();
+  void Finish(Live& live, server::GenerationEvent event);
+  void FailAll(const std::string& code, const std::string& message, int http_status);
+
+  ModelEngineOptions options_;
+  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  chat_template::Family template_family_ = chat_template::Family::kChatML;
+  int64_t n_ctx_ = 0;
+  int64_t capacity_tokens_ = 0;  // whole KV pool, positions
+
+  // Engine-thread state.
+  std::unique_ptr<LlamaContext> ctx_;
+  std::unique_ptr<ComputePool> pool_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unordered_map<RequestId, std::unique_ptr<Live>> live_;           // by scheduler id
+  std::unordered_map<server::RequestHandle, RequestId> handle_to_id_;
+  std::vector<float> logits_;  // [max_step_tokens, n_vocab]
+
+  // Shared with other threads.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Message> inbox_;
+  bool stop_ = false;
+  std::atomic<int64_t> accepted_not_started_{0};  // in the inbox or waiting (for the 429 bound)
+  std::atomic<int64_t> heartbeat_ns_{0};
+  mutable std::mutex snapshot_mu_;
+  EngineSnapshot snapshot_;
+  std::thread thread_;
+};
+
+}  // namespace lifeline::serving
