@@ -14,6 +14,7 @@
 
 #include "engine/gguf/gguf_file.h"
 #include "engine/kernels/compute_pool.h"
+#include "engine/kernels/dispatch.h"
 #include "engine/kernels/kernel_table.h"
 #include "engine/model/llama_model.h"
 #include "engine/model/session.h"
@@ -208,6 +209,10 @@ void RunAllGolden(const KernelTable& kernels) {
 }
 
 TEST(Golden, AllReferenceLogitsReferenceKernels) { RunAllGolden(ReferenceKernels()); }
+
+// The kernels the engine really runs on this CPU (SIMD when available; they quantize
+// activations like llama.cpp does), held to the same tolerances.
+TEST(Golden, AllReferenceLogitsBestKernels) { RunAllGolden(BestKernels()); }
 
 }  // namespace
 }  // namespace lifeline
