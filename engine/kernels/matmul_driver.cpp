@@ -1,6 +1,7 @@
 #include "engine/kernels/matmul_driver.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "base/check.h"
 #include "engine/kernels/compute_pool.h"
@@ -14,6 +15,8 @@ namespace {
 constexpr int64_t kMinMacsPerThread = int64_t{1} << 16;
 // Quantizing fewer values than this is not worth a pool round trip.
 constexpr int64_t kMinValuesParallelQuantize = int64_t{1} << 15;
+// Row-tile chunks per thread for the dynamic split (see RunMatmul).
+constexpr int64_t kChunksPerThread = 8;
 // Activation bytes per token chunk: small enough to stay in L2 next to the weight tile.
 constexpr int64_t kTokenChunkBytes = int64_t{256} << 10;
 
@@ -144,11 +147,20 @@ void RunMatmul(const MatmulImpl& impl, const WeightMatrix& w, const float* x, in
     RunSlab(*k, w, acts, 0, n_row_tiles, y);
     return;
   }
+  // Threads take chunks of row tiles from a shared counter rather than one fixed slab each:
+  // on a machine shared with other work a descheduled thread then delays only the chunk it
+  // holds, not half of the matrix. Chunks stay large (a few per thread) so each one streams
+  // long contiguous runs of weights. Results do not depend on who computes which chunk.
+  const int64_t chunk_tiles = std::max<int64_t>(1, n_row_tiles / (useful_threads * kChunksPerThread));
+  const int64_t n_chunks = (n_row_tiles + chunk_tiles - 1) / chunk_tiles;
+  std::atomic<int64_t> next_chunk{0};
   pool.Run([&](int ith, int) {
     if (ith >= useful_threads) return;
-    int64_t rt0, rt1;
-    ComputePool::Split(n_row_tiles, ith, static_cast<int>(useful_threads), &rt0, &rt1);
-    RunSlab(*k, w, acts, rt0, rt1, y);
+    for (;;) {
+      const int64_t c = next_chunk.fetch_add(1, std::memory_order_relaxed);
+      if (c >= n_chunks) break;
+      RunSlab(*k, w, acts, c * chunk_tiles, std::min(n_row_tiles, (c + 1) * chunk_tiles), y);
+    }
   });
 }
 

@@ -1,14 +1,14 @@
 // Internal to engine/kernels: the ISA-independent half of a matmul. RunMatmul quantizes the
-// activations once (quantize_act.h), splits the weight rows into one contiguous slab per
-// thread, and walks each slab in register tiles of (rows x tokens) that an ISA-specific
-// TileFn computes over the full row length. Per weight type an ISA supplies one TileFn; types
+// activations once (quantize_act.h), splits the weight rows into contiguous chunks that the
+// pool's threads take from a shared counter, and walks each chunk in register tiles of
+// (rows x tokens) that an ISA-specific TileFn computes over the full row length. Per weight type an ISA supplies one TileFn; types
 // without one fall back to the scalar twin tile (ref/vec_dot_ref.h), and types without a twin
 // to ReferenceKernels() (dequantize + f32).
 //
-// Loop order per thread: token chunks sized to stay in L2, then row tiles, then token tiles,
-// so each weight tile (a few KiB) is read from memory once per chunk and reused from L1 for
-// every token tile of the chunk. At n_tokens == 1 this degenerates to streaming the slab once,
-// several rows per pass.
+// Loop order per chunk of rows: token chunks sized to stay in L2, then row tiles, then token
+// tiles, so each weight tile (a few KiB) is read from memory once per token chunk and reused
+// from L1 for every token tile of it. At n_tokens == 1 this degenerates to streaming the rows
+// once, several rows per pass.
 //
 // Ownership: tables are immutable after construction; RunMatmul allocates the per-call
 // activation scratch and borrows everything else. Thread-safety: RunMatmul is called from the

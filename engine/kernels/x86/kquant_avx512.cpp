@@ -56,6 +56,7 @@ struct Q45K {
   static void Run(const uint8_t* w, uint64_t rb, const ActRow* a, int64_t cols, float* y,
                   int64_t ldy) {
     const int64_t nb = cols / kQK;
+    const uint64_t ahead = PrefetchAhead(NR * rb);
     const __m512i low4 = _mm512_set1_epi8(0x0f);
     const __m512i nib_shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
     const __m512i shuf[4] = {ScaleShuffle(0), ScaleShuffle(1), ScaleShuffle(2), ScaleShuffle(3)};
@@ -76,6 +77,9 @@ struct Q45K {
       }
       for (int r = 0; r < NR; ++r) {
         const uint8_t* blk = w + r * rb + i * kBytes;
+        for (int64_t off = 0; off < kBytes; off += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(blk + ahead + off), _MM_HINT_T0);
+        }
         uint64_t sc, mn;
         UnpackScalesK4(blk + 4, &sc, &mn);
         const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
@@ -143,6 +147,7 @@ struct Q6K {
   static void Run(const uint8_t* w, uint64_t rb, const ActRow* a, int64_t cols, float* y,
                   int64_t ldy) {
     const int64_t nb = cols / kQK;
+    const uint64_t ahead = PrefetchAhead(NR * rb);
     const __m512i low4 = _mm512_set1_epi8(0x0f);
     const __m512i hi2 = _mm512_set1_epi8(0x30);
     const __m512i shl_even = _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4);
@@ -155,6 +160,9 @@ struct Q6K {
     for (int64_t i = 0; i < nb; ++i) {
       for (int r = 0; r < NR; ++r) {
         const uint8_t* blk = w + r * rb + i * kBytes;
+        for (int64_t off = 0; off < kBytes; off += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(blk + ahead + off), _MM_HINT_T0);
+        }
         const uint8_t* ql = blk;
         const uint8_t* qh = blk + 128;
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)));

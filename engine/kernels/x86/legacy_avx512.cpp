@@ -122,6 +122,7 @@ struct Q8_0W {
   }
 };
 
+
 template <typename W>
 struct Blocks32 {
   static constexpr int kRows = 4;
@@ -178,7 +179,7 @@ struct Blocks32 {
   // One block pair (kPair) or the final odd block for every row and token of the tile.
   template <int NR, int NT, bool kPair>
   static inline __attribute__((always_inline)) void Step(const uint8_t* w, uint64_t rb,
-                                                         const ActRow* a, int64_t b,
+                                                         uint64_t ahead, const ActRow* a, int64_t b,
                                                          __m512 (&acc)[NR][NT],
                                                          __m256 (&acc_min)[NT]) {
     const __m256 dw8 = RowPairF16<NR, kPair>(w, rb, b, 0);
@@ -206,6 +207,9 @@ struct Blocks32 {
     }
     for (int r = 0; r < NR; ++r) {
       const uint8_t* p = w + r * rb + b * W::kBytes;
+      // One line per step covers a pair of blocks up to 64 bytes; Q8_0's 68 need a second.
+      _mm_prefetch(reinterpret_cast<const char*>(p + ahead), _MM_HINT_T0);
+      if constexpr (2 * W::kBytes > 64) _mm_prefetch(reinterpret_cast<const char*>(p + ahead + 64), _MM_HINT_T0);
       const __m512i wv = kPair ? W::Pair(p) : W::Single(p);
       const __m512i idx = ScaleIdx(r);
       for (int t = 0; t < NT; ++t) {
@@ -232,9 +236,10 @@ struct Blocks32 {
       acc_min[t] = _mm256_setzero_ps();
       for (int r = 0; r < NR; ++r) acc[r][t] = _mm512_setzero_ps();
     }
+    const uint64_t ahead = PrefetchAhead(NR * rb);
     int64_t b = 0;
-    for (; b + 2 <= nb; b += 2) Step<NR, NT, true>(w, rb, a, b, acc, acc_min);
-    if (b < nb) Step<NR, NT, false>(w, rb, a, b, acc, acc_min);
+    for (; b + 2 <= nb; b += 2) Step<NR, NT, true>(w, rb, ahead, a, b, acc, acc_min);
+    if (b < nb) Step<NR, NT, false>(w, rb, ahead, a, b, acc, acc_min);
     for (int t = 0; t < NT; ++t) {
       alignas(32) float m[8];
       _mm256_store_ps(m, acc_min[t]);

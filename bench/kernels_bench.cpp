@@ -1,0 +1,266 @@
+// Matmul micro-benchmark (not a test): per weight type and thread count,
+//   GEMV (1 token) weight-streaming GB/s against the machine's measured DRAM read bandwidth,
+//     on a rotating set of copies of the matrix much larger than the last-level cache, and
+//     on one cache-resident copy;
+//   GEMM (--tokens, default 512) GFLOP/s (2 * rows * cols * tokens per call).
+// Usage: kernels_bench [--isa=scalar|avx2|avx512] [--types=q4_0,q8_0,...] [--threads=1,2]
+//                      [--rows=2048] [--cols=5632] [--tokens=512] [--min-ms=400] [--no-gemm]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <immintrin.h>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bench/bandwidth_probe.h"
+#include "engine/kernels/compute_pool.h"
+#include "engine/kernels/dispatch.h"
+#include "engine/kernels/fp16.h"
+#include "engine/kernels/ggml_type.h"
+#include "engine/kernels/kernel_table.h"
+#include "engine/kernels/ref/quants_ref.h"
+
+namespace lifeline {
+namespace {
+
+struct Options {
+  IsaLevel isa = DetectIsa();
+  std::vector<GgmlType> types = {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K,
+                                 GgmlType::kQ6_K, GgmlType::kQ5_K, GgmlType::kQ5_0,
+                                 GgmlType::kQ4_1, GgmlType::kQ5_1, GgmlType::kF16,
+                                 GgmlType::kBF16, GgmlType::kF32};
+  std::vector<int> threads = {1, 2};
+  int64_t rows = 2048;
+  int64_t cols = 5632;
+  int64_t tokens = 512;
+  double min_ms = 400;
+  bool gemm = true;
+};
+
+std::vector<std::string> SplitCsv(std::string_view s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t comma = s.find(',', start);
+    const size_t end = comma == std::string_view::npos ? s.size() : comma;
+    if (end > start) out.emplace_back(s.substr(start, end - start));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+bool ParseArgs(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    auto value = [&](std::string_view key) -> std::optional<std::string_view> {
+      if (a.rfind(key, 0) == 0 && a.size() > key.size() && a[key.size()] == '=') {
+        return a.substr(key.size() + 1);
+      }
+      return std::nullopt;
+    };
+    if (auto v = value("--isa")) {
+      const auto l = ParseIsaLevel(*v);
+      if (!l) return false;
+      o->isa = *l;
+    } else if (auto v = value("--types")) {
+      o->types.clear();
+      for (const auto& n : SplitCsv(*v)) {
+        const auto t = TypeFromName(n);
+        if (!t) return false;
+        o->types.push_back(*t);
+      }
+    } else if (auto v = value("--threads")) {
+      o->threads.clear();
+      for (const auto& n : SplitCsv(*v)) o->threads.push_back(std::atoi(n.c_str()));
+    } else if (auto v = value("--rows")) {
+      o->rows = std::atoll(std::string(*v).c_str());
+    } else if (auto v = value("--cols")) {
+      o->cols = std::atoll(std::string(*v).c_str());
+    } else if (auto v = value("--tokens")) {
+      o->tokens = std::atoll(std::string(*v).c_str());
+    } else if (auto v = value("--min-ms")) {
+      o->min_ms = std::atof(std::string(*v).c_str());
+    } else if (a == "--no-gemm") {
+      o->gemm = false;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+// One quantized matrix (ref::QuantizeRow of N(0, 1) values), replicated `copies` times.
+std::vector<uint8_t> MakeWeights(GgmlType type, int64_t rows, int64_t cols, int copies,
+                                 uint64_t* matrix_bytes) {
+  const uint64_t row_bytes = RowBytes(type, cols).value();
+  *matrix_bytes = row_bytes * static_cast<uint64_t>(rows);
+  std::vector<uint8_t> out(*matrix_bytes * static_cast<uint64_t>(copies));
+  std::mt19937 rng(42);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& v : row) v = dist(rng);
+    ref::QuantizeRow(type, row.data(), out.data() + r * row_bytes, cols);
+  }
+  for (int c = 1; c < copies; ++c) {
+    std::memcpy(out.data() + c * *matrix_bytes, out.data(), *matrix_bytes);
+  }
+  return out;
+}
+
+// A second streaming-read probe, closer to what the kernels do: 256-bit loads with software
+// prefetch ahead, each thread over its own slab of a buffer much larger than the LLC. The
+// bench reports the larger of this and MeasureReadBandwidth (bench/bandwidth_probe.h).
+__attribute__((target("avx2"))) uint64_t StreamAvx2(const uint8_t* p, uint64_t n) {
+  __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
+  for (uint64_t i = 0; i + 128 <= n; i += 128) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + i + 4096), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(p + i + 4096 + 64), _MM_HINT_T0);
+    acc0 = _mm256_xor_si256(acc0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)));
+    acc1 = _mm256_xor_si256(acc1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
+    acc0 = _mm256_xor_si256(acc0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
+    acc1 = _mm256_xor_si256(acc1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
+  }
+  const __m256i x = _mm256_xor_si256(acc0, acc1);
+  return static_cast<uint64_t>(_mm256_extract_epi64(x, 0) ^ _mm256_extract_epi64(x, 3));
+}
+
+double PrefetchingReadGbs(ComputePool& pool) {
+  if (DetectIsa() < IsaLevel::kAvx2) return 0;
+  const uint64_t bytes = uint64_t{1} << 30;
+  std::vector<uint8_t> buf(bytes);
+  pool.Run([&](int ith, int nth) {
+    int64_t b, e;
+    ComputePool::Split(static_cast<int64_t>(bytes), ith, nth, &b, &e);
+    std::memset(buf.data() + b, ith + 1, static_cast<size_t>(e - b));
+  });
+  double best = 0;
+  std::vector<uint64_t> sink(static_cast<size_t>(pool.n_threads()));
+  for (int rep = 0; rep < 4; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.Run([&](int ith, int nth) {
+      int64_t b, e;
+      ComputePool::Split(static_cast<int64_t>(bytes / 128), ith, nth, &b, &e);
+      sink[ith] ^= StreamAvx2(buf.data() + b * 128, static_cast<uint64_t>(e - b) * 128);
+    });
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, static_cast<double>(bytes) / s / 1e9);
+  }
+  if (sink[0] == 42) std::printf(" ");  // keeps the reads observable
+  return best;
+}
+
+double ProcessCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+struct CallTime {
+  double wall_s;  // mean wall-clock seconds per call
+  double cpu_s;   // mean process CPU seconds per call (all threads, spin-waits included)
+};
+
+// Per-call times of fn(call_index), after one warm-up call, over at least min_ms. On a
+// machine shared with other work, cpu_s / threads approximates the time the kernel needs
+// while it actually holds the cores.
+template <typename Fn>
+CallTime TimePerCall(double min_ms, Fn&& fn) {
+  fn(0);
+  int64_t calls = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  const double c0 = ProcessCpuSeconds();
+  double elapsed = 0;
+  do {
+    fn(++calls);
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  } while (elapsed * 1e3 < min_ms);
+  const double n = static_cast<double>(calls);
+  return {elapsed / n, (ProcessCpuSeconds() - c0) / n};
+}
+
+void BenchType(const Options& o, GgmlType type, double dram_gbs) {
+  constexpr uint64_t kColdBytes = uint64_t{512} << 20;  // 16x the 32 MiB L3 of the target
+  uint64_t matrix_bytes = 0;
+  const uint64_t one = RowBytes(type, o.cols).value() * static_cast<uint64_t>(o.rows);
+  const int copies = static_cast<int>(std::max<uint64_t>(2, (kColdBytes + one - 1) / one));
+  const std::vector<uint8_t> weights = MakeWeights(type, o.rows, o.cols, copies, &matrix_bytes);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(o.tokens * o.cols));
+  for (auto& v : x) v = dist(rng);
+  std::vector<float> y(static_cast<size_t>(o.tokens * o.rows));
+  const KernelTable& k = KernelsFor(o.isa);
+  auto view = [&](int copy) {
+    WeightMatrix w;
+    w.type = type;
+    w.data = weights.data() + static_cast<uint64_t>(copy) * matrix_bytes;
+    w.rows = o.rows;
+    w.cols = o.cols;
+    w.row_bytes = RowBytes(type, o.cols).value();
+    return w;
+  };
+  for (int nt : o.threads) {
+    ComputePool pool(nt);
+    const CallTime cold = TimePerCall(o.min_ms, [&](int64_t i) {
+      k.matmul(view(static_cast<int>(i % copies)), x.data(), 1, y.data(), pool);
+    });
+    const CallTime hot = TimePerCall(o.min_ms, [&](int64_t) {
+      k.matmul(view(0), x.data(), 1, y.data(), pool);
+    });
+    const double bytes = static_cast<double>(matrix_bytes);
+    const double cold_gbs = bytes / cold.wall_s / 1e9;
+    std::printf("%-5s %-6s thr=%d | GEMV %7.1f us %5.1f GB/s (%5.1f%% of DRAM) cpu-time %5.1f GB/s"
+                " | cache-hot %5.1f GB/s cpu-time %5.1f GB/s",
+                std::string(TypeTraits(type).name).c_str(), std::string(IsaLevelName(k.isa)).c_str(),
+                nt, cold.wall_s * 1e6, cold_gbs, 100.0 * cold_gbs / dram_gbs,
+                bytes / (cold.cpu_s / nt) / 1e9, bytes / hot.wall_s / 1e9,
+                bytes / (hot.cpu_s / nt) / 1e9);
+    if (o.gemm) {
+      const CallTime gemm = TimePerCall(o.min_ms, [&](int64_t) {
+        k.matmul(view(0), x.data(), o.tokens, y.data(), pool);
+      });
+      const double flops = 2.0 * static_cast<double>(o.rows * o.cols * o.tokens);
+      std::printf(" | GEMM(%lld tok) %6.1f GFLOP/s cpu-time %6.1f", static_cast<long long>(o.tokens),
+                  flops / gemm.wall_s / 1e9, flops / (gemm.cpu_s / nt) / 1e9);
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace
+}  // namespace lifeline
+
+int main(int argc, char** argv) {
+  using namespace lifeline;
+  Options o;
+  if (!ParseArgs(argc, argv, &o)) {
+    std::fprintf(stderr,
+                 "usage: kernels_bench [--isa=scalar|avx2|avx512] [--types=q4_0,...] "
+                 "[--threads=1,2] [--rows=N] [--cols=N] [--tokens=N] [--min-ms=N] [--no-gemm]\n");
+    return 2;
+  }
+  std::printf("matmul %lld x %lld, ISA requested %s (detected %s)\n", static_cast<long long>(o.rows),
+              static_cast<long long>(o.cols), std::string(IsaLevelName(o.isa)).c_str(),
+              std::string(IsaLevelName(DetectIsa())).c_str());
+  double dram_gbs = 0;
+  for (int nt : o.threads) {
+    ComputePool pool(nt);
+    const BandwidthResult bw = MeasureReadBandwidth(pool, uint64_t{1} << 30, 5);
+    const double pf = PrefetchingReadGbs(pool);
+    std::printf("DRAM read bandwidth, %d thread(s): probe median %.1f / max %.1f GB/s;"
+                " prefetching AVX2 stream max %.1f GB/s\n",
+                nt, bw.median_gb_per_s, bw.max_gb_per_s, pf);
+    dram_gbs = std::max({dram_gbs, bw.max_gb_per_s, pf});
+  }
+  for (GgmlType t : o.types) BenchType(o, t, dram_gbs);
+  return 0;
+}
