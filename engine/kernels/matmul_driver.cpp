@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <vector>
 
 #include "base/check.h"
 #include "engine/kernels/compute_pool.h"
@@ -68,6 +69,34 @@ void RunSlab(const TileKernel& k, const WeightMatrix& w, const QuantizedActs& ac
       }
     }
   }
+}
+
+// The packed path: threads take tiles of kGemmRows rows from a shared counter, pack each
+// into their own scratch once and run every token past it.
+void RunGemm(const GemmKernel& g, const WeightMatrix& w, const QuantizedActs& acts,
+             int64_t useful_threads, float* y, ComputePool& pool) {
+  const int64_t n_tiles = (w.rows + kGemmRows - 1) / kGemmRows;
+  const uint64_t scratch_bytes = g.packed_bytes(w.cols);
+  std::atomic<int64_t> next_tile{0};
+  auto work = [&] {
+    std::vector<uint8_t> packed(scratch_bytes + 64);
+    uint8_t* p = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
+    for (;;) {
+      const int64_t tile = next_tile.fetch_add(1, std::memory_order_relaxed);
+      if (tile >= n_tiles) break;
+      const int64_t r0 = tile * kGemmRows;
+      const int nr = static_cast<int>(std::min<int64_t>(kGemmRows, w.rows - r0));
+      g.pack(w.data + static_cast<uint64_t>(r0) * w.row_bytes, w.row_bytes, nr, w.cols, p);
+      g.run(p, nr, acts, 0, acts.n_tokens(), y + r0, w.rows);
+    }
+  };
+  if (useful_threads <= 1) {
+    work();
+    return;
+  }
+  pool.Run([&](int ith, int) {
+    if (ith < useful_threads) work();
+  });
 }
 
 }  // namespace
@@ -139,8 +168,16 @@ void RunMatmul(const MatmulImpl& impl, const WeightMatrix& w, const float* x, in
   QuantizedActs acts;  // per-call scratch
   QuantizeActs(impl, ActFormatFor(w.type), x, n_tokens, w.cols, acts, pool);
 
-  const int64_t n_row_tiles = (w.rows + k->max_rows - 1) / k->max_rows;
   const int64_t macs = w.rows * w.cols * n_tokens;
+  const GemmKernel& g = impl.gemm[type_id];
+  if (g.run != nullptr && n_tokens >= g.min_tokens) {
+    const int64_t n_tiles = (w.rows + kGemmRows - 1) / kGemmRows;
+    const int64_t threads =
+        std::min<int64_t>({pool.n_threads(), n_tiles, std::max<int64_t>(1, macs / kMinMacsPerThread)});
+    RunGemm(g, w, acts, threads, y, pool);
+    return;
+  }
+  const int64_t n_row_tiles = (w.rows + k->max_rows - 1) / k->max_rows;
   const int64_t useful_threads =
       std::min<int64_t>({pool.n_threads(), n_row_tiles, std::max<int64_t>(1, macs / kMinMacsPerThread)});
   if (useful_threads <= 1) {

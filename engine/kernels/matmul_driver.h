@@ -36,12 +36,32 @@ struct TileKernel {
   int max_tokens = 1;
 };
 
+// Packed-weight GEMM for many tokens: weights are repacked, kGemmRows rows at a time, into a
+// scratch layout where SIMD lanes hold rows; the kernel then streams every token past the
+// packed tile, so per-block scaling costs one vector op per (token, block) for all rows at
+// once instead of one per (row, token, block).
+inline constexpr int kGemmRows = 16;
+
+struct GemmKernel {
+  // Scratch bytes one packed tile of kGemmRows rows of `cols` values needs.
+  uint64_t (*packed_bytes)(int64_t cols) = nullptr;
+  // Packs rows [0, nr) of w (nr <= kGemmRows) into packed; rows nr.. are zero.
+  void (*pack)(const uint8_t* w, uint64_t row_bytes, int nr, int64_t cols,
+               uint8_t* packed) = nullptr;
+  // y[t * ldy + r] = dot(row r, activation row t) for r < nr, t in [t0, t1).
+  void (*run)(const uint8_t* packed, int nr, const QuantizedActs& acts, int64_t t0, int64_t t1,
+              float* y, int64_t ldy) = nullptr;
+  // The packed path is used from this many tokens on (below it, the tiles).
+  int64_t min_tokens = 16;
+};
+
 inline constexpr int kMaxTypeId = 31;  // GgmlType ids are < 32
 inline constexpr int kNumActFormats = 6;
 
 struct MatmulImpl {
   IsaLevel isa = IsaLevel::kScalar;
   TileKernel tiles[kMaxTypeId + 1];          // indexed by GgmlType id
+  GemmKernel gemm[kMaxTypeId + 1];           // indexed by GgmlType id; optional
   QuantizeTokenFn quantize[kNumActFormats];  // indexed by ActFormat
 };
 

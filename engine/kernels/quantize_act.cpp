@@ -23,7 +23,7 @@ inline float RoundToF16(float x) { return Fp16ToFp32(Fp32ToFp16(x)); }
 
 // Q8_0 and Q8_1 (with_sum): 32-value blocks.
 void QuantizeQ8Blocks32(const float* x, int64_t n_blocks, bool with_sum, int8_t* qs, float* d,
-                        float* s) {
+                        int32_t* isum, float* s) {
   for (int64_t b = 0; b < n_blocks; ++b) {
     const float* xb = x + b * 32;
     int8_t* qb = qs + b * 32;
@@ -46,6 +46,7 @@ void QuantizeQ8Blocks32(const float* x, int64_t n_blocks, bool with_sum, int8_t*
       }
     }
     d[b] = d16;
+    isum[b] = sum;
     if (with_sum) {
       const float sv = d16 == 0.0f ? 0.0f : RoundToF16(dv * static_cast<float>(sum));
       s[b] = sv;
@@ -136,6 +137,7 @@ void QuantizedActs::Reset(ActFormat format, int64_t n_tokens, int64_t cols, cons
     case ActFormat::kQ8_0:
       qs_.resize(rows * nc);
       d_.resize(rows * nb);
+      isum_.resize(rows * nb);
       break;
     case ActFormat::kQ8_K:
       qs_.resize(rows * nc);
@@ -157,6 +159,7 @@ ActRow QuantizedActs::Row(int64_t t) const {
     case ActFormat::kQ8_0:
       r.qs = qs_.data() + t * cols_;
       r.d = d_.data() + t * n_blocks_;
+      r.isum = isum_.data() + t * n_blocks_;
       break;
     case ActFormat::kQ8_K:
       r.qs = qs_.data() + t * cols_;
@@ -173,6 +176,7 @@ ActRowMut QuantizedActs::MutRow(int64_t t) {
   m.qs = const_cast<int8_t*>(r.qs);
   m.d = const_cast<float*>(r.d);
   m.s = const_cast<float*>(r.s);
+  m.isum = const_cast<int32_t*>(r.isum);
   m.bsums = const_cast<int16_t*>(r.bsums);
   m.f = format_ == ActFormat::kF32 ? nullptr : const_cast<float*>(r.f);
   m.bf = const_cast<uint16_t*>(r.bf);
@@ -193,10 +197,10 @@ void QuantizeToken(const float* x_row, QuantizedActs& acts, int64_t t) {
       for (int64_t i = 0; i < cols; ++i) m.bf[i] = Fp32ToBf16(x_row[i]);
       break;
     case ActFormat::kQ8_0:
-      QuantizeQ8Blocks32(x_row, acts.n_blocks(), false, m.qs, m.d, nullptr);
+      QuantizeQ8Blocks32(x_row, acts.n_blocks(), false, m.qs, m.d, m.isum, nullptr);
       break;
     case ActFormat::kQ8_1:
-      QuantizeQ8Blocks32(x_row, acts.n_blocks(), true, m.qs, m.d, m.s);
+      QuantizeQ8Blocks32(x_row, acts.n_blocks(), true, m.qs, m.d, m.isum, m.s);
       break;
     case ActFormat::kQ8_K:
       QuantizeQ8K(x_row, acts.n_blocks(), m.qs, m.d, m.bsums);

@@ -35,6 +35,7 @@ struct ActRow {
   const int8_t* qs = nullptr;    // Q8_*: [cols] quantized values, |q| <= 127
   const float* d = nullptr;      // Q8_*: [n_blocks] block scales
   const float* s = nullptr;      // Q8_1: [n_blocks] f16(d * sum(q of the block))
+  const int32_t* isum = nullptr;  // Q8_0/Q8_1: [n_blocks] sum(q of the block)
   const int16_t* bsums = nullptr;  // Q8_K: [n_blocks * 16] sums of each 16 consecutive q
   const float* f = nullptr;      // F32: [cols] x itself; F16: [cols] x rounded to f16
   const uint16_t* bf = nullptr;  // BF16: [cols] x rounded to bf16 (raw bits)
@@ -45,6 +46,7 @@ struct ActRowMut {
   int8_t* qs = nullptr;
   float* d = nullptr;
   float* s = nullptr;
+  int32_t* isum = nullptr;
   int16_t* bsums = nullptr;
   float* f = nullptr;
   uint16_t* bf = nullptr;
@@ -75,6 +77,7 @@ class QuantizedActs {
   std::vector<int8_t> qs_;       // [n_tokens, cols]
   std::vector<float> d_;         // [n_tokens, n_blocks]
   std::vector<float> s_;         // [n_tokens, n_blocks]
+  std::vector<int32_t> isum_;    // [n_tokens, n_blocks]
   std::vector<int16_t> bsums_;   // [n_tokens, n_blocks * 16]
   std::vector<float> f_;         // [n_tokens, cols]
   std::vector<uint16_t> bf_;     // [n_tokens, cols]
@@ -87,8 +90,9 @@ namespace ref {
 // Scalar quantizers: the specification every SIMD quantizer must reproduce bit for bit.
 //   Q8_0 / Q8_1 (ggml's x86 quantize_row_q8_0/_1): amax = max|x|; d = amax / 127;
 //     id = amax != 0 ? 127 / amax : 0; q = round-half-even(x * id); the stored scale is
-//     f16(d). Q8_1 also stores s = f16(d * sum(q)). A block whose f16(d) is 0 stores q = 0
-//     and s = 0 (it contributes nothing either way; this keeps inf/NaN out of the ints).
+//     f16(d); isum = sum(q). Q8_1 also stores s = f16(d * isum). A block whose f16(d) is 0
+//     stores q = 0 and s = 0 (it contributes nothing either way; this keeps inf/NaN out of
+//     the ints).
 //   Q8_K (ggml's quantize_row_q8_K_ref): max = the value of largest magnitude (first one on
 //     ties); iscale = -127 / max; q = min(127, round-half-even(iscale * x)); d = 1 / iscale;
 //     bsums[j] = sum of q[16j .. 16j+15]. An all-zero block (or one whose iscale is not

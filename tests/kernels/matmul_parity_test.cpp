@@ -143,7 +143,7 @@ TEST_P(MatmulParity, RandomBlockBytes) {
   uint32_t seed = 100;
   for (const Shape& s : ShapesFor(GetParam().type)) {
     const auto bytes = testing::RandomBlockBytes(GetParam().type, s.rows, s.cols, seed++);
-    for (int64_t n_tokens : {1, 5}) Check(bytes, s, n_tokens, seed++, true);
+    for (int64_t n_tokens : {1, 5, 17, 40}) Check(bytes, s, n_tokens, seed++, true);
   }
 }
 

@@ -80,6 +80,7 @@ TEST(QuantizeAct, Q8_1StoresRoundedSum) {
   EXPECT_EQ(r.qs[0], 127);
   EXPECT_EQ(r.qs[2], -64);
   EXPECT_EQ(r.s[0], 2.9921875f);
+  EXPECT_EQ(r.isum[0], 190);
 }
 
 // Q8_K: the largest-magnitude value is -4, so iscale = -127 / -4 = 31.75, d = 1 / 31.75.
@@ -159,6 +160,7 @@ TEST(QuantizeAct, AllLevelsProduceIdenticalBytes) {
         EXPECT_TRUE(same(a.qs, b.qs, cols)) << where;
         EXPECT_TRUE(same(a.d, b.d, nb)) << where;
         EXPECT_TRUE(same(a.s, b.s, nb)) << where;
+        EXPECT_TRUE(same(a.isum, b.isum, nb)) << where;
         EXPECT_TRUE(same(a.bsums, b.bsums, nb * 16)) << where;
         EXPECT_TRUE(same(a.f, b.f, cols)) << where;
         EXPECT_TRUE(same(a.bf, b.bf, cols)) << where;

@@ -11,5 +11,7 @@ void FillLegacy(MatmulImpl* impl);                     // Q4_0, Q4_1, Q5_0, Q5_1
 void FillKQuants(MatmulImpl* impl);                    // Q4_K, Q5_K, Q6_K
 void FillFloat(MatmulImpl* impl, bool use_bf16_dot);   // F32, F16, BF16
 void FillQuantizers(MatmulImpl* impl);                 // activation quantizers
+void FillGemmLegacy(MatmulImpl* impl);                 // packed GEMM: Q4_0 .. Q8_0
+void FillGemmKQuants(MatmulImpl* impl);                // packed GEMM: Q4_K, Q5_K, Q6_K
 
 }  // namespace lifeline::kernels::avx512

@@ -9,6 +9,8 @@ void FillAvx512(MatmulImpl* impl, bool use_bf16_dot) {
   avx512::FillKQuants(impl);
   avx512::FillFloat(impl, use_bf16_dot);
   avx512::FillQuantizers(impl);
+  avx512::FillGemmLegacy(impl);
+  avx512::FillGemmKQuants(impl);
 }
 
 }  // namespace lifeline::kernels

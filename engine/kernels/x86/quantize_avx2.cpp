@@ -52,8 +52,10 @@ void QuantizeQ8_32(const float* x, QuantizedActs& acts, int64_t t, bool with_sum
         sum = _mm256_add_epi32(sum, q);
       }
     }
+    const int32_t isum = HsumEpi32(sum);
     m.d[b] = d16;
-    if (with_sum) m.s[b] = d16 == 0.0f ? 0.0f : RoundToF16(dv * static_cast<float>(HsumEpi32(sum)));
+    m.isum[b] = isum;
+    if (with_sum) m.s[b] = d16 == 0.0f ? 0.0f : RoundToF16(dv * static_cast<float>(isum));
   }
 }
 

@@ -37,9 +37,10 @@ void QuantizeQ8_32(const float* x, QuantizedActs& acts, int64_t t, bool with_sum
       const __m512i q1 = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(v1, id), kRound));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(m.qs + 32 * b), _mm512_cvtepi32_epi8(q0));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(m.qs + 32 * b + 16), _mm512_cvtepi32_epi8(q1));
-      if (with_sum) sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+      sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
     }
     m.d[b] = d16;
+    m.isum[b] = sum;
     if (with_sum) {
       const float sv = d16 == 0.0f ? 0.0f : RoundToF16(dv * static_cast<float>(sum));
       m.s[b] = sv;

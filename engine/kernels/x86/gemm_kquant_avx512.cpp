@@ -1,0 +1,217 @@
+// AVX-512 packed-weight GEMM for Q4_K, Q5_K and Q6_K (layout: see gemm_avx512.h).
+//
+// Packed tile, per super-block (kStride bytes):
+//   64 quads x 64 bytes of unsigned levels (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63)
+//   Q4_K / Q5_K: 8 x 16 f32 d * sc_j; 8 x 16 int32 (m_j, m_j) int16 pairs; 16 f32 dmin
+//   Q6_K:       16 x 16 f32 d * sc_g; 8 x 16 int32 (sc_2p, sc_2p+1) int16 pairs; 16 f32 32 * d
+// Per token and sub-block, vpdpbusd sums the integer dot for 16 rows exactly; one conversion
+// and one FMA apply d * sc_j (16 lanes) x d_y (broadcast). The mins (and Q6_K's offset of 32,
+// i.e. 32 * sum_g sc_g * bsum_g) are vpdpwssd of the packed int16 pairs with the token's
+// 16-value sums (two bsums per broadcast int32), scaled once per super-block.
+#include <type_traits>
+
+#include "engine/kernels/ref/quant_blocks.h"
+#include "engine/kernels/x86/avx512_kernels.h"
+#include "engine/kernels/x86/gemm_avx512.h"
+
+namespace lifeline::kernels::avx512 {
+namespace {
+
+constexpr int64_t kQK = 256;
+
+// Q4_K / Q5_K scale packing (ref/quant_blocks.h UnpackScaleMinK4), all 8 pairs at once.
+static inline void ScalesK4(const uint8_t* s12, uint8_t* sc, uint8_t* mn) {
+  const uint32_t q0 = Load32u(s12), q1 = Load32u(s12 + 4), q2 = Load32u(s12 + 8);
+  Store32u(sc, q0 & 0x3f3f3f3fu);
+  Store32u(sc + 4, (q2 & 0x0f0f0f0fu) | (((q0 >> 6) & 0x03030303u) << 4));
+  Store32u(mn, q1 & 0x3f3f3f3fu);
+  Store32u(mn + 4, ((q2 >> 4) & 0x0f0f0f0fu) | (((q1 >> 6) & 0x03030303u) << 4));
+}
+
+template <bool kFifthBit>
+struct Q45K {
+  static constexpr int64_t kBytes = kFifthBit ? 176 : 144;
+  static constexpr int kQs = kFifthBit ? 48 : 16;
+  static constexpr int64_t kDsc = 4096, kMins = 4096 + 512, kDmin = 4096 + 1024;
+  static constexpr int64_t kStride = 4096 + 1024 + 64;
+
+  static uint64_t PackedBytes(int64_t cols) { return static_cast<uint64_t>(cols / kQK) * kStride; }
+
+  // Levels of values 4q..4q+3 (q < 64): chunk q / 16 of 64 values; quads 0..7 of a chunk are
+  // low nibbles of its 32 bytes, quads 8..15 the high nibbles; Q5_K's fifth bit of element e
+  // is bit e / 32 of qh[e % 32].
+  static uint32_t Quad(const uint8_t* blk, int q) {
+    const int chunk = q / 16, qq = q % 16;
+    const uint32_t v = Load32u(blk + kQs + 32 * chunk + 4 * (qq % 8));
+    uint32_t lv = (qq < 8 ? v : v >> 4) & 0x0f0f0f0fu;
+    if constexpr (kFifthBit) {
+      const int e = 4 * q;
+      lv |= ((Load32u(blk + 16 + e % 32) >> (e / 32)) & 0x01010101u) << 4;
+    }
+    return lv;
+  }
+
+  static void Pack(const uint8_t* w, uint64_t rb, int nr, int64_t cols, uint8_t* packed) {
+    const int64_t nb = cols / kQK;
+    for (int64_t i = 0; i < nb; ++i) {
+      uint8_t* pb = packed + i * kStride;
+      float* dsc = reinterpret_cast<float*>(pb + kDsc);
+      uint32_t* mins = reinterpret_cast<uint32_t*>(pb + kMins);
+      float* dmin = reinterpret_cast<float*>(pb + kDmin);
+      for (int r = 0; r < kGemmRows; ++r) {
+        if (r >= nr) {
+          for (int q = 0; q < 64; ++q) Store32u(pb + 64 * q + 4 * r, 0);
+          for (int j = 0; j < 8; ++j) {
+            dsc[16 * j + r] = 0.0f;
+            mins[16 * j + r] = 0;
+          }
+          dmin[r] = 0.0f;
+          continue;
+        }
+        const uint8_t* blk = w + r * rb + i * kBytes;
+#pragma GCC unroll 64
+        for (int q = 0; q < 64; ++q) Store32u(pb + 64 * q + 4 * r, Quad(blk, q));
+        uint8_t sc[8], mn[8];
+        ScalesK4(blk + 4, sc, mn);
+        const float d = LoadF16(blk);
+        for (int j = 0; j < 8; ++j) {
+          dsc[16 * j + r] = d * static_cast<float>(sc[j]);
+          mins[16 * j + r] = static_cast<uint32_t>(mn[j]) * 0x00010001u;  // (m_j, m_j)
+        }
+        dmin[r] = LoadF16(blk + 2);
+      }
+    }
+  }
+
+  template <int NT>
+  static void Block(const uint8_t* packed, int nr, int64_t cols, const ActRow* a, float* y,
+                    int64_t ldy) {
+    const int64_t nb = cols / kQK;
+    __m512 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+      const uint8_t* pb = packed + i * kStride;
+      for (int j = 0; j < 8; ++j) {
+        __m512i qv[8];
+        for (int q = 0; q < 8; ++q) qv[q] = _mm512_load_si512(pb + 64 * (8 * j + q));
+        const __m512 dsc = _mm512_load_ps(reinterpret_cast<const float*>(pb + kDsc) + 16 * j);
+        for (int t = 0; t < NT; ++t) {
+          const int8_t* yq = a[t].qs + i * kQK + 32 * j;
+          __m512i acci = _mm512_setzero_si512();
+          for (int q = 0; q < 8; ++q) acci = _mm512_dpbusd_epi32(acci, qv[q], Bcast4(yq + 4 * q));
+          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acci), _mm512_mul_ps(dsc, _mm512_set1_ps(a[t].d[i])), acc[t]);
+        }
+      }
+      const __m512 dmin = _mm512_load_ps(reinterpret_cast<const float*>(pb + kDmin));
+      for (int t = 0; t < NT; ++t) {
+        const int16_t* bs = a[t].bsums + 16 * i;
+        __m512i macc = _mm512_setzero_si512();
+        for (int j = 0; j < 8; ++j) {
+          const __m512i mj = _mm512_load_si512(pb + kMins + 64 * j);
+          macc = _mm512_dpwssd_epi32(macc, mj, _mm512_set1_epi32(static_cast<int>(Load32u(bs + 2 * j))));
+        }
+        acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(macc), _mm512_mul_ps(dmin, _mm512_set1_ps(a[t].d[i])), acc[t]);
+      }
+    }
+    for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * ldy, RowMask(nr), acc[t]);
+  }
+};
+
+struct Q6K {
+  static constexpr int64_t kBytes = 210;
+  static constexpr int64_t kDsc = 4096, kScp = 4096 + 1024, kD32 = 4096 + 1536;
+  static constexpr int64_t kStride = 4096 + 1536 + 64;
+
+  static uint64_t PackedBytes(int64_t cols) { return static_cast<uint64_t>(cols / kQK) * kStride; }
+
+  // Element 128h + 32g + l: low 4 bits in nibble g / 2 of ql[64h + 32 (g % 2) + l], high 2
+  // bits at bit 2g of qh[32h + l] (ref/vec_dot_ref.cpp).
+  static uint32_t Quad(const uint8_t* blk, int q) {
+    const int e = 4 * q, h = e / 128, g = (e % 128) / 32, l = e % 32;
+    const uint32_t lo = (Load32u(blk + 64 * h + 32 * (g % 2) + l) >> (4 * (g / 2))) & 0x0f0f0f0fu;
+    const uint32_t hi = (Load32u(blk + 128 + 32 * h + l) >> (2 * g)) & 0x03030303u;
+    return lo | (hi << 4);
+  }
+
+  static void Pack(const uint8_t* w, uint64_t rb, int nr, int64_t cols, uint8_t* packed) {
+    const int64_t nb = cols / kQK;
+    for (int64_t i = 0; i < nb; ++i) {
+      uint8_t* pb = packed + i * kStride;
+      float* dsc = reinterpret_cast<float*>(pb + kDsc);
+      uint32_t* scp = reinterpret_cast<uint32_t*>(pb + kScp);
+      float* d32 = reinterpret_cast<float*>(pb + kD32);
+      for (int r = 0; r < kGemmRows; ++r) {
+        if (r >= nr) {
+          for (int q = 0; q < 64; ++q) Store32u(pb + 64 * q + 4 * r, 0);
+          for (int g = 0; g < 16; ++g) dsc[16 * g + r] = 0.0f;
+          for (int p = 0; p < 8; ++p) scp[16 * p + r] = 0;
+          d32[r] = 0.0f;
+          continue;
+        }
+        const uint8_t* blk = w + r * rb + i * kBytes;
+#pragma GCC unroll 64
+        for (int q = 0; q < 64; ++q) Store32u(pb + 64 * q + 4 * r, Quad(blk, q));
+        const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
+        const float d = LoadF16(blk + 208);
+        for (int g = 0; g < 16; ++g) dsc[16 * g + r] = d * static_cast<float>(sc[g]);
+        for (int p = 0; p < 8; ++p) {
+          scp[16 * p + r] = static_cast<uint16_t>(sc[2 * p]) | (static_cast<uint32_t>(static_cast<uint16_t>(sc[2 * p + 1])) << 16);
+        }
+        d32[r] = 32.0f * d;
+      }
+    }
+  }
+
+  template <int NT>
+  static void Block(const uint8_t* packed, int nr, int64_t cols, const ActRow* a, float* y,
+                    int64_t ldy) {
+    const int64_t nb = cols / kQK;
+    __m512 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+      const uint8_t* pb = packed + i * kStride;
+      for (int g = 0; g < 16; g += 2) {  // two 16-value groups per pass: 8 quads
+        __m512i qv[8];
+        for (int q = 0; q < 8; ++q) qv[q] = _mm512_load_si512(pb + 64 * (4 * g + q));
+        const __m512 ds0 = _mm512_load_ps(reinterpret_cast<const float*>(pb + kDsc) + 16 * g);
+        const __m512 ds1 = _mm512_load_ps(reinterpret_cast<const float*>(pb + kDsc) + 16 * (g + 1));
+        for (int t = 0; t < NT; ++t) {
+          const int8_t* yq = a[t].qs + i * kQK + 16 * g;
+          __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+          for (int q = 0; q < 4; ++q) {
+            a0 = _mm512_dpbusd_epi32(a0, qv[q], Bcast4(yq + 4 * q));
+            a1 = _mm512_dpbusd_epi32(a1, qv[4 + q], Bcast4(yq + 16 + 4 * q));
+          }
+          const __m512 dy = _mm512_set1_ps(a[t].d[i]);
+          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_mul_ps(ds0, dy), acc[t]);
+          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1), _mm512_mul_ps(ds1, dy), acc[t]);
+        }
+      }
+      // Levels were used as q + 32: subtract 32 d d_y sum_g sc_g bsum_g.
+      const __m512 d32 = _mm512_load_ps(reinterpret_cast<const float*>(pb + kD32));
+      for (int t = 0; t < NT; ++t) {
+        const int16_t* bs = a[t].bsums + 16 * i;
+        __m512i cacc = _mm512_setzero_si512();
+        for (int p = 0; p < 8; ++p) {
+          const __m512i sp = _mm512_load_si512(pb + kScp + 64 * p);
+          cacc = _mm512_dpwssd_epi32(cacc, sp, _mm512_set1_epi32(static_cast<int>(Load32u(bs + 2 * p))));
+        }
+        acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(cacc), _mm512_mul_ps(d32, _mm512_set1_ps(a[t].d[i])), acc[t]);
+      }
+    }
+    for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * ldy, RowMask(nr), acc[t]);
+  }
+};
+
+}  // namespace
+
+// Thresholds from measured costs (cycles per weight value: packing ~0.35; per token and row,
+// tiles ~1/30, packed ~1/69): break-even near 17 tokens for Q4_K / Q5_K, 30 for Q6_K whose
+// tiles are faster.
+void FillGemmKQuants(MatmulImpl* impl) {
+  impl->gemm[static_cast<int>(GgmlType::kQ4_K)] = MakeGemm<Q45K<false>>(24);
+  impl->gemm[static_cast<int>(GgmlType::kQ5_K)] = MakeGemm<Q45K<true>>(24);
+  impl->gemm[static_cast<int>(GgmlType::kQ6_K)] = MakeGemm<Q6K>(32);
+}
+
+}  // namespace lifeline::kernels::avx512
