@@ -10,6 +10,7 @@ PACKAGES=(
   nlohmann-json3-dev          # JSON for CLI output, reference files, later the HTTP API
   libcli11-dev                # CLI11: subcommands and flags of the `lifeline` binary
   libboost-dev                # Boost 1.74 headers: Asio + Beast for the HTTP/SSE server
+  libtomlplusplus-dev         # toml++: the `serve --config` file (SLO classes, cascade, controller)
 )
 
 missing=()

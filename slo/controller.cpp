@@ -1,0 +1,246 @@
+#include "slo/controller.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace lifeline::slo {
+
+namespace {
+
+std::string Fmt(const char* fmt, auto... args) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), fmt, args...);
+  return buf;
+}
+
+bool Elapsed(const std::optional<int64_t>& since_us, int64_t now_us, int64_t interval_ms) {
+  return !since_us || now_us - *since_us >= interval_ms * 1000;
+}
+
+}  // namespace
+
+std::string_view LevelName(Level level) {
+  switch (level) {
+    case Level::kNormal: return "normal";
+    case Level::kTruncate: return "truncate";
+    case Level::kTrimContext: return "trim_context";
+    case Level::kCascade: return "cascade";
+    case Level::kShed: return "shed";
+  }
+  return "?";
+}
+
+Pressure PressureOf(const SloClass& cls, const SeriesSnapshot* series, int64_t min_samples) {
+  Pressure p;
+  if (series == nullptr) return p;
+  const std::pair<Metric, std::optional<double>> targets[] = {
+      {Metric::kTtft, cls.ttft_p95_ms}, {Metric::kE2e, cls.e2e_p95_ms},
+      {Metric::kTpot, cls.tpot_p95_ms}};
+  for (const auto& [metric, target] : targets) {
+    if (!target) continue;
+    const WindowStats& w = (*series)[metric];
+    if (w.count < static_cast<uint64_t>(min_samples)) continue;
+    const double ratio = w.p95_ms / *target;
+    if (!p.has_signal || ratio > p.ratio) {
+      p.has_signal = true;
+      p.ratio = ratio;
+      p.metric = metric;
+      p.p95_ms = w.p95_ms;
+      p.target_ms = *target;
+      p.samples = w.count;
+    }
+  }
+  return p;
+}
+
+void EventLog::Push(LadderEvent e) {
+  if (capacity_ == 0) return;
+  if (events_.size() == capacity_) events_.pop_front();
+  events_.push_back(std::move(e));
+  ++total_;
+}
+
+const ModelKnobs* Knobs::ForModel(std::string_view model) const {
+  for (const ModelKnobs& m : models) {
+    if (m.model == model) return &m;
+  }
+  return nullptr;
+}
+
+Level Knobs::LevelOf(std::string_view slo_class) const {
+  for (const ClassLevel& c : classes) {
+    if (c.slo_class == slo_class) return c.level;
+  }
+  return Level::kNormal;
+}
+
+Controller::Controller(SloConfig config, std::vector<std::string> local_models, int64_t now_us)
+    : config_(std::move(config)),
+      started_us_(now_us),
+      events_(static_cast<size_t>(config_.ladder.event_log_size)) {
+  for (const SloClass& c : config_.classes) classes_.emplace(c.name, ClassState{});
+  for (std::string& m : local_models) {
+    models_.push_back(ModelState{std::move(m), config_.batching.initial, std::nullopt});
+  }
+  std::lock_guard lock(mu_);
+  Publish(now_us);
+}
+
+int64_t Controller::StepTokensFor(int32_t max_running) const {
+  return std::max<int64_t>(config_.batching.min_step_tokens,
+                           int64_t{max_running} * config_.batching.step_tokens_per_seq);
+}
+
+void Controller::Publish(int64_t now_us) {
+  auto k = std::make_shared<Knobs>();
+  k->version = ++version_;
+  k->at_us = now_us;
+  for (const ModelState& m : models_) {
+    k->models.push_back(ModelKnobs{m.model, m.max_running, StepTokensFor(m.max_running)});
+  }
+  for (const auto& [name, st] : classes_) k->classes.push_back(ClassLevel{name, st.level});
+  k->preferred_batch_sizes = config_.batching.preferred_batch_sizes;
+  k->max_queue_delay_us = static_cast<int64_t>(config_.batching.max_queue_delay_ms * 1000.0);
+  board_.Publish(std::move(k));
+}
+
+void Controller::Transition(const SloClass& cls, int64_t now_us, Level to, std::string reason,
+                            const Pressure& p, ClassState* st, TickResult* out) {
+  LadderEvent e;
+  e.at_us = now_us;
+  e.slo_class = cls.name;
+  e.from = st->level;
+  e.to = to;
+  e.reason = std::move(reason);
+  if (p.has_signal) {
+    e.metric = p.metric;
+    e.p95_ms = p.p95_ms;
+    e.target_ms = p.target_ms;
+  }
+  ++transitions_[{cls.name, e.from, e.to}];
+  events_.Push(e);
+  out->events.push_back(std::move(e));
+  st->level = to;
+  st->changed_us = now_us;
+  st->healthy_ticks = 0;
+}
+
+bool Controller::StepClass(const SloClass& cls, int64_t now_us, const Pressure& p,
+                           ClassState* st, TickResult* out) {
+  const LadderParams& lp = config_.ladder;
+  st->last = p;
+  const auto level = static_cast<int32_t>(st->level);
+  if (p.has_signal && p.ratio > lp.enter_ratio) {
+    st->healthy_ticks = 0;
+    if (level >= cls.max_level || !Elapsed(st->changed_us, now_us, lp.raise_interval_ms)) {
+      return false;
+    }
+    Transition(cls, now_us, static_cast<Level>(level + 1),
+               Fmt("%s p95 %.1f ms > %.2f x target %.1f ms", MetricName(p.metric).data(),
+                   p.p95_ms, lp.enter_ratio, p.target_ms),
+               p, st, out);
+    return true;
+  }
+  if (p.has_signal && p.ratio >= lp.recover_ratio) {
+    st->healthy_ticks = 0;  // inside the hysteresis band: hold
+    return false;
+  }
+  ++st->healthy_ticks;
+  const int64_t dwell_ms = lp.min_dwell_ms;
+  if (level == 0 || st->healthy_ticks < lp.recover_ticks ||
+      now_us - st->changed_us.value_or(started_us_) < dwell_ms * 1000) {
+    return false;
+  }
+  const int32_t ticks = st->healthy_ticks;
+  std::string reason =
+      p.has_signal
+          ? Fmt("%s p95 %.1f ms < %.2f x target %.1f ms for %d ticks",
+                MetricName(p.metric).data(), p.p95_ms, lp.recover_ratio, p.target_ms, ticks)
+          : Fmt("fewer than %lld samples in the window for %d ticks",
+                static_cast<long long>(config_.controller.min_samples), ticks);
+  Transition(cls, now_us, static_cast<Level>(level - 1), std::move(reason), p, st, out);
+  return true;
+}
+
+bool Controller::StepModel(int64_t now_us, const TrackerSnapshot& snapshot, ModelState* st,
+                           TickResult* out) {
+  const ControllerParams& cp = config_.controller;
+  const BatchParams& bp = config_.batching;
+  bool any = false;
+  double worst = 0;
+  for (const SloClass& cls : config_.classes) {
+    const Pressure p = PressureOf(cls, snapshot.Find(cls.name, st->model), cp.min_samples);
+    if (!p.has_signal) continue;
+    worst = any ? std::max(worst, p.ratio) : p.ratio;
+    any = true;
+  }
+  if (!any || !Elapsed(st->adjusted_us, now_us, cp.batch_adjust_interval_ms)) return false;
+  int32_t next = st->max_running;
+  if (worst > cp.batch_high_ratio) {
+    next = std::max(bp.floor, st->max_running / 2);
+  } else if (worst < cp.batch_low_ratio) {
+    next = static_cast<int32_t>(std::min<int64_t>(bp.cap, int64_t{st->max_running} * 2));
+  }
+  if (next == st->max_running) return false;
+  out->batch_changes.push_back(BatchChange{now_us, st->model, st->max_running, next, worst});
+  st->max_running = next;
+  st->adjusted_us = now_us;
+  return true;
+}
+
+TickResult Controller::Tick(int64_t now_us, const TrackerSnapshot& snapshot) {
+  TickResult out;
+  std::lock_guard lock(mu_);
+  bool changed = false;
+  for (const SloClass& cls : config_.classes) {
+    const Pressure p =
+        PressureOf(cls, snapshot.FindClass(cls.name), config_.controller.min_samples);
+    changed |= StepClass(cls, now_us, p, &classes_.find(cls.name)->second, &out);
+  }
+  for (ModelState& m : models_) changed |= StepModel(now_us, snapshot, &m, &out);
+  if (changed) Publish(now_us);
+  out.published = changed;
+  return out;
+}
+
+std::vector<LadderEvent> Controller::RecentEvents() const {
+  std::lock_guard lock(mu_);
+  return events_.Recent();
+}
+
+uint64_t Controller::EventsTotal() const {
+  std::lock_guard lock(mu_);
+  return events_.total();
+}
+
+std::vector<ClassStatus> Controller::ClassStatuses() const {
+  std::lock_guard lock(mu_);
+  std::vector<ClassStatus> out;
+  for (const auto& [name, st] : classes_) {
+    out.push_back(
+        ClassStatus{name, st.level, st.changed_us.value_or(started_us_), st.healthy_ticks, st.last});
+  }
+  return out;
+}
+
+std::vector<TransitionCount> Controller::TransitionCounts() const {
+  std::lock_guard lock(mu_);
+  std::vector<TransitionCount> out;
+  for (const auto& [key, n] : transitions_) {
+    out.push_back(TransitionCount{std::get<0>(key), std::get<1>(key), std::get<2>(key), n});
+  }
+  return out;
+}
+
+BatchWindowDecision DecideBatchWindow(const Knobs& knobs, const ModelKnobs& model,
+                                      int32_t running, int32_t waiting, int64_t oldest_wait_us) {
+  if (running > 0 || waiting == 0 || knobs.max_queue_delay_us <= 0) return {true, 0};
+  if (waiting >= model.max_running) return {true, 0};
+  if (!knobs.preferred_batch_sizes.empty() && waiting >= knobs.preferred_batch_sizes.front()) {
+    return {true, 0};
+  }
+  if (oldest_wait_us >= knobs.max_queue_delay_us) return {true, 0};
+  return {false, knobs.max_queue_delay_us - oldest_wait_us};
+}
+
+}  // namespace lifeline::slo

@@ -1,0 +1,209 @@
+// The SLO controller: once per tick (owner's timer, ~200 ms) it compares each class's windowed
+// P95 with its targets and
+//   - moves the class's degradation level (0 normal, 1 truncate, 2 trim context, 3 cascade,
+//     4 shed) one step at a time, with hysteresis: raise when P95 > enter_ratio x target (at
+//     most once per raise_interval_ms); lower only after recover_ticks consecutive ticks with
+//     P95 < recover_ratio x target (or too few samples: an idle class is healthy) and
+//     min_dwell_ms in the level;
+//   - halves / doubles each local model's batch limit (max running sequences, with the step
+//     token budget following) when the worst class P95 on that model is above
+//     batch_high_ratio / below batch_low_ratio x target, within [floor, cap];
+//   - logs every level transition (bounded ring) and publishes the knobs.
+//
+// Publication: Knobs are immutable and swapped through an atomic shared_ptr (KnobBoard). The
+// engine loads them at step start and HTTP threads at admission; neither ever waits for a
+// tick. A new Knobs (higher version) is published only when something changed.
+//
+// Ownership: the controller owns a copy of the config, the per-class and per-model state, the
+// event log. Thread-safety: Tick and the report accessors lock one mutex (never taken by the
+// engine); board()/knobs() are safe from any thread. Failure: none (inputs are validated
+// config and snapshots); a class absent from the snapshot has no signal.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "slo/latency_tracker.h"
+#include "slo/slo_config.h"
+
+namespace lifeline::slo {
+
+enum class Level : uint8_t { kNormal = 0, kTruncate = 1, kTrimContext = 2, kCascade = 3, kShed = 4 };
+inline constexpr int32_t kTopLevel = 4;
+// "normal", "truncate", "trim_context", "cascade", "shed"
+std::string_view LevelName(Level level);
+
+// The worst P95 / target ratio of a series over the metrics the class has targets for.
+struct Pressure {
+  bool has_signal = false;  // some targeted metric has >= min_samples in its window
+  double ratio = 0;         // max p95 / target over metrics with signal
+  Metric metric = Metric::kTtft;
+  double p95_ms = 0;
+  double target_ms = 0;
+  uint64_t samples = 0;
+};
+Pressure PressureOf(const SloClass& cls, const SeriesSnapshot* series, int64_t min_samples);
+
+struct LadderEvent {
+  int64_t at_us = 0;
+  std::string slo_class;
+  Level from = Level::kNormal;
+  Level to = Level::kNormal;
+  std::string reason;
+  // The signal behind the transition; p95_ms = 0 and target_ms = 0 when there was none.
+  Metric metric = Metric::kTtft;
+  double p95_ms = 0;
+  double target_ms = 0;
+};
+
+// Bounded ring of the most recent events; the oldest are dropped.
+class EventLog {
+ public:
+  explicit EventLog(size_t capacity) : capacity_(capacity) {}
+  void Push(LadderEvent e);
+  std::vector<LadderEvent> Recent() const { return {events_.begin(), events_.end()}; }  // oldest first
+  uint64_t total() const { return total_; }  // ever pushed
+  size_t capacity() const { return capacity_; }
+
+ private:
+  size_t capacity_;
+  std::deque<LadderEvent> events_;
+  uint64_t total_ = 0;
+};
+
+struct ModelKnobs {
+  std::string model;
+  int32_t max_running = 0;      // scheduler SchedulerKnobs::max_running
+  int64_t max_step_tokens = 0;  // scheduler SchedulerKnobs::max_step_tokens
+};
+
+struct ClassLevel {
+  std::string slo_class;
+  Level level = Level::kNormal;
+};
+
+struct Knobs {
+  uint64_t version = 0;  // 1 for the first publication, +1 per change
+  int64_t at_us = 0;
+  std::vector<ModelKnobs> models;   // controlled local models, construction order
+  std::vector<ClassLevel> classes;  // sorted by class
+  std::vector<int32_t> preferred_batch_sizes;
+  int64_t max_queue_delay_us = 0;
+
+  const ModelKnobs* ForModel(std::string_view model) const;
+  Level LevelOf(std::string_view slo_class) const;  // kNormal for unknown classes
+};
+
+class KnobBoard {
+ public:
+  std::shared_ptr<const Knobs> Load() const { return current_.load(std::memory_order_acquire); }
+  void Publish(std::shared_ptr<const Knobs> knobs) {
+    current_.store(std::move(knobs), std::memory_order_release);
+  }
+
+ private:
+  std::atomic<std::shared_ptr<const Knobs>> current_;
+};
+
+struct BatchChange {
+  int64_t at_us = 0;
+  std::string model;
+  int32_t from = 0;
+  int32_t to = 0;
+  double ratio = 0;  // the worst P95 / target that drove it
+};
+
+struct TickResult {
+  std::vector<LadderEvent> events;
+  std::vector<BatchChange> batch_changes;
+  bool published = false;  // a new Knobs version went out
+};
+
+struct ClassStatus {
+  std::string slo_class;
+  Level level = Level::kNormal;
+  int64_t level_since_us = 0;  // time of the last transition (construction time if none)
+  int32_t healthy_ticks = 0;   // consecutive ticks below recover_ratio x target
+  Pressure last;               // the pressure seen at the last tick
+};
+
+struct TransitionCount {
+  std::string slo_class;
+  Level from = Level::kNormal;
+  Level to = Level::kNormal;
+  uint64_t count = 0;
+};
+
+class Controller {
+ public:
+  // `local_models`: the engine loops whose batch limits this controller sets (remote cascade
+  // members have none). Publishes the initial knobs (batch = batching.initial, all normal).
+  Controller(SloConfig config, std::vector<std::string> local_models, int64_t now_us);
+
+  TickResult Tick(int64_t now_us, const TrackerSnapshot& snapshot);
+
+  const KnobBoard& board() const { return board_; }
+  std::shared_ptr<const Knobs> knobs() const { return board_.Load(); }
+  const SloConfig& config() const { return config_; }
+
+  std::vector<LadderEvent> RecentEvents() const;
+  uint64_t EventsTotal() const;
+  std::vector<ClassStatus> ClassStatuses() const;  // sorted by class
+  std::vector<TransitionCount> TransitionCounts() const;
+
+ private:
+  struct ClassState {
+    Level level = Level::kNormal;
+    std::optional<int64_t> changed_us;  // last transition; none yet: no wait to raise
+    int32_t healthy_ticks = 0;
+    Pressure last;
+  };
+  struct ModelState {
+    std::string model;
+    int32_t max_running = 0;
+    std::optional<int64_t> adjusted_us;
+  };
+
+  bool StepClass(const SloClass& cls, int64_t now_us, const Pressure& p, ClassState* st,
+                 TickResult* out);
+  bool StepModel(int64_t now_us, const TrackerSnapshot& snapshot, ModelState* st,
+                 TickResult* out);
+  void Transition(const SloClass& cls, int64_t now_us, Level to, std::string reason,
+                  const Pressure& p, ClassState* st, TickResult* out);
+  void Publish(int64_t now_us);
+  int64_t StepTokensFor(int32_t max_running) const;
+
+  const SloConfig config_;
+  KnobBoard board_;
+  uint64_t version_ = 0;
+
+  mutable std::mutex mu_;
+  int64_t started_us_;
+  std::map<std::string, ClassState, std::less<>> classes_;
+  std::vector<ModelState> models_;
+  EventLog events_;
+  std::map<std::tuple<std::string, Level, Level>, uint64_t> transitions_;
+};
+
+// Triton-style batching window for the engine loop, applied to admissions from an idle
+// engine: while sequences are running the step always goes ahead (continuous batching never
+// delays a running decode). Otherwise dispatch when `waiting` reaches max_running or the
+// smallest preferred batch size, or when the oldest request has waited max_queue_delay;
+// else wait `wait_us` more.
+struct BatchWindowDecision {
+  bool dispatch = true;
+  int64_t wait_us = 0;
+};
+BatchWindowDecision DecideBatchWindow(const Knobs& knobs, const ModelKnobs& model,
+                                      int32_t running, int32_t waiting, int64_t oldest_wait_us);
+
+}  // namespace lifeline::slo

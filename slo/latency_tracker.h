@@ -1,0 +1,106 @@
+// Live latency per (SLO class, model): for each of TTFT, time per output token, inter-token
+// latency, queue time and end-to-end, a sliding window (WindowedHistogram: P50/P95/P99 for
+// the controller and /v1/slo) and a cumulative PromHistogram (for /metrics).
+//
+// The engine thread records; the controller's timer and the metrics handler take snapshots.
+//
+// Ownership: owns its series, created on first record. Thread-safety: every method may be
+// called from any thread (one mutex; a record is a map lookup plus one bucket increment per
+// value, a snapshot merges at most n_buckets histograms per series). Failure: none; past
+// kMaxSeries distinct (class, model) pairs new pairs are dropped and counted.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "slo/histogram.h"
+
+namespace lifeline::slo {
+
+enum class Metric : uint8_t { kTtft = 0, kTpot, kItl, kQueue, kE2e };
+inline constexpr int kMetricCount = 5;
+inline constexpr std::array<Metric, kMetricCount> kAllMetrics = {
+    Metric::kTtft, Metric::kTpot, Metric::kItl, Metric::kQueue, Metric::kE2e};
+// "ttft", "tpot", "itl", "queue", "e2e"
+std::string_view MetricName(Metric m);
+
+struct WindowStats {
+  uint64_t count = 0;
+  double p50_ms = 0;
+  double p95_ms = 0;
+  double p99_ms = 0;
+  double mean_ms = 0;
+};
+
+struct SeriesSnapshot {
+  std::string slo_class;
+  std::string model;  // empty in TrackerSnapshot::by_class (all models merged)
+  std::array<WindowStats, kMetricCount> window;
+  std::array<PromHistogram, kMetricCount> total;  // cumulative since start
+
+  const WindowStats& operator[](Metric m) const { return window[static_cast<size_t>(m)]; }
+};
+
+struct TrackerSnapshot {
+  int64_t at_us = 0;
+  std::vector<SeriesSnapshot> by_class_model;  // sorted by (class, model)
+  std::vector<SeriesSnapshot> by_class;        // sorted by class; models merged
+  uint64_t dropped_series_records = 0;         // records refused over kMaxSeries
+
+  const SeriesSnapshot* Find(std::string_view slo_class, std::string_view model) const;
+  const SeriesSnapshot* FindClass(std::string_view slo_class) const;
+};
+
+// The samples of one finished request (absent: not measured, e.g. no token produced).
+struct RequestSample {
+  std::optional<double> ttft_ms;
+  std::optional<double> tpot_ms;  // (e2e - ttft) / (output tokens - 1)
+  std::optional<double> queue_ms;
+  std::optional<double> e2e_ms;
+  std::span<const double> itl_ms;  // [output tokens - 1] gaps between streamed tokens
+};
+
+class LatencyTracker {
+ public:
+  static constexpr size_t kMaxSeries = 4096;
+
+  explicit LatencyTracker(WindowSpec spec = {});
+
+  void Record(std::string_view slo_class, std::string_view model, Metric metric, int64_t now_us,
+              double value_ms);
+  // All of one request's samples under one lock.
+  void RecordRequest(std::string_view slo_class, std::string_view model, int64_t now_us,
+                     const RequestSample& sample);
+
+  TrackerSnapshot Snapshot(int64_t now_us) const;
+
+  const WindowSpec& spec() const { return spec_; }
+
+ private:
+  struct Series {
+    explicit Series(WindowSpec spec);
+    std::array<WindowedHistogram, kMetricCount> window;
+    std::array<PromHistogram, kMetricCount> total;
+    void Add(Metric m, int64_t now_us, double value_ms);
+  };
+  Series* SeriesFor(std::string_view slo_class, std::string_view model);  // under mu_
+
+  WindowSpec spec_;
+  mutable std::mutex mu_;
+  // class -> model -> series; transparent comparators so the hot path looks up by view.
+  std::map<std::string, std::map<std::string, std::unique_ptr<Series>, std::less<>>,
+           std::less<>>
+      series_;
+  size_t n_series_ = 0;
+  uint64_t dropped_ = 0;
+};
+
+}  // namespace lifeline::slo

@@ -1,0 +1,138 @@
+// SLO configuration: scenario classes with P95 targets, user-role multipliers, the model
+// cascade (local GGUF models and remote OpenAI-compatible backends, heavy -> light), and the
+// parameters of the latency windows, batch controller, degradation ladder and admission.
+// Built-in defaults (DefaultSloConfig) work with no file; a TOML file (`serve --config`)
+// overrides them key by key. docs/slo.md lists every key with its default.
+//
+// Resolve() turns a request's SLO fields (class, role, explicit deadline) into its budget.
+//
+// Ownership: value types. Thread-safety: immutable after parsing; const methods are safe
+// from any thread. Failure: ParseSloConfig returns InvalidArgument naming the source, line,
+// key, value and limit ("slo.toml:12: ladder.recover_ticks = 0 is below the minimum 1");
+// Resolve returns InvalidArgument naming `slo_class`, `user_role` or `deadline_ms`.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "slo/histogram.h"
+
+namespace lifeline::slo {
+
+inline constexpr double kMaxBudgetMs = 3'600'000;  // 1 h: largest target or deadline accepted
+
+struct SloClass {
+  std::string name;                  // [a-z0-9_-]{1,64}
+  std::optional<double> ttft_p95_ms;  // time to first token
+  std::optional<double> e2e_p95_ms;   // end to end (first request byte .. last byte)
+  std::optional<double> tpot_p95_ms;  // time per output token after the first
+  int32_t priority = 0;               // higher runs first (scheduler: priority desc)
+  int32_t max_level = 4;              // highest ladder level this class may reach (0..4)
+};
+
+// One cascade member: a local model (path) or a remote OpenAI-compatible backend (url, model).
+struct ModelEntry {
+  std::string name;          // what requests name in `model`; unique
+  std::string path;          // local GGUF file; empty for remote members
+  std::string url;           // remote base URL (http:// or https://), e.g. http://h:8000/v1
+  std::string remote_model;  // the `model` sent to the remote backend
+  bool in_cascade = true;    // false: served when named, never a fallback target
+  int32_t max_queue_requests = 256;     // bounded queue per model (admission)
+  int64_t max_queue_tokens = 1 << 20;   // queued prompt tokens per model (admission)
+
+  bool remote() const { return !url.empty(); }
+};
+
+struct ControllerParams {
+  int64_t tick_ms = 200;             // how often the owner of the timer calls Tick
+  int64_t min_samples = 20;          // fewer samples in a window: no signal (never raises)
+  double batch_high_ratio = 1.1;     // P95 > 1.1 x target: halve the batch
+  double batch_low_ratio = 0.9;      // P95 < 0.9 x target: double the batch
+  int64_t batch_adjust_interval_ms = 1000;  // at most one halve/double per model per interval
+};
+
+// Adaptive batch limits plus a Triton-style batching window, per local model.
+struct BatchParams {
+  int32_t initial = 64;              // max running sequences at start
+  int32_t floor = 4;                 // halving never goes below
+  int32_t cap = 128;                 // doubling never goes above (the max batch)
+  int32_t step_tokens_per_seq = 8;   // max_step_tokens = max(min_step_tokens, batch x this)
+  int64_t min_step_tokens = 128;
+  std::vector<int32_t> preferred_batch_sizes;  // ascending, each in [1, cap]; empty = none
+  double max_queue_delay_ms = 0;     // wait up to this for a preferred size; 0 = never wait
+};
+
+struct LadderParams {
+  double enter_ratio = 1.0;          // P95 > enter_ratio x target: raise one level
+  double recover_ratio = 0.9;        // P95 < recover_ratio x target counts as a healthy tick
+  int32_t recover_ticks = 10;        // consecutive healthy ticks before lowering one level
+  int64_t min_dwell_ms = 5000;       // time in a level before it may be lowered
+  int64_t raise_interval_ms = 1000;  // time in a level before it may be raised again
+  int32_t max_level = 4;             // default for classes without their own max_level
+  int64_t truncate_max_tokens = 256; // level >= 1: max_tokens capped to this
+  int32_t event_log_size = 256;      // transitions kept in memory (oldest dropped)
+};
+
+struct AdmissionParams {
+  bool predictive = true;            // reject/route on predicted TTFT; false: queue limits only
+  double ewma_alpha = 0.2;           // weight of the newest speed measurement
+  int32_t max_retry_after_s = 60;    // Retry-After is clamped to [1, this]
+  int32_t not_ready_retry_after_s = 1;  // Retry-After of a 503 while the model is not ready
+};
+
+struct SloConfig {
+  std::string default_class = "interactive";
+  std::vector<SloClass> classes;                        // sorted by name
+  std::vector<std::pair<std::string, double>> roles;    // name -> budget multiplier, sorted
+  std::vector<ModelEntry> models;                       // cascade order: heavy -> light
+  WindowSpec window;                                    // 12 x 2.5 s = 30 s
+  ControllerParams controller;
+  BatchParams batching;
+  LadderParams ladder;
+  AdmissionParams admission;
+
+  const SloClass* FindClass(std::string_view name) const;
+  std::optional<double> RoleMultiplier(std::string_view role) const;
+  const ModelEntry* FindModel(std::string_view name) const;
+  // The next cascade member after `model` (lighter), skipping in_cascade = false entries;
+  // nullptr when `model` is the last one or not a cascade member.
+  const ModelEntry* NextInCascade(std::string_view model) const;
+};
+
+// The presets: interactive (default), chat, customer-service, medical, code-completion,
+// risk-control, video-call, asr; roles doctor 0.8, agent 1.0, user 1.3; no models.
+SloConfig DefaultSloConfig();
+
+// Parses TOML text over the defaults. `source_name` prefixes error messages.
+Result<SloConfig> ParseSloConfig(std::string_view toml_text, std::string_view source_name);
+Result<SloConfig> LoadSloConfigFile(const std::string& path);
+
+// The SLO fields of one request, header and body already merged by the caller (the header
+// X-SLO-Class / X-User-Role wins over the body's slo_class / user_role).
+struct RequestSloFields {
+  std::string slo_class;              // empty: the default class; matched case-insensitively
+  std::string user_role;              // empty: multiplier 1
+  std::optional<double> deadline_ms;  // explicit end-to-end budget from arrival
+  bool allow_context_trim = false;
+};
+
+struct RequestBudget {
+  std::string slo_class;
+  int32_t priority = 0;
+  double multiplier = 1.0;
+  // First-token budget: the class TTFT target x multiplier, never later than the e2e budget;
+  // the e2e budget alone when the class has no TTFT target. Always set.
+  double ttft_budget_ms = 0;
+  // End-to-end budget: the explicit deadline_ms, else the class e2e target x multiplier.
+  std::optional<double> e2e_budget_ms;
+  std::optional<double> tpot_budget_ms;  // class target x multiplier
+  bool allow_context_trim = false;
+};
+
+Result<RequestBudget> Resolve(const SloConfig& config, const RequestSloFields& fields);
+
+}  // namespace lifeline::slo

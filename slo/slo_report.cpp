@@ -1,0 +1,249 @@
+#include "slo/slo_report.h"
+
+#include <algorithm>
+
+namespace lifeline::slo {
+
+namespace {
+
+using nlohmann::json;
+
+json OptMs(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
+json StatsJson(const WindowStats& w) {
+  return json{{"count", w.count}, {"p50_ms", w.p50_ms}, {"p95_ms", w.p95_ms},
+              {"p99_ms", w.p99_ms}, {"mean_ms", w.mean_ms}};
+}
+
+json SeriesJson(const SeriesSnapshot& s) {
+  json out = json::object();
+  for (Metric m : kAllMetrics) out[std::string(MetricName(m))] = StatsJson(s[m]);
+  return out;
+}
+
+json PressureJson(const Pressure& p) {
+  if (!p.has_signal) return nullptr;
+  return json{{"ratio", p.ratio}, {"metric", MetricName(p.metric)}, {"p95_ms", p.p95_ms},
+              {"target_ms", p.target_ms}, {"samples", p.samples}};
+}
+
+json ClassJson(const SloClass& c, const ClassStatus* st, const TrackerSnapshot& snap,
+               int64_t now_us) {
+  json j = {{"name", c.name},
+            {"priority", c.priority},
+            {"max_level", c.max_level},
+            {"targets",
+             {{"ttft_p95_ms", OptMs(c.ttft_p95_ms)},
+              {"e2e_p95_ms", OptMs(c.e2e_p95_ms)},
+              {"tpot_p95_ms", OptMs(c.tpot_p95_ms)}}}};
+  const Level level = st ? st->level : Level::kNormal;
+  j["level"] = static_cast<int>(level);
+  j["level_name"] = LevelName(level);
+  j["level_age_ms"] = st ? static_cast<double>(now_us - st->level_since_us) / 1000.0 : 0.0;
+  j["healthy_ticks"] = st ? st->healthy_ticks : 0;
+  j["pressure"] = st ? PressureJson(st->last) : json(nullptr);
+  const SeriesSnapshot* all = snap.FindClass(c.name);
+  j["live"] = all ? SeriesJson(*all) : json(nullptr);
+  json by_model = json::object();
+  for (const SeriesSnapshot& s : snap.by_class_model) {
+    if (s.slo_class == c.name) by_model[s.model] = SeriesJson(s);
+  }
+  j["by_model"] = std::move(by_model);
+  return j;
+}
+
+json ModelsJson(const SloConfig& config, const Knobs& knobs) {
+  json out = json::array();
+  auto add = [&](const std::string& name, const ModelEntry* e) {
+    json m = {{"name", name}, {"remote", e != nullptr && e->remote()}};
+    if (e != nullptr && e->remote()) {
+      m["url"] = e->url;
+      m["remote_model"] = e->remote_model;
+    }
+    m["cascade"] = e != nullptr && e->in_cascade;
+    const ModelEntry* next = config.NextInCascade(name);
+    m["next_in_cascade"] = next ? json(next->name) : json(nullptr);
+    if (const ModelKnobs* k = knobs.ForModel(name)) {
+      m["max_running"] = k->max_running;
+      m["max_step_tokens"] = k->max_step_tokens;
+    }
+    out.push_back(std::move(m));
+  };
+  for (const ModelEntry& e : config.models) add(e.name, &e);
+  for (const ModelKnobs& k : knobs.models) {
+    if (config.FindModel(k.model) == nullptr) add(k.model, nullptr);
+  }
+  return out;
+}
+
+json EventJson(const LadderEvent& e, int64_t now_us) {
+  return json{{"at_ms", static_cast<double>(e.at_us) / 1000.0},
+              {"age_ms", static_cast<double>(now_us - e.at_us) / 1000.0},
+              {"class", e.slo_class},
+              {"from", LevelName(e.from)},
+              {"to", LevelName(e.to)},
+              {"from_level", static_cast<int>(e.from)},
+              {"to_level", static_cast<int>(e.to)},
+              {"reason", e.reason},
+              {"metric", e.target_ms > 0 ? json(MetricName(e.metric)) : json(nullptr)},
+              {"p95_ms", e.target_ms > 0 ? json(e.p95_ms) : json(nullptr)},
+              {"target_ms", e.target_ms > 0 ? json(e.target_ms) : json(nullptr)}};
+}
+
+std::string Labels(std::initializer_list<std::pair<const char*, std::string_view>> kv) {
+  std::string out;
+  for (const auto& [k, v] : kv) {
+    if (!out.empty()) out += ',';
+    out += k;
+    out += "=\"";
+    out += PromEscape(v);
+    out += '"';
+  }
+  return out;
+}
+
+void AppendWindowGauges(std::string* out, const TrackerSnapshot& snap) {
+  struct Q {
+    const char* name;
+    double WindowStats::*field;
+    const char* help;
+  };
+  const Q quantiles[] = {
+      {"lifeline_slo_window_p50_seconds", &WindowStats::p50_ms, "Windowed P50 latency by class."},
+      {"lifeline_slo_window_p95_seconds", &WindowStats::p95_ms, "Windowed P95 latency by class."},
+      {"lifeline_slo_window_p99_seconds", &WindowStats::p99_ms, "Windowed P99 latency by class."},
+  };
+  for (const Q& q : quantiles) {
+    AppendPromFamily(out, q.name, "gauge", q.help);
+    for (const SeriesSnapshot& s : snap.by_class) {
+      for (Metric m : kAllMetrics) {
+        if (s[m].count == 0) continue;
+        AppendPromSample(out, q.name, Labels({{"class", s.slo_class}, {"metric", MetricName(m)}}),
+                         s[m].*q.field / 1000.0);
+      }
+    }
+  }
+  AppendPromFamily(out, "lifeline_slo_window_samples", "gauge",
+                   "Samples in the sliding window by class and metric.");
+  for (const SeriesSnapshot& s : snap.by_class) {
+    for (Metric m : kAllMetrics) {
+      AppendPromSample(out, "lifeline_slo_window_samples",
+                       Labels({{"class", s.slo_class}, {"metric", MetricName(m)}}),
+                       static_cast<double>(s[m].count));
+    }
+  }
+}
+
+}  // namespace
+
+std::string_view HistogramFamily(Metric m) {
+  switch (m) {
+    case Metric::kTtft: return "lifeline_ttft_seconds";
+    case Metric::kTpot: return "lifeline_time_per_output_token_seconds";
+    case Metric::kItl: return "lifeline_inter_token_latency_seconds";
+    case Metric::kQueue: return "lifeline_queue_time_seconds";
+    case Metric::kE2e: return "lifeline_e2e_latency_seconds";
+  }
+  return "lifeline_unknown_seconds";
+}
+
+nlohmann::json SloStatusJson(const Controller& controller, const TrackerSnapshot& snapshot,
+                             int64_t now_us, size_t max_events) {
+  const SloConfig& config = controller.config();
+  const std::vector<ClassStatus> statuses = controller.ClassStatuses();
+  const std::shared_ptr<const Knobs> knobs = controller.knobs();
+  json j = {{"object", "slo.status"},
+            {"now_ms", static_cast<double>(now_us) / 1000.0},
+            {"window_s", static_cast<double>(config.window.bucket_us) *
+                             config.window.n_buckets / 1e6},
+            {"default_class", config.default_class},
+            {"knobs_version", knobs->version}};
+  json classes = json::array();
+  for (const SloClass& c : config.classes) {
+    auto it = std::find_if(statuses.begin(), statuses.end(),
+                           [&](const ClassStatus& s) { return s.slo_class == c.name; });
+    classes.push_back(ClassJson(c, it == statuses.end() ? nullptr : &*it, snapshot, now_us));
+  }
+  j["classes"] = std::move(classes);
+  json roles = json::object();
+  for (const auto& [name, m] : config.roles) roles[name] = m;
+  j["roles"] = std::move(roles);
+  j["models"] = ModelsJson(config, *knobs);
+  j["batching"] = {{"floor", config.batching.floor},
+                   {"cap", config.batching.cap},
+                   {"preferred_batch_sizes", config.batching.preferred_batch_sizes},
+                   {"max_queue_delay_ms", config.batching.max_queue_delay_ms}};
+  const std::vector<LadderEvent> events = controller.RecentEvents();
+  const size_t first = events.size() > max_events ? events.size() - max_events : 0;
+  json ev = json::array();
+  for (size_t i = first; i < events.size(); ++i) ev.push_back(EventJson(events[i], now_us));
+  j["events_total"] = controller.EventsTotal();
+  j["events"] = std::move(ev);
+  return j;
+}
+
+std::string SloPrometheusText(const Controller& controller, const TrackerSnapshot& snapshot,
+                              const OutcomeCounters* outcomes) {
+  const SloConfig& config = controller.config();
+  std::string out;
+  for (Metric m : kAllMetrics) {
+    const std::string family(HistogramFamily(m));
+    AppendPromFamily(&out, family, "histogram",
+                     "Latency (" + std::string(MetricName(m)) + ") by SLO class and model.");
+    for (const SeriesSnapshot& s : snapshot.by_class_model) {
+      AppendPromHistogram(&out, family, Labels({{"class", s.slo_class}, {"model", s.model}}),
+                          s.total[static_cast<size_t>(m)]);
+    }
+  }
+  AppendPromFamily(&out, "lifeline_slo_target_seconds", "gauge", "P95 target by class and metric.");
+  for (const SloClass& c : config.classes) {
+    const std::pair<Metric, std::optional<double>> targets[] = {
+        {Metric::kTtft, c.ttft_p95_ms}, {Metric::kE2e, c.e2e_p95_ms}, {Metric::kTpot, c.tpot_p95_ms}};
+    for (const auto& [m, t] : targets) {
+      if (t) {
+        AppendPromSample(&out, "lifeline_slo_target_seconds",
+                         Labels({{"class", c.name}, {"metric", MetricName(m)}}), *t / 1000.0);
+      }
+    }
+  }
+  AppendWindowGauges(&out, snapshot);
+  AppendPromFamily(&out, "lifeline_slo_degradation_level", "gauge",
+                   "Degradation ladder level by class (0 normal .. 4 shed).");
+  for (const ClassStatus& s : controller.ClassStatuses()) {
+    AppendPromSample(&out, "lifeline_slo_degradation_level", Labels({{"class", s.slo_class}}),
+                     static_cast<double>(s.level));
+  }
+  AppendPromFamily(&out, "lifeline_slo_ladder_transitions_total", "counter",
+                   "Degradation ladder transitions by class.");
+  for (const TransitionCount& t : controller.TransitionCounts()) {
+    AppendPromSample(&out, "lifeline_slo_ladder_transitions_total",
+                     Labels({{"class", t.slo_class}, {"from", LevelName(t.from)},
+                             {"to", LevelName(t.to)}}),
+                     static_cast<double>(t.count));
+  }
+  const std::shared_ptr<const Knobs> knobs = controller.knobs();
+  AppendPromFamily(&out, "lifeline_batch_max_running", "gauge",
+                   "Adaptive limit of running sequences per step, by model.");
+  for (const ModelKnobs& k : knobs->models) {
+    AppendPromSample(&out, "lifeline_batch_max_running", Labels({{"model", k.model}}),
+                     k.max_running);
+  }
+  AppendPromFamily(&out, "lifeline_batch_max_step_tokens", "gauge",
+                   "Adaptive token budget per step, by model.");
+  for (const ModelKnobs& k : knobs->models) {
+    AppendPromSample(&out, "lifeline_batch_max_step_tokens", Labels({{"model", k.model}}),
+                     static_cast<double>(k.max_step_tokens));
+  }
+  if (outcomes != nullptr) {
+    AppendPromFamily(&out, "lifeline_slo_requests_total", "counter",
+                     "Requests by SLO class, model and admission outcome.");
+    for (const OutcomeCount& o : outcomes->Snapshot()) {
+      AppendPromSample(&out, "lifeline_slo_requests_total",
+                       Labels({{"class", o.slo_class}, {"model", o.model}, {"outcome", o.outcome}}),
+                       static_cast<double>(o.count));
+    }
+  }
+  return out;
+}
+
+}  // namespace lifeline::slo
