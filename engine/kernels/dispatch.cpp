@@ -124,6 +124,7 @@ const KernelTable& KernelsFor(IsaLevel requested) {
   if (level == IsaLevel::kAvx512) return avx512;
   if (level == IsaLevel::kAvx2) return avx2;
 #endif
+  (void)level;  // non-x86 builds: scalar only
   return scalar;
 }
 

@@ -59,6 +59,20 @@ static inline int32_t HsumEpi32(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
+// Software prefetch distance for weight streaming (see avx512_util.h PrefetchAhead): whole
+// row tiles, about 24 KiB ahead.
+static inline uint64_t PrefetchAhead(uint64_t tile_bytes) {
+  const uint64_t tiles = (24576 + tile_bytes / 2) / tile_bytes;
+  return (tiles < 1 ? 1 : tiles) * tile_bytes;
+}
+
+// Prefetches the lines of [p, p + n) (n small: one block's worth).
+static inline void PrefetchSpan(const uint8_t* p, int64_t n) {
+  for (int64_t off = 0; off < n; off += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
+  }
+}
+
 // Pairs of int16 summed into int32 lanes.
 static inline __m256i SumPairs16(__m256i v) { return _mm256_madd_epi16(v, _mm256_set1_epi16(1)); }
 

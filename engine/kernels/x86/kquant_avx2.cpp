@@ -43,6 +43,7 @@ struct Q45K {
     for (int64_t i = 0; i < nb; ++i) {
       for (int r = 0; r < NR; ++r) {
         const uint8_t* blk = w + r * rb + i * kBytes;
+        PrefetchSpan(blk + PrefetchAhead(NR * rb), kBytes);
         alignas(16) uint8_t sc[8], mn[8];
         UnpackScalesK4(blk + 4, sc, mn);
         // mins duplicated per 16-value group: [m0 m0 m1 m1 ... m7 m7] (int16)
@@ -108,6 +109,7 @@ struct Q6K {
     for (int64_t i = 0; i < nb; ++i) {
       for (int r = 0; r < NR; ++r) {
         const uint8_t* blk = w + r * rb + i * kBytes;
+        PrefetchSpan(blk + PrefetchAhead(NR * rb), kBytes);
         const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
         __m256i acci[NT];
         for (int t = 0; t < NT; ++t) acci[t] = _mm256_setzero_si256();

@@ -58,6 +58,7 @@ struct Unsigned32 {
       }
     }
     const __m256i off = _mm256_set1_epi8(static_cast<char>(W::kOffset));
+    const uint64_t ahead = PrefetchAhead(NR * rb);
     for (int64_t b = 0; b < nb; ++b) {
       __m256i yv[NT], corr[NT];
       for (int t = 0; t < NT; ++t) {
@@ -66,6 +67,7 @@ struct Unsigned32 {
       }
       for (int r = 0; r < NR; ++r) {
         const uint8_t* p = w + r * rb + b * W::kBytes;
+        _mm_prefetch(reinterpret_cast<const char*>(p + ahead), _MM_HINT_T0);
         const __m256i wv = W::Levels(p);
         const float dw = LoadF16(p);
         for (int t = 0; t < NT; ++t) {
@@ -96,11 +98,13 @@ struct Q8_0Signed {
     for (int r = 0; r < NR; ++r) {
       for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
     }
+    const uint64_t ahead = PrefetchAhead(NR * rb);
     for (int64_t b = 0; b < nb; ++b) {
       __m256i yv[NT];
       for (int t = 0; t < NT; ++t) yv[t] = LoadU256(a[t].qs + 32 * b);
       for (int r = 0; r < NR; ++r) {
         const uint8_t* p = w + r * rb + b * kBytes;
+        _mm_prefetch(reinterpret_cast<const char*>(p + ahead), _MM_HINT_T0);
         const __m256i wv = LoadU256(p + 2);
         const __m256i wabs = _mm256_sign_epi8(wv, wv);
         const float dw = LoadF16(p);
