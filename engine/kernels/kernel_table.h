@@ -3,7 +3,8 @@
 // to whoever computes. The math layer never knows the model graph.
 //
 // Every entry has a scalar reference twin (ReferenceKernels()); SIMD entries are tested for
-// parity against it per ISA with named tolerances.
+// parity against it per ISA with named tolerances. The per-ISA tables (quantized-activation
+// integer kernels, as ggml computes) come from KernelsFor(level) in dispatch.h.
 //
 // Thread-safety: tables are immutable after construction.
 #pragma once

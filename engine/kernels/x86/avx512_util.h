@@ -28,40 +28,6 @@ static inline float LoadF16(const uint8_t* p) {
   return _cvtsh_ss(h);
 }
 
-// [a x 8, b x 8] from two f16 values: one vcvtph2ps and one permute (the two 16-bit loads
-// and the merge run on the scalar ALUs).
-static inline __m512 PairF16(const uint8_t* pa, const uint8_t* pb) {
-  uint16_t a, b;
-  std::memcpy(&a, pa, 2);
-  std::memcpy(&b, pb, 2);
-  const __m128 ab = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(a | (uint32_t{b} << 16))));
-  const __m512i idx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-  return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(ab));
-}
-
-// [a x 8, 0 x 8]: the single-block tail.
-static inline __m512 SingleF16(const uint8_t* pa) {
-  return _mm512_maskz_mov_ps(0x00ff, _mm512_set1_ps(LoadF16(pa)));
-}
-
-// Two 16-byte nibble groups (32 values each, low nibbles first) as 64 bytes in element order.
-static inline __m512i NibblePair(const uint8_t* qa, const uint8_t* qb) {
-  const __m256i ab = _mm256_inserti128_si256(
-      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qa))),
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(qb)), 1);
-  const __m512i aabb = _mm512_shuffle_i64x2(_mm512_castsi256_si512(ab),
-                                            _mm512_castsi256_si512(ab), 0x50);  // [a a b b]
-  const __m512i shift = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
-  return _mm512_and_si512(_mm512_srlv_epi64(aabb, shift), _mm512_set1_epi8(0x0f));
-}
-
-// One nibble group in the low 256 bits, zeros above.
-static inline __m512i NibbleSingle(const uint8_t* qa) {
-  const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qa));
-  const __m256i lo_hi = _mm256_inserti128_si256(_mm256_castsi128_si256(a), _mm_srli_epi16(a, 4), 1);
-  return _mm512_zextsi256_si512(_mm256_and_si256(lo_hi, _mm256_set1_epi8(0x0f)));
-}
-
 // 32 bytes broadcast to both 256-bit halves.
 static inline __m512i Broadcast32(const uint8_t* p) {
   return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));

@@ -1,9 +1,12 @@
 // AVX-512 VNNI tiles for Q4_K, Q5_K and Q6_K against Q8_K activations.
 //
-// A super-block (256 values) is four chunks of 64 levels. Per chunk: vpmaddubsw multiplies the
-// unsigned levels with the activation bytes and adds neighbours into int16 (|sum| <= 2 * 63 *
-// 127, no saturation), then vpdpwssd multiplies by each lane's sub-block scale (int16) and
-// accumulates into int32: the integer sum_j sc_j * dot_j of the scalar twin, exactly.
+// A super-block (256 values) is four chunks of 64 levels. Per chunk, Q5_K / Q6_K: vpmaddubsw
+// multiplies the unsigned levels with the activation bytes and adds neighbours into int16
+// (|sum| <= 2 * 63 * 127, no saturation), then vpdpwssd multiplies by each lane's sub-block
+// scale (int16) and accumulates into int32. Q4_K: the high nibbles stay in place (x16, so
+// extraction is a single AND), vpdpbusd sums four products per int32 lane and vpmulld applies
+// the lane's scale; the x16 lanes are shifted back exactly once per super-block. Either way
+// the result is the integer sum_j sc_j * dot_j of the scalar twin, exactly.
 // Q4_K / Q5_K mins and Q6_K's level offset (-32) are integer dot products of the scales with
 // the activations' 16-value sums (bsums). Per super-block and token the int32 lanes are
 // converted once and scaled by d_w * d_y (and d_min_w * d_y).
@@ -45,6 +48,13 @@ static inline __m512i ScaleShuffle(int k) {
                             _mm256_broadcastsi128_si256(c_hi), 1);
 }
 
+// vpshufb control giving int32 lanes 0..7 scale byte 2k and lanes 8..15 byte 2k + 1
+// (zero-extended) from a register holding the 8 scale bytes in every 128-bit lane.
+static inline __m512i ScaleShuffle32(int k) {
+  return _mm512_inserti64x4(_mm512_set1_epi32(static_cast<int>(0x80808000u | (2 * k))),
+                            _mm256_set1_epi32(static_cast<int>(0x80808000u | (2 * k + 1))), 1);
+}
+
 template <bool kFifthBit>
 struct Q45K {
   static constexpr int kRows = 4;
@@ -60,6 +70,9 @@ struct Q45K {
     const __m512i low4 = _mm512_set1_epi8(0x0f);
     const __m512i nib_shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
     const __m512i shuf[4] = {ScaleShuffle(0), ScaleShuffle(1), ScaleShuffle(2), ScaleShuffle(3)};
+    const __m512i shuf32[4] = {ScaleShuffle32(0), ScaleShuffle32(1), ScaleShuffle32(2), ScaleShuffle32(3)};
+    const __m512i nib16 = _mm512_inserti64x4(low4, _mm256_set1_epi8(static_cast<char>(0xf0)), 1);
+    const __m512i hi_shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(4), 1);
     __m512 accf[NR][NT];
     float acc_min[NR][NT];  // sum of dmin_w * d_y * sum_j m_j * (bsum_2j + bsum_2j+1)
     for (int r = 0; r < NR; ++r) {
@@ -82,24 +95,39 @@ struct Q45K {
         }
         uint64_t sc, mn;
         UnpackScalesK4(blk + 4, &sc, &mn);
-        const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
-        __m512i hbits = _mm512_setzero_si512();
-        if constexpr (kFifthBit) hbits = Broadcast32(blk + 16);
         __m512i acci[NT];
         for (int t = 0; t < NT; ++t) acci[t] = _mm512_setzero_si512();
-        for (int k = 0; k < 4; ++k) {
-          __m512i wv = _mm512_and_si512(_mm512_srlv_epi64(Broadcast32(blk + kQsOffset + 32 * k), nib_shift), low4);
-          if constexpr (kFifthBit) {
+        if constexpr (!kFifthBit) {
+          // Q4_K: high nibbles stay in place (x16): [q q] & [0f.. | f0..] is one op. vpdpbusd
+          // gives per-lane sums (lanes 0..7 sub-block 2k, 8..15 sub-block 2k+1 times 16),
+          // vpmulld applies the scales; the x16 comes out with an exact shift at the end.
+          const __m512i scb = _mm512_broadcast_i32x4(_mm_cvtsi64_si128(static_cast<long long>(sc)));
+          for (int k = 0; k < 4; ++k) {
+            const __m512i wv = _mm512_and_si512(Broadcast32(blk + kQsOffset + 32 * k), nib16);
+            const __m512i s = _mm512_shuffle_epi8(scb, shuf32[k]);
+            for (int t = 0; t < NT; ++t) {
+              const __m512i yv = _mm512_loadu_si512(a[t].qs + i * kQK + 64 * k);
+              const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, yv);
+              acci[t] = _mm512_add_epi32(acci[t], _mm512_mullo_epi32(dot, s));
+            }
+          }
+          for (int t = 0; t < NT; ++t) acci[t] = _mm512_srav_epi32(acci[t], hi_shift);
+        } else {
+          // Q5_K: the fifth bit rules out the x16 trick; int16 products, per-lane int16 scales.
+          const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+          const __m512i hbits = Broadcast32(blk + 16);
+          for (int k = 0; k < 4; ++k) {
+            __m512i wv = _mm512_and_si512(_mm512_srlv_epi64(Broadcast32(blk + kQsOffset + 32 * k), nib_shift), low4);
             // Chunk k: elements 0..31 take bit 2k of qh[l], elements 32..63 bit 2k + 1.
             const __m512i sel = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << (2 * k))),
                                                    _mm256_set1_epi8(static_cast<char>(1 << (2 * k + 1))), 1);
             const __mmask64 hk = _mm512_test_epi8_mask(hbits, sel);
             wv = _mm512_mask_add_epi8(wv, hk, wv, _mm512_set1_epi8(16));
-          }
-          const __m512i s = _mm512_shuffle_epi8(sc16, shuf[k]);
-          for (int t = 0; t < NT; ++t) {
-            const __m512i yv = _mm512_loadu_si512(a[t].qs + i * kQK + 64 * k);
-            acci[t] = _mm512_dpwssd_epi32(acci[t], _mm512_maddubs_epi16(wv, yv), s);
+            const __m512i s = _mm512_shuffle_epi8(sc16, shuf[k]);
+            for (int t = 0; t < NT; ++t) {
+              const __m512i yv = _mm512_loadu_si512(a[t].qs + i * kQK + 64 * k);
+              acci[t] = _mm512_dpwssd_epi32(acci[t], _mm512_maddubs_epi16(wv, yv), s);
+            }
           }
         }
         const float dw = LoadF16(blk);
