@@ -1,7 +1,7 @@
 // Latency histograms for the SLO control plane.
 //
 //   LogHistogram       log-bucketed counts from 1 us to 1 h; Quantile() within
-//                      kRelativeError (~1 %) of the exact order statistic. Mergeable.
+//                      kRelativeError (< 1 %) of the exact order statistic. Mergeable.
 //   WindowedHistogram  a sliding window of time buckets (default 12 x 2.5 s) of LogHistograms;
 //                      Record(now, v), Quantile(now, q). Old buckets are recycled lazily.
 //   PromHistogram      cumulative counts over fixed `le` bounds in seconds, for Prometheus
@@ -30,9 +30,9 @@ class LogHistogram {
   static constexpr double kMaxMs = 3.6e6;  // 1 h: values above count in the overflow bucket
   static constexpr double kGrowth = 1.02;  // upper/lower edge ratio of every regular bucket
   // A value inside [kMinMs, kMaxMs] is reported as its bucket's geometric midpoint, so the
-  // relative error is at most sqrt(kGrowth) - 1 = 0.995 %. Outside that range the estimate is
-  // clamped to the observed min / max instead.
-  static constexpr double kRelativeError = 0.00995;
+  // relative error is at most sqrt(kGrowth) - 1 = 0.99505 %. Outside that range the estimate
+  // is clamped to the observed min / max instead.
+  static constexpr double kRelativeError = 0.00996;
 
   // Regular buckets; index 0 is the underflow bucket and kRegularBuckets + 1 the overflow.
   static int32_t RegularBuckets();

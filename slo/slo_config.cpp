@@ -35,11 +35,7 @@ std::string Echo(std::string_view s) {
                                    : std::string(s.substr(0, kMaxNameChars)) + "...";
 }
 
-std::string Num(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
+std::string Num(double v) { return PromNumber(v); }  // shortest round-trip form
 
 SloClass Preset(std::string name, std::optional<double> ttft, std::optional<double> e2e,
                 int32_t priority) {

@@ -1,0 +1,367 @@
+// Controller trajectories on a fake clock: synthetic P95 streams in, ladder levels, events and
+// batch knobs out. Expected trajectories are worked out by hand from the policy in
+// controller.h (ticks every 200 ms unless stated).
+#include "slo/controller.h"
+
+#include <algorithm>
+#include <atomic>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace lifeline::slo {
+namespace {
+
+constexpr int64_t kTickUs = 200'000;
+
+SeriesSnapshot Row(std::string cls, std::string model, Metric m, double p95_ms, uint64_t count) {
+  SeriesSnapshot s;
+  s.slo_class = std::move(cls);
+  s.model = std::move(model);
+  WindowStats& w = s.window[static_cast<size_t>(m)];
+  w.count = count;
+  w.p50_ms = w.p95_ms = w.p99_ms = w.mean_ms = p95_ms;
+  return s;
+}
+
+// A snapshot where class `cls` (all models) shows `p95_ms` TTFT over `count` samples.
+TrackerSnapshot ClassTtft(const std::string& cls, double p95_ms, uint64_t count = 100) {
+  TrackerSnapshot s;
+  s.by_class.push_back(Row(cls, "", Metric::kTtft, p95_ms, count));
+  return s;
+}
+
+SloConfig LadderConfig() {
+  SloConfig c = DefaultSloConfig();
+  c.controller.min_samples = 20;
+  c.ladder.enter_ratio = 1.0;
+  c.ladder.recover_ratio = 0.9;
+  c.ladder.recover_ticks = 3;
+  c.ladder.min_dwell_ms = 1000;
+  c.ladder.raise_interval_ms = 0;  // one step per tick
+  return c;
+}
+
+int LevelOf(const Controller& c, const std::string& cls) {
+  return static_cast<int>(c.knobs()->LevelOf(cls));
+}
+
+TEST(ControllerTest, RaisesPerTickHoldsInBandRecoversWithTicksAndDwell) {
+  Controller ctl(LadderConfig(), {}, 0);
+  // chat's TTFT target is 350 ms: 500 is over, 340 inside the band [315, 350], 300 healthy.
+  std::vector<int> levels;
+  for (int k = 0; k < 36; ++k) {
+    const double p95 = k < 5 ? 500 : k < 15 ? 340 : 300;
+    ctl.Tick(k * kTickUs, ClassTtft("chat", p95));
+    levels.push_back(LevelOf(ctl, "chat"));
+  }
+  // Raise each tick to shed (4) and stay there; hold in the band; then the first lowering
+  // after 3 healthy ticks (dwell long over), each next one after 3 healthy ticks AND 1000 ms
+  // (5 ticks) in the level: ticks 17, 22, 27, 32.
+  const std::vector<int> expected = {1, 2, 3, 4, 4,                    // 0-4
+                                     4, 4, 4, 4, 4, 4, 4, 4, 4, 4,     // 5-14 band
+                                     4, 4, 3, 3, 3, 3, 3, 2, 2, 2,     // 15-24
+                                     2, 2, 1, 1, 1, 1, 1, 0, 0, 0, 0};  // 25-35
+  EXPECT_EQ(levels, expected);
+
+  const std::vector<LadderEvent> ev = ctl.RecentEvents();
+  ASSERT_EQ(ev.size(), 8u);
+  const int64_t at[] = {0, 200'000, 400'000, 600'000, 3'400'000, 4'400'000, 5'400'000, 6'400'000};
+  for (size_t i = 0; i < ev.size(); ++i) {
+    EXPECT_EQ(ev[i].at_us, at[i]) << i;
+    EXPECT_EQ(ev[i].slo_class, "chat");
+    EXPECT_EQ(static_cast<int>(ev[i].to), static_cast<int>(ev[i].from) + (i < 4 ? 1 : -1)) << i;
+    EXPECT_EQ(ev[i].metric, Metric::kTtft);
+    EXPECT_EQ(ev[i].target_ms, 350);
+    EXPECT_EQ(ev[i].p95_ms, i < 4 ? 500 : 300);
+  }
+  EXPECT_EQ(ev[0].from, Level::kNormal);
+  EXPECT_EQ(ev[0].to, Level::kTruncate);
+  EXPECT_EQ(ev[3].to, Level::kShed);
+  EXPECT_EQ(ev[0].reason, "ttft p95 500.0 ms > 1.00 x target 350.0 ms");
+  EXPECT_EQ(ev[4].reason, "ttft p95 300.0 ms < 0.90 x target 350.0 ms for 3 ticks");
+  EXPECT_EQ(ev[5].reason, "ttft p95 300.0 ms < 0.90 x target 350.0 ms for 5 ticks");
+  // Other classes never moved.
+  EXPECT_EQ(LevelOf(ctl, "medical"), 0);
+  // One transition of each kind up and down.
+  const auto counts = ctl.TransitionCounts();
+  ASSERT_EQ(counts.size(), 8u);
+  for (const TransitionCount& t : counts) EXPECT_EQ(t.count, 1u);
+}
+
+TEST(ControllerTest, RaiseIntervalPacesEscalation) {
+  SloConfig cfg = LadderConfig();
+  cfg.ladder.raise_interval_ms = 1000;
+  Controller ctl(cfg, {}, 0);
+  std::vector<int> levels;
+  for (int k = 0; k < 17; ++k) {
+    ctl.Tick(k * kTickUs, ClassTtft("chat", 1000));
+    levels.push_back(LevelOf(ctl, "chat"));
+  }
+  // The first raise is immediate; the next ones 1000 ms (5 ticks) apart: ticks 0, 5, 10, 15.
+  const std::vector<int> expected = {1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 4, 4};
+  EXPECT_EQ(levels, expected);
+}
+
+TEST(ControllerTest, ClassMaxLevelCapsTheLadder) {
+  SloConfig cfg = LadderConfig();
+  for (SloClass& c : cfg.classes) {
+    if (c.name == "medical") c.max_level = 2;
+  }
+  Controller ctl(cfg, {}, 0);
+  for (int k = 0; k < 10; ++k) ctl.Tick(k * kTickUs, ClassTtft("medical", 900));
+  EXPECT_EQ(LevelOf(ctl, "medical"), 2);
+  EXPECT_EQ(ctl.RecentEvents().size(), 2u);
+}
+
+TEST(ControllerTest, TooFewSamplesNeverRaiseAndAnIdleClassRecovers) {
+  Controller ctl(LadderConfig(), {}, 0);
+  for (int k = 0; k < 10; ++k) ctl.Tick(k * kTickUs, ClassTtft("chat", 10'000, 19));
+  EXPECT_EQ(LevelOf(ctl, "chat"), 0);
+  EXPECT_TRUE(ctl.RecentEvents().empty());
+
+  ctl.Tick(10 * kTickUs, ClassTtft("chat", 10'000, 20));  // enough samples now
+  ctl.Tick(11 * kTickUs, ClassTtft("chat", 10'000, 20));
+  EXPECT_EQ(LevelOf(ctl, "chat"), 2);
+  // Traffic stops (shedding would do that): the class drops out of the snapshot. Empty
+  // windows count as healthy ticks, so it steps down: tick 11 + 5 (dwell), then +5.
+  std::vector<int> levels;
+  for (int k = 12; k < 22; ++k) {
+    ctl.Tick(k * kTickUs, TrackerSnapshot{});
+    levels.push_back(LevelOf(ctl, "chat"));
+  }
+  EXPECT_EQ(levels, (std::vector<int>{2, 2, 2, 2, 1, 1, 1, 1, 1, 0}));
+  const auto ev = ctl.RecentEvents();
+  ASSERT_EQ(ev.size(), 4u);
+  EXPECT_EQ(ev[2].reason, "fewer than 20 samples in the window for 5 ticks");
+  EXPECT_EQ(ev[2].target_ms, 0);
+}
+
+TEST(ControllerTest, BandTickResetsTheRecoveryCount) {
+  Controller ctl(LadderConfig(), {}, 0);
+  ctl.Tick(0, ClassTtft("chat", 400));
+  ASSERT_EQ(LevelOf(ctl, "chat"), 1);
+  // Healthy, healthy, band, healthy, healthy, healthy: 3 consecutive only at the last one.
+  const double p95[] = {300, 300, 330, 300, 300, 300};
+  std::vector<int> levels;
+  for (int k = 0; k < 6; ++k) {
+    ctl.Tick((10 + k) * kTickUs, ClassTtft("chat", p95[k]));  // dwell (1 s) long satisfied
+    levels.push_back(LevelOf(ctl, "chat"));
+  }
+  EXPECT_EQ(levels, (std::vector<int>{1, 1, 1, 1, 1, 0}));
+}
+
+TEST(ControllerTest, WorstTargetedMetricDrives) {
+  SloConfig cfg = LadderConfig();
+  SloClass search;
+  search.name = "search";
+  search.ttft_p95_ms = 300;
+  search.e2e_p95_ms = 1000;
+  search.tpot_p95_ms = 50;
+  cfg.classes.push_back(search);
+  Controller ctl(cfg, {}, 0);
+  TrackerSnapshot s;
+  SeriesSnapshot row = Row("search", "", Metric::kTtft, 200, 100);   // 0.67
+  row.window[static_cast<size_t>(Metric::kE2e)] = {100, 0, 1500, 0, 0};  // 1.5
+  row.window[static_cast<size_t>(Metric::kTpot)] = {100, 0, 60, 0, 0};   // 1.2
+  row.window[static_cast<size_t>(Metric::kItl)] = {100, 0, 9999, 0, 0};  // no target: ignored
+  s.by_class.push_back(row);
+  const Pressure p = PressureOf(cfg.classes.back(), &s.by_class[0], 20);
+  EXPECT_TRUE(p.has_signal);
+  EXPECT_EQ(p.metric, Metric::kE2e);
+  EXPECT_DOUBLE_EQ(p.ratio, 1.5);
+  ctl.Tick(0, s);
+  const auto ev = ctl.RecentEvents();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].metric, Metric::kE2e);
+  EXPECT_EQ(ev[0].p95_ms, 1500);
+  EXPECT_EQ(ev[0].target_ms, 1000);
+  EXPECT_FALSE(PressureOf(cfg.classes.back(), nullptr, 20).has_signal);
+}
+
+SloConfig BatchConfig() {
+  SloConfig c = LadderConfig();
+  for (SloClass& k : c.classes) k.max_level = 0;  // isolate the batch loop from the ladder
+  c.controller.batch_adjust_interval_ms = 1000;
+  return c;
+}
+
+TrackerSnapshot ModelTtft(const std::string& cls, const std::string& model, double p95_ms) {
+  TrackerSnapshot s;
+  s.by_class_model.push_back(Row(cls, model, Metric::kTtft, p95_ms, 100));
+  s.by_class.push_back(Row(cls, "", Metric::kTtft, p95_ms, 100));
+  return s;
+}
+
+TEST(ControllerTest, BatchHalvesToFloorDoublesToCapHoldsInBetween) {
+  Controller ctl(BatchConfig(), {"m", "idle"}, 0);
+  EXPECT_EQ(ctl.knobs()->ForModel("m")->max_running, 64);
+  EXPECT_EQ(ctl.knobs()->ForModel("m")->max_step_tokens, 512);  // 64 x 8
+  std::vector<int> batch;
+  std::vector<int64_t> step_tokens;
+  for (int k = 0; k < 52; ++k) {
+    // chat target 350: 420 = 1.2 x (halve), 175 = 0.5 x (double), then 350 = 1.0 x (hold).
+    const double p95 = k < 21 ? 420 : k < 47 ? 175 : 350;
+    ctl.Tick(k * kTickUs, ModelTtft("chat", "m", p95));
+    batch.push_back(ctl.knobs()->ForModel("m")->max_running);
+    step_tokens.push_back(ctl.knobs()->ForModel("m")->max_step_tokens);
+  }
+  // One change per 1000 ms (5 ticks): halving at ticks 0, 5, 10, 15 to the floor 4; doubling
+  // from tick 21 (first tick 1000 ms after the last change) every 5 ticks to the cap 128.
+  std::vector<int> expected;
+  for (int k = 0; k < 52; ++k) {
+    int v;
+    if (k < 21) {
+      v = k < 5 ? 32 : k < 10 ? 16 : k < 15 ? 8 : 4;
+    } else {
+      v = k < 26 ? 8 : k < 31 ? 16 : k < 36 ? 32 : k < 41 ? 64 : 128;
+    }
+    expected.push_back(v);
+  }
+  EXPECT_EQ(batch, expected);
+  EXPECT_EQ(step_tokens[15], 128);  // max(min_step_tokens 128, 4 x 8 = 32)
+  EXPECT_EQ(step_tokens[5], 128);   // 16 x 8 = 128
+  EXPECT_EQ(step_tokens[0], 256);   // 32 x 8
+  EXPECT_EQ(step_tokens[51], 1024); // 128 x 8
+  // The model without traffic kept its initial limit.
+  EXPECT_EQ(ctl.knobs()->ForModel("idle")->max_running, 64);
+}
+
+TEST(ControllerTest, BatchHoldsInsideItsBandAndReportsChanges) {
+  Controller ctl(BatchConfig(), {"m"}, 0);
+  // 1.05 x and 0.95 x are inside [0.9, 1.1]: hold.
+  auto r1 = ctl.Tick(0, ModelTtft("chat", "m", 350 * 1.05));
+  auto r2 = ctl.Tick(2'000'000, ModelTtft("chat", "m", 350 * 0.95));
+  EXPECT_TRUE(r1.batch_changes.empty());
+  EXPECT_TRUE(r2.batch_changes.empty());
+  EXPECT_EQ(ctl.knobs()->ForModel("m")->max_running, 64);
+  auto r3 = ctl.Tick(4'000'000, ModelTtft("chat", "m", 700));
+  ASSERT_EQ(r3.batch_changes.size(), 1u);
+  EXPECT_EQ(r3.batch_changes[0].model, "m");
+  EXPECT_EQ(r3.batch_changes[0].from, 64);
+  EXPECT_EQ(r3.batch_changes[0].to, 32);
+  EXPECT_DOUBLE_EQ(r3.batch_changes[0].ratio, 2.0);
+  // The worst class on the model decides: one class healthy, another over -> halve.
+  TrackerSnapshot mixed = ModelTtft("chat", "m", 100);
+  mixed.by_class_model.push_back(Row("medical", "m", Metric::kTtft, 300, 100));  // 2 x 150
+  auto r4 = ctl.Tick(6'000'000, mixed);
+  ASSERT_EQ(r4.batch_changes.size(), 1u);
+  EXPECT_EQ(r4.batch_changes[0].to, 16);
+}
+
+TEST(ControllerTest, KnobsPublishedOnlyOnChangeAndReadersSeeConsistentSnapshots) {
+  Controller ctl(BatchConfig(), {"m"}, 0);
+  const auto first = ctl.knobs();
+  EXPECT_EQ(first->version, 1u);
+  auto r = ctl.Tick(0, ModelTtft("chat", "m", 350));  // hold
+  EXPECT_FALSE(r.published);
+  EXPECT_EQ(ctl.knobs().get(), first.get());
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0};
+  std::thread reader([&] {
+    uint64_t last = 0;
+    while (!stop.load()) {
+      const auto k = ctl.board().Load();
+      const ModelKnobs* m = k->ForModel("m");
+      // Every snapshot is whole: step tokens always follow the batch it was published with.
+      if (k->version < last || m == nullptr ||
+          m->max_step_tokens != std::max<int64_t>(128, int64_t{m->max_running} * 8)) {
+        bad.fetch_add(1);
+      }
+      last = k->version;
+    }
+  });
+  std::mt19937 gen(3);
+  for (int k = 1; k < 3000; ++k) {
+    const double p95 = std::uniform_int_distribution<>(0, 1)(gen) ? 700 : 100;
+    ctl.Tick(int64_t{k} * 1'000'000, ModelTtft("chat", "m", p95));
+  }
+  stop.store(true);
+  reader.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_GT(ctl.knobs()->version, 100u);
+  // The first snapshot is untouched by later publications.
+  EXPECT_EQ(first->version, 1u);
+  EXPECT_EQ(first->ForModel("m")->max_running, 64);
+}
+
+TEST(ControllerTest, EventLogIsBounded) {
+  SloConfig cfg = LadderConfig();
+  cfg.ladder.event_log_size = 3;
+  Controller ctl(cfg, {}, 0);
+  for (int k = 0; k < 4; ++k) ctl.Tick(k * kTickUs, ClassTtft("chat", 900));
+  const auto ev = ctl.RecentEvents();
+  ASSERT_EQ(ev.size(), 3u);
+  EXPECT_EQ(ctl.EventsTotal(), 4u);
+  EXPECT_EQ(ev.front().to, Level::kTrimContext);  // the oldest (normal -> truncate) dropped
+  EXPECT_EQ(ev.back().to, Level::kShed);
+}
+
+TEST(ControllerTest, LatencyStreamThroughTheTracker) {
+  // A live stream: 30 TTFT samples per 200 ms tick into a 5 x 1 s window. 2 s of 500 ms
+  // latencies, then 100 ms. Recovery cannot start until the slow samples left the window.
+  SloConfig cfg = LadderConfig();
+  cfg.ladder.raise_interval_ms = 400;
+  cfg.window = WindowSpec{1'000'000, 5};
+  LatencyTracker tracker(cfg.window);
+  Controller ctl(cfg, {"m"}, 0);
+  std::mt19937_64 gen(5);
+  std::vector<int> levels;
+  int64_t first_lowering_us = -1;
+  int min_batch = 1 << 30;
+  for (int k = 0; k < 80; ++k) {
+    const int64_t now = k * kTickUs;
+    const double base = now < 2'000'000 ? 500 : 100;
+    std::uniform_real_distribution<> jitter(0.9, 1.1);
+    for (int i = 0; i < 30; ++i) tracker.Record("chat", "m", Metric::kTtft, now, base * jitter(gen));
+    const TickResult r = ctl.Tick(now, tracker.Snapshot(now));
+    for (const LadderEvent& e : r.events) {
+      if (e.to < e.from && first_lowering_us < 0) first_lowering_us = e.at_us;
+    }
+    levels.push_back(LevelOf(ctl, "chat"));
+    min_batch = std::min(min_batch, ctl.knobs()->ForModel("m")->max_running);
+  }
+  // Raised at ticks 0, 2, 4, 6 (400 ms apart) -> shed by 1.2 s. The batch halved once a
+  // second down to the floor while the window was slow, then doubled back to the cap.
+  EXPECT_EQ(levels[0], 1);
+  EXPECT_EQ(levels[6], 4);
+  EXPECT_EQ(min_batch, 4);
+  EXPECT_EQ(ctl.knobs()->ForModel("m")->max_running, 128);
+  // The last slow sample (t = 1.8 s, epoch 1) leaves the window at epoch 6 (t = 6 s); the P95
+  // stays above target until then, so no lowering before 6 s; and by 16 s all is normal.
+  EXPECT_GE(first_lowering_us, 6'000'000);
+  EXPECT_EQ(levels.back(), 0);
+}
+
+TEST(BatchWindowTest, TritonStyleDispatch) {
+  Knobs k;
+  k.max_queue_delay_us = 80'000;
+  k.preferred_batch_sizes = {8, 16};
+  const ModelKnobs m{"m", 32, 256};
+  EXPECT_TRUE(DecideBatchWindow(k, m, 3, 1, 0).dispatch);    // running: never delay decodes
+  EXPECT_TRUE(DecideBatchWindow(k, m, 0, 0, 0).dispatch);    // nothing waiting
+  EXPECT_TRUE(DecideBatchWindow(k, m, 0, 8, 0).dispatch);    // smallest preferred size
+  EXPECT_TRUE(DecideBatchWindow(k, m, 0, 5, 80'000).dispatch);  // waited the max delay
+  const BatchWindowDecision w = DecideBatchWindow(k, m, 0, 5, 30'000);
+  EXPECT_FALSE(w.dispatch);
+  EXPECT_EQ(w.wait_us, 50'000);
+  k.preferred_batch_sizes.clear();
+  EXPECT_FALSE(DecideBatchWindow(k, m, 0, 31, 0).dispatch);
+  EXPECT_TRUE(DecideBatchWindow(k, m, 0, 32, 0).dispatch);   // a full batch
+  k.max_queue_delay_us = 0;
+  EXPECT_TRUE(DecideBatchWindow(k, m, 0, 1, 0).dispatch);    // no window configured
+}
+
+TEST(ControllerTest, LevelNames) {
+  EXPECT_EQ(LevelName(Level::kNormal), "normal");
+  EXPECT_EQ(LevelName(Level::kTruncate), "truncate");
+  EXPECT_EQ(LevelName(Level::kTrimContext), "trim_context");
+  EXPECT_EQ(LevelName(Level::kCascade), "cascade");
+  EXPECT_EQ(LevelName(Level::kShed), "shed");
+}
+
+}  // namespace
+}  // namespace lifeline::slo

@@ -1,0 +1,104 @@
+// LatencyTracker: per (class, model) windows, class-level merges, cumulative totals, threads.
+#include "slo/latency_tracker.h"
+
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace lifeline::slo {
+namespace {
+
+constexpr double kErr = LogHistogram::kRelativeError;
+
+TEST(LatencyTrackerTest, PerModelAndMergedClassPercentiles) {
+  LatencyTracker t(WindowSpec{1'000'000, 10});
+  for (int i = 1; i <= 100; ++i) t.Record("chat", "big", Metric::kTtft, 500'000, i);
+  for (int i = 101; i <= 200; ++i) t.Record("chat", "small", Metric::kTtft, 500'000, i);
+  t.Record("medical", "big", Metric::kE2e, 500'000, 42);
+  const TrackerSnapshot s = t.Snapshot(900'000);
+  ASSERT_EQ(s.by_class_model.size(), 3u);
+  ASSERT_EQ(s.by_class.size(), 2u);
+  const SeriesSnapshot* big = s.Find("chat", "big");
+  ASSERT_NE(big, nullptr);
+  EXPECT_EQ((*big)[Metric::kTtft].count, 100u);
+  EXPECT_NEAR((*big)[Metric::kTtft].p95_ms, 95, 95 * kErr);    // 95th of 1..100
+  EXPECT_NEAR((*big)[Metric::kTtft].p50_ms, 50, 50 * kErr);
+  EXPECT_DOUBLE_EQ((*big)[Metric::kTtft].mean_ms, 50.5);
+  const SeriesSnapshot* small = s.Find("chat", "small");
+  EXPECT_NEAR((*small)[Metric::kTtft].p99_ms, 199, 199 * kErr);  // 99th of 101..200
+  const SeriesSnapshot* chat = s.FindClass("chat");
+  ASSERT_NE(chat, nullptr);
+  EXPECT_TRUE(chat->model.empty());
+  EXPECT_EQ((*chat)[Metric::kTtft].count, 200u);
+  EXPECT_NEAR((*chat)[Metric::kTtft].p95_ms, 190, 190 * kErr);   // 190th of 1..200
+  EXPECT_EQ((*chat)[Metric::kE2e].count, 0u);
+  EXPECT_EQ(s.FindClass("medical")->window[static_cast<size_t>(Metric::kE2e)].count, 1u);
+  EXPECT_EQ(s.Find("chat", "nope"), nullptr);
+  // Class rows carry the merged cumulative histograms too.
+  EXPECT_EQ(chat->total[static_cast<size_t>(Metric::kTtft)].count(), 200u);
+}
+
+TEST(LatencyTrackerTest, RecordRequestFansOutAndWindowsExpireButTotalsDoNot) {
+  LatencyTracker t(WindowSpec{1'000'000, 5});
+  const std::vector<double> itl = {10, 20, 30};
+  RequestSample full;
+  full.ttft_ms = 100;
+  full.tpot_ms = 20;
+  full.queue_ms = 5;
+  full.e2e_ms = 160;
+  full.itl_ms = itl;
+  t.RecordRequest("chat", "m", 0, full);
+  RequestSample rejected;  // rejected before a token
+  rejected.queue_ms = 7;
+  t.RecordRequest("chat", "m", 0, rejected);
+  TrackerSnapshot s = t.Snapshot(100);
+  const SeriesSnapshot* m = s.Find("chat", "m");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ((*m)[Metric::kTtft].count, 1u);
+  EXPECT_EQ((*m)[Metric::kTpot].count, 1u);
+  EXPECT_EQ((*m)[Metric::kQueue].count, 2u);
+  EXPECT_EQ((*m)[Metric::kE2e].count, 1u);
+  EXPECT_EQ((*m)[Metric::kItl].count, 3u);
+  EXPECT_NEAR((*m)[Metric::kItl].p50_ms, 20, 20 * kErr);
+  EXPECT_DOUBLE_EQ((*m)[Metric::kE2e].p95_ms, 160);  // one value: exact
+
+  s = t.Snapshot(5'000'000);  // epoch 5: epoch 0 is out of a 5-bucket window
+  m = s.Find("chat", "m");
+  EXPECT_EQ((*m)[Metric::kTtft].count, 0u);
+  EXPECT_EQ(m->total[static_cast<size_t>(Metric::kTtft)].count(), 1u);
+  EXPECT_EQ(m->total[static_cast<size_t>(Metric::kItl)].count(), 3u);
+  EXPECT_NEAR(m->total[static_cast<size_t>(Metric::kItl)].sum_s(), 0.06, 1e-12);
+}
+
+TEST(LatencyTrackerTest, ConcurrentRecordersLoseNothing) {
+  LatencyTracker t;
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 5000;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&t, i] {
+      for (int k = 0; k < kPerThread; ++k) {
+        t.Record(i % 2 ? "chat" : "medical", "m", Metric::kItl, 1000, 1 + k % 50);
+        if (k % 500 == 0) (void)t.Snapshot(1000);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  const TrackerSnapshot s = t.Snapshot(1000);
+  EXPECT_EQ(s.FindClass("chat")->window[static_cast<size_t>(Metric::kItl)].count,
+            uint64_t{kThreads / 2 * kPerThread});
+  EXPECT_EQ(s.FindClass("medical")->window[static_cast<size_t>(Metric::kItl)].count,
+            uint64_t{kThreads / 2 * kPerThread});
+}
+
+TEST(LatencyTrackerTest, MetricNames) {
+  EXPECT_EQ(MetricName(Metric::kTtft), "ttft");
+  EXPECT_EQ(MetricName(Metric::kTpot), "tpot");
+  EXPECT_EQ(MetricName(Metric::kItl), "itl");
+  EXPECT_EQ(MetricName(Metric::kQueue), "queue");
+  EXPECT_EQ(MetricName(Metric::kE2e), "e2e");
+}
+
+}  // namespace
+}  // namespace lifeline::slo
