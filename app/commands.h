@@ -17,5 +17,6 @@ CommandFn RegisterMakeModel(CLI::App& root);
 CommandFn RegisterQuantize(CLI::App& root);
 CommandFn RegisterBenchModel(CLI::App& root);
 CommandFn RegisterServe(CLI::App& root);
+CommandFn RegisterBench(CLI::App& root);
 
 }  // namespace lifeline::app

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   add(lifeline::app::RegisterQuantize(root));
   add(lifeline::app::RegisterBenchModel(root));
   add(lifeline::app::RegisterServe(root));
+  add(lifeline::app::RegisterBench(root));
 
   try {
     root.parse(argc, argv);

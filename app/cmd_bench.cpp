@@ -1,0 +1,301 @@
+// lifeline bench: load generator for any OpenAI-compatible server (Lifeline, llama.cpp server,
+// vLLM, ...). Wiring only: flags -> loadgen::RunOptions -> RunLoad -> reports. The load
+// generator speaks HTTP only; --serve starts a local `lifeline serve` child process.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "app/commands.h"
+#include "bench/loadgen/local_server.h"
+#include "bench/loadgen/report.h"
+#include "bench/loadgen/runner.h"
+
+namespace lifeline::app {
+namespace {
+
+namespace lg = loadgen;
+
+struct BenchFlags {
+  std::vector<std::string> targets;
+  std::string serve_model;
+  std::vector<std::string> serve_args;
+  std::optional<double> rate;
+  std::optional<int64_t> concurrency;
+  double burstiness = 1;
+  std::string sweep;
+  std::optional<double> duration_s;
+  std::optional<int64_t> requests;
+  uint64_t seed = 1;
+  std::string prompt_len = "32";
+  std::string output_len = "64";
+  std::string api = "completions";
+  bool no_stream = false;
+  bool no_usage = false;
+  bool ignore_eos = false;
+  std::string slo_class;
+  std::string user_role;
+  bool slo_in_body = false;
+  std::vector<std::string> headers;
+  std::string extra_body;
+  std::string api_key;
+  std::string prompts_file;
+  double threshold_ms = 387;
+  std::string slo_metric = "ttft";
+  double timeout_s = 60;
+  int64_t max_in_flight = 4096;
+  std::string input_buckets = "128,512,2048";
+  bool no_early_stop = false;
+  double cooldown_s = 0.5;
+  std::string out_dir;
+  std::string progress = "auto";
+  double serve_timeout_s = 120;
+};
+
+int FlagError(const Status& s) {
+  std::fprintf(stderr, "lifeline bench: %s\n", s.message().c_str());
+  return 2;
+}
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "lifeline bench: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+std::string CommandLine() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string out;
+  for (char c : raw) out += c == '\0' ? ' ' : c;
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+Result<std::vector<int64_t>> ParseBuckets(const std::string& text) {
+  LL_ASSIGN_OR_RETURN(std::vector<double> v, lg::ParseLoadList("--input-buckets", text));
+  std::vector<int64_t> out;
+  for (double x : v) {
+    if (x != std::floor(x)) return InvalidArgument("--input-buckets '" + text + "': whole numbers only");
+    out.push_back(static_cast<int64_t>(x));
+  }
+  return out;
+}
+
+// Flags -> options (without targets).
+Status BuildOptions(const BenchFlags& f, lg::RunOptions* o) {
+  o->mode = f.concurrency ? lg::LoadMode::kConcurrency : lg::LoadMode::kRate;
+  if (f.rate && f.concurrency) return InvalidArgument("--rate and --concurrency exclude each other");
+  if (!f.sweep.empty()) {
+    LL_ASSIGN_OR_RETURN(o->loads, lg::ParseLoadList("--sweep", f.sweep));
+  } else if (f.concurrency) {
+    o->loads = {static_cast<double>(*f.concurrency)};
+  } else if (f.rate) {
+    o->loads = {*f.rate};
+  } else {
+    return InvalidArgument("give a load: --rate R, --concurrency C or --sweep LIST");
+  }
+  if (f.burstiness != 1 && o->mode == lg::LoadMode::kConcurrency) {
+    return InvalidArgument("--burstiness applies to --rate (open loop), not --concurrency");
+  }
+  o->burstiness = f.burstiness;
+  o->requests = f.requests.value_or(0);
+  o->duration_s = f.duration_s.value_or(0);
+  if (!f.requests && !f.duration_s) o->requests = 50;
+  o->seed = f.seed;
+  o->timeout_s = f.timeout_s;
+  o->threshold_ms = f.threshold_ms;
+  if (f.slo_metric == "ttft") o->metric = lg::SloMetric::kTtft;
+  else if (f.slo_metric == "e2e") o->metric = lg::SloMetric::kE2e;
+  else return InvalidArgument("--slo-metric '" + f.slo_metric + "': expected ttft or e2e");
+  o->early_stop = !f.no_early_stop;
+  o->max_in_flight = f.max_in_flight;
+  o->cooldown_s = f.cooldown_s;
+
+  lg::WorkloadSpec& w = o->workload;
+  if (f.api == "completions") w.api = lg::Api::kCompletions;
+  else if (f.api == "chat") w.api = lg::Api::kChat;
+  else return InvalidArgument("--api '" + f.api + "': expected completions or chat");
+  LL_ASSIGN_OR_RETURN(w.prompt_words, lg::ParseLengthDist("--prompt-len", f.prompt_len));
+  LL_ASSIGN_OR_RETURN(w.output_tokens, lg::ParseLengthDist("--output-len", f.output_len));
+  w.stream = !f.no_stream;
+  w.include_usage = !f.no_usage;
+  w.ignore_eos = f.ignore_eos;
+  w.slo_class = f.slo_class;
+  w.user_role = f.user_role;
+  w.slo_in_body = f.slo_in_body;
+  w.api_key = f.api_key;
+  for (const std::string& h : f.headers) {
+    LL_ASSIGN_OR_RETURN(auto kv, lg::ParseHeader("--header", h));
+    w.headers.push_back(std::move(kv));
+  }
+  if (!f.extra_body.empty()) {
+    w.extra_body = nlohmann::json::parse(f.extra_body, nullptr, false);
+    if (!w.extra_body.is_object()) {
+      return InvalidArgument("--extra-body '" + f.extra_body + "': expected a JSON object");
+    }
+  }
+  if (!f.prompts_file.empty()) {
+    LL_ASSIGN_OR_RETURN(w.prompts, lg::LoadPromptsFile(f.prompts_file));
+  }
+  for (const std::string& t : f.targets) {
+    LL_ASSIGN_OR_RETURN(lg::TargetSpec spec, lg::ParseTargetSpec("--target", t));
+    o->targets.push_back(std::move(spec));
+  }
+  if (f.progress != "auto" && f.progress != "always" && f.progress != "never") {
+    return InvalidArgument("--progress '" + f.progress + "': expected auto, always or never");
+  }
+  if (o->targets.empty() && f.serve_model.empty()) {
+    return InvalidArgument("--target: at least one target (or --serve MODEL.gguf) is needed");
+  }
+  if (o->targets.size() + (f.serve_model.empty() ? 0 : 1) > 16) {
+    return InvalidArgument("--target: at most 16 targets");
+  }
+  if (!f.serve_model.empty()) o->targets.emplace_back();  // placeholder, filled after start
+  return lg::ValidateRunOptions(*o);
+}
+
+void PrintProgress(const lg::Progress& p, lg::LoadMode mode, const char* metric) {
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "\r[step %d/%d %s] %5.1fs sent %lld done %lld in-flight %lld errors %lld P95 %s %s ms",
+                p.step + 1, p.steps, lg::LoadName(mode, p.load).c_str(), p.elapsed_s,
+                static_cast<long long>(p.sent), static_cast<long long>(p.done),
+                static_cast<long long>(p.in_flight), static_cast<long long>(p.errors), metric,
+                lg::FormatMs(p.slo_p95_ms).c_str());
+  std::fprintf(stderr, "%-100s", line);
+  std::fflush(stderr);
+}
+
+int RunBench(const BenchFlags& f) {
+  lg::RunOptions o;
+  if (Status s = BuildOptions(f, &o); !s.ok()) return FlagError(s);
+  lg::ReportInputs in;
+  auto buckets = ParseBuckets(f.input_buckets);
+  if (!buckets.ok()) return FlagError(buckets.status());
+  in.input_buckets = *buckets;
+
+  std::unique_ptr<lg::LocalServer> local;
+  std::optional<lg::ModelFacts> local_facts;
+  if (!f.serve_model.empty()) {
+    const std::string self = lg::SelfExecutable();
+    if (self.empty()) return Fail(Internal("cannot find this executable to start `serve`"));
+    const std::string name = std::filesystem::path(f.serve_model).stem().string();
+    std::vector<std::string> args = {"--model", name + "=" + f.serve_model};
+    args.insert(args.end(), f.serve_args.begin(), f.serve_args.end());
+    std::fprintf(stderr, "lifeline bench: starting lifeline serve for %s\n", f.serve_model.c_str());
+    auto started = lg::LocalServer::Start(self, args, f.serve_timeout_s);
+    if (!started.ok()) return Fail(started.status());
+    local = std::move(started).value();
+    auto spec = lg::ParseTargetSpec("--serve", local->url() + ",model=" + name + ",label=lifeline");
+    if (!spec.ok()) return Fail(spec.status());
+    o.targets.back() = *spec;
+    if (auto inspected = lg::InspectModel(self, f.serve_model); inspected.ok()) {
+      local_facts = lg::FactsFromInspectJson(*inspected);
+    }
+  }
+
+  // Reachability and model facts before any load.
+  for (const lg::TargetSpec& t : o.targets) {
+    bool reachable = false;
+    lg::TargetFacts facts = lg::FetchModelFacts(t.url, t.model, f.api_key, 10, &reachable);
+    if (!reachable) {
+      return Fail(IoError("target '" + t.label + "' (" + t.url.ToString() +
+                          ") is not reachable: " + facts.models_status));
+    }
+    in.facts.push_back(std::move(facts));
+  }
+  if (local_facts) {
+    lg::ModelFacts& m = in.facts.back().model;
+    if (m.parameters.empty()) m.parameters = local_facts->parameters;
+    if (m.quantization.empty()) m.quantization = local_facts->quantization;
+    if (m.context_length == 0) m.context_length = local_facts->context_length;
+    m.source += m.source.empty() ? "gguf" : " + gguf";
+  }
+  in.hardware = lg::LocalHardware();
+  in.command_line = CommandLine();
+
+  const bool show = f.progress == "always" || (f.progress == "auto" && ::isatty(STDERR_FILENO));
+  const char* metric = lg::SloMetricName(o.metric);
+  lg::ProgressFn progress;
+  if (show) progress = [&](const lg::Progress& p) { PrintProgress(p, o.mode, metric); };
+  auto run = lg::RunLoad(o, progress);
+  if (show) std::fprintf(stderr, "\n");
+  if (!run.ok()) return Fail(run.status());
+  for (size_t k = 0; k < o.targets.size(); ++k) {
+    lg::FetchSloEvents(o.targets[k].url, f.api_key, 10, run->start_unix_ms, &in.facts[k]);
+  }
+  if (local) local->Stop();
+
+  in.options = &o;
+  in.run = &*run;
+  const lg::Report report = lg::BuildReport(in);
+  std::fputs(lg::ReportMarkdown(in, report).c_str(), stdout);
+  if (!f.out_dir.empty()) {
+    if (Status s = lg::WriteReports(f.out_dir, in, report); !s.ok()) return Fail(s);
+    std::fprintf(stderr, "lifeline bench: wrote %s/report.{json,md,html}\n", f.out_dir.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+CommandFn RegisterBench(CLI::App& root) {
+  auto f = std::make_shared<BenchFlags>();
+  CLI::App* cmd = root.add_subcommand(
+      "bench", "Load-test OpenAI-compatible servers: latency percentiles, goodput, SLO sweep");
+  cmd->add_option("--target", f->targets,
+                  "URL[,model=NAME][,label=NAME][,params=N][,quant=Q][,hw=TEXT] (repeatable; "
+                  "several targets run interleaved)");
+  cmd->add_option("--serve", f->serve_model, "Start a local `lifeline serve` on this GGUF for the run");
+  cmd->add_option("--serve-arg", f->serve_args, "Extra argument for --serve (repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--serve-timeout", f->serve_timeout_s, "Seconds to wait for --serve to listen")
+      ->capture_default_str();
+  cmd->add_option("--rate", f->rate, "Open loop: requests/s per target (Poisson or gamma)");
+  cmd->add_option("--burstiness", f->burstiness,
+                  "Gamma shape of the gaps: 1 = Poisson, < 1 burstier")->capture_default_str();
+  cmd->add_option("--concurrency", f->concurrency,
+                  "Closed loop: requests in flight per target (with --sweep: sweep concurrency)");
+  cmd->add_option("--sweep", f->sweep, "Loads to step through, e.g. 1,2,4,8; reports the knee");
+  cmd->add_option("--duration", f->duration_s, "Seconds per step");
+  cmd->add_option("--requests", f->requests, "Requests per target and step (default 50)");
+  cmd->add_option("--seed", f->seed, "Schedule and prompt seed")->capture_default_str();
+  cmd->add_option("--prompt-len", f->prompt_len,
+                  "Prompt length in words: N, uniform:LO:HI, normal:MEAN:SD")->capture_default_str();
+  cmd->add_option("--output-len", f->output_len, "max_tokens: N, uniform:LO:HI, normal:MEAN:SD")
+      ->capture_default_str();
+  cmd->add_option("--api", f->api, "completions or chat")->capture_default_str();
+  cmd->add_flag("--no-stream", f->no_stream, "Non-streaming requests (TTFT = whole response)");
+  cmd->add_flag("--no-usage", f->no_usage, "Do not send stream_options.include_usage");
+  cmd->add_flag("--ignore-eos", f->ignore_eos, "Send ignore_eos: true (generate max_tokens)");
+  cmd->add_option("--slo-class", f->slo_class, "X-SLO-Class header value");
+  cmd->add_option("--user-role", f->user_role, "X-User-Role header value");
+  cmd->add_flag("--slo-in-body", f->slo_in_body, "Also send slo_class / user_role body fields");
+  cmd->add_option("--header", f->headers, "Extra request header 'NAME: VALUE' (repeatable)");
+  cmd->add_option("--extra-body", f->extra_body, "JSON object merged into every request body");
+  cmd->add_option("--api-key", f->api_key, "Authorization: Bearer KEY");
+  cmd->add_option("--prompts", f->prompts_file, "Prompts file: one per line, or JSONL {\"prompt\": ...}");
+  cmd->add_option("--threshold-ms", f->threshold_ms, "SLO threshold on the P95")->capture_default_str();
+  cmd->add_option("--slo-metric", f->slo_metric, "ttft or e2e")->capture_default_str();
+  cmd->add_option("--timeout", f->timeout_s, "Per-request timeout, seconds")->capture_default_str();
+  cmd->add_option("--max-in-flight", f->max_in_flight, "Client cap on open requests")
+      ->capture_default_str();
+  cmd->add_option("--input-buckets", f->input_buckets,
+                  "Upper edges (words) of the verdict table's input classes")->capture_default_str();
+  cmd->add_flag("--no-early-stop", f->no_early_stop, "Run every sweep step to the end");
+  cmd->add_option("--cooldown", f->cooldown_s, "Seconds between sweep steps")->capture_default_str();
+  cmd->add_option("--out", f->out_dir, "Write report.json, report.md, report.html here");
+  cmd->add_option("--progress", f->progress, "auto (on a terminal), always, never")
+      ->capture_default_str();
+  return [f] { return RunBench(*f); };
+}
+
+}  // namespace lifeline::app

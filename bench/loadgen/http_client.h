@@ -1,0 +1,120 @@
+// The load generator's asynchronous HTTP/1.1 client (Boost.Asio + Beast, kept inside the .cpp).
+// One HttpLoop drives any number of concurrent exchanges and timers on the thread that calls
+// Run(); every exchange uses a fresh connection so DNS and connect times are measured per
+// request, and is timed from its own start:
+//
+//   dns_ms      resolve finished          connect_ms  TCP connect finished (after DNS)
+//   ttfb_ms     first response byte readable
+//   ttft_ms     first SSE event carrying content (non-streaming: the complete body)
+//   itl_ms      gap between consecutive content events (events read together have gap 0)
+//   e2e_ms      last byte of the response (or the failure)
+//
+// Ownership: the loop owns its connections, timers and callbacks. Thread-safety: not
+// thread-safe; call Send / Cancel / At from the loop thread (inside callbacks) or before Run.
+// Failure: never throws; each exchange ends in exactly one done callback whose `error` is ""
+// or one of the kinds listed at HttpExchange::error.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+
+namespace lifeline::loadgen {
+
+using Clock = std::chrono::steady_clock;
+
+struct Url {
+  std::string host;       // name or address ("[::1]" is stored as "::1")
+  std::string port;       // "80" when the URL has none
+  std::string base_path;  // "" or "/prefix" without a trailing slash
+  std::string ToString() const;
+};
+
+// http://HOST[:PORT][/PREFIX]. https is refused (no TLS in this client). Errors name the flag.
+Result<Url> ParseUrl(const std::string& flag, const std::string& text);
+
+struct HttpRequestSpec {
+  std::string method = "POST";
+  Url url;
+  std::string path;  // appended to url.base_path, e.g. "/v1/completions"
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;  // sent with Content-Type: application/json when not empty
+  double timeout_s = 60;
+};
+
+struct HttpExchange {
+  Clock::time_point start;
+  double dns_ms = -1;  // -1: the phase was not reached
+  double connect_ms = -1;
+  double ttfb_ms = -1;
+  double ttft_ms = -1;
+  double e2e_ms = -1;
+  std::vector<double> itl_ms;
+  int http_status = 0;  // 0: no response head
+  // "" (success), "connect" (DNS or TCP), "timeout", "cancelled", "http_status" (non-2xx),
+  // "early_close" (connection ended mid-response, or a stream ended without [DONE] or a
+  // finish_reason), "malformed_sse" (a data payload that is not a JSON object, or an
+  // over-long line), "stream_error" (an error event inside the stream), "io" (other socket
+  // errors).
+  std::string error;
+  std::string error_detail;
+  bool streamed = false;        // the response was text/event-stream
+  bool saw_done = false;        // "[DONE]" arrived
+  std::string served_model;     // X-Served-Model header, else the body's / chunks' `model`
+  std::string server_timing;    // raw Server-Timing header
+  std::string finish_reason;
+  int64_t content_events = 0;   // SSE events with non-empty text
+  int64_t prompt_tokens = -1;   // from usage, when present
+  int64_t completion_tokens = -1;
+  nlohmann::json timings;       // the server's `timings` object (stream or body), else null
+  std::string body;             // non-streamed body (first 1 MiB); error bodies included
+  int64_t body_bytes = 0;
+};
+
+class HttpLoop {
+ public:
+  using Handle = uint64_t;
+  using DoneFn = std::function<void(HttpExchange)>;
+
+  HttpLoop();
+  ~HttpLoop();
+  HttpLoop(const HttpLoop&) = delete;
+  HttpLoop& operator=(const HttpLoop&) = delete;
+
+  // Starts an exchange now; `done` runs exactly once on the loop thread.
+  Handle Send(HttpRequestSpec spec, DoneFn done);
+  // Ends an exchange with error "cancelled" (its done callback runs before Cancel returns).
+  // Unknown or finished handles are ignored.
+  void Cancel(Handle h);
+  // Runs `fn` on the loop thread at `when` (at once when it is past).
+  void At(Clock::time_point when, std::function<void()> fn);
+  // Processes events until no exchange and no timer is pending, or Stop().
+  void Run();
+  // Makes Run return as soon as the current handler finishes; pending timers are dropped when
+  // the loop is destroyed (call it only when no exchange is in flight).
+  void Stop();
+  size_t in_flight() const;
+  // Content events seen so far by an in-flight exchange; -1 when `h` is not in flight.
+  int64_t ContentEvents(Handle h) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// One exchange on a private loop, blocking until it ends.
+HttpExchange FetchOnce(HttpRequestSpec spec);
+
+// "queue;dur=1.2, prefill;dur=30.1" -> {"queue_ms": 1.2, "prefill_ms": 30.1}; entries without
+// a numeric dur are skipped.
+nlohmann::json ParseServerTiming(const std::string& header);
+
+}  // namespace lifeline::loadgen

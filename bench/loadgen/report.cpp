@@ -1,0 +1,434 @@
+#include "bench/loadgen/report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+namespace lifeline::loadgen {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+LayerStats Layer(const std::vector<double>& v) {
+  const LatencySummary s = Summarize(v);
+  return {s.mean, s.p95};
+}
+
+nlohmann::json Num(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
+
+nlohmann::json SummaryJson(const LatencySummary& s) {
+  return {{"count", s.count}, {"mean", Num(s.mean)}, {"p50", Num(s.p50)}, {"p90", Num(s.p90)},
+          {"p95", Num(s.p95)}, {"p99", Num(s.p99)},  {"max", Num(s.max)}};
+}
+
+std::string Fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string Cell(const std::string& s) {
+  std::string out;
+  for (char c : s) out += (c == '|') ? '/' : (c == '\n' ? ' ' : c);
+  return out.empty() ? "-" : out;
+}
+
+std::string HardwareText(const ReportInputs& in, int target) {
+  const TargetSpec& t = in.options->targets[static_cast<size_t>(target)];
+  if (!t.hardware.empty()) return t.hardware;
+  std::string hw = in.hardware.cpu_model.empty() ? "unknown CPU" : in.hardware.cpu_model;
+  if (in.hardware.logical_cores > 0) hw += ", " + std::to_string(in.hardware.logical_cores) + " threads";
+  // Facts come from this machine: exact for a loopback target, an assumption otherwise.
+  const std::string& h = t.url.host;
+  const bool local = h == "localhost" || h == "::1" || h.starts_with("127.");
+  return local ? hw : hw + " (client host; set hw= on the target)";
+}
+
+std::string BucketName(const std::vector<int64_t>& edges, size_t b) {
+  if (edges.empty()) return "any";
+  if (b == 0) return "<= " + std::to_string(edges[0]);
+  if (b < edges.size()) return std::to_string(edges[b - 1] + 1) + "-" + std::to_string(edges[b]);
+  return "> " + std::to_string(edges.back());
+}
+
+size_t BucketOf(const std::vector<int64_t>& edges, int64_t words) {
+  size_t b = 0;
+  while (b < edges.size() && words > edges[b]) ++b;
+  return b;
+}
+
+int64_t MedianOf(std::vector<int64_t> v) {
+  if (v.empty()) return -1;
+  std::sort(v.begin(), v.end());
+  return v[(v.size() - 1) / 2];
+}
+
+}  // namespace
+
+std::string LoadName(LoadMode mode, double load) {
+  return mode == LoadMode::kRate ? Fmt("%g req/s", load) : Fmt("concurrency %g", load);
+}
+
+std::string FormatMs(double ms) {
+  if (std::isnan(ms)) return "-";
+  if (std::isinf(ms)) return "inf";
+  return ms >= 100 ? Fmt("%.0f", ms) : Fmt("%.1f", ms);
+}
+
+TargetStepSummary SummarizeTargetStep(const std::vector<const RequestRecord*>& records,
+                                      double threshold_ms, SloMetric metric, double wall_s) {
+  TargetStepSummary s;
+  s.wall_s = wall_s;
+  std::vector<double> ttft, tpot, itl, e2e, slo, net, svc, cmp;
+  int64_t out_tokens = 0;
+  for (const RequestRecord* r : records) {
+    ++s.sent;
+    if (r->x.http_status == 429) ++s.http_429;
+    if (r->x.error == "cancelled") {
+      ++s.cancelled;
+    } else {
+      slo.push_back(r->SloValue(metric));
+    }
+    if (!r->ok()) {
+      if (r->x.error != "cancelled") {
+        ++s.errors;
+        ++s.errors_by_kind[r->x.error];
+      }
+      continue;
+    }
+    ++s.ok;
+    ttft.push_back(r->x.ttft_ms >= 0 ? r->x.ttft_ms : r->x.e2e_ms);
+    e2e.push_back(r->x.e2e_ms);
+    if (r->tpot_ms >= 0) tpot.push_back(r->tpot_ms);
+    itl.insert(itl.end(), r->x.itl_ms.begin(), r->x.itl_ms.end());
+    out_tokens += std::max<int64_t>(0, r->output_tokens);
+    if (r->network_ms >= 0) {
+      ++s.layered;
+      net.push_back(r->network_ms);
+      svc.push_back(r->service_ms);
+      cmp.push_back(r->compute_ms);
+    }
+  }
+  s.ttft = Summarize(ttft);
+  s.tpot = Summarize(tpot);
+  s.itl = Summarize(itl);
+  s.e2e = Summarize(e2e);
+  s.slo_p95_ms = Percentile(slo, 95);
+  if (wall_s > 0) {
+    s.throughput_rps = static_cast<double>(s.ok) / wall_s;
+    s.output_tok_s = static_cast<double>(out_tokens) / wall_s;
+  }
+  s.goodput_rps = GoodputRps(slo, threshold_ms, wall_s);
+  s.network = Layer(net);
+  s.service = Layer(svc);
+  s.compute = Layer(cmp);
+  return s;
+}
+
+Report BuildReport(const ReportInputs& in) {
+  const RunOptions& o = *in.options;
+  const RunData& run = *in.run;
+  const size_t n_targets = o.targets.size();
+  Report rep;
+  // records[step][target]
+  std::vector<std::vector<std::vector<const RequestRecord*>>> by(
+      run.steps.size(), std::vector<std::vector<const RequestRecord*>>(n_targets));
+  for (const RequestRecord& r : run.records) {
+    by[static_cast<size_t>(r.step)][static_cast<size_t>(r.target)].push_back(&r);
+  }
+  std::vector<std::vector<SweepPoint>> points(n_targets);
+  for (size_t s = 0; s < run.steps.size(); ++s) {
+    const StepData& step = run.steps[s];
+    for (size_t k = 0; k < n_targets; ++k) {
+      const TargetStep& ts = step.targets[k];
+      TargetStepSummary sum = SummarizeTargetStep(by[s][k], o.threshold_ms, o.metric, ts.wall_s);
+      sum.step = static_cast<int>(s);
+      sum.target = static_cast<int>(k);
+      sum.load = step.load;
+      sum.ran = ts.ran;
+      sum.stopped_early = ts.stopped_early;
+      sum.planned = ts.planned;
+      // An early-stopped step failed by construction, even if what was sent looks fine.
+      const double p95 = ts.stopped_early ? std::numeric_limits<double>::infinity() : sum.slo_p95_ms;
+      points[k].push_back({step.load, p95, ts.ran});
+      rep.summaries.push_back(std::move(sum));
+    }
+  }
+  for (size_t k = 0; k < n_targets; ++k) {
+    rep.knees.push_back(run.steps.size() > 1 ? FindKnee(points[k], o.threshold_ms)
+                                             : std::nullopt);
+  }
+  // Verdicts: target x step x input class.
+  const size_t n_buckets = in.input_buckets.size() + 1;
+  for (size_t s = 0; s < run.steps.size(); ++s) {
+    for (size_t k = 0; k < n_targets; ++k) {
+      if (!run.steps[s].targets[k].ran) continue;
+      const TargetFacts& f = in.facts[k];
+      const TargetSpec& t = o.targets[k];
+      for (size_t b = 0; b < n_buckets; ++b) {
+        std::vector<double> slo;
+        std::vector<int64_t> words, tokens;
+        for (const RequestRecord* r : by[s][k]) {
+          if (BucketOf(in.input_buckets, r->prompt_words) != b) continue;
+          slo.push_back(r->SloValue(o.metric));
+          words.push_back(r->prompt_words);
+          if (r->prompt_tokens >= 0) tokens.push_back(r->prompt_tokens);
+        }
+        if (slo.empty()) continue;
+        VerdictRow v;
+        v.target = static_cast<int>(k);
+        v.step = static_cast<int>(s);
+        v.model = !f.model.id.empty() ? f.model.id : (t.model.empty() ? t.label : t.model);
+        v.parameters = !t.params.empty() ? t.params
+                       : !f.model.parameters.empty() ? f.model.parameters
+                                                     : ParametersFromName(v.model);
+        v.quantization = !t.quant.empty() ? t.quant
+                         : !f.model.quantization.empty() ? f.model.quantization
+                                                         : QuantizationFromName(v.model);
+        v.hardware = HardwareText(in, static_cast<int>(k));
+        v.scenario = LoadName(o.mode, run.steps[s].load);
+        if (!o.workload.slo_class.empty()) v.scenario += ", class " + o.workload.slo_class;
+        v.input_length = BucketName(in.input_buckets, b) + " words (median " +
+                         std::to_string(MedianOf(words)) + " words";
+        if (!tokens.empty()) v.input_length += ", " + std::to_string(MedianOf(tokens)) + " tokens";
+        v.input_length += ")";
+        v.requests = static_cast<int64_t>(slo.size());
+        v.p95_ms = run.steps[s].targets[k].stopped_early ? std::numeric_limits<double>::infinity()
+                                                         : Percentile(slo, 95);
+        v.target_ms = o.threshold_ms;
+        v.pass = v.p95_ms <= o.threshold_ms;
+        rep.verdicts.push_back(std::move(v));
+      }
+    }
+  }
+  // Ratios against target 0.
+  for (size_t s = 0; s < run.steps.size(); ++s) {
+    const TargetStepSummary& base = rep.summaries[s * n_targets];
+    if (!base.ran) continue;
+    for (size_t k = 1; k < n_targets; ++k) {
+      const TargetStepSummary& cur = rep.summaries[s * n_targets + k];
+      if (!cur.ran) continue;
+      auto ratio = [](double a, double b) { return b > 0 && std::isfinite(b) ? a / b : kNaN; };
+      rep.ratios.push_back({static_cast<int>(s), static_cast<int>(k),
+                            ratio(cur.ttft.p95, base.ttft.p95), ratio(cur.e2e.p95, base.e2e.p95),
+                            ratio(cur.output_tok_s, base.output_tok_s),
+                            ratio(cur.goodput_rps, base.goodput_rps)});
+    }
+  }
+  return rep;
+}
+
+nlohmann::json ReportJson(const ReportInputs& in, const Report& rep) {
+  const RunOptions& o = *in.options;
+  const RunData& run = *in.run;
+  nlohmann::json targets = nlohmann::json::array();
+  for (size_t k = 0; k < o.targets.size(); ++k) {
+    const TargetSpec& t = o.targets[k];
+    const TargetFacts& f = in.facts[k];
+    nlohmann::json events = nlohmann::json::array();
+    for (const SloEvent& e : f.slo_events) {
+      events.push_back({{"t_ms", e.t_ms}, {"kind", e.kind}, {"detail", e.detail}});
+    }
+    targets.push_back({{"label", t.label},
+                       {"url", t.url.ToString()},
+                       {"model", t.model},
+                       {"knee_load", rep.knees[k] ? nlohmann::json(*rep.knees[k]) : nlohmann::json(nullptr)},
+                       {"facts", {{"model_id", f.model.id},
+                                  {"parameters", f.model.parameters},
+                                  {"quantization", f.model.quantization},
+                                  {"context_length", f.model.context_length},
+                                  {"source", f.model.source},
+                                  {"models_status", f.models_status}}},
+                       {"slo_status", f.slo_status},
+                       {"slo_events", std::move(events)}});
+  }
+  nlohmann::json summaries = nlohmann::json::array();
+  for (const TargetStepSummary& s : rep.summaries) {
+    summaries.push_back({{"step", s.step}, {"target", s.target}, {"load", s.load},
+                         {"ran", s.ran}, {"stopped_early", s.stopped_early},
+                         {"planned", s.planned}, {"sent", s.sent}, {"ok", s.ok},
+                         {"errors", s.errors}, {"http_429", s.http_429},
+                         {"cancelled", s.cancelled}, {"errors_by_kind", s.errors_by_kind},
+                         {"ttft_ms", SummaryJson(s.ttft)}, {"tpot_ms", SummaryJson(s.tpot)},
+                         {"itl_ms", SummaryJson(s.itl)}, {"e2e_ms", SummaryJson(s.e2e)},
+                         {"wall_s", s.wall_s}, {"throughput_rps", s.throughput_rps},
+                         {"output_tok_s", s.output_tok_s}, {"goodput_rps", s.goodput_rps},
+                         {"slo_p95_ms", Num(s.slo_p95_ms)},
+                         {"layers", {{"requests_with_server_timings", s.layered},
+                                     {"network_ms", {{"mean", Num(s.network.mean_ms)}, {"p95", Num(s.network.p95_ms)}}},
+                                     {"service_ms", {{"mean", Num(s.service.mean_ms)}, {"p95", Num(s.service.p95_ms)}}},
+                                     {"compute_ms", {{"mean", Num(s.compute.mean_ms)}, {"p95", Num(s.compute.p95_ms)}}}}}});
+  }
+  nlohmann::json verdicts = nlohmann::json::array();
+  for (const VerdictRow& v : rep.verdicts) {
+    verdicts.push_back({{"target", v.target}, {"step", v.step}, {"model", v.model},
+                        {"parameters", v.parameters}, {"quantization", v.quantization},
+                        {"hardware", v.hardware}, {"scenario", v.scenario},
+                        {"input_length", v.input_length}, {"requests", v.requests},
+                        {"p95_ms", Num(v.p95_ms)}, {"target_ms", v.target_ms}, {"pass", v.pass}});
+  }
+  nlohmann::json ratios = nlohmann::json::array();
+  for (const RatioRow& r : rep.ratios) {
+    ratios.push_back({{"step", r.step}, {"target", r.target}, {"baseline", 0},
+                      {"ttft_p95", Num(r.ttft_p95)}, {"e2e_p95", Num(r.e2e_p95)},
+                      {"output_tok_s", Num(r.output_tok_s)}, {"goodput", Num(r.goodput)}});
+  }
+  nlohmann::json steps = nlohmann::json::array();
+  for (const StepData& s : run.steps) {
+    nlohmann::json per = nlohmann::json::array();
+    for (const TargetStep& t : s.targets) {
+      per.push_back({{"ran", t.ran}, {"stopped_early", t.stopped_early}, {"planned", t.planned},
+                     {"sent", t.sent}, {"wall_s", t.wall_s}});
+    }
+    steps.push_back({{"load", s.load}, {"start_ms", s.start_ms}, {"end_ms", s.end_ms},
+                     {"targets", std::move(per)}});
+  }
+  nlohmann::json requests = nlohmann::json::array();
+  for (const RequestRecord& r : run.records) requests.push_back(RecordJson(r));
+  const WorkloadSpec& w = o.workload;
+  return {
+      {"schema", "lifeline-bench/1"},
+      {"command", in.command_line},
+      {"start_unix_ms", run.start_unix_ms},
+      {"total_s", run.total_s},
+      {"config",
+       {{"mode", o.mode == LoadMode::kRate ? "rate" : "concurrency"},
+        {"loads", o.loads},
+        {"burstiness", o.burstiness},
+        {"requests", o.requests},
+        {"duration_s", o.duration_s},
+        {"seed", o.seed},
+        {"timeout_s", o.timeout_s},
+        {"threshold_ms", o.threshold_ms},
+        {"slo_metric", SloMetricName(o.metric)},
+        {"percentile_definition", "nearest-rank"},
+        {"api", w.api == Api::kChat ? "chat" : "completions"},
+        {"stream", w.stream},
+        {"prompt_words", w.prompts.empty() ? w.prompt_words.ToString() : "prompts file"},
+        {"output_tokens", w.output_tokens.ToString()},
+        {"slo_class", w.slo_class},
+        {"user_role", w.user_role},
+        {"input_buckets_words", in.input_buckets}}},
+      {"hardware", {{"cpu_model", in.hardware.cpu_model},
+                    {"logical_cores", in.hardware.logical_cores}}},
+      {"targets", std::move(targets)},
+      {"steps", std::move(steps)},
+      {"summaries", std::move(summaries)},
+      {"verdicts", std::move(verdicts)},
+      {"ratios", std::move(ratios)},
+      {"requests", std::move(requests)},
+  };
+}
+
+std::string ReportMarkdown(const ReportInputs& in, const Report& rep) {
+  const RunOptions& o = *in.options;
+  const size_t n_targets = o.targets.size();
+  std::string md = "# lifeline bench report\n\n";
+  md += "SLO: P95 " + std::string(SloMetricName(o.metric)) + " <= " + FormatMs(o.threshold_ms) +
+        " ms (nearest-rank percentiles; failed requests count as infinitely slow). Hardware: " +
+        Cell(in.hardware.cpu_model) + ", " + std::to_string(in.hardware.logical_cores) +
+        " logical cores.\n\n";
+  md += "## Latency (ms, successful requests)\n\n";
+  md += "| load | target | metric | P50 | P90 | P95 | P99 | max | n |\n";
+  md += "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  for (const TargetStepSummary& s : rep.summaries) {
+    if (!s.ran) continue;
+    const std::string head = "| " + LoadName(o.mode, s.load) + " | " +
+                             Cell(o.targets[static_cast<size_t>(s.target)].label) + " | ";
+    const std::pair<const char*, const LatencySummary*> rows[] = {
+        {"TTFT", &s.ttft}, {"TPOT", &s.tpot}, {"ITL", &s.itl}, {"e2e", &s.e2e}};
+    for (const auto& [name, l] : rows) {
+      md += head + name + " | " + FormatMs(l->p50) + " | " + FormatMs(l->p90) + " | " +
+            FormatMs(l->p95) + " | " + FormatMs(l->p99) + " | " + FormatMs(l->max) + " | " +
+            std::to_string(l->count) + " |\n";
+    }
+  }
+  md += "\n## Throughput and goodput\n\n";
+  md += "| load | target | sent | ok | errors | 429 | cancelled | req/s | output tok/s | goodput req/s | SLO P95 ms | note |\n";
+  md += "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
+  for (const TargetStepSummary& s : rep.summaries) {
+    std::string note;
+    if (!s.ran) note = "skipped (failed a lower load)";
+    if (s.stopped_early) note = "stopped early (past the cliff)";
+    for (const auto& [kind, n] : s.errors_by_kind) note += (note.empty() ? "" : "; ") + kind + " " + std::to_string(n);
+    md += "| " + LoadName(o.mode, s.load) + " | " + Cell(o.targets[static_cast<size_t>(s.target)].label) +
+          " | " + std::to_string(s.sent) + " | " + std::to_string(s.ok) + " | " +
+          std::to_string(s.errors) + " | " + std::to_string(s.http_429) + " | " +
+          std::to_string(s.cancelled) + " | " + Fmt("%.2f", s.throughput_rps) + " | " +
+          Fmt("%.1f", s.output_tok_s) + " | " + Fmt("%.2f", s.goodput_rps) + " | " +
+          FormatMs(s.slo_p95_ms) + " | " + Cell(note) + " |\n";
+  }
+  md += "\n## Three-layer breakdown (ms; network = client residual)\n\n";
+  md += "| load | target | with timings | network mean | network P95 | service mean | service P95 | compute mean | compute P95 |\n";
+  md += "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  for (const TargetStepSummary& s : rep.summaries) {
+    if (!s.ran) continue;
+    md += "| " + LoadName(o.mode, s.load) + " | " + Cell(o.targets[static_cast<size_t>(s.target)].label) +
+          " | " + std::to_string(s.layered) + " | " + FormatMs(s.network.mean_ms) + " | " +
+          FormatMs(s.network.p95_ms) + " | " + FormatMs(s.service.mean_ms) + " | " +
+          FormatMs(s.service.p95_ms) + " | " + FormatMs(s.compute.mean_ms) + " | " +
+          FormatMs(s.compute.p95_ms) + " |\n";
+  }
+  if (in.run->steps.size() > 1) {
+    md += "\n## Knee (highest load with P95 under the threshold)\n\n| target | knee |\n| --- | --- |\n";
+    for (size_t k = 0; k < n_targets; ++k) {
+      md += "| " + Cell(o.targets[k].label) + " | " +
+            (rep.knees[k] ? LoadName(o.mode, *rep.knees[k]) : std::string("none (lowest load fails)")) +
+            " |\n";
+    }
+  }
+  md += "\n## SLA verdict\n\n";
+  md += "| target | model | parameters | quantization | hardware | scenario | input length | n | P95 ms | target ms | verdict |\n";
+  md += "| --- | --- | --- | --- | --- | --- | --- | ---: | ---: | ---: | --- |\n";
+  for (const VerdictRow& v : rep.verdicts) {
+    md += "| " + Cell(o.targets[static_cast<size_t>(v.target)].label) + " | " + Cell(v.model) + " | " +
+          Cell(v.parameters) + " | " + Cell(v.quantization) + " | " + Cell(v.hardware) + " | " +
+          Cell(v.scenario) + " | " + Cell(v.input_length) + " | " + std::to_string(v.requests) +
+          " | " + FormatMs(v.p95_ms) + " | " + FormatMs(v.target_ms) + " | " +
+          (v.pass ? "PASS" : "FAIL") + " |\n";
+  }
+  if (!rep.ratios.empty()) {
+    md += "\n## Ratios against " + Cell(o.targets[0].label) + "\n\n";
+    md += "| load | target | TTFT P95 | e2e P95 | output tok/s | goodput |\n| --- | --- | ---: | ---: | ---: | ---: |\n";
+    for (const RatioRow& r : rep.ratios) {
+      auto x = [](double v) { return std::isfinite(v) ? Fmt("%.2fx", v) : std::string("-"); };
+      md += "| " + LoadName(o.mode, in.run->steps[static_cast<size_t>(r.step)].load) + " | " +
+            Cell(o.targets[static_cast<size_t>(r.target)].label) + " | " + x(r.ttft_p95) + " | " +
+            x(r.e2e_p95) + " | " + x(r.output_tok_s) + " | " + x(r.goodput) + " |\n";
+    }
+  }
+  md += "\n## Targets\n\n| target | url | model | /v1/models | /v1/slo | degradation events |\n| --- | --- | --- | --- | --- | ---: |\n";
+  for (size_t k = 0; k < n_targets; ++k) {
+    const TargetFacts& f = in.facts[k];
+    md += "| " + Cell(o.targets[k].label) + " | " + Cell(o.targets[k].url.ToString()) + " | " +
+          Cell(f.model.id) + " | " + Cell(f.models_status) + " | " + Cell(f.slo_status) + " | " +
+          std::to_string(f.slo_events.size()) + " |\n";
+  }
+  return md;
+}
+
+Status WriteReports(const std::string& dir, const ReportInputs& in, const Report& rep) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return IoError("--out '" + dir + "': cannot create: " + ec.message());
+  const std::pair<std::string, std::string> files[] = {
+      {"report.json", ReportJson(in, rep).dump(1, ' ', false, nlohmann::json::error_handler_t::replace)},
+      {"report.md", ReportMarkdown(in, rep)},
+      {"report.html", ReportHtml(in, rep)},
+  };
+  for (const auto& [name, text] : files) {
+    const std::string path = dir + "/" + name;
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.close();
+    if (!out) return IoError(path + ": write failed");
+  }
+  return Status::Ok();
+}
+
+}  // namespace lifeline::loadgen

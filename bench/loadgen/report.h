@@ -1,0 +1,104 @@
+// The benchmark's results: per target and step summaries (latency percentiles, throughput,
+// goodput, errors, the three-layer split), the knee of a sweep, the SLA verdict table and the
+// ratios between targets; written as report.json (schema in docs/bench.md), report.md and a
+// self-contained report.html (inline SVG, no network fetches).
+//
+// Ownership: Report holds values computed from a RunData it does not keep; the writers borrow
+// both. Thread-safety: none needed. Failure: WriteReports returns Io naming the file.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "bench/loadgen/runner.h"
+#include "bench/loadgen/server_facts.h"
+#include "bench/loadgen/stats.h"
+
+namespace lifeline::loadgen {
+
+struct LayerStats {
+  double mean_ms = 0;  // NaN when no request carried server timings
+  double p95_ms = 0;
+};
+
+struct TargetStepSummary {
+  int step = 0;
+  int target = 0;
+  double load = 0;
+  bool ran = false;
+  bool stopped_early = false;
+  int64_t planned = -1;
+  int64_t sent = 0;
+  int64_t ok = 0;
+  int64_t errors = 0;     // failed requests, excluding the ones an early stop cancelled
+  int64_t http_429 = 0;
+  int64_t cancelled = 0;  // cancelled by the early stop
+  std::map<std::string, int64_t> errors_by_kind;
+  LatencySummary ttft, tpot, itl, e2e;  // over successful requests (ITL: every gap)
+  double wall_s = 0;
+  double throughput_rps = 0;  // successful requests / wall_s
+  double output_tok_s = 0;    // output tokens of successful requests / wall_s
+  double goodput_rps = 0;     // requests meeting the SLO / wall_s
+  double slo_p95_ms = 0;      // SLO metric, failures as +inf (what the verdict and knee use)
+  int64_t layered = 0;        // successful requests that carried server timings
+  LayerStats network, service, compute;
+};
+
+struct VerdictRow {
+  int target = 0;
+  int step = 0;
+  std::string model, parameters, quantization, hardware;
+  std::string scenario;      // "rate 4 req/s", "concurrency 8", plus the SLO class
+  std::string input_length;  // "<= 128 words (median 96)"
+  int64_t requests = 0;
+  double p95_ms = 0;
+  double target_ms = 0;
+  bool pass = false;
+};
+
+struct RatioRow {
+  int step = 0;
+  int target = 0;  // compared with target 0 (the baseline)
+  double ttft_p95 = 0, e2e_p95 = 0, output_tok_s = 0, goodput = 0;  // target / baseline
+};
+
+struct ReportInputs {
+  const RunOptions* options = nullptr;
+  const RunData* run = nullptr;
+  std::vector<TargetFacts> facts;  // one per target
+  HardwareFacts hardware;
+  std::vector<int64_t> input_buckets = {128, 512, 2048};  // upper edges of input classes
+  std::string command_line;
+};
+
+struct Report {
+  std::vector<TargetStepSummary> summaries;  // step-major, then target
+  std::vector<std::optional<double>> knees;  // one per target (sweeps)
+  std::vector<VerdictRow> verdicts;
+  std::vector<RatioRow> ratios;
+};
+
+// Summary of one target's records at one step over `wall_s` seconds.
+TargetStepSummary SummarizeTargetStep(const std::vector<const RequestRecord*>& records,
+                                      double threshold_ms, SloMetric metric, double wall_s);
+
+Report BuildReport(const ReportInputs& in);
+
+nlohmann::json ReportJson(const ReportInputs& in, const Report& report);
+std::string ReportMarkdown(const ReportInputs& in, const Report& report);
+std::string ReportHtml(const ReportInputs& in, const Report& report);  // report_html.cpp
+
+// Writes DIR/report.json, DIR/report.md, DIR/report.html (creating DIR).
+Status WriteReports(const std::string& dir, const ReportInputs& in, const Report& report);
+
+// Helpers shared by the writers.
+std::string LoadName(LoadMode mode, double load);  // "4 req/s" / "concurrency 8"
+std::string FormatMs(double ms);                   // "12.3", "inf", "-"
+
+}  // namespace lifeline::loadgen

@@ -1,0 +1,239 @@
+#include "bench/loadgen/svg.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace lifeline::loadgen {
+
+namespace {
+
+constexpr int kLeft = 64, kRight = 16, kTop = 34, kBottom = 48;
+
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+std::string TickLabel(double v) {
+  char buf[32];
+  if (std::fabs(v) >= 10000) std::snprintf(buf, sizeof buf, "%.3g", v);
+  else std::snprintf(buf, sizeof buf, "%g", std::round(v * 1000) / 1000);
+  return buf;
+}
+
+struct Frame {
+  double x0, x1, y0, y1;  // data range
+  int w, h;
+  double X(double x) const { return kLeft + (x - x0) / (x1 - x0) * (w - kLeft - kRight); }
+  double Y(double y) const { return h - kBottom - (y - y0) / (y1 - y0) * (h - kTop - kBottom); }
+};
+
+std::string Axes(const Frame& f, const std::string& title, const std::string& x_label,
+                 const std::string& y_label, const std::vector<double>& xt,
+                 const std::vector<double>& yt) {
+  std::string s;
+  s += "<text x=\"" + std::to_string(f.w / 2) + "\" y=\"18\" text-anchor=\"middle\" "
+       "font-weight=\"bold\">" + XmlEscape(title) + "</text>\n";
+  for (double y : yt) {
+    s += "<line x1=\"" + Num(kLeft) + "\" x2=\"" + Num(f.w - kRight) + "\" y1=\"" + Num(f.Y(y)) +
+         "\" y2=\"" + Num(f.Y(y)) + "\" stroke=\"#ddd\"/>\n";
+    s += "<text x=\"" + Num(kLeft - 6) + "\" y=\"" + Num(f.Y(y) + 4) +
+         "\" text-anchor=\"end\">" + TickLabel(y) + "</text>\n";
+  }
+  for (double x : xt) {
+    s += "<line x1=\"" + Num(f.X(x)) + "\" x2=\"" + Num(f.X(x)) + "\" y1=\"" + Num(f.h - kBottom) +
+         "\" y2=\"" + Num(f.h - kBottom + 4) + "\" stroke=\"#444\"/>\n";
+    s += "<text x=\"" + Num(f.X(x)) + "\" y=\"" + Num(f.h - kBottom + 16) +
+         "\" text-anchor=\"middle\">" + TickLabel(x) + "</text>\n";
+  }
+  s += "<rect x=\"" + Num(kLeft) + "\" y=\"" + Num(kTop) + "\" width=\"" +
+       Num(f.w - kLeft - kRight) + "\" height=\"" + Num(f.h - kTop - kBottom) +
+       "\" fill=\"none\" stroke=\"#444\"/>\n";
+  s += "<text x=\"" + std::to_string((f.w + kLeft) / 2) + "\" y=\"" + std::to_string(f.h - 10) +
+       "\" text-anchor=\"middle\">" + XmlEscape(x_label) + "</text>\n";
+  s += "<text transform=\"translate(14," + std::to_string(f.h / 2) +
+       ") rotate(-90)\" text-anchor=\"middle\">" + XmlEscape(y_label) + "</text>\n";
+  return s;
+}
+
+std::string Legend(const std::vector<std::pair<std::string, std::string>>& items, int w) {
+  std::string s;
+  double x = kLeft + 8;
+  const double y = kTop + 14;
+  for (const auto& [name, color] : items) {
+    s += "<rect x=\"" + Num(x) + "\" y=\"" + Num(y - 9) + "\" width=\"10\" height=\"10\" fill=\"" +
+         XmlEscape(color) + "\"/>\n";
+    s += "<text x=\"" + Num(x + 14) + "\" y=\"" + Num(y) + "\">" + XmlEscape(name) + "</text>\n";
+    x += 24 + 7.0 * static_cast<double>(name.size());
+    if (x > w - 120) break;
+  }
+  return s;
+}
+
+std::string Open(int w, int h) {
+  return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(w) +
+         "\" height=\"" + std::to_string(h) + "\" viewBox=\"0 0 " + std::to_string(w) + " " +
+         std::to_string(h) + "\" font-family=\"sans-serif\" font-size=\"11\">\n";
+}
+
+}  // namespace
+
+std::string XmlEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::vector<double> NiceTicks(double lo, double hi, int target) {
+  if (!(hi > lo)) hi = lo + 1;
+  const double raw = (hi - lo) / std::max(1, target);
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = mag;
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    step = m * mag;
+    if (step >= raw) break;
+  }
+  std::vector<double> ticks;
+  // Multiples of the step (not a running sum, which drifts).
+  const double first = std::ceil(lo / step - 1e-9);
+  for (int i = 0; i < 100; ++i) {
+    const double t = (first + i) * step;
+    if (t > hi + step * 1e-9) break;
+    ticks.push_back(t);
+  }
+  return ticks;
+}
+
+std::string SeriesColor(size_t i) {
+  static constexpr const char* kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+                                             "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+  return kPalette[i % (sizeof(kPalette) / sizeof(kPalette[0]))];
+}
+
+std::string RenderChart(const SvgChart& c) {
+  double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+  for (const SvgSeries& s : c.series) {
+    for (const auto& [x, y] : s.points) {
+      if (!std::isfinite(x) || !std::isfinite(y)) continue;
+      x0 = std::min(x0, x);
+      x1 = std::max(x1, x);
+      y0 = std::min(y0, y);
+      y1 = std::max(y1, y);
+    }
+  }
+  std::string svg = Open(c.width, c.height);
+  if (!std::isfinite(x0)) {
+    Frame f{0, 1, 0, 1, c.width, c.height};
+    svg += Axes(f, c.title, c.x_label, c.y_label, {}, {});
+    svg += "<text x=\"" + std::to_string(c.width / 2) + "\" y=\"" + std::to_string(c.height / 2) +
+           "\" text-anchor=\"middle\">no data</text>\n</svg>\n";
+    return svg;
+  }
+  for (const auto& [x, label] : c.v_lines) {
+    if (std::isfinite(x)) {
+      x0 = std::min(x0, x);
+      x1 = std::max(x1, x);
+    }
+  }
+  if (c.has_h_line) y1 = std::max(y1, c.h_line * 1.1);
+  if (c.y_from_zero) y0 = std::min(0.0, y0);
+  if (x1 <= x0) x1 = x0 + 1;
+  if (y1 <= y0) y1 = y0 + 1;
+  const std::vector<double> xt = NiceTicks(x0, x1);
+  const std::vector<double> yt = NiceTicks(y0, y1);
+  x0 = std::min(x0, xt.front());
+  x1 = std::max(x1, xt.back());
+  y0 = std::min(y0, yt.front());
+  y1 = std::max(y1, yt.back());
+  const Frame f{x0, x1, y0, y1, c.width, c.height};
+  svg += Axes(f, c.title, c.x_label, c.y_label, xt, yt);
+  for (const auto& [x, label] : c.v_lines) {
+    if (!std::isfinite(x)) continue;
+    svg += "<line class=\"event\" x1=\"" + Num(f.X(x)) + "\" x2=\"" + Num(f.X(x)) + "\" y1=\"" +
+           Num(kTop) + "\" y2=\"" + Num(c.height - kBottom) +
+           "\" stroke=\"#999\" stroke-dasharray=\"2,3\"><title>" + XmlEscape(label) +
+           "</title></line>\n";
+  }
+  if (c.has_h_line) {
+    svg += "<line class=\"threshold\" x1=\"" + Num(kLeft) + "\" x2=\"" + Num(c.width - kRight) +
+           "\" y1=\"" + Num(f.Y(c.h_line)) + "\" y2=\"" + Num(f.Y(c.h_line)) +
+           "\" stroke=\"#000\" stroke-dasharray=\"6,4\"/>\n";
+    svg += "<text x=\"" + Num(c.width - kRight - 4) + "\" y=\"" + Num(f.Y(c.h_line) - 4) +
+           "\" text-anchor=\"end\">" + XmlEscape(c.h_line_label) + "</text>\n";
+  }
+  std::vector<std::pair<std::string, std::string>> legend;
+  for (const SvgSeries& s : c.series) {
+    legend.emplace_back(s.name, s.color);
+    std::string pts;
+    std::string dots;
+    for (const auto& [x, y] : s.points) {
+      if (!std::isfinite(x) || !std::isfinite(y)) continue;
+      pts += Num(f.X(x)) + "," + Num(f.Y(y)) + " ";
+      if (s.markers) {
+        dots += "<circle cx=\"" + Num(f.X(x)) + "\" cy=\"" + Num(f.Y(y)) + "\" r=\"2.5\"/>";
+      }
+    }
+    if (s.line && !pts.empty()) {
+      svg += "<polyline fill=\"none\" stroke=\"" + XmlEscape(s.color) +
+             "\" stroke-width=\"1.8\" points=\"" + pts + "\"/>\n";
+    }
+    if (!dots.empty()) svg += "<g fill=\"" + XmlEscape(s.color) + "\" fill-opacity=\"0.6\">" + dots + "</g>\n";
+  }
+  svg += Legend(legend, c.width);
+  svg += "</svg>\n";
+  return svg;
+}
+
+std::string RenderStackedBars(const std::string& title, const std::string& y_label,
+                              const std::vector<std::string>& layer_names,
+                              const std::vector<std::string>& layer_colors,
+                              const std::vector<SvgBar>& bars) {
+  const int w = std::max(360, 120 + 90 * static_cast<int>(bars.size()));
+  const int h = 320;
+  double top = 0;
+  for (const SvgBar& b : bars) {
+    double sum = 0;
+    for (double v : b.values) sum += std::isfinite(v) ? std::max(0.0, v) : 0.0;
+    top = std::max(top, sum);
+  }
+  if (!(top > 0)) top = 1;
+  const std::vector<double> yt = NiceTicks(0, top);
+  const Frame f{0, 1, 0, std::max(top, yt.back()), w, h};
+  std::string svg = Open(w, h);
+  svg += Axes(f, title, "", y_label, {}, yt);
+  const double slot = static_cast<double>(w - kLeft - kRight) / std::max<size_t>(1, bars.size());
+  for (size_t i = 0; i < bars.size(); ++i) {
+    const double x = kLeft + slot * static_cast<double>(i) + slot * 0.2;
+    double base = 0;
+    for (size_t l = 0; l < bars[i].values.size() && l < layer_colors.size(); ++l) {
+      const double v = std::isfinite(bars[i].values[l]) ? std::max(0.0, bars[i].values[l]) : 0.0;
+      svg += "<rect class=\"layer\" x=\"" + Num(x) + "\" y=\"" + Num(f.Y(base + v)) +
+             "\" width=\"" + Num(slot * 0.6) + "\" height=\"" + Num(f.Y(base) - f.Y(base + v)) +
+             "\" fill=\"" + XmlEscape(layer_colors[l]) + "\"><title>" +
+             XmlEscape(layer_names[l]) + ": " + TickLabel(v) + " ms</title></rect>\n";
+      base += v;
+    }
+    svg += "<text x=\"" + Num(x + slot * 0.3) + "\" y=\"" + Num(h - kBottom + 16) +
+           "\" text-anchor=\"middle\">" + XmlEscape(bars[i].label) + "</text>\n";
+  }
+  std::vector<std::pair<std::string, std::string>> legend;
+  for (size_t l = 0; l < layer_names.size() && l < layer_colors.size(); ++l) {
+    legend.emplace_back(layer_names[l], layer_colors[l]);
+  }
+  svg += Legend(legend, w);
+  svg += "</svg>\n";
+  return svg;
+}
+
+}  // namespace lifeline::loadgen

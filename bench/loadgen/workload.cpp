@@ -1,0 +1,185 @@
+#include "bench/loadgen/workload.h"
+
+#include <fstream>
+
+namespace lifeline::loadgen {
+
+namespace {
+
+// Plain words that most tokenizers (including small story-model vocabularies) split into few
+// tokens, so a word count stays a rough proxy for a token count.
+constexpr const char* kWords[] = {
+    "once", "upon", "a", "time", "there", "was", "little", "girl", "named", "lily", "she",
+    "liked", "to", "play", "in", "the", "park", "with", "her", "dog", "one", "day", "they",
+    "saw", "big", "red", "ball", "and", "ran", "after", "it", "mom", "said", "be", "careful",
+    "sun", "was", "warm", "boy", "tom", "found", "box", "of", "toys", "he", "shared", "them",
+    "friend", "happy", "tree", "bird", "sang", "song", "cat", "sat", "on", "mat", "went",
+    "home", "ate", "cake", "slept", "night", "moon"};
+constexpr int64_t kNumWords = sizeof(kWords) / sizeof(kWords[0]);
+
+std::string Trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return {};
+  const size_t e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+}  // namespace
+
+Result<TargetSpec> ParseTargetSpec(const std::string& flag, const std::string& text) {
+  TargetSpec t;
+  t.text = text;
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    parts.push_back(text.substr(start, comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  LL_ASSIGN_OR_RETURN(t.url, ParseUrl(flag, parts[0]));
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const size_t eq = parts[i].find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == parts[i].size()) {
+      return InvalidArgument(flag + " '" + text + "': '" + parts[i] +
+                             "' is not KEY=VALUE (keys: model, label, params, quant, hw)");
+    }
+    const std::string key = parts[i].substr(0, eq);
+    const std::string value = parts[i].substr(eq + 1);
+    if (key == "model") t.model = value;
+    else if (key == "label") t.label = value;
+    else if (key == "params") t.params = value;
+    else if (key == "quant") t.quant = value;
+    else if (key == "hw") t.hardware = value;
+    else {
+      return InvalidArgument(flag + " '" + text + "': unknown key '" + key +
+                             "' (keys: model, label, params, quant, hw)");
+    }
+  }
+  if (t.label.empty()) t.label = t.url.host + ":" + t.url.port;
+  return t;
+}
+
+PlannedRequest PlanRequest(const WorkloadSpec& w, uint64_t seed, int step, int64_t index) {
+  Rng rng(MixSeed(seed, static_cast<uint64_t>(step), static_cast<uint64_t>(index)));
+  PlannedRequest r;
+  r.index = index;
+  r.max_tokens = w.output_tokens.Sample(rng);
+  if (!w.prompts.empty()) {
+    r.prompt = w.prompts[static_cast<size_t>(rng.UniformInt(0, static_cast<int64_t>(w.prompts.size()) - 1))];
+    r.prompt_words = CountWords(r.prompt);
+    return r;
+  }
+  r.prompt_words = w.prompt_words.Sample(rng);
+  r.prompt.reserve(static_cast<size_t>(r.prompt_words) * 6);
+  for (int64_t i = 0; i < r.prompt_words; ++i) {
+    if (i > 0) r.prompt += ' ';
+    r.prompt += kWords[rng.UniformInt(0, kNumWords - 1)];
+  }
+  return r;
+}
+
+std::string RequestBody(const WorkloadSpec& w, const TargetSpec& target, const PlannedRequest& r) {
+  nlohmann::json body = nlohmann::json::object();
+  if (!target.model.empty()) body["model"] = target.model;
+  if (w.api == Api::kChat) {
+    body["messages"] = nlohmann::json::array({{{"role", "user"}, {"content", r.prompt}}});
+  } else {
+    body["prompt"] = r.prompt;
+  }
+  body["max_tokens"] = r.max_tokens;
+  body["stream"] = w.stream;
+  if (w.stream && w.include_usage) body["stream_options"] = {{"include_usage", true}};
+  if (w.ignore_eos) body["ignore_eos"] = true;
+  if (w.slo_in_body && !w.slo_class.empty()) body["slo_class"] = w.slo_class;
+  if (w.slo_in_body && !w.user_role.empty()) body["user_role"] = w.user_role;
+  if (w.extra_body.is_object()) {
+    for (auto it = w.extra_body.begin(); it != w.extra_body.end(); ++it) body[it.key()] = *it;
+  }
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+HttpRequestSpec RequestSpec(const WorkloadSpec& w, const TargetSpec& target,
+                            const PlannedRequest& r, double timeout_s) {
+  HttpRequestSpec s;
+  s.method = "POST";
+  s.url = target.url;
+  s.path = w.api == Api::kChat ? "/v1/chat/completions" : "/v1/completions";
+  s.timeout_s = timeout_s;
+  s.body = RequestBody(w, target, r);
+  s.headers.emplace_back("Accept", w.stream ? "text/event-stream" : "application/json");
+  if (!w.api_key.empty()) s.headers.emplace_back("Authorization", "Bearer " + w.api_key);
+  if (!w.slo_class.empty()) s.headers.emplace_back("X-SLO-Class", w.slo_class);
+  if (!w.user_role.empty()) s.headers.emplace_back("X-User-Role", w.user_role);
+  for (const auto& h : w.headers) s.headers.push_back(h);
+  return s;
+}
+
+Result<std::vector<std::string>> LoadPromptsFile(const std::string& path) {
+  constexpr size_t kMaxPrompts = 1'000'000;
+  std::ifstream in(path);
+  if (!in) return NotFound("--prompts '" + path + "': cannot open");
+  std::vector<std::string> out;
+  std::string line;
+  int64_t line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    const std::string t = Trim(line);
+    if (t.empty()) continue;
+    if (t.front() == '{') {
+      const nlohmann::json j = nlohmann::json::parse(t, nullptr, false);
+      std::string prompt;
+      for (const char* key : {"prompt", "text"}) {
+        if (j.is_object() && j.contains(key) && j[key].is_string()) {
+          prompt = j[key].get<std::string>();
+          break;
+        }
+      }
+      if (prompt.empty()) {
+        return InvalidArgument("--prompts '" + path + "' line " + std::to_string(line_no) +
+                               ": JSON line needs a non-empty string \"prompt\" or \"text\"");
+      }
+      out.push_back(std::move(prompt));
+    } else {
+      out.push_back(t);
+    }
+    if (out.size() > kMaxPrompts) {
+      return InvalidArgument("--prompts '" + path + "': more than 1000000 prompts");
+    }
+  }
+  if (in.bad()) return IoError("--prompts '" + path + "': read error");
+  if (out.empty()) return InvalidArgument("--prompts '" + path + "': no prompts in the file");
+  return out;
+}
+
+int64_t CountWords(const std::string& text) {
+  int64_t n = 0;
+  bool in_word = false;
+  for (char c : text) {
+    const bool space = c == ' ' || c == '\t' || c == '\n' || c == '\r';
+    if (!space && !in_word) ++n;
+    in_word = !space;
+  }
+  return n;
+}
+
+Result<std::pair<std::string, std::string>> ParseHeader(const std::string& flag,
+                                                       const std::string& text) {
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos || colon == 0) {
+    return InvalidArgument(flag + " '" + text + "': expected 'NAME: VALUE'");
+  }
+  const std::string name = Trim(text.substr(0, colon));
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_';
+    if (!ok) return InvalidArgument(flag + " '" + text + "': bad character in header name");
+  }
+  const std::string value = Trim(text.substr(colon + 1));
+  for (char c : value) {
+    if (c == '\r' || c == '\n') return InvalidArgument(flag + " '" + text + "': line break in value");
+  }
+  return std::make_pair(name, value);
+}
+
+}  // namespace lifeline::loadgen

@@ -1,0 +1,87 @@
+// What the load generator sends: target specs (--target URL,model=...,label=...), the workload
+// (API, length distributions, SLO headers, prompts) and the request body of request i. Request
+// i is a pure function of (seed, step, i), so every target receives identical requests and a
+// fixed seed reproduces the run's schedule and prompts.
+//
+// Prompt lengths are counted in words (the client cannot tokenize for an arbitrary server);
+// the server's usage.prompt_tokens is recorded next to it when the server reports it.
+//
+// Ownership: values. Thread-safety: immutable after construction. Failure: Parse* and
+// LoadPromptsFile return InvalidArgument / NotFound / Io naming the flag, the value and the
+// limit.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "bench/loadgen/distributions.h"
+#include "bench/loadgen/http_client.h"
+
+namespace lifeline::loadgen {
+
+struct TargetSpec {
+  std::string text;   // as given
+  Url url;
+  std::string model;  // "" = the server's default model (body field omitted)
+  std::string label;  // defaults to "HOST:PORT"
+  // Facts the server may not report (GET /v1/models), given on the command line.
+  std::string params;
+  std::string quant;
+  std::string hardware;
+};
+
+// "URL[,model=NAME][,label=NAME][,params=N][,quant=Q][,hw=TEXT]".
+Result<TargetSpec> ParseTargetSpec(const std::string& flag, const std::string& text);
+
+enum class Api { kCompletions, kChat };
+
+struct WorkloadSpec {
+  Api api = Api::kCompletions;
+  LengthDist prompt_words{LengthDist::Kind::kFixed, 32, 0};
+  LengthDist output_tokens{LengthDist::Kind::kFixed, 64, 0};
+  bool stream = true;
+  bool include_usage = true;  // stream_options.include_usage
+  bool ignore_eos = false;
+  std::string slo_class;      // X-SLO-Class header ("" = none)
+  std::string user_role;      // X-User-Role header
+  bool slo_in_body = false;   // also send slo_class / user_role body fields
+  std::string api_key;        // Authorization: Bearer
+  std::vector<std::pair<std::string, std::string>> headers;  // extra, verbatim
+  nlohmann::json extra_body = nlohmann::json::object();      // merged into every body
+  std::vector<std::string> prompts;  // from --prompts; empty = generated words
+};
+
+// One request as planned (identical for every target).
+struct PlannedRequest {
+  int64_t index = 0;
+  int64_t prompt_words = 0;
+  int64_t max_tokens = 0;
+  std::string prompt;
+};
+
+PlannedRequest PlanRequest(const WorkloadSpec& w, uint64_t seed, int step, int64_t index);
+
+// The JSON body for `target` (model field only when the target names one).
+std::string RequestBody(const WorkloadSpec& w, const TargetSpec& target, const PlannedRequest& r);
+
+// Path and headers of a request to `target`.
+HttpRequestSpec RequestSpec(const WorkloadSpec& w, const TargetSpec& target,
+                            const PlannedRequest& r, double timeout_s);
+
+// One prompt per non-empty line; a line starting with '{' is JSON with a string "prompt" (or
+// "text"). At most 1,000,000 prompts.
+Result<std::vector<std::string>> LoadPromptsFile(const std::string& path);
+
+// Number of whitespace-separated words.
+int64_t CountWords(const std::string& text);
+
+// "NAME: VALUE" -> pair; errors name the flag.
+Result<std::pair<std::string, std::string>> ParseHeader(const std::string& flag,
+                                                       const std::string& text);
+
+}  // namespace lifeline::loadgen

@@ -1,0 +1,251 @@
+// Derived per-request values (TPOT, layers), step summaries, knees, verdicts, ratios and the
+// three report files, on synthetic records whose expected numbers are worked out by hand.
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "bench/loadgen/report.h"
+#include "bench/loadgen/svg.h"
+
+namespace lifeline::loadgen {
+namespace {
+
+TEST(Layers, LifelineTimingsSplitIntoThree) {
+  // service = 1 + 2 + 3 + 4 + 5 + 0 = 15; compute = 10 + 20 + 5 = 35; network = 100 - 50 = 50.
+  const nlohmann::json t = {{"http_read_ms", 0.5}, {"validate_ms", 1}, {"template_ms", 2},
+                            {"tokenize_ms", 3},    {"queue_ms", 4},    {"kv_alloc_ms", 5},
+                            {"model_load_ms", 0},  {"prefill_ms", 10}, {"decode_ms", 20},
+                            {"sampling_ms", 5},    {"server_total_ms", 51}};
+  double n = -1, s = -1, c = -1;
+  ASSERT_TRUE(SplitLayers(t, 100, &n, &s, &c));
+  EXPECT_DOUBLE_EQ(s, 15);
+  EXPECT_DOUBLE_EQ(c, 35);
+  EXPECT_DOUBLE_EQ(n, 50);
+  // The residual never goes negative (clock skew between client and server intervals).
+  ASSERT_TRUE(SplitLayers(t, 40, &n, &s, &c));
+  EXPECT_EQ(n, 0);
+}
+
+TEST(Layers, LlamaCppTimingsAndNone) {
+  // llama.cpp reports prompt_ms / predicted_ms: compute = 10 + 30, service 0, network 10.
+  double n = -1, s = -1, c = -1;
+  ASSERT_TRUE(SplitLayers({{"prompt_ms", 10}, {"predicted_ms", 30}, {"prompt_n", 5}}, 50, &n, &s, &c));
+  EXPECT_DOUBLE_EQ(c, 40);
+  EXPECT_DOUBLE_EQ(s, 0);
+  EXPECT_DOUBLE_EQ(n, 10);
+  EXPECT_FALSE(SplitLayers(nlohmann::json::object(), 50, &n, &s, &c));
+  EXPECT_FALSE(SplitLayers(nullptr, 50, &n, &s, &c));
+}
+
+RequestRecord Ok(double ttft, double e2e, int64_t tokens, int step = 0, int target = 0) {
+  RequestRecord r;
+  r.step = step;
+  r.target = target;
+  r.prompt_words = 10;
+  r.x.http_status = 200;
+  r.x.ttft_ms = ttft;
+  r.x.e2e_ms = e2e;
+  r.x.completion_tokens = tokens;
+  r.x.content_events = tokens;
+  DeriveRecord(&r);
+  return r;
+}
+
+RequestRecord Failed(const std::string& kind, int status, int step = 0, int target = 0) {
+  RequestRecord r;
+  r.step = step;
+  r.target = target;
+  r.prompt_words = 10;
+  r.x.http_status = status;
+  r.x.error = kind;
+  r.x.e2e_ms = 5;
+  DeriveRecord(&r);
+  return r;
+}
+
+TEST(Record, TpotOutputTokensAndSloValue) {
+  // TPOT = (1000 - 100) / (10 - 1) = 100 ms.
+  const RequestRecord r = Ok(100, 1000, 10);
+  EXPECT_DOUBLE_EQ(r.tpot_ms, 100);
+  EXPECT_EQ(r.output_tokens, 10);
+  EXPECT_EQ(r.SloValue(SloMetric::kTtft), 100);
+  EXPECT_EQ(r.SloValue(SloMetric::kE2e), 1000);
+  EXPECT_EQ(Ok(100, 200, 1).tpot_ms, -1);  // one token: no TPOT
+
+  RequestRecord fallback;
+  fallback.x.http_status = 200;
+  fallback.x.content_events = 4;
+  fallback.x.timings = {{"tokens", {{"generated", 6}, {"prompt", 3}}}};
+  DeriveRecord(&fallback);
+  EXPECT_EQ(fallback.output_tokens, 6);  // timings before counted events
+  EXPECT_EQ(fallback.prompt_tokens, 3);
+
+  EXPECT_TRUE(std::isinf(Failed("http_status", 429).SloValue(SloMetric::kTtft)));
+}
+
+TEST(Summary, HandComputedStep) {
+  // Five requests over 2 s: three OK (TTFT 100, 200, 400; e2e 500, 600, 700; 5 tokens each),
+  // one 429, one cancelled by an early stop.
+  std::vector<RequestRecord> recs = {Ok(100, 500, 5), Ok(200, 600, 5), Ok(400, 700, 5),
+                                     Failed("http_status", 429), Failed("cancelled", 0)};
+  std::vector<const RequestRecord*> ptrs;
+  for (const auto& r : recs) ptrs.push_back(&r);
+  const TargetStepSummary s = SummarizeTargetStep(ptrs, 387, SloMetric::kTtft, 2.0);
+  EXPECT_EQ(s.sent, 5);
+  EXPECT_EQ(s.ok, 3);
+  EXPECT_EQ(s.errors, 1);
+  EXPECT_EQ(s.http_429, 1);
+  EXPECT_EQ(s.cancelled, 1);
+  EXPECT_EQ(s.errors_by_kind.at("http_status"), 1);
+  EXPECT_DOUBLE_EQ(s.throughput_rps, 1.5);  // 3 / 2 s
+  EXPECT_DOUBLE_EQ(s.output_tok_s, 7.5);    // 15 tokens / 2 s
+  EXPECT_DOUBLE_EQ(s.goodput_rps, 1.0);     // TTFT 100 and 200 meet 387 ms
+  // TTFT over OK requests: P50 rank 2 -> 200, P95 rank 3 -> 400.
+  EXPECT_EQ(s.ttft.p50, 200);
+  EXPECT_EQ(s.ttft.p95, 400);
+  // TPOT = (e2e - ttft) / 4: 100, 100, 75 -> mean 91.67, max 100.
+  EXPECT_NEAR(s.tpot.mean, 275.0 / 3, 1e-9);
+  EXPECT_EQ(s.tpot.max, 100);
+  // SLO P95 over non-cancelled requests {100, 200, 400, inf}: rank 4 -> inf.
+  EXPECT_TRUE(std::isinf(s.slo_p95_ms));
+  EXPECT_EQ(s.layered, 0);
+  EXPECT_TRUE(std::isnan(s.network.mean_ms));
+}
+
+// Two targets, sweep over 1, 2, 4 req/s. Target 0 passes 1 and 2 and fails 4; target 1 fails
+// at 2 (so it was skipped at 4).
+struct SweepFixture {
+  RunOptions o;
+  RunData run;
+  ReportInputs in;
+  SweepFixture() {
+    o.targets = {*ParseTargetSpec("--target", "http://a:1,label=A,model=llama-7b-q4_k_m"),
+                 *ParseTargetSpec("--target", "http://b:1,label=B,params=1B,quant=F16")};
+    o.loads = {1, 2, 4};
+    o.threshold_ms = 387;
+    const double ttft[2][3] = {{100, 300, 900}, {150, 600, 0}};
+    for (int s = 0; s < 3; ++s) {
+      StepData st;
+      st.load = o.loads[static_cast<size_t>(s)];
+      for (int k = 0; k < 2; ++k) {
+        TargetStep ts;
+        ts.ran = !(k == 1 && s == 2);
+        ts.planned = 4;
+        ts.sent = ts.ran ? 4 : 0;
+        ts.wall_s = 2;
+        st.targets.push_back(ts);
+        if (!ts.ran) continue;
+        for (int i = 0; i < 4; ++i) {
+          RequestRecord r = Ok(ttft[k][s], ttft[k][s] + 100, 3, s, k);
+          r.prompt_words = i < 2 ? 100 : 600;  // two input classes: <= 128 and 513-2048
+          run.records.push_back(r);
+        }
+      }
+      run.steps.push_back(st);
+    }
+    in.options = &o;
+    in.run = &run;
+    in.facts.resize(2);
+    in.facts[0].model.id = "llama-7b-q4_k_m";
+    in.hardware.cpu_model = "Test CPU";
+    in.hardware.logical_cores = 4;
+  }
+};
+
+TEST(Report, KneesVerdictsAndRatios) {
+  SweepFixture f;
+  const Report rep = BuildReport(f.in);
+  ASSERT_EQ(rep.summaries.size(), 6u);
+  ASSERT_EQ(rep.knees.size(), 2u);
+  EXPECT_EQ(rep.knees[0], 2.0);
+  EXPECT_EQ(rep.knees[1], 1.0);
+  // Rows: target 0 x 3 steps x 2 classes + target 1 x 2 steps x 2 classes = 10.
+  ASSERT_EQ(rep.verdicts.size(), 10u);
+  const VerdictRow& first = rep.verdicts[0];
+  EXPECT_EQ(first.model, "llama-7b-q4_k_m");
+  EXPECT_EQ(first.parameters, "7B");           // from the name
+  EXPECT_EQ(first.quantization, "Q4_K_M");     // from the name
+  EXPECT_NE(first.hardware.find("Test CPU"), std::string::npos);
+  EXPECT_NE(first.input_length.find("<= 128"), std::string::npos);
+  EXPECT_TRUE(first.pass);
+  EXPECT_EQ(first.p95_ms, 100);
+  int fails = 0;
+  for (const VerdictRow& v : rep.verdicts) {
+    fails += v.pass ? 0 : 1;
+    if (v.target == 1) {
+      EXPECT_EQ(v.parameters, "1B");  // the target spec wins
+      EXPECT_EQ(v.quantization, "F16");
+    }
+  }
+  EXPECT_EQ(fails, 4);  // A @ 4 and B @ 2, two classes each
+  // Ratios of B against A at steps 0 and 1: TTFT P95 150/100 = 1.5 and 600/300 = 2.
+  ASSERT_EQ(rep.ratios.size(), 2u);
+  EXPECT_DOUBLE_EQ(rep.ratios[0].ttft_p95, 1.5);
+  EXPECT_DOUBLE_EQ(rep.ratios[1].ttft_p95, 2.0);
+  EXPECT_DOUBLE_EQ(rep.ratios[0].output_tok_s, 1.0);
+}
+
+int Count(const std::string& hay, const std::string& needle) {
+  int n = 0;
+  for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1)) ++n;
+  return n;
+}
+
+TEST(Report, WritesJsonMarkdownAndSelfContainedHtml) {
+  SweepFixture f;
+  f.in.facts[0].slo_events = {{500, "degraded", "queue over budget"}};
+  const Report rep = BuildReport(f.in);
+  const std::string dir = ::testing::TempDir() + "/lbench_report_" + std::to_string(::getpid());
+  ASSERT_TRUE(WriteReports(dir, f.in, rep).ok());
+  auto slurp = [&](const std::string& name) {
+    std::ifstream in(dir + "/" + name);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  const nlohmann::json j = nlohmann::json::parse(slurp("report.json"));
+  EXPECT_EQ(j["schema"], "lifeline-bench/1");
+  EXPECT_EQ(j["requests"].size(), f.run.records.size());
+  EXPECT_EQ(j["targets"][0]["knee_load"], 2.0);
+  EXPECT_EQ(j["config"]["percentile_definition"], "nearest-rank");
+  EXPECT_EQ(j["summaries"].size(), 6u);
+  EXPECT_EQ(j["verdicts"].size(), 10u);
+
+  const std::string md = slurp("report.md");
+  EXPECT_NE(md.find("## SLA verdict"), std::string::npos);
+  EXPECT_NE(md.find("| A | 2 req/s |"), std::string::npos);  // knee table row
+  EXPECT_NE(md.find("FAIL"), std::string::npos);
+
+  const std::string html = slurp("report.html");
+  EXPECT_EQ(Count(html, "<svg"), 6);  // 2 CDFs, P95 and goodput vs load, timeline, bars
+  EXPECT_GE(Count(html, "<polyline"), 4);
+  EXPECT_EQ(Count(html, "class=\"threshold\""), 2);  // P95-vs-load and timeline
+  EXPECT_GE(Count(html, "class=\"event\""), 1);      // the degradation event
+  EXPECT_NE(html.find("queue over budget"), std::string::npos);
+  EXPECT_GE(Count(html, "class=\"layer\""), 3);
+  for (const char* fetch : {"<script", "src=", "href=", "@import", "url("}) {
+    EXPECT_EQ(html.find(fetch), std::string::npos) << fetch;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Svg, NiceTicksAndEscaping) {
+  // Range 0..387 in about 5 steps: raw step 77.4 -> 100.
+  EXPECT_EQ(NiceTicks(0, 387), (std::vector<double>{0, 100, 200, 300}));
+  const std::vector<double> unit = NiceTicks(0, 1);  // raw step 0.2 -> 0.2
+  ASSERT_EQ(unit.size(), 6u);
+  for (size_t i = 0; i < unit.size(); ++i) EXPECT_NEAR(unit[i], 0.2 * static_cast<double>(i), 1e-12);
+  EXPECT_EQ(XmlEscape("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
+  SvgChart empty;
+  empty.title = "t";
+  EXPECT_NE(RenderChart(empty).find("no data"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace lifeline::loadgen

@@ -1,0 +1,62 @@
+// A scripted HTTP server for the load generator's client tests: raw POSIX sockets, one thread
+// per connection. For each request it runs a script of (delay, bytes) steps chosen by the test
+// (so streams with exact delays, malformed SSE, early closes and 429s are all possible), then
+// closes the connection (or leaves it open for `hold_open_ms`).
+// Thread-safety: the script function may be called from several connection threads at once.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace lifeline::loadgen::testing {
+
+struct ScriptStep {
+  int delay_ms = 0;   // sleep before writing
+  std::string bytes;  // written as is
+};
+
+struct Script {
+  std::vector<ScriptStep> steps;
+  int hold_open_ms = 0;  // keep the connection open after the last step
+};
+
+class ScriptServer {
+ public:
+  using ScriptFn = std::function<Script(const std::string& request_head_and_body)>;
+  explicit ScriptServer(ScriptFn fn);
+  ~ScriptServer();
+
+  int port() const { return port_; }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::vector<std::string> requests();  // every request received (head + body)
+  int max_concurrent() const { return max_concurrent_.load(); }
+
+ private:
+  void AcceptLoop();
+  void Serve(int fd);
+
+  ScriptFn fn_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> concurrent_{0};
+  std::atomic<int> max_concurrent_{0};
+  std::thread acceptor_;
+  std::mutex mu_;
+  std::vector<std::thread> workers_;
+  std::vector<std::string> requests_;
+};
+
+// Helpers for scripts.
+std::string ChunkFrame(const std::string& payload);  // "<hex>\r\n<payload>\r\n"
+std::string SseHead(const std::string& extra_headers = "");  // 200, event-stream, chunked
+std::string JsonResponse(int status, const std::string& reason, const std::string& body,
+                         const std::string& extra_headers = "");
+// One OpenAI completion chunk as an SSE event: data: {"model":..,"choices":[{"text":..}]}\n\n
+std::string TextEvent(const std::string& text, const std::string& model = "scripted");
+
+}  // namespace lifeline::loadgen::testing

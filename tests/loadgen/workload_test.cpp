@@ -1,0 +1,166 @@
+// Target specs, URLs, the planned requests and their bodies and headers, prompts files,
+// header flags and the Server-Timing parser.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "bench/loadgen/workload.h"
+
+namespace lifeline::loadgen {
+namespace {
+
+TEST(TargetSpec, UrlModelLabelAndFacts) {
+  auto t = ParseTargetSpec("--target",
+                           "http://127.0.0.1:8080/api/,model=stories,label=lifeline,quant=Q8_0");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->url.host, "127.0.0.1");
+  EXPECT_EQ(t->url.port, "8080");
+  EXPECT_EQ(t->url.base_path, "/api");
+  EXPECT_EQ(t->model, "stories");
+  EXPECT_EQ(t->label, "lifeline");
+  EXPECT_EQ(t->quant, "Q8_0");
+
+  auto plain = ParseTargetSpec("--target", "http://localhost");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->url.port, "80");
+  EXPECT_EQ(plain->label, "localhost:80");
+  EXPECT_EQ(plain->model, "");
+
+  auto v6 = ParseUrl("--target", "http://[::1]:9000");
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->ToString(), "http://[::1]:9000");
+}
+
+TEST(TargetSpec, ErrorsNameTheFlag) {
+  for (const char* bad : {"https://x:1", "ftp://x", "http://:80", "http://x:0", "http://x:99999",
+                          "http://x:1,color=red", "http://x:1,model"}) {
+    auto t = ParseTargetSpec("--target", bad);
+    ASSERT_FALSE(t.ok()) << bad;
+    EXPECT_NE(t.status().message().find("--target"), std::string::npos) << bad;
+  }
+  EXPECT_NE(ParseTargetSpec("--target", "https://x:1").status().message().find("https"),
+            std::string::npos);
+}
+
+TEST(PlanRequest, DeterministicPerIndexAndWordCount) {
+  WorkloadSpec w;
+  w.prompt_words = *ParseLengthDist("--prompt-len", "uniform:5:40");
+  w.output_tokens = *ParseLengthDist("--output-len", "uniform:1:100");
+  for (int64_t i = 0; i < 50; ++i) {
+    const PlannedRequest a = PlanRequest(w, 9, 0, i);
+    const PlannedRequest b = PlanRequest(w, 9, 0, i);
+    EXPECT_EQ(a.prompt, b.prompt);
+    EXPECT_EQ(a.max_tokens, b.max_tokens);
+    EXPECT_EQ(CountWords(a.prompt), a.prompt_words);
+    EXPECT_GE(a.prompt_words, 5);
+    EXPECT_LE(a.prompt_words, 40);
+  }
+  EXPECT_NE(PlanRequest(w, 9, 0, 1).prompt, PlanRequest(w, 10, 0, 1).prompt);
+
+  w.prompts = {"alpha beta", "gamma"};
+  const PlannedRequest f = PlanRequest(w, 1, 0, 3);
+  EXPECT_TRUE(f.prompt == "alpha beta" || f.prompt == "gamma");
+  EXPECT_EQ(f.prompt_words, CountWords(f.prompt));
+}
+
+TEST(RequestBody, CompletionsAndChat) {
+  WorkloadSpec w;
+  TargetSpec t;
+  t.model = "m";
+  PlannedRequest r;
+  r.prompt = "hello there";
+  r.max_tokens = 7;
+  w.ignore_eos = true;
+  w.slo_class = "interactive";
+  w.slo_in_body = true;
+  w.extra_body = {{"temperature", 0}};
+  nlohmann::json b = nlohmann::json::parse(RequestBody(w, t, r));
+  EXPECT_EQ(b["model"], "m");
+  EXPECT_EQ(b["prompt"], "hello there");
+  EXPECT_EQ(b["max_tokens"], 7);
+  EXPECT_EQ(b["stream"], true);
+  EXPECT_EQ(b["stream_options"]["include_usage"], true);
+  EXPECT_EQ(b["ignore_eos"], true);
+  EXPECT_EQ(b["slo_class"], "interactive");
+  EXPECT_EQ(b["temperature"], 0);
+  EXPECT_FALSE(b.contains("user_role"));
+
+  w.api = Api::kChat;
+  w.stream = false;
+  t.model.clear();
+  b = nlohmann::json::parse(RequestBody(w, t, r));
+  EXPECT_FALSE(b.contains("model"));
+  EXPECT_FALSE(b.contains("prompt"));
+  EXPECT_EQ(b["messages"][0]["role"], "user");
+  EXPECT_EQ(b["messages"][0]["content"], "hello there");
+  EXPECT_EQ(b["stream"], false);
+  EXPECT_FALSE(b.contains("stream_options"));
+}
+
+TEST(RequestSpec, PathAndPassThroughHeaders) {
+  WorkloadSpec w;
+  w.slo_class = "batch";
+  w.user_role = "admin";
+  w.api_key = "k1";
+  w.headers = {{"X-Trace", "abc"}};
+  TargetSpec t = *ParseTargetSpec("--target", "http://h:1/base");
+  const HttpRequestSpec s = RequestSpec(w, t, PlannedRequest{}, 5);
+  EXPECT_EQ(s.path, "/v1/completions");
+  EXPECT_EQ(s.url.base_path, "/base");
+  auto has = [&](const std::string& k, const std::string& v) {
+    for (const auto& [hk, hv] : s.headers) {
+      if (hk == k && hv == v) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(has("X-SLO-Class", "batch"));
+  EXPECT_TRUE(has("X-User-Role", "admin"));
+  EXPECT_TRUE(has("Authorization", "Bearer k1"));
+  EXPECT_TRUE(has("X-Trace", "abc"));
+  w.api = Api::kChat;
+  EXPECT_EQ(RequestSpec(w, t, PlannedRequest{}, 5).path, "/v1/chat/completions");
+}
+
+TEST(PromptsFile, LinesAndJsonl) {
+  const std::string path = ::testing::TempDir() + "/prompts_" + std::to_string(::getpid()) + ".txt";
+  {
+    std::ofstream out(path);
+    out << "first prompt\n\n  {\"prompt\": \"from json\"}\n{\"text\": \"t\"}\r\nlast\n";
+  }
+  auto p = LoadPromptsFile(path);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(*p, (std::vector<std::string>{"first prompt", "from json", "t", "last"}));
+  {
+    std::ofstream out(path);
+    out << "ok\n{\"other\": 1}\n";
+  }
+  auto bad = LoadPromptsFile(path);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("line 2"), std::string::npos);
+  std::remove(path.c_str());
+  EXPECT_FALSE(LoadPromptsFile(path).ok());
+}
+
+TEST(Header, ParseAndReject) {
+  auto h = ParseHeader("--header", "X-A:  b c ");
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->first, "X-A");
+  EXPECT_EQ(h->second, "b c");
+  EXPECT_FALSE(ParseHeader("--header", "novalue").ok());
+  EXPECT_FALSE(ParseHeader("--header", "Bad Name: x").ok());
+}
+
+TEST(ServerTiming, ParsesDurations) {
+  const nlohmann::json t = ParseServerTiming("queue;dur=1.5, prefill;dur=30, junk, x;desc=\"a\"");
+  EXPECT_EQ(t.size(), 2u);
+  EXPECT_EQ(t["queue_ms"].get<double>(), 1.5);
+  EXPECT_EQ(t["prefill_ms"].get<double>(), 30);
+}
+
+}  // namespace
+}  // namespace lifeline::loadgen
