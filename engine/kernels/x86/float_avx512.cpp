@@ -16,6 +16,7 @@ static inline __mmask16 TailMask16(int64_t n) { return static_cast<__mmask16>((1
 
 struct F32W {
   static constexpr int kStep = 16;
+  static constexpr int kValueBytes = 4;
   static __m512 W(const uint8_t* row, int64_t c) { return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + c); }
   static __m512 WTail(const uint8_t* row, int64_t c, __mmask16 m) {
     return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + c);
@@ -24,6 +25,7 @@ struct F32W {
 
 struct F16W {
   static constexpr int kStep = 16;
+  static constexpr int kValueBytes = 2;
   static __m512 W(const uint8_t* row, int64_t c) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * c)));
   }
@@ -45,11 +47,14 @@ struct FloatFma {
     for (int r = 0; r < NR; ++r) {
       for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
     }
+    const uint64_t ahead = PrefetchAhead(NR * rb);
     int64_t c = 0;
     for (; c + 16 <= cols; c += 16) {
       __m512 xv[NT];
       for (int t = 0; t < NT; ++t) xv[t] = _mm512_loadu_ps(a[t].f + c);
       for (int r = 0; r < NR; ++r) {
+        // 16 values advance at most one line per row and step.
+        _mm_prefetch(reinterpret_cast<const char*>(w + r * rb + W::kValueBytes * c + ahead), _MM_HINT_T0);
         const __m512 wv = W::W(w + r * rb, c);
         for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
       }
@@ -85,11 +90,13 @@ struct Bf16Widen {
     for (int r = 0; r < NR; ++r) {
       for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
     }
+    const uint64_t ahead = PrefetchAhead(NR * rb);
     for (int64_t c = 0; c < cols; c += 16) {
       const __mmask16 m = cols - c >= 16 ? static_cast<__mmask16>(0xffff) : TailMask16(cols - c);
       __m512 xv[NT];
       for (int t = 0; t < NT; ++t) xv[t] = WidenBf16(_mm256_maskz_loadu_epi16(m, a[t].bf + c));
       for (int r = 0; r < NR; ++r) {
+        _mm_prefetch(reinterpret_cast<const char*>(w + r * rb + 2 * c + ahead), _MM_HINT_T0);
         const __m512 wv = WidenBf16(_mm256_maskz_loadu_epi16(m, w + r * rb + 2 * c));
         for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
       }
@@ -111,12 +118,14 @@ struct Bf16Dot {
     for (int r = 0; r < NR; ++r) {
       for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
     }
+    const uint64_t ahead = PrefetchAhead(NR * rb);
     for (int64_t c = 0; c < cols; c += 32) {
       const int64_t left = cols - c;
       const __mmask32 m = left >= 32 ? 0xffffffffu : static_cast<__mmask32>((1ull << left) - 1);
       __m512bh xv[NT];
       for (int t = 0; t < NT; ++t) xv[t] = (__m512bh)_mm512_maskz_loadu_epi16(m, a[t].bf + c);
       for (int r = 0; r < NR; ++r) {
+        _mm_prefetch(reinterpret_cast<const char*>(w + r * rb + 2 * c + ahead), _MM_HINT_T0);
         const __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(m, w + r * rb + 2 * c);
         for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv, xv[t]);
       }
