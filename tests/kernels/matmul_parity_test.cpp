@@ -147,6 +147,14 @@ TEST_P(MatmulParity, RandomBlockBytes) {
   }
 }
 
+// Long prompts take the packed-weight GEMM path where a level has one (from 16 to 32
+// tokens depending on the type): a token count that is not a multiple of the 16-token groups.
+TEST_P(MatmulParity, LongPrompt) {
+  const Shape s = ShapesFor(GetParam().type)[0];
+  const auto bytes = testing::QuantizedRandomWeights(GetParam().type, s.rows, s.cols, 21);
+  Check(bytes, s, 70, 22, true);
+}
+
 // Activations with all-zero blocks and a single huge value: zero scales must give exact zeros
 // of those blocks' contributions, and no inf/NaN.
 TEST_P(MatmulParity, SparseActivations) {

@@ -13,5 +13,6 @@ void FillFloat(MatmulImpl* impl, bool use_bf16_dot);   // F32, F16, BF16
 void FillQuantizers(MatmulImpl* impl);                 // activation quantizers
 void FillGemmLegacy(MatmulImpl* impl);                 // packed GEMM: Q4_0 .. Q8_0
 void FillGemmKQuants(MatmulImpl* impl);                // packed GEMM: Q4_K, Q5_K, Q6_K
+void FillGemmFloat(MatmulImpl* impl, bool use_bf16_dot);  // packed GEMM: BF16
 
 }  // namespace lifeline::kernels::avx512

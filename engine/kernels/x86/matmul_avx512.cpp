@@ -11,6 +11,7 @@ void FillAvx512(MatmulImpl* impl, bool use_bf16_dot) {
   avx512::FillQuantizers(impl);
   avx512::FillGemmLegacy(impl);
   avx512::FillGemmKQuants(impl);
+  avx512::FillGemmFloat(impl, use_bf16_dot);
 }
 
 }  // namespace lifeline::kernels
