@@ -21,10 +21,12 @@ Block LoadBlock(const uint8_t* row, int64_t i) {
 
 inline float H(uint16_t h) { return Fp16ToFp32(h); }
 
-// Dot of n int levels (already offset) with n activation values.
-inline int32_t DotI(const int8_t* q, const int8_t* y, int n) {
+// Dot of N int levels (already offset) with N activation values. N is a compile-time
+// constant (16 or 32) so the loop vectorises without remainder handling.
+template <int N>
+inline int32_t DotI(const int8_t* q, const int8_t* y) {
   int32_t s = 0;
-  for (int j = 0; j < n; ++j) s += static_cast<int32_t>(q[j]) * static_cast<int32_t>(y[j]);
+  for (int j = 0; j < N; ++j) s += static_cast<int32_t>(q[j]) * static_cast<int32_t>(y[j]);
   return s;
 }
 
@@ -56,7 +58,7 @@ float DotQ4_0(const uint8_t* w, const ActRow& a, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b) {
     const auto blk = LoadBlock<BlockQ4_0>(w, b);
     Unpack4(blk.qs, 8, q);
-    sum += (H(blk.d) * a.d[b]) * static_cast<float>(DotI(q, a.qs + b * 32, 32));
+    sum += (H(blk.d) * a.d[b]) * static_cast<float>(DotI<32>(q, a.qs + b * 32));
   }
   return sum;
 }
@@ -67,7 +69,7 @@ float DotQ5_0(const uint8_t* w, const ActRow& a, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b) {
     const auto blk = LoadBlock<BlockQ5_0>(w, b);
     Unpack5(blk.qs, blk.qh, 16, q);
-    sum += (H(blk.d) * a.d[b]) * static_cast<float>(DotI(q, a.qs + b * 32, 32));
+    sum += (H(blk.d) * a.d[b]) * static_cast<float>(DotI<32>(q, a.qs + b * 32));
   }
   return sum;
 }
@@ -76,7 +78,7 @@ float DotQ8_0(const uint8_t* w, const ActRow& a, int64_t nb) {
   float sum = 0.0f;
   for (int64_t b = 0; b < nb; ++b) {
     const auto blk = LoadBlock<BlockQ8_0>(w, b);
-    sum += (H(blk.d) * a.d[b]) * static_cast<float>(DotI(blk.qs, a.qs + b * 32, 32));
+    sum += (H(blk.d) * a.d[b]) * static_cast<float>(DotI<32>(blk.qs, a.qs + b * 32));
   }
   return sum;
 }
@@ -87,7 +89,7 @@ float DotQ4_1(const uint8_t* w, const ActRow& a, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b) {
     const auto blk = LoadBlock<BlockQ4_1>(w, b);
     Unpack4(blk.qs, 0, q);
-    sum += (H(blk.d) * a.d[b]) * static_cast<float>(DotI(q, a.qs + b * 32, 32)) +
+    sum += (H(blk.d) * a.d[b]) * static_cast<float>(DotI<32>(q, a.qs + b * 32)) +
            H(blk.m) * a.s[b];
   }
   return sum;
@@ -99,7 +101,7 @@ float DotQ5_1(const uint8_t* w, const ActRow& a, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b) {
     const auto blk = LoadBlock<BlockQ5_1>(w, b);
     Unpack5(blk.qs, blk.qh, 0, q);
-    sum += (H(blk.d) * a.d[b]) * static_cast<float>(DotI(q, a.qs + b * 32, 32)) +
+    sum += (H(blk.d) * a.d[b]) * static_cast<float>(DotI<32>(q, a.qs + b * 32)) +
            H(blk.m) * a.s[b];
   }
   return sum;
@@ -129,7 +131,7 @@ float DotQ2K(const uint8_t* w, const ActRow& a, int64_t nb) {
     const int8_t* y = a.qs + b * kQK;
     int32_t isum = 0, msum = 0;
     for (int g = 0; g < 16; ++g) {
-      isum += (blk.scales[g] & 0x0f) * DotI(q + 16 * g, y + 16 * g, 16);
+      isum += (blk.scales[g] & 0x0f) * DotI<16>(q + 16 * g, y + 16 * g);
       msum += (blk.scales[g] >> 4) * a.bsums[b * 16 + g];
     }
     sum += (H(blk.d) * a.d[b]) * static_cast<float>(isum) -
@@ -149,7 +151,7 @@ float DotQ3K(const uint8_t* w, const ActRow& a, int64_t nb) {
     const int8_t* y = a.qs + b * kQK;
     int32_t isum = 0;
     for (int g = 0; g < 16; ++g) {
-      isum += UnpackScaleQ3K(g, blk.scales) * DotI(q + 16 * g, y + 16 * g, 16);
+      isum += UnpackScaleQ3K(g, blk.scales) * DotI<16>(q + 16 * g, y + 16 * g);
     }
     sum += (H(blk.d) * a.d[b]) * static_cast<float>(isum);
   }
@@ -164,7 +166,7 @@ float ScaleMinDot(const int8_t* q, const uint8_t* scales, uint16_t d, uint16_t d
   for (int j = 0; j < 8; ++j) {
     uint8_t sc, m;
     UnpackScaleMinK4(j, scales, &sc, &m);
-    isum += sc * DotI(q + 32 * j, y + 32 * j, 32);
+    isum += sc * DotI<32>(q + 32 * j, y + 32 * j);
     msum += m * (a.bsums[b * 16 + 2 * j] + a.bsums[b * 16 + 2 * j + 1]);
   }
   return (H(d) * a.d[b]) * static_cast<float>(isum) -
@@ -210,42 +212,50 @@ float DotQ6K(const uint8_t* w, const ActRow& a, int64_t nb) {
     }
     const int8_t* y = a.qs + b * kQK;
     int32_t isum = 0;
-    for (int g = 0; g < 16; ++g) isum += blk.scales[g] * DotI(q + 16 * g, y + 16 * g, 16);
+    for (int g = 0; g < 16; ++g) isum += blk.scales[g] * DotI<16>(q + 16 * g, y + 16 * g);
     sum += (H(blk.d) * a.d[b]) * static_cast<float>(isum);
   }
   return sum;
 }
 
 // ---- Float types ------------------------------------------------------------------------
+// Eight interleaved partial sums (element i goes to sum i % 8), combined pairwise at the end:
+// the order a SIMD kernel would use, and short enough dependency chains that the compiler can
+// vectorise this fallback.
+
+template <typename Load>
+float DotFloat(int64_t n, Load&& load) {
+  float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) part[j] += load(i + j);
+  }
+  for (; i < n; ++i) part[i % 8] += load(i);
+  return ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
+}
 
 float DotF32(const uint8_t* w, const ActRow& a, int64_t n) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
+  return DotFloat(n, [&](int64_t i) {
     float v;
     std::memcpy(&v, w + 4 * i, 4);
-    sum += v * a.f[i];
-  }
-  return sum;
+    return v * a.f[i];
+  });
 }
 
 float DotF16(const uint8_t* w, const ActRow& a, int64_t n) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
+  return DotFloat(n, [&](int64_t i) {
     uint16_t h;
     std::memcpy(&h, w + 2 * i, 2);
-    sum += Fp16ToFp32(h) * a.f[i];
-  }
-  return sum;
+    return Fp16ToFp32(h) * a.f[i];
+  });
 }
 
 float DotBF16(const uint8_t* w, const ActRow& a, int64_t n) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
+  return DotFloat(n, [&](int64_t i) {
     uint16_t h;
     std::memcpy(&h, w + 2 * i, 2);
-    sum += Bf16ToFp32(h) * Bf16ToFp32(a.bf[i]);
-  }
-  return sum;
+    return Bf16ToFp32(h) * Bf16ToFp32(a.bf[i]);
+  });
 }
 
 }  // namespace

@@ -11,7 +11,8 @@
 //   Q6_K (16 sub-blocks of 16, int8 scale): sum += (dw * dy) * sum_g sc_g * dot(q - 32, qy)_g
 //   Q3_K: sum += (dw * dy) * sum_g sc_g * dot(q3 - 4, qy)_g          (sc_g signed 6-bit)
 //   Q2_K: sum += (dw * dy) * sum_g (sc_g & 15) * dot_g - (dminw * dy) * sum_g (sc_g >> 4) * bsum_g
-//   F32 / F16 / BF16: sum += w_i * x_i in f32, x rounded to the weight's type.
+//   F32 / F16 / BF16: sum of w_i * x_i in f32 (eight interleaved partial sums), x rounded to
+//     the weight's type.
 // where dw, dminw, mw are the weight's f16 scales and dy, sy the activation block's.
 //
 // Thread-safety: pure functions. Failure: a type without a twin is a programming error
