@@ -10,9 +10,10 @@
 //     batch_high_ratio / below batch_low_ratio x target, within [floor, cap];
 //   - logs every level transition (bounded ring) and publishes the knobs.
 //
-// Publication: Knobs are immutable and swapped through an atomic shared_ptr (KnobBoard). The
-// engine loads them at step start and HTTP threads at admission; neither ever waits for a
-// tick. A new Knobs (higher version) is published only when something changed.
+// Publication: Knobs are immutable and published as a shared_ptr (KnobBoard) that the engine
+// loads at step start and HTTP threads at admission; a load copies a pointer under a lock
+// held only for such copies, so neither ever waits for a tick. A new Knobs (higher version)
+// is published only when something changed.
 //
 // Ownership: the controller owns a copy of the config, the per-class and per-model state, the
 // event log. Thread-safety: Tick and the report accessors lock one mutex (never taken by the
@@ -20,7 +21,6 @@
 // config and snapshots); a class absent from the snapshot has no signal.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -103,15 +103,27 @@ struct Knobs {
   Level LevelOf(std::string_view slo_class) const;  // kNormal for unknown classes
 };
 
+// Holds the current Knobs. The lock covers one pointer copy (a reference-count increment)
+// and never a tick's work, so a reader waits at most for another pointer copy. (Not
+// std::atomic<std::shared_ptr>: libstdc++ 12 releases its internal lock with relaxed order
+// in load(), a data race ThreadSanitizer reports.)
 class KnobBoard {
  public:
-  std::shared_ptr<const Knobs> Load() const { return current_.load(std::memory_order_acquire); }
+  std::shared_ptr<const Knobs> Load() const {
+    std::lock_guard lock(mu_);
+    return current_;
+  }
   void Publish(std::shared_ptr<const Knobs> knobs) {
-    current_.store(std::move(knobs), std::memory_order_release);
+    {
+      std::lock_guard lock(mu_);
+      current_.swap(knobs);
+    }
+    // The previous Knobs (now in `knobs`) is released here, outside the lock.
   }
 
  private:
-  std::atomic<std::shared_ptr<const Knobs>> current_;
+  mutable std::mutex mu_;
+  std::shared_ptr<const Knobs> current_;
 };
 
 struct BatchChange {
