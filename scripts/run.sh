@@ -1,23 +1,22 @@
 #!/usr/bin/env bash
-# The README's first command: install dependencies, build, and run the main job on a default
-# model. Extra arguments are passed to `lifeline run`.
+# The README's first command: install dependencies, build, and start `lifeline serve` on
+# 127.0.0.1:8080 with a default model. Extra arguments go to `lifeline serve`.
+#   default model: ../shared/models/stories260K.gguf when it sits beside the checkout,
+#   else LIFELINE_MODEL, else the server's built-in synthetic model (written once to
+#   ~/.cache/lifeline/ and announced in the log).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
-MODEL="${LIFELINE_MODEL:-../shared/models/stories260K.gguf}"
-if [ ! -f "$MODEL" ]; then
-  # No shared model beside the checkout: make a small synthetic one once and cache it.
-  CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/lifeline"
-  MODEL="$CACHE/default-llama-q8_0.gguf"
-  if [ ! -f "$MODEL" ]; then
-    mkdir -p "$CACHE"
-    echo "run: no model given; writing a synthetic default model to $MODEL"
-    build/lifeline make-model --arch llama --dim 256 --layers 4 --heads 8 --kv-heads 2 \
-      --ffn 768 --type q8_0 --seed 1 -o "$MODEL"
-  fi
+ARGS=()
+MODEL="${LIFELINE_MODEL:-}"
+if [ -z "$MODEL" ] && [ -f ../shared/models/stories260K.gguf ]; then
+  MODEL=../shared/models/stories260K.gguf
 fi
-if [ $# -eq 0 ]; then
-  set -- -p "Once upon a time" -n 64
-fi
-exec build/lifeline run -m "$MODEL" "$@"
+[ -n "$MODEL" ] && ARGS+=(--model "$(basename "$MODEL" .gguf)=$MODEL")
+cat >&2 <<'MSG'
+run: try it from another shell:
+  curl -s localhost:8080/v1/completions -H 'Content-Type: application/json' \
+       -d '{"prompt":"Once upon a time","max_tokens":32,"temperature":0}'
+MSG
+exec build/lifeline serve "${ARGS[@]}" "$@"
