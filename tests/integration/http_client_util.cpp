@@ -1,0 +1,224 @@
+#include "integration/http_client.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace lifeline::integration {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c;
+  return s;
+}
+
+// Parses "HTTP/1.1 200 OK\r\nName: value\r\n..." (without the blank line) into `reply`.
+bool ParseHead(const std::string& head, HttpReply* reply) {
+  size_t line_end = head.find("\r\n");
+  const std::string status_line = head.substr(0, line_end);
+  if (status_line.size() < 12 || !status_line.starts_with("HTTP/1.")) return false;
+  reply->status = std::stoi(status_line.substr(9, 3));
+  while (line_end != std::string::npos && line_end < head.size()) {
+    const size_t next = head.find("\r\n", line_end + 2);
+    const std::string line = head.substr(
+        line_end + 2, next == std::string::npos ? std::string::npos : next - line_end - 2);
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos) {
+      std::string value = line.substr(colon + 1);
+      while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+      auto& slot = reply->headers[Lower(line.substr(0, colon))];
+      slot = slot.empty() ? value : slot + ", " + value;
+    }
+    line_end = next;
+  }
+  return true;
+}
+
+}  // namespace
+
+HttpClient::HttpClient(uint16_t port) {
+  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) return;
+  int one = 1;
+  ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+}
+
+HttpClient::~HttpClient() { Close(); }
+
+void HttpClient::Close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+bool HttpClient::Send(std::string_view bytes) {
+  if (fd_ < 0) return false;
+  while (!bytes.empty()) {
+    const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+int HttpClient::ReadMore(Clock::time_point deadline) {
+  if (eof_ || fd_ < 0) return 0;
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) return -1;
+    pollfd p{fd_, POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    char tmp[16384];
+    const ssize_t n = ::recv(fd_, tmp, sizeof tmp, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {  // EOF; a reset counts as closed too
+      eof_ = true;
+      return 0;
+    }
+    buf_.append(tmp, static_cast<size_t>(n));
+    raw_.append(tmp, static_cast<size_t>(n));
+    return static_cast<int>(n);
+  }
+}
+
+bool HttpClient::ReadUntilCount(std::string_view needle, int count,
+                                std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  auto occurrences = [&] {
+    int n = 0;
+    for (size_t p = raw_.find(needle); p != std::string::npos; p = raw_.find(needle, p + 1)) ++n;
+    return n;
+  };
+  while (occurrences() < count) {
+    if (ReadMore(deadline) <= 0) return occurrences() >= count;
+  }
+  return true;
+}
+
+bool HttpClient::WaitForClose(std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    const int n = ReadMore(deadline);
+    if (n == 0) return true;
+    if (n < 0) return false;
+  }
+}
+
+std::optional<HttpReply> HttpClient::ReadResponse(std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  size_t head_end;
+  while ((head_end = buf_.find("\r\n\r\n")) == std::string::npos) {
+    if (ReadMore(deadline) <= 0) return std::nullopt;
+  }
+  HttpReply reply;
+  if (!ParseHead(buf_.substr(0, head_end), &reply)) return std::nullopt;
+  buf_.erase(0, head_end + 4);
+  if (reply.status == 100) return ReadResponse(timeout);  // interim response
+  const std::string te = Lower(reply.Header("transfer-encoding"));
+  const std::string cl = reply.Header("content-length");
+  if (te == "chunked") {
+    for (;;) {
+      size_t eol;
+      while ((eol = buf_.find("\r\n")) == std::string::npos) {
+        if (ReadMore(deadline) <= 0) return std::nullopt;
+      }
+      const size_t size = std::stoul(buf_.substr(0, eol), nullptr, 16);
+      while (buf_.size() < eol + 2 + size + 2) {
+        if (ReadMore(deadline) <= 0) return std::nullopt;
+      }
+      reply.body += buf_.substr(eol + 2, size);
+      buf_.erase(0, eol + 2 + size + 2);
+      if (size == 0) break;
+    }
+  } else if (!cl.empty()) {
+    const size_t size = std::stoul(cl);
+    while (buf_.size() < size) {
+      if (ReadMore(deadline) <= 0) return std::nullopt;
+    }
+    reply.body = buf_.substr(0, size);
+    buf_.erase(0, size);
+  } else if (reply.status != 204 && reply.status != 304) {
+    while (ReadMore(deadline) > 0) {
+    }
+    reply.body = std::move(buf_);
+    buf_.clear();
+  }
+  return reply;
+}
+
+std::string PostRequest(std::string_view path, std::string_view body,
+                        std::string_view content_type, std::string_view extra_headers) {
+  std::string r = "POST " + std::string(path) + " HTTP/1.1\r\nHost: localhost\r\n";
+  if (!content_type.empty()) r += "Content-Type: " + std::string(content_type) + "\r\n";
+  r += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+  r += extra_headers;
+  r += "\r\n";
+  r += body;
+  return r;
+}
+
+std::string GetRequest(std::string_view path) {
+  return "GET " + std::string(path) + " HTTP/1.1\r\nHost: localhost\r\n\r\n";
+}
+
+std::optional<HttpReply> Roundtrip(uint16_t port, const std::string& request,
+                                   std::chrono::milliseconds timeout) {
+  HttpClient c(port);
+  if (!c.connected() || !c.Send(request)) return std::nullopt;
+  return c.ReadResponse(timeout);
+}
+
+std::vector<std::string> SseData(std::string_view body) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos < body.size()) {
+    size_t end = body.find("\n\n", pos);
+    if (end == std::string_view::npos) end = body.size();
+    const std::string_view event = body.substr(pos, end - pos);
+    if (event.starts_with("data: ")) out.emplace_back(event.substr(6));
+    pos = end + 2;
+  }
+  return out;
+}
+
+std::string Dechunk(std::string_view chunked) {
+  std::string out;
+  size_t pos = 0;
+  for (;;) {
+    const size_t eol = chunked.find("\r\n", pos);
+    if (eol == std::string_view::npos) break;
+    size_t size = 0;
+    try {
+      size = std::stoul(std::string(chunked.substr(pos, eol - pos)), nullptr, 16);
+    } catch (const std::exception&) {
+      break;
+    }
+    if (size == 0 || eol + 2 + size > chunked.size()) break;
+    out.append(chunked.substr(eol + 2, size));
+    pos = eol + 2 + size + 2;
+  }
+  return out;
+}
+
+}  // namespace lifeline::integration
