@@ -1,5 +1,6 @@
 // lifeline serve: load one or more models, start one engine loop per model and the HTTP/SSE
 // front end, then wait for SIGINT/SIGTERM (first: graceful drain; second: exit at once).
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -36,7 +37,42 @@ struct ServeFlags {
   int64_t max_body_bytes = 1 << 20;
   int drain_timeout_s = 10;
   std::string isa;
+  std::string slo_config;              // TOML file (docs/slo.md); empty: built-in defaults
+  std::vector<std::string> cascade;    // model names, heavy -> light
 };
+
+// The SLO config: the file's (or the defaults), with --cascade naming the local cascade
+// order (heavy -> light); models not named there are served only when asked for.
+Result<slo::SloConfig> BuildSloConfig(const ServeFlags& f,
+                                      const std::vector<std::string>& engine_names) {
+  slo::SloConfig config = slo::DefaultSloConfig();
+  if (!f.slo_config.empty()) {
+    LL_ASSIGN_OR_RETURN(config, slo::LoadSloConfigFile(f.slo_config));
+  }
+  if (f.cascade.empty()) return config;
+  std::vector<slo::ModelEntry> ordered;
+  for (const std::string& name : f.cascade) {
+    if (std::find(engine_names.begin(), engine_names.end(), name) == engine_names.end()) {
+      return InvalidArgument("--cascade: '" + name + "' is not a --model name");
+    }
+    for (const auto& m : ordered) {
+      if (m.name == name) return InvalidArgument("--cascade: '" + name + "' listed twice");
+    }
+    const slo::ModelEntry* existing = config.FindModel(name);
+    slo::ModelEntry m = existing != nullptr ? *existing : slo::ModelEntry{};
+    m.name = name;
+    if (m.path.empty() && m.url.empty()) m.path = "local";
+    m.in_cascade = true;
+    ordered.push_back(std::move(m));
+  }
+  for (slo::ModelEntry m : config.models) {
+    if (std::find(f.cascade.begin(), f.cascade.end(), m.name) != f.cascade.end()) continue;
+    m.in_cascade = false;
+    ordered.push_back(std::move(m));
+  }
+  config.models = std::move(ordered);
+  return config;
+}
 
 int Fail(const Status& s) {
   std::fprintf(stderr, "lifeline serve: %s\n", s.ToString().c_str());
@@ -128,7 +164,11 @@ int RunServe(ServeFlags f) {
     engines.push_back(std::move(engine).value());
   }
 
-  serving::EngineService service(std::move(engines));
+  std::vector<std::string> engine_names;
+  for (const auto& e : engines) engine_names.push_back(e->name());
+  auto slo_config = BuildSloConfig(f, engine_names);
+  if (!slo_config.ok()) return Fail(slo_config.status());
+  serving::EngineService service(std::move(engines), std::move(slo_config).value());
   service.Start();
   server::ServerOptions so;
   so.bind_address = f.host;
@@ -189,6 +229,10 @@ CommandFn RegisterServe(CLI::App& root) {
       ->capture_default_str();
   cmd->add_option("--drain-timeout", f->drain_timeout_s, "Seconds to drain on SIGTERM")
       ->capture_default_str();
+  cmd->add_option("--config", f->slo_config, "SLO control plane config, TOML (docs/slo.md)");
+  cmd->add_option("--cascade", f->cascade,
+                  "Model names heavy -> light for SLO fallback, e.g. heavy,light")
+      ->delimiter(',');
   cmd->add_option("--isa", f->isa, "Force a kernel level: scalar, avx2, avx512");
   return [f] { return RunServe(*f); };
 }

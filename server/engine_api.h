@@ -108,6 +108,10 @@ struct GenerationEvent {
   nlohmann::json timings = nlohmann::json::object();  // members ending "_ms" feed Server-Timing
   // kError
   ApiError error;
+  // kDone: when the engine's last timed phase ended (steady clock; unset = unknown). The
+  // server charges the hand-off from there to its own handling of the event as handoff_ms,
+  // so the timing phases still sum to server_total_ms.
+  std::chrono::steady_clock::time_point timed_until{};
 
   static GenerationEvent Token(std::string text, int32_t token_id) {
     GenerationEvent e;
@@ -180,6 +184,8 @@ class EngineApi {
   virtual void Cancel(RequestHandle handle) = 0;
   // Prometheus text exposition the server appends to its own /metrics output.
   virtual std::string MetricsText() const = 0;
+  // The JSON body of GET /v1/slo (SLO classes, levels, events); none (the default) -> 404.
+  virtual std::optional<std::string> SloStatusJson() const { return std::nullopt; }
 };
 
 }  // namespace lifeline::server

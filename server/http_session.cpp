@@ -297,6 +297,8 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
           return Respond(ModelsResponse(engine.Models()), match.label);
         case Route::kMetrics:
           return Respond(MetricsResponse(core_->metrics, engine.MetricsText()), match.label);
+        case Route::kSlo:
+          return Respond(SloResponse(engine.SloStatusJson()), match.label);
         case Route::kCompletions:
         case Route::kChatCompletions: {
           std::optional<std::string_view> content_type;
@@ -306,7 +308,17 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
           const Endpoint ep = match.spec->route == Route::kCompletions
                                   ? Endpoint::kCompletions
                                   : Endpoint::kChatCompletions;
-          return HandleGeneration(ep, content_type, req.body(), match.label);
+          // X-SLO-Class / X-User-Role override the body's slo_class / user_role.
+          std::optional<std::string> slo_class, user_role;
+          for (const auto& field : req) {
+            if (beast::iequals(field.name_string(), "x-slo-class")) {
+              slo_class = std::string(View(field.value()));
+            } else if (beast::iequals(field.name_string(), "x-user-role")) {
+              user_role = std::string(View(field.value()));
+            }
+          }
+          return HandleGeneration(ep, content_type, req.body(), match.label, slo_class,
+                                  user_role);
         }
       }
     } catch (const std::exception& e) {
@@ -319,7 +331,9 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
   }
 
   void HandleGeneration(Endpoint ep, std::optional<std::string_view> content_type,
-                        const std::string& body, std::string_view label) {
+                        const std::string& body, std::string_view label,
+                        const std::optional<std::string>& slo_class_header = std::nullopt,
+                        const std::optional<std::string>& user_role_header = std::nullopt) {
     EngineApi& engine = *core_->engine;
     if (core_->draining.load()) {
       return Respond(ErrorResponse(UnavailableError("server is shutting down", "shutting_down",
@@ -336,6 +350,8 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     if (auto err = ParseGenerationRequest(body, ep, core_->options.request_limits, &request)) {
       return Respond(ErrorResponse(*err), label);
     }
+    if (slo_class_header) request.slo_class = *slo_class_header;
+    if (user_role_header) request.user_role = *user_role_header;
     if (auto err = ResolveModel(engine.Models(), request.model, &request.model)) {
       return Respond(ErrorResponse(*err), label);
     }
@@ -420,11 +436,17 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     ex.first_delta = false;
   }
 
-  nlohmann::json MergedTimings(const nlohmann::json& engine_timings) const {
+  nlohmann::json MergedTimings(const GenerationEvent& event) const {
+    const nlohmann::json& engine_timings = event.timings;
     nlohmann::json t = engine_timings.is_object() ? engine_timings : nlohmann::json::object();
+    const auto now = Clock::now();
     t["http_read_ms"] = MsBetween(timeline_.first_byte, timeline_.body_read);
     t["validate_ms"] = MsBetween(timeline_.body_read, timeline_.validated);
-    t["server_total_ms"] = MsBetween(timeline_.first_byte, Clock::now());
+    if (event.timed_until != Clock::time_point{}) {
+      // Engine -> I/O thread hand-off: building the event, posting it, this thread waking.
+      t["handoff_ms"] = MsBetween(event.timed_until, now);
+    }
+    t["server_total_ms"] = MsBetween(timeline_.first_byte, now);
     return t;
   }
 
@@ -433,7 +455,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     ex.finished = true;
     core_->metrics.CountCompleted();
     EndExchangeTimers();
-    const nlohmann::json timings = MergedTimings(event.timings);
+    const nlohmann::json timings = MergedTimings(event);
     if (!ex.stream) {
       HttpResponse r = JsonResponse(
           200, FinalResponseJson(ex.ctx, ex.text, event.finish_reason, event.usage, timings));
@@ -441,6 +463,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
         r.headers.emplace_back("Server-Timing", st);
       }
       r.headers.emplace_back("X-Request-Id", ex.ctx.id);
+      r.headers.emplace_back("X-Served-Model", ex.ctx.model);
       return Respond(std::move(r), ex.route_label);
     }
     EnsureStreamHead();
@@ -474,6 +497,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     head.headers.emplace_back("Cache-Control", "no-cache");
     head.headers.emplace_back("X-Accel-Buffering", "no");
     head.headers.emplace_back("X-Request-Id", exchange_->ctx.id);
+    head.headers.emplace_back("X-Served-Model", exchange_->ctx.model);
     core_->metrics.CountResponse(exchange_->route_label, 200);
     Send(SerializeStreamHead(head, /*chunked=*/!http10_, keep_alive_));
   }

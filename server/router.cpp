@@ -15,6 +15,7 @@ constexpr RouteSpec kRoutes[] = {
     {"/ready", "GET", Route::kReady, true},
     {"/readyz", "GET", Route::kReady, true},
     {"/metrics", "GET", Route::kMetrics, false},
+    {"/v1/slo", "GET", Route::kSlo, false},
 };
 
 std::string_view PathOf(std::string_view target) {
@@ -37,6 +38,15 @@ ApiError Unauthorized(std::string message) {
 }  // namespace
 
 std::span<const RouteSpec> RouteTable() { return kRoutes; }
+
+HttpResponse SloResponse(const std::optional<std::string>& status_json) {
+  if (!status_json) {
+    return ErrorResponse(NotFoundError("", "this engine has no SLO control plane", "not_found"));
+  }
+  HttpResponse r;
+  r.body = *status_json;
+  return r;
+}
 
 RouteMatch MatchRoute(std::string_view method, std::string_view target) {
   const std::string_view path = PathOf(target);

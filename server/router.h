@@ -29,7 +29,7 @@
 
 namespace lifeline::server {
 
-enum class Route : uint8_t { kCompletions, kChatCompletions, kModels, kHealth, kReady, kMetrics };
+enum class Route : uint8_t { kCompletions, kChatCompletions, kModels, kHealth, kReady, kMetrics, kSlo };
 
 struct RouteSpec {
   std::string_view path;
@@ -71,5 +71,7 @@ HttpResponse HealthResponse();
 HttpResponse ReadyResponse(bool engine_ready, bool draining);
 HttpResponse ModelsResponse(const std::vector<ModelInfo>& models);
 HttpResponse MetricsResponse(const ServerMetrics& metrics, const std::string& engine_text);
+// GET /v1/slo: the engine's SLO status JSON, or 404 when the engine has no SLO control plane.
+HttpResponse SloResponse(const std::optional<std::string>& status_json);
 
 }  // namespace lifeline::server

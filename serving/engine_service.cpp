@@ -3,22 +3,109 @@
 #include <chrono>
 #include <sstream>
 
+#include "serving/request_timing.h"
+#include "slo/slo_report.h"
+
 namespace lifeline::serving {
 
-EngineService::EngineService(std::vector<std::unique_ptr<ModelEngine>> engines)
-    : engines_(std::move(engines)) {
+namespace {
+
+int64_t NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             Clock::now().time_since_epoch()).count();
+}
+
+server::ApiError SloBadRequest(const std::string& message) {
+  server::ApiError e;
+  e.http_status = 400;
+  e.type = "invalid_request_error";
+  e.code = "invalid_slo";
+  e.message = message;
+  // Resolve's messages start with the field: "slo_class: unknown class ...".
+  const auto colon = message.find(':');
+  e.param = colon == std::string::npos ? "slo_class" : message.substr(0, colon);
+  return e;
+}
+
+server::ApiError Shed(const slo::AdmissionDecision& d, const std::string& cls,
+                      const std::string& model) {
+  server::ApiError e;
+  e.http_status = d.http_status == 0 ? 429 : d.http_status;
+  e.type = e.http_status == 503 ? "unavailable" : "overloaded_error";
+  e.code = e.http_status == 503 ? "model_not_ready" : "slo_shed";
+  e.message = "class '" + cls + "' on model '" + model + "' is shedding load: " + d.reason +
+              "; retry after " + std::to_string(d.retry_after_s) + " s";
+  e.retry_after_s = d.retry_after_s;
+  return e;
+}
+
+}  // namespace
+
+EngineService::EngineService(std::vector<std::unique_ptr<ModelEngine>> engines,
+                             slo::SloConfig slo_config)
+    : engines_(std::move(engines)),
+      slo_config_(std::move(slo_config)),
+      tracker_(slo_config_.window) {
   created_unix_s_ = std::chrono::duration_cast<std::chrono::seconds>(
                         std::chrono::system_clock::now().time_since_epoch()).count();
+  std::vector<std::string> names;
+  for (const auto& e : engines_) {
+    names.push_back(e->name());
+    if (slo_config_.FindModel(e->name()) == nullptr) {
+      slo::ModelEntry m;
+      m.name = e->name();
+      m.path = "local";
+      m.in_cascade = false;
+      slo_config_.models.push_back(std::move(m));
+    }
+  }
+  controller_ = std::make_unique<slo::Controller>(slo_config_, names, NowUs());
+  for (auto& e : engines_) {
+    speeds_.push_back(std::make_unique<slo::SpeedEstimator>(slo_config_.admission.ewma_alpha));
+    e->AttachSlo(SloHooks{&controller_->board(), &tracker_, speeds_.back().get()});
+  }
 }
 
 EngineService::~EngineService() { Stop(); }
 
 void EngineService::Start() {
   for (auto& e : engines_) e->Start();
+  std::lock_guard<std::mutex> lock(timer_mu_);
+  if (timer_.joinable()) return;
+  timer_stop_ = false;
+  timer_ = std::thread([this] { TimerLoop(); });
 }
 
 void EngineService::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(timer_mu_);
+    timer_stop_ = true;
+  }
+  timer_cv_.notify_all();
+  if (timer_.joinable()) timer_.join();
   for (auto& e : engines_) e->Stop();
+}
+
+void EngineService::TimerLoop() {
+  const auto period = std::chrono::milliseconds(slo_config_.controller.tick_ms);
+  std::unique_lock<std::mutex> lock(timer_mu_);
+  while (!timer_cv_.wait_for(lock, period, [&] { return timer_stop_; })) {
+    lock.unlock();
+    TickNow();
+    lock.lock();
+  }
+}
+
+void EngineService::TickNow() {
+  const int64_t now = NowUs();
+  (void)controller_->Tick(now, tracker_.Snapshot(now));
+}
+
+size_t EngineService::IndexOf(const ModelEngine* engine) const {
+  for (size_t i = 0; i < engines_.size(); ++i) {
+    if (engines_[i].get() == engine) return i;
+  }
+  return 0;
 }
 
 ModelEngine* EngineService::Find(const std::string& name) const {
@@ -60,26 +147,98 @@ server::SubmitResult EngineService::Submit(server::GenerationRequest request,
     e.message = "model '" + request.model + "' is not served here (see GET /v1/models)";
     return server::SubmitResult::Reject(std::move(e));
   }
+  slo::RequestSloFields fields;
+  fields.slo_class = request.slo_class;
+  fields.user_role = request.user_role;
+  if (request.deadline_ms) fields.deadline_ms = static_cast<double>(*request.deadline_ms);
+  auto budget = slo::Resolve(slo_config_, fields);
+  if (!budget.ok()) return server::SubmitResult::Reject(SloBadRequest(budget.status().message()));
+
   const server::RequestHandle handle = next_handle_.fetch_add(1);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    owner_[handle] = engine;
-  }
-  // The handle leaves the map when its terminal event passes through.
-  auto wrapped = [this, handle, sink = std::move(sink)](server::GenerationEvent ev) {
-    const bool terminal = ev.terminal();
-    sink(std::move(ev));
-    if (terminal) {
+  auto shared_sink = std::make_shared<server::GenerationSink>(std::move(sink));
+  const auto first_byte = request.timeline.first_byte;
+  const std::string cls = budget->slo_class;
+  for (int32_t hops = 0;; ++hops) {
+    const size_t index = IndexOf(engine);
+    const slo::ModelEntry* entry = slo_config_.FindModel(engine->name());
+    const slo::ModelEntry* next = slo_config_.NextInCascade(engine->name());
+    ModelEngine* next_engine = next != nullptr ? Find(next->name) : nullptr;
+    SubmitSlo ctx;
+    ctx.slo_class = cls;
+    ctx.priority = budget->priority;
+    if (budget->e2e_budget_ms) {
+      ctx.deadline_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                            first_byte.time_since_epoch()).count() +
+                        static_cast<int64_t>(*budget->e2e_budget_ms * 1000.0);
+    }
+    slo::AdmissionDecision decision;
+    ctx.admit = [&](int64_t n_prompt, int64_t max_tokens) {
+      slo::AdmissionRequest ar;
+      ar.budget = *budget;
+      ar.level = controller_->knobs()->LevelOf(cls);
+      ar.prompt_tokens = n_prompt;
+      ar.max_tokens = max_tokens;
+      ar.elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - first_byte).count();
+      ar.load.queued_requests = static_cast<int32_t>(engine->QueuedRequests());
+      ar.load.queued_prefill_tokens = engine->QueuedPromptTokens();
+      if (entry != nullptr) {
+        ar.max_queue_requests = entry->max_queue_requests;
+        ar.max_queue_tokens = entry->max_queue_tokens;
+      }
+      ar.model_ready = engine->Healthy();
+      ar.has_next_model = next_engine != nullptr;
+      ar.cascade_hops = hops;
+      decision = slo::Decide(slo_config_, ar, *speeds_[index]);
+      SloAdmission out;
+      if (decision.action == slo::Action::kRoute) {
+        out.route = true;
+      } else if (decision.action == slo::Action::kShed) {
+        out.error = Shed(decision, cls, engine->name());
+      } else {
+        out.max_tokens_cap = decision.max_tokens_cap;
+        out.cap_reason = decision.reason;
+      }
+      return out;
+    };
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      owner_[handle] = engine;
+    }
+    // The handle leaves the map when its terminal event passes through.
+    auto wrapped = [this, handle, shared_sink](server::GenerationEvent ev) {
+      const bool terminal = ev.terminal();
+      (*shared_sink)(std::move(ev));
+      if (terminal) {
+        std::lock_guard<std::mutex> lock(mu_);
+        owner_.erase(handle);
+      }
+    };
+    // A copy: a routed request is submitted again to the next member.
+    auto err = engine->Submit(handle, request, std::move(wrapped), &ctx);
+    if (!err) {
+      outcomes_.Count(cls, engine->name(), "admitted");
+      if (decision.max_tokens_cap) outcomes_.Count(cls, engine->name(), "truncated");
+      return server::SubmitResult::Accept(handle, engine->name());
+    }
+    {
       std::lock_guard<std::mutex> lock(mu_);
       owner_.erase(handle);
     }
-  };
-  if (auto err = engine->Submit(handle, std::move(request), std::move(wrapped))) {
-    std::lock_guard<std::mutex> lock(mu_);
-    owner_.erase(handle);
+    if (err->code == kRouteCode && next_engine != nullptr) {
+      outcomes_.Count(cls, engine->name(), "routed");
+      engine = next_engine;
+      continue;
+    }
+    if (err->code == "slo_shed" || err->code == "model_not_ready") {
+      outcomes_.Count(cls, engine->name(), slo::OutcomeCounters::OutcomeOf(decision));
+    }
     return server::SubmitResult::Reject(std::move(*err));
   }
-  return server::SubmitResult::Accept(handle, engine->name());
+}
+
+std::optional<std::string> EngineService::SloStatusJson() const {
+  const int64_t now = NowUs();
+  return slo::SloStatusJson(*controller_, tracker_.Snapshot(now), now).dump();
 }
 
 void EngineService::Cancel(server::RequestHandle handle) {
@@ -122,6 +281,7 @@ std::string EngineService::MetricsText() const {
   o << "# HELP lifeline_engine_steps_total Non-empty engine steps.\n"
        "# TYPE lifeline_engine_steps_total counter\n";
   for (const auto& e : engines_) o << "lifeline_engine_steps_total{model=\"" << e->name() << "\"} " << e->Snapshot().steps << "\n";
+  o << slo::SloPrometheusText(*controller_, tracker_.Snapshot(NowUs()), &outcomes_);
   return o.str();
 }
 

@@ -2,27 +2,45 @@
 // its `model` field to one ModelEngine (each model has its own engine loop, KV budget and
 // compute pool), hands out request handles, and renders engine gauges for /metrics.
 //
-// Ownership: owns the ModelEngines. Thread-safety: every EngineApi method is safe from any
-// thread (the engine map is fixed after construction; handles map under a mutex).
-// Failure: an unknown model is a 404 ApiError; everything else is the ModelEngine's answer.
+// It also runs the SLO control plane (docs/slo.md): it owns the SloConfig, the latency
+// tracker the engines record into, one speed estimator per engine, the Controller and a timer
+// thread that calls Controller::Tick every controller.tick_ms (the engines read the published
+// knobs at step start). At Submit it resolves the request's class / role / deadline (400 on
+// unknown names), and applies the ladder and predictive admission: cap max_tokens, route to
+// the next cascade member (SubmitResult::served_model), or shed with 429 + Retry-After.
+//
+// Ownership: owns the ModelEngines and the SLO objects. Thread-safety: every EngineApi method
+// is safe from any thread (the engine map is fixed after construction; handles map under a
+// mutex; the controller and tracker lock internally). Failure: an unknown model is a 404
+// ApiError; an unknown class or role a 400; shedding a 429; everything else is the
+// ModelEngine's answer.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "server/engine_api.h"
 #include "serving/model_engine.h"
+#include "slo/admission.h"
+#include "slo/controller.h"
+#include "slo/latency_tracker.h"
+#include "slo/slo_config.h"
 
 namespace lifeline::serving {
 
 class EngineService final : public server::EngineApi {
  public:
-  // The first engine is the default for requests that name no model.
-  explicit EngineService(std::vector<std::unique_ptr<ModelEngine>> engines);
+  // The first engine is the default for requests that name no model. `slo_config.models`
+  // lists the cascade (heavy -> light) by engine name; engines it does not name are added as
+  // non-cascade members.
+  explicit EngineService(std::vector<std::unique_ptr<ModelEngine>> engines,
+                         slo::SloConfig slo_config = slo::DefaultSloConfig());
   ~EngineService() override;
 
   void Start();
@@ -34,15 +52,33 @@ class EngineService final : public server::EngineApi {
                               server::GenerationSink sink) override;
   void Cancel(server::RequestHandle handle) override;
   std::string MetricsText() const override;
+  std::optional<std::string> SloStatusJson() const override;
 
   ModelEngine* Find(const std::string& name) const;
+  const slo::Controller& controller() const { return *controller_; }
+  // One controller tick now (the timer does this every tick_ms).
+  void TickNow();
 
  private:
+  size_t IndexOf(const ModelEngine* engine) const;
+  void TimerLoop();
+
   std::vector<std::unique_ptr<ModelEngine>> engines_;
   int64_t created_unix_s_ = 0;
   std::atomic<server::RequestHandle> next_handle_{1};
   mutable std::mutex mu_;
   std::unordered_map<server::RequestHandle, ModelEngine*> owner_;  // live handles
+
+  slo::SloConfig slo_config_;
+  slo::LatencyTracker tracker_;
+  std::vector<std::unique_ptr<slo::SpeedEstimator>> speeds_;  // [engines_.size()]
+  std::unique_ptr<slo::Controller> controller_;
+  slo::OutcomeCounters outcomes_;
+
+  std::mutex timer_mu_;
+  std::condition_variable timer_cv_;
+  bool timer_stop_ = false;
+  std::thread timer_;
 };
 
 }  // namespace lifeline::serving

@@ -66,6 +66,9 @@ struct ModelEngine::Live {
   int64_t cached_tokens = 0;
   int64_t preemptions = 0;
   bool terminated = false;
+  std::string slo_class;       // latency sample label
+  int32_t priority = 0;
+  std::string cap_reason;      // non-empty: max_tokens was capped by the SLO ladder
 };
 
 ModelEngine::ModelEngine(std::unique_ptr<LlamaModel> model, std::unique_ptr<Tokenizer> tokenizer,
@@ -133,6 +136,8 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
   scfg.max_step_tokens = options.max_step_tokens;
   scfg.max_waiting = options.max_waiting;
   scfg.max_seq_tokens = e->n_ctx_;
+  // Higher priority first, then earliest deadline (requests without one last), then arrival.
+  scfg.queue_order = QueueOrder::kEdfWithinPriority;
   LL_ASSIGN_OR_RETURN(e->scheduler_, Scheduler::Create(scfg));
   e->pool_ = std::make_unique<ComputePool>(options.threads);
   e->logits_.resize(static_cast<size_t>(options.max_step_tokens * cfg.n_vocab));
@@ -195,7 +200,8 @@ Result<std::string> ModelEngine::RenderPrompt(const server::GenerationRequest& r
 
 std::optional<ApiError> ModelEngine::Submit(server::RequestHandle handle,
                                             server::GenerationRequest req,
-                                            server::GenerationSink sink) {
+                                            server::GenerationSink sink,
+                                            const SubmitSlo* slo) {
   auto live = std::make_unique<Live>();
   live->timing.first_byte = req.timeline.first_byte;
   live->timing.mark = req.timeline.validated;
@@ -255,7 +261,26 @@ std::optional<ApiError> ModelEngine::Submit(server::RequestHandle handle,
   for (int32_t id : live->prompt) live->sampler->Accept(id);
   live->detok = std::make_unique<IncrementalDetokenizer>(*tokenizer_);
   live->ignore_eos = req.ignore_eos;
-  if (req.deadline_ms) {
+  if (slo != nullptr) {
+    live->slo_class = slo->slo_class;
+    live->priority = slo->priority;
+    if (slo->admit) {
+      SloAdmission verdict = slo->admit(n_prompt, live->max_tokens);
+      if (verdict.error) return std::move(*verdict.error);
+      if (verdict.route) {
+        ApiError route;
+        route.code = kRouteCode;
+        return route;
+      }
+      if (verdict.max_tokens_cap && *verdict.max_tokens_cap < live->max_tokens) {
+        live->max_tokens = std::max<int64_t>(1, *verdict.max_tokens_cap);
+        live->cap_reason = verdict.cap_reason;
+      }
+    }
+  }
+  if (slo != nullptr && slo->deadline_us) {
+    live->deadline_us = slo->deadline_us;
+  } else if (req.deadline_ms) {
     live->deadline_us = std::chrono::duration_cast<std::chrono::microseconds>(
                             req.timeline.first_byte.time_since_epoch()).count() +
                         *req.deadline_ms * 1000;
@@ -277,6 +302,7 @@ std::optional<ApiError> ModelEngine::Submit(server::RequestHandle handle,
       accepted_not_started_.fetch_sub(1);
       return ServerError(503, "unavailable", "shutting_down", "the server is shutting down", 1);
     }
+    queued_prompt_tokens_.fetch_add(n_prompt);
     inbox_.push_back(Message{handle, std::move(live)});
   }
   cv_.notify_one();
@@ -297,6 +323,7 @@ void ModelEngine::Finish(Live& live, GenerationEvent event) {
   if (!live.started) {
     live.started = true;
     accepted_not_started_.fetch_sub(1);
+    queued_prompt_tokens_.fetch_sub(static_cast<int64_t>(live.prompt.size()));
   }
   if (live.seq >= 0) {
     (void)ctx_->ReleaseSequence(live.seq);
@@ -323,6 +350,7 @@ void ModelEngine::DrainInbox() {
     nr.max_tokens = live.max_tokens;
     nr.arrival_us = NowUs();
     nr.deadline_us = live.deadline_us;
+    nr.priority = live.priority;
     auto id = scheduler_->Submit(std::move(nr));
     if (!id.ok()) {
       // Pre-checked on the HTTP thread; reaching here means the books disagree. Still one
@@ -391,6 +419,7 @@ bool ModelEngine::Step() {
     if (!live.started) {
       live.started = true;
       accepted_not_started_.fetch_sub(1);
+      queued_prompt_tokens_.fetch_sub(static_cast<int64_t>(live.prompt.size()));
     }
     if (const Request* r = scheduler_->Find(e.id)) live.cached_tokens = r->n_cached_tokens;
     if (live.seq < 0) live.seq = ctx_->NewSequence();
@@ -407,6 +436,20 @@ bool ModelEngine::Step() {
   const auto t_eval0 = Clock::now();
   if (eval_status.ok()) eval_status = model_->Eval(batch, *ctx_, *pool_, logits_);
   const auto t_eval1 = Clock::now();
+  if (slo_.speeds != nullptr && eval_status.ok()) {
+    // Speeds for admission: a pure-decode step times one token per sequence; a step with
+    // prefill chunks is charged to the prefill speed (decodes are a small share of it).
+    int64_t prefill_tokens = 0;
+    for (const StepEntry& e : plan.entries) {
+      if (!e.is_decode) prefill_tokens += e.end_pos - e.start_pos;
+    }
+    const double eval_ms = std::chrono::duration<double, std::milli>(t_eval1 - t_eval0).count();
+    if (prefill_tokens > 0) {
+      slo_.speeds->ObservePrefill(prefill_tokens, eval_ms);
+    } else {
+      slo_.speeds->ObserveDecode(eval_ms);
+    }
+  }
 
   std::vector<StepResult> results;
   results.reserve(plan.entries.size());
@@ -446,9 +489,7 @@ bool ModelEngine::Step() {
       live->sampler->Accept(id);
       res.token = id;
       ++live->generated;
-      if (tm.ttft_ms < 0) {
-        tm.ttft_ms = std::chrono::duration<double, std::milli>(Clock::now() - tm.first_byte).count();
-      }
+      tm.OnToken(Clock::now());
       const StopPush pushed = live->stop->Push(live->detok->Push(id));
       if (!pushed.emit.empty()) live->sink(GenerationEvent::Token(pushed.emit, id));
       if (pushed.stopped) res.finish = FinishReason::kStop;
@@ -473,6 +514,10 @@ bool ModelEngine::Step() {
       tm.Charge(&tm.sampling_ms, Clock::now());
       nlohmann::json timings = tm.ToJson(r.n_prompt_tokens, live.cached_tokens, live.generated,
                                          live.preemptions);
+      if (!live.cap_reason.empty() && r.finish_reason == FinishReason::kLength) {
+        timings["lifeline"] = {{"truncated", true}, {"reason", live.cap_reason}};
+      }
+      RecordFinished(live);
       Finish(live, GenerationEvent::Done(FinishReasonText(r.finish_reason), usage,
                                          std::move(timings)));
     } else if (r.finish_reason == FinishReason::kDeadline) {
@@ -507,6 +552,38 @@ void ModelEngine::FailAll(const std::string& code, const std::string& message, i
   handle_to_id_.clear();
 }
 
+void ModelEngine::ApplyKnobs() {
+  if (slo_.knobs == nullptr) return;
+  std::shared_ptr<const slo::Knobs> knobs = slo_.knobs->Load();
+  if (knobs == nullptr || knobs->version == knobs_version_) return;
+  knobs_version_ = knobs->version;
+  const slo::ModelKnobs* mk = knobs->ForModel(options_.name);
+  if (mk == nullptr) return;
+  // The engine's buffers were sized for options_: the controller may shrink, never exceed.
+  SchedulerKnobs k;
+  k.max_running = std::clamp<int32_t>(mk->max_running, 1, options_.max_running);
+  k.max_step_tokens =
+      std::clamp<int64_t>(mk->max_step_tokens, k.max_running, options_.max_step_tokens);
+  (void)scheduler_->SetKnobs(k);
+}
+
+void ModelEngine::RecordFinished(const Live& live) {
+  if (slo_.tracker == nullptr) return;
+  const RequestTiming& tm = live.timing;
+  const auto now = Clock::now();
+  slo::RequestSample s;
+  const double e2e_ms = std::chrono::duration<double, std::milli>(now - tm.first_byte).count();
+  s.e2e_ms = e2e_ms;
+  s.queue_ms = tm.queue_ms;
+  if (tm.ttft_ms >= 0) s.ttft_ms = tm.ttft_ms;
+  if (tm.ttft_ms >= 0 && live.generated > 1) {
+    s.tpot_ms = (e2e_ms - tm.ttft_ms) / static_cast<double>(live.generated - 1);
+  }
+  s.itl_ms = tm.itl_ms;
+  const std::string& cls = live.slo_class.empty() ? std::string("interactive") : live.slo_class;
+  slo_.tracker->RecordRequest(cls, options_.name, NowUs(), s);
+}
+
 void ModelEngine::Loop() {
   for (;;) {
     heartbeat_ns_.store(Clock::now().time_since_epoch().count());
@@ -522,6 +599,7 @@ void ModelEngine::Loop() {
       }
     }
     DrainInbox();
+    ApplyKnobs();
     const bool ran = Step();
     {
       const SchedulerStats st = scheduler_->stats();

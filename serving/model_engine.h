@@ -21,6 +21,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -36,6 +37,9 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "scheduler/scheduler.h"
 #include "server/engine_api.h"
+#include "slo/admission.h"
+#include "slo/controller.h"
+#include "slo/latency_tracker.h"
 
 namespace lifeline::serving {
 
@@ -65,6 +69,35 @@ struct EngineSnapshot {
   int64_t live_requests = 0;   // accepted and not yet terminated
 };
 
+// The SLO control plane's objects an engine uses, borrowed (they must outlive the engine):
+// knobs read at step start, the tracker fed one sample set per finished request, the speed
+// estimator fed per step. Any may be null.
+struct SloHooks {
+  const slo::KnobBoard* knobs = nullptr;
+  slo::LatencyTracker* tracker = nullptr;
+  slo::SpeedEstimator* speeds = nullptr;
+};
+
+// The admission verdict for one request, computed once its prompt is tokenized.
+struct SloAdmission {
+  bool route = false;                     // send to the next cascade member instead
+  std::optional<server::ApiError> error;  // shed (429 / 503)
+  std::optional<int64_t> max_tokens_cap;  // degradation: cap on max_tokens
+  std::string cap_reason;                 // why the cap (reported in timings.lifeline)
+};
+using AdmitFn = std::function<SloAdmission(int64_t n_prompt_tokens, int64_t max_tokens)>;
+
+// A request's SLO context, resolved by the caller (EngineService).
+struct SubmitSlo {
+  std::string slo_class;                 // label of the latency samples
+  int32_t priority = 0;                  // scheduler priority (higher first)
+  std::optional<int64_t> deadline_us;    // absolute, steady clock in us (EDF order / expiry)
+  AdmitFn admit;                         // may be empty: admit
+};
+
+// Submit's answer when the admission verdict is "route": ApiError::code equals this.
+inline constexpr const char* kRouteCode = "slo_route";
+
 class ModelEngine {
  public:
   static Result<std::unique_ptr<ModelEngine>> Create(std::unique_ptr<LlamaModel> model,
@@ -79,9 +112,17 @@ class ModelEngine {
   void Stop();
 
   // Accepts (the engine will deliver events to `sink`) or refuses with an ApiError.
+  // With `slo`, the admission verdict may refuse it (or ask to route: error code kRouteCode,
+  // the sink is then dropped unused).
   std::optional<server::ApiError> Submit(server::RequestHandle handle,
                                          server::GenerationRequest request,
-                                         server::GenerationSink sink);
+                                         server::GenerationSink sink,
+                                         const SubmitSlo* slo = nullptr);
+  // Before Start().
+  void AttachSlo(SloHooks hooks) { slo_ = hooks; }
+  // Prompt tokens accepted and not yet scheduled (for admission's queue estimate).
+  int64_t QueuedPromptTokens() const { return queued_prompt_tokens_.load(); }
+  int64_t QueuedRequests() const { return accepted_not_started_.load(); }
   void Cancel(server::RequestHandle handle);
 
   bool Healthy() const;
@@ -103,6 +144,8 @@ class ModelEngine {
   Result<std::string> RenderPrompt(const server::GenerationRequest& req,
                                    server::ApiError* error) const;
   void Loop();
+  void ApplyKnobs();
+  void RecordFinished(const Live& live);
   void DrainInbox();
   bool Step();
   void Finish(Live& live, server::GenerationEvent event);
@@ -130,6 +173,9 @@ class ModelEngine {
   bool stop_ = false;
   std::atomic<int64_t> accepted_not_started_{0};  // in the inbox or waiting (for the 429 bound)
   std::atomic<int64_t> heartbeat_ns_{0};
+  std::atomic<int64_t> queued_prompt_tokens_{0};
+  SloHooks slo_;
+  uint64_t knobs_version_ = 0;  // engine thread: last applied Knobs::version
   mutable std::mutex snapshot_mu_;
   EngineSnapshot snapshot_;
   std::thread thread_;

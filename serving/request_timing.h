@@ -39,6 +39,18 @@ struct RequestTiming {
   double ttft_ms = -1;               // first byte .. first generated token (-1: none yet)
   std::vector<int32_t> batch_sizes;  // sequences in each step the request ran in
   std::vector<int32_t> batch_tokens; // tokens in each such step
+  Clock::time_point last_token;      // when the previous generated token was produced
+  std::vector<double> itl_ms;        // [generated - 1] gaps between consecutive tokens
+
+  // Notes a generated token at t: sets ttft_ms on the first, else appends the gap.
+  void OnToken(Clock::time_point t) {
+    if (ttft_ms < 0) {
+      ttft_ms = std::chrono::duration<double, std::milli>(t - first_byte).count();
+    } else {
+      itl_ms.push_back(std::chrono::duration<double, std::milli>(t - last_token).count());
+    }
+    last_token = t;
+  }
 
   // Charges (t - mark) to *phase and moves the mark to t (never backwards).
   void Charge(double* phase, Clock::time_point t) {
