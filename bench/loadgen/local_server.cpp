@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,6 +41,8 @@ Result<std::pair<pid_t, int>> Spawn(const std::string& binary, const std::vector
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    // If the benchmark dies without stopping it, the server goes too (drains on SIGTERM).
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     ::execv(binary.c_str(), argv.data());
     const char msg[] = "exec failed\n";
     [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, msg, sizeof msg - 1);

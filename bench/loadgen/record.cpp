@@ -74,7 +74,9 @@ void DeriveRecord(RequestRecord* rec) {
   }
   rec->prompt_tokens = x.prompt_tokens >= 0 ? x.prompt_tokens
                                             : NestedInt(x.timings, "tokens", "prompt");
-  if (rec->ok() && rec->output_tokens > 1 && x.ttft_ms >= 0 && x.e2e_ms >= x.ttft_ms) {
+  // A non-streamed response shows all tokens at once: no per-token time to measure.
+  if (rec->ok() && x.streamed && rec->output_tokens > 1 && x.ttft_ms >= 0 &&
+      x.e2e_ms >= x.ttft_ms) {
     rec->tpot_ms = (x.e2e_ms - x.ttft_ms) / static_cast<double>(rec->output_tokens - 1);
   }
   if (rec->ok()) {

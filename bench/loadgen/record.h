@@ -34,7 +34,7 @@ struct RequestRecord {
   int64_t max_tokens = 0;
   int64_t output_tokens = -1;  // usage, else timings.tokens.generated, else content events
   int64_t prompt_tokens = -1;  // usage, else timings.tokens.prompt
-  double tpot_ms = -1;         // (e2e - ttft) / (output_tokens - 1) when output_tokens > 1
+  double tpot_ms = -1;         // (e2e - ttft) / (output_tokens - 1); streamed, > 1 token
   double network_ms = -1;
   double service_ms = -1;
   double compute_ms = -1;

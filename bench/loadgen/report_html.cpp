@@ -168,7 +168,9 @@ std::string TimelineChart(const ReportInputs& in) {
   }
   if (in.run->steps.size() > 1) {
     for (const StepData& st : in.run->steps) {
-      c.v_lines.emplace_back(st.start_ms / 1000.0, "step " + LoadName(o.mode, st.load));
+      bool ran = false;
+      for (const TargetStep& t : st.targets) ran |= t.ran;
+      if (ran) c.v_lines.emplace_back(st.start_ms / 1000.0, "step " + LoadName(o.mode, st.load));
     }
   }
   for (size_t k = 0; k < in.facts.size(); ++k) {

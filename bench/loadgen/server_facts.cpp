@@ -1,6 +1,7 @@
 #include "bench/loadgen/server_facts.h"
 
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -198,7 +199,8 @@ HardwareFacts LocalHardware() {
   return ParseCpuInfo(ss.str());
 }
 
-std::vector<SloEvent> ParseSloEvents(const nlohmann::json& body, int64_t run_start_unix_ms) {
+std::vector<SloEvent> ParseSloEvents(const nlohmann::json& body, int64_t run_start_unix_ms,
+                                     double fetched_at_run_ms) {
   std::vector<SloEvent> out;
   const nlohmann::json* list = body.is_array() ? &body : nullptr;
   for (const char* key : {"events", "degradations"}) {
@@ -216,25 +218,33 @@ std::vector<SloEvent> ParseSloEvents(const nlohmann::json& body, int64_t run_sta
     return std::string();
   };
   for (const nlohmann::json& e : *list) {
-    double unix_ms = -1;
-    for (const char* k : {"unix_ms", "time_unix_ms", "at_unix_ms", "timestamp_ms"}) {
-      if (const nlohmann::json* v = Find(e, k); v != nullptr && v->is_number()) {
-        unix_ms = v->get<double>();
-        break;
-      }
-    }
-    if (unix_ms < 0) {
-      for (const char* k : {"unix_s", "timestamp"}) {
-        if (const nlohmann::json* v = Find(e, k); v != nullptr && v->is_number()) {
-          unix_ms = v->get<double>() * 1000.0;
-          break;
-        }
-      }
-    }
-    if (unix_ms < 0) continue;
     SloEvent ev;
-    ev.t_ms = unix_ms - static_cast<double>(run_start_unix_ms);
+    bool timed = false;
+    if (const nlohmann::json* age = Find(e, "age_ms"); age != nullptr && age->is_number()) {
+      ev.t_ms = fetched_at_run_ms - age->get<double>();
+      timed = true;
+    }
+    for (const char* k : {"unix_ms", "time_unix_ms", "at_unix_ms", "timestamp_ms"}) {
+      if (timed) break;
+      if (const nlohmann::json* v = Find(e, k); v != nullptr && v->is_number()) {
+        ev.t_ms = v->get<double>() - static_cast<double>(run_start_unix_ms);
+        timed = true;
+      }
+    }
+    for (const char* k : {"unix_s", "timestamp"}) {
+      if (timed) break;
+      if (const nlohmann::json* v = Find(e, k); v != nullptr && v->is_number()) {
+        ev.t_ms = v->get<double>() * 1000.0 - static_cast<double>(run_start_unix_ms);
+        timed = true;
+      }
+    }
+    if (!timed) continue;
     ev.kind = first_string(e, {"kind", "type", "event", "level"});
+    const std::string to = first_string(e, {"to"});
+    if (ev.kind.empty() && !to.empty()) {
+      const std::string cls = first_string(e, {"class"});
+      ev.kind = (cls.empty() ? "" : cls + ": ") + first_string(e, {"from"}) + " -> " + to;
+    }
     ev.detail = first_string(e, {"message", "detail", "reason"});
     if (ev.kind.empty()) ev.kind = "event";
     out.push_back(std::move(ev));
@@ -280,10 +290,14 @@ TargetFacts FetchModelFacts(const Url& url, const std::string& model, const std:
 void FetchSloEvents(const Url& url, const std::string& api_key, double timeout_s,
                     int64_t run_start_unix_ms, TargetFacts* facts) {
   const HttpExchange x = Get(url, "/v1/slo", api_key, timeout_s);
+  const int64_t now_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
   facts->slo_status = Outcome(x);
   if (x.error.empty()) {
-    facts->slo_events =
-        ParseSloEvents(nlohmann::json::parse(x.body, nullptr, false), run_start_unix_ms);
+    facts->slo_events = ParseSloEvents(nlohmann::json::parse(x.body, nullptr, false),
+                                       run_start_unix_ms,
+                                       static_cast<double>(now_unix_ms - run_start_unix_ms));
   }
 }
 

@@ -55,10 +55,14 @@ struct SloEvent {
   std::string detail;   // "message" / "detail" / "reason"
 };
 
-// GET /v1/slo body: {"events": [...]} or {"degradations": [...]} or a bare array; each entry
-// timed by "unix_ms" / "time_unix_ms" / "at_unix_ms" / "timestamp_ms", or "unix_s" /
-// "timestamp" (seconds). Entries without a time are dropped.
-std::vector<SloEvent> ParseSloEvents(const nlohmann::json& body, int64_t run_start_unix_ms);
+// GET /v1/slo body: {"events": [...]} (Lifeline), {"degradations": [...]} or a bare array.
+// Each entry is placed on the run's timeline by "age_ms" (ms before the response, which
+// arrived `fetched_at_run_ms` after the run start; Lifeline's form, immune to clock offsets),
+// else by "unix_ms" / "time_unix_ms" / "at_unix_ms" / "timestamp_ms", or "unix_s" /
+// "timestamp" (seconds). Entries without a usable time are dropped. kind: "kind" / "type" /
+// "event" / "level", else "CLASS: FROM -> TO" from Lifeline's "class", "from", "to".
+std::vector<SloEvent> ParseSloEvents(const nlohmann::json& body, int64_t run_start_unix_ms,
+                                     double fetched_at_run_ms);
 
 struct TargetFacts {
   ModelFacts model;

@@ -8,7 +8,27 @@ namespace lifeline::loadgen {
 
 namespace {
 
-constexpr int kLeft = 64, kRight = 16, kTop = 34, kBottom = 48;
+constexpr int kLeft = 64, kRight = 16, kBottom = 48;
+constexpr int kTitleBand = 26, kLegendRow = 15;
+
+using LegendItems = std::vector<std::pair<std::string, std::string>>;  // (name, colour)
+
+double LegendItemWidth(const std::string& name) { return 24 + 6.5 * static_cast<double>(name.size()); }
+
+// Rows the legend needs between the title and the plot at this width.
+int LegendRows(const LegendItems& items, int w) {
+  int rows = items.empty() ? 0 : 1;
+  double x = kLeft;
+  for (const auto& item : items) {
+    const double iw = LegendItemWidth(item.first);
+    if (x + iw > w - kRight && x > kLeft) {
+      ++rows;
+      x = kLeft;
+    }
+    x += iw;
+  }
+  return rows;
+}
 
 std::string Num(double v) {
   char buf[32];
@@ -26,8 +46,9 @@ std::string TickLabel(double v) {
 struct Frame {
   double x0, x1, y0, y1;  // data range
   int w, h;
+  int top;  // plot area top (below the title and legend)
   double X(double x) const { return kLeft + (x - x0) / (x1 - x0) * (w - kLeft - kRight); }
-  double Y(double y) const { return h - kBottom - (y - y0) / (y1 - y0) * (h - kTop - kBottom); }
+  double Y(double y) const { return h - kBottom - (y - y0) / (y1 - y0) * (h - top - kBottom); }
 };
 
 std::string Axes(const Frame& f, const std::string& title, const std::string& x_label,
@@ -48,8 +69,8 @@ std::string Axes(const Frame& f, const std::string& title, const std::string& x_
     s += "<text x=\"" + Num(f.X(x)) + "\" y=\"" + Num(f.h - kBottom + 16) +
          "\" text-anchor=\"middle\">" + TickLabel(x) + "</text>\n";
   }
-  s += "<rect x=\"" + Num(kLeft) + "\" y=\"" + Num(kTop) + "\" width=\"" +
-       Num(f.w - kLeft - kRight) + "\" height=\"" + Num(f.h - kTop - kBottom) +
+  s += "<rect x=\"" + Num(kLeft) + "\" y=\"" + Num(f.top) + "\" width=\"" +
+       Num(f.w - kLeft - kRight) + "\" height=\"" + Num(f.h - f.top - kBottom) +
        "\" fill=\"none\" stroke=\"#444\"/>\n";
   s += "<text x=\"" + std::to_string((f.w + kLeft) / 2) + "\" y=\"" + std::to_string(f.h - 10) +
        "\" text-anchor=\"middle\">" + XmlEscape(x_label) + "</text>\n";
@@ -58,19 +79,25 @@ std::string Axes(const Frame& f, const std::string& title, const std::string& x_
   return s;
 }
 
-std::string Legend(const std::vector<std::pair<std::string, std::string>>& items, int w) {
+std::string Legend(const LegendItems& items, int w) {
   std::string s;
-  double x = kLeft + 8;
-  const double y = kTop + 14;
+  double x = kLeft;
+  double y = kTitleBand + 10;
   for (const auto& [name, color] : items) {
+    const double iw = LegendItemWidth(name);
+    if (x + iw > w - kRight && x > kLeft) {
+      x = kLeft;
+      y += kLegendRow;
+    }
     s += "<rect x=\"" + Num(x) + "\" y=\"" + Num(y - 9) + "\" width=\"10\" height=\"10\" fill=\"" +
          XmlEscape(color) + "\"/>\n";
     s += "<text x=\"" + Num(x + 14) + "\" y=\"" + Num(y) + "\">" + XmlEscape(name) + "</text>\n";
-    x += 24 + 7.0 * static_cast<double>(name.size());
-    if (x > w - 120) break;
+    x += iw;
   }
   return s;
 }
+
+int PlotTop(const LegendItems& items, int w) { return kTitleBand + 8 + kLegendRow * LegendRows(items, w); }
 
 std::string Open(int w, int h) {
   return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(w) +
@@ -122,6 +149,9 @@ std::string SeriesColor(size_t i) {
 }
 
 std::string RenderChart(const SvgChart& c) {
+  LegendItems legend;
+  for (const SvgSeries& s : c.series) legend.emplace_back(s.name, s.color);
+  const int top = PlotTop(legend, c.width);
   double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
   for (const SvgSeries& s : c.series) {
     for (const auto& [x, y] : s.points) {
@@ -134,7 +164,7 @@ std::string RenderChart(const SvgChart& c) {
   }
   std::string svg = Open(c.width, c.height);
   if (!std::isfinite(x0)) {
-    Frame f{0, 1, 0, 1, c.width, c.height};
+    const Frame f{0, 1, 0, 1, c.width, c.height, top};
     svg += Axes(f, c.title, c.x_label, c.y_label, {}, {});
     svg += "<text x=\"" + std::to_string(c.width / 2) + "\" y=\"" + std::to_string(c.height / 2) +
            "\" text-anchor=\"middle\">no data</text>\n</svg>\n";
@@ -156,14 +186,19 @@ std::string RenderChart(const SvgChart& c) {
   x1 = std::max(x1, xt.back());
   y0 = std::min(y0, yt.front());
   y1 = std::max(y1, yt.back());
-  const Frame f{x0, x1, y0, y1, c.width, c.height};
+  const Frame f{x0, x1, y0, y1, c.width, c.height, top};
   svg += Axes(f, c.title, c.x_label, c.y_label, xt, yt);
+  svg += Legend(legend, c.width);
+  int nth = 0;
   for (const auto& [x, label] : c.v_lines) {
     if (!std::isfinite(x)) continue;
     svg += "<line class=\"event\" x1=\"" + Num(f.X(x)) + "\" x2=\"" + Num(f.X(x)) + "\" y1=\"" +
-           Num(kTop) + "\" y2=\"" + Num(c.height - kBottom) +
+           Num(top) + "\" y2=\"" + Num(c.height - kBottom) +
            "\" stroke=\"#999\" stroke-dasharray=\"2,3\"><title>" + XmlEscape(label) +
            "</title></line>\n";
+    // Staggered so that neighbouring labels overlap less.
+    svg += "<text x=\"" + Num(f.X(x) + 3) + "\" y=\"" + Num(top + 11 + 11 * (nth++ % 3)) +
+           "\" font-size=\"9\" fill=\"#666\">" + XmlEscape(label.substr(0, 40)) + "</text>\n";
   }
   if (c.has_h_line) {
     svg += "<line class=\"threshold\" x1=\"" + Num(kLeft) + "\" x2=\"" + Num(c.width - kRight) +
@@ -172,9 +207,7 @@ std::string RenderChart(const SvgChart& c) {
     svg += "<text x=\"" + Num(c.width - kRight - 4) + "\" y=\"" + Num(f.Y(c.h_line) - 4) +
            "\" text-anchor=\"end\">" + XmlEscape(c.h_line_label) + "</text>\n";
   }
-  std::vector<std::pair<std::string, std::string>> legend;
   for (const SvgSeries& s : c.series) {
-    legend.emplace_back(s.name, s.color);
     std::string pts;
     std::string dots;
     for (const auto& [x, y] : s.points) {
@@ -188,9 +221,10 @@ std::string RenderChart(const SvgChart& c) {
       svg += "<polyline fill=\"none\" stroke=\"" + XmlEscape(s.color) +
              "\" stroke-width=\"1.8\" points=\"" + pts + "\"/>\n";
     }
-    if (!dots.empty()) svg += "<g fill=\"" + XmlEscape(s.color) + "\" fill-opacity=\"0.6\">" + dots + "</g>\n";
+    if (!dots.empty()) {
+      svg += "<g fill=\"" + XmlEscape(s.color) + "\" fill-opacity=\"0.6\">" + dots + "</g>\n";
+    }
   }
-  svg += Legend(legend, c.width);
   svg += "</svg>\n";
   return svg;
 }
@@ -199,19 +233,24 @@ std::string RenderStackedBars(const std::string& title, const std::string& y_lab
                               const std::vector<std::string>& layer_names,
                               const std::vector<std::string>& layer_colors,
                               const std::vector<SvgBar>& bars) {
-  const int w = std::max(360, 120 + 90 * static_cast<int>(bars.size()));
+  const int w = std::max(480, 120 + 90 * static_cast<int>(bars.size()));
   const int h = 320;
-  double top = 0;
+  LegendItems legend;
+  for (size_t l = 0; l < layer_names.size() && l < layer_colors.size(); ++l) {
+    legend.emplace_back(layer_names[l], layer_colors[l]);
+  }
+  double top_ms = 0;
   for (const SvgBar& b : bars) {
     double sum = 0;
     for (double v : b.values) sum += std::isfinite(v) ? std::max(0.0, v) : 0.0;
-    top = std::max(top, sum);
+    top_ms = std::max(top_ms, sum);
   }
-  if (!(top > 0)) top = 1;
-  const std::vector<double> yt = NiceTicks(0, top);
-  const Frame f{0, 1, 0, std::max(top, yt.back()), w, h};
+  if (!(top_ms > 0)) top_ms = 1;
+  const std::vector<double> yt = NiceTicks(0, top_ms);
+  const Frame f{0, 1, 0, std::max(top_ms, yt.back()), w, h, PlotTop(legend, w)};
   std::string svg = Open(w, h);
   svg += Axes(f, title, "", y_label, {}, yt);
+  svg += Legend(legend, w);
   const double slot = static_cast<double>(w - kLeft - kRight) / std::max<size_t>(1, bars.size());
   for (size_t i = 0; i < bars.size(); ++i) {
     const double x = kLeft + slot * static_cast<double>(i) + slot * 0.2;
@@ -227,11 +266,6 @@ std::string RenderStackedBars(const std::string& title, const std::string& y_lab
     svg += "<text x=\"" + Num(x + slot * 0.3) + "\" y=\"" + Num(h - kBottom + 16) +
            "\" text-anchor=\"middle\">" + XmlEscape(bars[i].label) + "</text>\n";
   }
-  std::vector<std::pair<std::string, std::string>> legend;
-  for (size_t l = 0; l < layer_names.size() && l < layer_colors.size(); ++l) {
-    legend.emplace_back(layer_names[l], layer_colors[l]);
-  }
-  svg += Legend(legend, w);
   svg += "</svg>\n";
   return svg;
 }

@@ -1,6 +1,9 @@
 // End to end through the real binary: `lifeline serve --port 0` on stories260K (port parsed
 // from its listening line), then `lifeline bench` against it writing report.json / .md / .html;
 // `--serve` with a sweep; flag errors and an unreachable target.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -49,6 +52,18 @@ int Count(const std::string& hay, const std::string& needle) {
   int n = 0;
   for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1)) ++n;
   return n;
+}
+
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
 }
 
 const std::string& Model() {
@@ -139,8 +154,9 @@ TEST(EndToEnd, FlagErrorsAndUnreachableTarget) {
     EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.output;
     EXPECT_NE(r.output.find(c.needle), std::string::npos) << c.args << "\n" << r.output;
   }
-  // Port 9 (discard) has no listener here: a connect error before any load.
-  const CliResult down = RunBench("--target http://127.0.0.1:9,label=down --rate 1 --requests 1");
+  // A port that was just free: a connect error before any load.
+  const CliResult down = RunBench("--target http://127.0.0.1:" + std::to_string(FreePort()) +
+                                  ",label=down --rate 1 --requests 1");
   EXPECT_EQ(down.exit_code, 1) << down.output;
   EXPECT_NE(down.output.find("'down'"), std::string::npos) << down.output;
   EXPECT_NE(down.output.find("not reachable"), std::string::npos) << down.output;

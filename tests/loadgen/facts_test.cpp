@@ -76,17 +76,31 @@ TEST(SloEvents, ShapesAndTimes) {
       {"unix_ms":1000250,"kind":"degraded","message":"queue"},
       {"timestamp":1000.5,"type":"recovered"},
       {"kind":"no time"}]})");
-  const auto ev = ParseSloEvents(body, 1000000);
+  const auto ev = ParseSloEvents(body, 1000000, 0);
   ASSERT_EQ(ev.size(), 2u);
   EXPECT_DOUBLE_EQ(ev[0].t_ms, 250);
   EXPECT_EQ(ev[0].kind, "degraded");
   EXPECT_EQ(ev[0].detail, "queue");
   EXPECT_DOUBLE_EQ(ev[1].t_ms, 500);
   EXPECT_EQ(ev[1].kind, "recovered");
-  const auto bare = ParseSloEvents(nlohmann::json::parse(R"([{"time_unix_ms":5}])"), 0);
+  const auto bare = ParseSloEvents(nlohmann::json::parse(R"([{"time_unix_ms":5}])"), 0, 0);
   ASSERT_EQ(bare.size(), 1u);
   EXPECT_EQ(bare[0].kind, "event");
-  EXPECT_TRUE(ParseSloEvents(nlohmann::json::parse(R"({"error":"x"})"), 0).empty());
+  EXPECT_TRUE(ParseSloEvents(nlohmann::json::parse(R"({"error":"x"})"), 0, 0).empty());
+}
+
+TEST(SloEvents, LifelineLadderEventsByAge) {
+  // The response arrived 5000 ms into the run; an event 1200 ms old happened at 3800 ms.
+  // at_ms is on the server's own clock and is not used.
+  const nlohmann::json body = nlohmann::json::parse(R"({"events_total":1,"events":[
+      {"at_ms":987654.0,"age_ms":1200.0,"class":"interactive","from":"normal","to":"truncate",
+       "from_level":0,"to_level":1,"reason":"ttft p95 over target","metric":"ttft",
+       "p95_ms":450.0,"target_ms":387.0}]})");
+  const auto ev = ParseSloEvents(body, 123, 5000);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_DOUBLE_EQ(ev[0].t_ms, 3800);
+  EXPECT_EQ(ev[0].kind, "interactive: normal -> truncate");
+  EXPECT_EQ(ev[0].detail, "ttft p95 over target");
 }
 
 TEST(LocalServer, ListeningLine) {

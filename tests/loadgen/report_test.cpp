@@ -49,6 +49,7 @@ RequestRecord Ok(double ttft, double e2e, int64_t tokens, int step = 0, int targ
   r.target = target;
   r.prompt_words = 10;
   r.x.http_status = 200;
+  r.x.streamed = true;
   r.x.ttft_ms = ttft;
   r.x.e2e_ms = e2e;
   r.x.completion_tokens = tokens;
@@ -77,6 +78,11 @@ TEST(Record, TpotOutputTokensAndSloValue) {
   EXPECT_EQ(r.SloValue(SloMetric::kTtft), 100);
   EXPECT_EQ(r.SloValue(SloMetric::kE2e), 1000);
   EXPECT_EQ(Ok(100, 200, 1).tpot_ms, -1);  // one token: no TPOT
+  RequestRecord plain = Ok(100, 1000, 10);
+  plain.x.streamed = false;
+  plain.tpot_ms = -1;
+  DeriveRecord(&plain);
+  EXPECT_EQ(plain.tpot_ms, -1);  // non-streamed: tokens arrive together
 
   RequestRecord fallback;
   fallback.x.http_status = 200;
