@@ -154,8 +154,8 @@ Report BuildReport(const ReportInputs& in) {
       sum.stopped_early = ts.stopped_early;
       sum.planned = ts.planned;
       // An early-stopped step failed by construction, even if what was sent looks fine.
-      const double p95 = ts.stopped_early ? std::numeric_limits<double>::infinity() : sum.slo_p95_ms;
-      points[k].push_back({step.load, p95, ts.ran});
+      if (ts.stopped_early) sum.slo_p95_ms = std::numeric_limits<double>::infinity();
+      points[k].push_back({step.load, sum.slo_p95_ms, ts.ran});
       rep.summaries.push_back(std::move(sum));
     }
   }
