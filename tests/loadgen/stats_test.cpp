@@ -24,10 +24,10 @@ TEST(Percentile, NearestRankTextbookExample) {
   EXPECT_EQ(Percentile(v, 50), 35);
   EXPECT_EQ(Percentile(v, 100), 50);
   EXPECT_EQ(Percentile(v, 0), 15);  // rank clamped to 1
-  // P25: ceil(1.25) = 2 -> 20 (rounding would give rank 1, interpolation 18.75).
+  // P25: ceil(1.25) = 2 -> 20 (a rounded rank would give 15). P30 above is 20 where linear
+  // interpolation between closest ranks would give 20 + 0.2 * 15 = 23.
   EXPECT_EQ(Percentile(v, 25), 20);
-  // P75: ceil(3.75) = 4 -> 40 (interpolation would give 38.75).
-  EXPECT_EQ(Percentile(v, 75), 40);
+  EXPECT_EQ(Percentile(v, 75), 40);  // ceil(3.75) = 4
 }
 
 TEST(Percentile, TwentyValues) {
