@@ -46,6 +46,10 @@ class FakeEngine final : public EngineApi {
   SubmitResult Submit(GenerationRequest request, GenerationSink sink) override;
   void Cancel(RequestHandle handle) override;
   std::string MetricsText() const override;
+  // A fixed status object: the fake stands for an engine with an SLO control plane.
+  std::optional<std::string> SloStatusJson() const override {
+    return std::string(R"({"object":"slo.status","classes":[]})");
+  }
 
   std::vector<GenerationRequest> submitted() const;
   int accepted() const;

@@ -15,6 +15,28 @@ using nlohmann::json;
 const std::string kCompletion = R"({"prompt":"hi","max_tokens":3})";
 const std::string kChat = R"({"model":"fake-model","messages":[{"role":"user","content":"hi"}]})";
 
+TEST_F(ServerTest, SloHeadersOverrideTheBodyAndServedModelIsAHeader) {
+  auto reply = Roundtrip(PostRequest(
+      "/v1/completions", R"({"prompt":"hi","max_tokens":3,"slo_class":"chat","user_role":"user"})",
+      "X-SLO-Class: medical\r\nx-user-role: doctor\r\n"));
+  ASSERT_TRUE(reply);
+  ASSERT_EQ(reply->status, 200) << reply->body;
+  EXPECT_EQ(reply->Header("x-served-model"), "fake-model");
+  auto submitted = engine_.submitted();
+  ASSERT_EQ(submitted.size(), 1u);
+  EXPECT_EQ(submitted[0].slo_class, "medical");
+  EXPECT_EQ(submitted[0].user_role, "doctor");
+
+  // Without headers the body fields stand.
+  reply = Roundtrip(PostRequest("/v1/completions",
+                                R"({"prompt":"hi","max_tokens":3,"slo_class":"chat"})"));
+  ASSERT_TRUE(reply);
+  submitted = engine_.submitted();
+  ASSERT_EQ(submitted.size(), 2u);
+  EXPECT_EQ(submitted[1].slo_class, "chat");
+  EXPECT_EQ(submitted[1].user_role, "");
+}
+
 TEST_F(ServerTest, NonStreamingCompletion) {
   auto reply = Roundtrip(PostRequest("/v1/completions", kCompletion));
   ASSERT_TRUE(reply);

@@ -109,6 +109,16 @@ TEST(SmallEndpoints, ReadinessHealthModelsMetrics) {
   EXPECT_NE(m.body.find("engine_thing 1\n"), std::string::npos);
 }
 
+TEST(SmallEndpoints, SloStatusOr404) {
+  HttpResponse none = SloResponse(std::nullopt);
+  EXPECT_EQ(none.status, 404);
+  EXPECT_NE(none.body.find("SLO"), std::string::npos) << none.body;
+  HttpResponse some = SloResponse(std::string(R"({"object":"slo.status"})"));
+  EXPECT_EQ(some.status, 200);
+  EXPECT_EQ(some.content_type, "application/json");
+  EXPECT_EQ(some.body, R"({"object":"slo.status"})");
+}
+
 TEST(ServerMetrics, LedgerCountsEachOutcome) {
   ServerMetrics m;
   for (int i = 0; i < 4; ++i) m.CountAccepted();
