@@ -518,8 +518,10 @@ bool ModelEngine::Step() {
         timings["lifeline"] = {{"truncated", true}, {"reason", live.cap_reason}};
       }
       RecordFinished(live);
-      Finish(live, GenerationEvent::Done(FinishReasonText(r.finish_reason), usage,
-                                         std::move(timings)));
+      GenerationEvent done = GenerationEvent::Done(FinishReasonText(r.finish_reason), usage,
+                                                   std::move(timings));
+      done.timed_until = tm.mark;  // the server charges the rest as handoff_ms
+      Finish(live, std::move(done));
     } else if (r.finish_reason == FinishReason::kDeadline) {
       Finish(live, GenerationEvent::Error(ServerError(503, "unavailable", "deadline_exceeded",
                                                       r.error_message, 1)));

@@ -8,7 +8,9 @@
 //             including steps the request sat out), kv_alloc_ms (scheduling: prefix lookup and
 //             block allocation), model_load_ms (0: models are loaded at start-up)
 //   compute:  prefill_ms, decode_ms (forward passes the request took part in), sampling_ms
-//             (sampling, detokenization, stop matching, event delivery)
+//             (sampling, detokenization, stop matching, token-event delivery)
+//   handoff:  handoff_ms (server: from the engine's last charged instant to the I/O thread
+//             handling the terminal event)
 //
 // Thread-safety: owned by one request; touched by the HTTP thread until Submit and by the
 // engine thread afterwards.
