@@ -7,6 +7,7 @@
 #include "base/check.h"
 #include "base/checked_math.h"
 #include "engine/kernels/fp16.h"
+#include "engine/kernels/fp16_row.h"
 
 namespace lifeline {
 
@@ -81,11 +82,8 @@ void KvStorage::LoadRow(const uint8_t* src, float* dst, int64_t n) const {
     std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
     return;
   }
-  for (int64_t i = 0; i < n; ++i) {
-    uint16_t h;
-    std::memcpy(&h, src + 2 * i, 2);
-    dst[i] = Fp16ToFp32(h);
-  }
+  // Note: rows are 2-byte aligned (slot offsets are multiples of the row width in halves).
+  Fp16ToFp32Row(reinterpret_cast<const uint16_t*>(src), dst, n);
 }
 
 }  // namespace lifeline

@@ -1,0 +1,27 @@
+#include "engine/kernels/fp16_row.h"
+
+#include "engine/kernels/dispatch.h"
+#include "engine/kernels/fp16.h"
+
+namespace lifeline {
+
+#if defined(LIFELINE_X86)
+void Fp16ToFp32RowF16c(const uint16_t* src, float* dst, int64_t n);  // x86/fp16_row_avx2.cpp
+#endif
+
+void Fp16ToFp32RowScalar(const uint16_t* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = Fp16ToFp32(src[i]);
+}
+
+void Fp16ToFp32Row(const uint16_t* src, float* dst, int64_t n) {
+  using Fn = void (*)(const uint16_t*, float*, int64_t);
+  static const Fn fn = [] {
+#if defined(LIFELINE_X86)
+    if (DetectIsa() >= IsaLevel::kAvx2) return &Fp16ToFp32RowF16c;
+#endif
+    return &Fp16ToFp32RowScalar;
+  }();
+  fn(src, dst, n);
+}
+
+}  // namespace lifeline
