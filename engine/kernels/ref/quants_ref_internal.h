@@ -24,6 +24,22 @@ inline int NearestInt(float x) {
   return (bits & 0x007fffff) - 0x00400000;
 }
 
+// Block i of a row, copied out of / into possibly unaligned bytes (blocks have no alignment
+// guarantee inside a GGUF mapping).
+template <typename Block>
+Block LoadBlock(const void* src, int64_t i) {
+  Block b;
+  std::memcpy(&b, static_cast<const uint8_t*>(src) + i * static_cast<int64_t>(sizeof(Block)),
+              sizeof(Block));
+  return b;
+}
+
+template <typename Block>
+void StoreBlock(const Block& b, void* dst, int64_t i) {
+  std::memcpy(static_cast<uint8_t*>(dst) + i * static_cast<int64_t>(sizeof(Block)), &b,
+              sizeof(Block));
+}
+
 // ---- Scale searches (quants_search_ref.cpp) ---------------------------------------------
 // Each fits one group of n values; L receives the stored (offset, non-negative) levels.
 

@@ -17,20 +17,6 @@
 namespace lifeline::ref::internal {
 namespace {
 
-template <typename Block>
-Block LoadBlock(const void* src, int64_t i) {
-  Block b;
-  std::memcpy(&b, static_cast<const uint8_t*>(src) + i * static_cast<int64_t>(sizeof(Block)),
-              sizeof(Block));
-  return b;
-}
-
-template <typename Block>
-void StoreBlock(const Block& b, void* dst, int64_t i) {
-  std::memcpy(static_cast<uint8_t*>(dst) + i * static_cast<int64_t>(sizeof(Block)), &b,
-              sizeof(Block));
-}
-
 int Clamp(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
 // ---- Element placement -----------------------------------------------------------------
