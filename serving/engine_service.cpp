@@ -253,34 +253,38 @@ void EngineService::Cancel(server::RequestHandle handle) {
 }
 
 std::string EngineService::MetricsText() const {
+  // One snapshot per engine, so every family of one scrape describes the same instant.
+  std::vector<EngineSnapshot> snaps;
+  snaps.reserve(engines_.size());
+  for (const auto& e : engines_) snaps.push_back(e->Snapshot());
+  const size_t n = engines_.size();
+  auto model = [&](size_t i) { return "{model=\"" + engines_[i]->name() + "\""; };
   std::ostringstream o;
   o << "# HELP lifeline_queue_depth Requests waiting for their first step (incl. preempted).\n"
        "# TYPE lifeline_queue_depth gauge\n";
-  for (const auto& e : engines_) o << "lifeline_queue_depth{model=\"" << e->name() << "\"} " << e->Snapshot().waiting << "\n";
+  for (size_t i = 0; i < n; ++i) o << "lifeline_queue_depth" << model(i) << "} " << snaps[i].waiting << "\n";
   o << "# HELP lifeline_running_sequences Sequences admitted and holding KV blocks.\n"
        "# TYPE lifeline_running_sequences gauge\n";
-  for (const auto& e : engines_) o << "lifeline_running_sequences{model=\"" << e->name() << "\"} " << e->Snapshot().running << "\n";
+  for (size_t i = 0; i < n; ++i) o << "lifeline_running_sequences" << model(i) << "} " << snaps[i].running << "\n";
   o << "# HELP lifeline_kv_blocks KV cache blocks of 16 positions by state.\n"
        "# TYPE lifeline_kv_blocks gauge\n";
-  for (const auto& e : engines_) {
-    const EngineSnapshot s = e->Snapshot();
-    o << "lifeline_kv_blocks{model=\"" << e->name() << "\",state=\"free\"} " << s.kv_blocks_free << "\n";
-    o << "lifeline_kv_blocks{model=\"" << e->name() << "\",state=\"used\"} "
-      << (s.kv_blocks_total - s.kv_blocks_free) << "\n";
+  for (size_t i = 0; i < n; ++i) {
+    o << "lifeline_kv_blocks" << model(i) << ",state=\"free\"} " << snaps[i].kv_blocks_free << "\n";
+    o << "lifeline_kv_blocks" << model(i) << ",state=\"used\"} "
+      << (snaps[i].kv_blocks_total - snaps[i].kv_blocks_free) << "\n";
   }
   o << "# HELP lifeline_prefix_cache_tokens_total Prompt tokens looked up in / served by the prefix cache.\n"
        "# TYPE lifeline_prefix_cache_tokens_total counter\n";
-  for (const auto& e : engines_) {
-    const EngineSnapshot s = e->Snapshot();
-    o << "lifeline_prefix_cache_tokens_total{model=\"" << e->name() << "\",kind=\"lookup\"} " << s.prefix_lookup_tokens << "\n";
-    o << "lifeline_prefix_cache_tokens_total{model=\"" << e->name() << "\",kind=\"hit\"} " << s.prefix_hit_tokens << "\n";
+  for (size_t i = 0; i < n; ++i) {
+    o << "lifeline_prefix_cache_tokens_total" << model(i) << ",kind=\"lookup\"} " << snaps[i].prefix_lookup_tokens << "\n";
+    o << "lifeline_prefix_cache_tokens_total" << model(i) << ",kind=\"hit\"} " << snaps[i].prefix_hit_tokens << "\n";
   }
   o << "# HELP lifeline_preemptions_total Sequences preempted (recomputed later) for KV space.\n"
        "# TYPE lifeline_preemptions_total counter\n";
-  for (const auto& e : engines_) o << "lifeline_preemptions_total{model=\"" << e->name() << "\"} " << e->Snapshot().preemptions << "\n";
+  for (size_t i = 0; i < n; ++i) o << "lifeline_preemptions_total" << model(i) << "} " << snaps[i].preemptions << "\n";
   o << "# HELP lifeline_engine_steps_total Non-empty engine steps.\n"
        "# TYPE lifeline_engine_steps_total counter\n";
-  for (const auto& e : engines_) o << "lifeline_engine_steps_total{model=\"" << e->name() << "\"} " << e->Snapshot().steps << "\n";
+  for (size_t i = 0; i < n; ++i) o << "lifeline_engine_steps_total" << model(i) << "} " << snaps[i].steps << "\n";
   o << slo::SloPrometheusText(*controller_, tracker_.Snapshot(NowUs()), &outcomes_);
   return o.str();
 }
