@@ -1,0 +1,135 @@
+// The SIMD attention kernel's skeleton, shared by x86/attention_avx2.cpp and
+// x86/attention_avx512.cpp. Each includer supplies an `Isa` policy (vector width, row loads,
+// block scores, softmax step, V accumulation) compiled with its own flags. Everything here
+// is in an anonymous namespace so that no copy compiled for one ISA can be picked by the
+// linker for another; for the same reason it calls no std:: algorithm templates (their
+// out-of-line instances are shared across files) and uses plain loops instead.
+//
+// Per call (one KV head, a tile of consecutive query tokens x n_group heads):
+//   - q rows are copied once into zero-padded f32 rows (width rounded up to whole vectors);
+//   - for each KV block up to the tile's last position, its K and V rows of this head are
+//     converted once to zero-padded f32 rows (F16 via F16C, Q8_0 by scale x int8);
+//   - every query row that sees the block computes the block's scores (one lane per
+//     position), masks the causally invisible positions, updates its running max and
+//     denominator (online softmax), and folds p . V into its f32 accumulator;
+//   - the accumulators are divided by the denominators and written out.
+#pragma once
+
+#include <cmath>
+#include <cstring>
+
+#include "base/check.h"
+#include "engine/kernels/attention_kernels.h"
+
+namespace lifeline::kernels {
+namespace {
+
+inline int64_t MinI(int64_t a, int64_t b) { return a < b ? a : b; }
+inline void Fill(float* p, int64_t n, float v) {
+  for (int64_t i = 0; i < n; ++i) p[i] = v;
+}
+
+template <class Isa>
+void AttendSimd(const AttnKvView& kv, const AttnShape& s, const AttnTile& tile,
+                AttnScratch& scratch) {
+  LL_CHECK(kv.block_tokens >= 1 && kv.block_tokens <= kAttnMaxBlockTokens);
+  LL_CHECK(s.n_group >= 1 && s.head_dim_k >= 1 && s.head_dim_v >= 1);
+  LL_CHECK(tile.n_tokens >= 0 && tile.pos0 >= 0);
+  if (tile.n_tokens == 0) return;
+  constexpr int64_t W = Isa::kLanes;
+  constexpr int64_t kSlots = kAttnMaxBlockTokens;
+  const int64_t hk = (s.head_dim_k + W - 1) / W * W;
+  const int64_t hv = (s.head_dim_v + W - 1) / W * W;
+  const int64_t rows = tile.n_tokens * s.n_group;
+  const int64_t bt = kv.block_tokens;
+
+  // Scratch: K block [16][hk], V block [16][hv], q rows [rows][hk], accumulators
+  // [rows][hv], running max and denominator [rows], block probabilities [16].
+  const size_t n_floats =
+      static_cast<size_t>(kSlots * (hk + hv) + rows * (hk + hv + 2) + kSlots);
+  float* kf = scratch.Grow(n_floats);
+  float* vf = kf + kSlots * hk;
+  float* qs = vf + kSlots * hv;
+  float* acc = qs + rows * hk;
+  float* run_max = acc + rows * hv;
+  float* run_den = run_max + rows;
+  float* p = run_den + rows;
+  // K rows past a block's last position stay zero: their lanes are masked, but zeros keep
+  // stale NaN/Inf bytes out of the arithmetic altogether.
+  Fill(kf, kSlots * hk, 0.0f);
+  Fill(acc, rows * hv, 0.0f);
+  for (int64_t i = 0; i < tile.n_tokens; ++i) {
+    for (int64_t j = 0; j < s.n_group; ++j) {
+      const int64_t r = i * s.n_group + j;
+      const float* q = tile.q + i * tile.q_token_stride + j * s.head_dim_k;
+      std::memcpy(qs + r * hk, q, static_cast<size_t>(s.head_dim_k) * sizeof(float));
+      Fill(qs + r * hk + s.head_dim_k, hk - s.head_dim_k, 0.0f);
+      run_max[r] = -__builtin_inff();
+      run_den[r] = 0.0f;
+    }
+  }
+
+  const int64_t last_pos = tile.pos0 + tile.n_tokens - 1;
+  const int64_t n_blocks = last_pos / bt + 1;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const int64_t first = b * bt;
+    const int64_t n_slots = MinI(bt, last_pos + 1 - first);
+    const uint64_t block = static_cast<uint64_t>(kv.blocks[b]);
+    const uint8_t* kb = kv.k_head + block * kv.k_block_bytes;
+    const uint8_t* vb = kv.v_head + block * kv.v_block_bytes;
+    for (int64_t slot = 0; slot < n_slots; ++slot) {
+      const uint64_t us = static_cast<uint64_t>(slot);
+      Isa::LoadRow(kv.type, kb + us * kv.k_row_bytes, kf + slot * hk, s.head_dim_k, hk);
+      Isa::LoadRow(kv.type, vb + us * kv.v_row_bytes, vf + slot * hv, s.head_dim_v, hv);
+    }
+    // Tokens before this block's first position do not see it.
+    const int64_t i0 = first > tile.pos0 ? first - tile.pos0 : 0;
+    for (int64_t i = i0; i < tile.n_tokens; ++i) {
+      const int n_valid =
+          static_cast<int>(MinI(n_slots, tile.pos0 + i - first + 1));
+      for (int64_t j = 0; j < s.n_group; ++j) {
+        const int64_t r = i * s.n_group + j;
+        Isa::Scores(qs + r * hk, kf, hk, p);
+        const float corr = Isa::Softmax(p, n_valid, s.scale, &run_max[r], &run_den[r]);
+        Isa::AccumulateV(acc + r * hv, p, vf, n_valid, hv, corr);
+      }
+    }
+  }
+
+  for (int64_t i = 0; i < tile.n_tokens; ++i) {
+    for (int64_t j = 0; j < s.n_group; ++j) {
+      const int64_t r = i * s.n_group + j;
+      const float inv = 1.0f / run_den[r];
+      float* out = tile.out + i * tile.out_token_stride + j * s.head_dim_v;
+      const float* a = acc + r * hv;
+      for (int64_t d = 0; d < s.head_dim_v; ++d) out[d] = a[d] * inv;
+    }
+  }
+}
+
+template <class Isa>
+void ExpRowSimd(const float* x, float* y, int64_t n) {
+  constexpr int64_t W = Isa::kLanes;
+  int64_t i = 0;
+  for (; i + W <= n; i += W) Isa::ExpStore(x + i, y + i);
+  if (i < n) {
+    float tx[W] = {}, ty[W];
+    std::memcpy(tx, x + i, static_cast<size_t>(n - i) * sizeof(float));
+    Isa::ExpStore(tx, ty);
+    std::memcpy(y + i, ty, static_cast<size_t>(n - i) * sizeof(float));
+  }
+}
+
+// Constants of the exp polynomial: x = n ln2 + r with |r| <= ln2 / 2 (Cody-Waite split of
+// ln2 so n * kLn2Hi is exact), then exp(r) by its Taylor series to degree 7 (truncation error
+// below 5e-9 relative) and 2^n by the exponent field.
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kLn2Hi = 0.693145751953125f;
+constexpr float kLn2Lo = 1.42860682030941723e-6f;
+constexpr float kExpLo = -87.0f;  // exp(-87) ~ 1.6e-38 is still a normal float
+constexpr float kExpHi = 88.0f;
+constexpr float kC2 = 1.0f / 2, kC3 = 1.0f / 6, kC4 = 1.0f / 24, kC5 = 1.0f / 120,
+                kC6 = 1.0f / 720, kC7 = 1.0f / 5040;
+
+}  // namespace
+}  // namespace lifeline::kernels
