@@ -58,6 +58,16 @@ Status Scheduler::SetKnobs(const SchedulerKnobs& knobs) {
   if (knobs.max_step_tokens < 1) {
     return InvalidArgument("max_step_tokens: " + Num(knobs.max_step_tokens) + " < 1");
   }
+  if (knobs.max_queue_delay_us < 0) {
+    return InvalidArgument("max_queue_delay_us: " + Num(knobs.max_queue_delay_us) + " < 0");
+  }
+  for (size_t i = 0; i < knobs.preferred_batch_sizes.size(); ++i) {
+    const int32_t p = knobs.preferred_batch_sizes[i];
+    if (p < 1 || (i > 0 && p <= knobs.preferred_batch_sizes[i - 1])) {
+      return InvalidArgument("preferred_batch_sizes[" + Num(static_cast<int64_t>(i)) + "]: " +
+                             Num(p) + " must be >= 1 and above the previous size");
+    }
+  }
   knobs_ = knobs;
   return Status::Ok();
 }
@@ -285,10 +295,45 @@ void Scheduler::SchedulePrefills(StepPlan* plan) {
   }
 }
 
-void Scheduler::AdmitWaiting(StepPlan* plan) {
+int64_t Scheduler::WindowWaitUs(int64_t now_us) const {
+  const int64_t delay_us = knobs_.max_queue_delay_us;
+  if (delay_us <= 0) return 0;
+  int32_t n_new = 0;
+  int64_t oldest_us = 0;
+  for (RequestId id : waiting_) {
+    const Request& r = live_.at(id);
+    if (r.state == RequestState::kPreempted) return 0;  // admitted once already: never held
+    oldest_us = n_new == 0 ? r.arrival_us : std::min(oldest_us, r.arrival_us);
+    ++n_new;
+  }
+  if (n_new == 0) return 0;
+  const int64_t running = static_cast<int64_t>(running_.size());
+  const int64_t limit = knobs_.max_running;
+  const int64_t reachable = std::min<int64_t>(running + n_new, limit);
+  if (reachable >= limit) return 0;  // a full batch
+  for (int32_t p : knobs_.preferred_batch_sizes) {
+    if (p > running && p <= reachable) return 0;  // a preferred size is reached now
+  }
+  const int64_t remaining_us = delay_us - (now_us - oldest_us);
+  if (remaining_us <= 0) return 0;  // the oldest has waited the whole delay
+  // Slack: waiting out the rest of the window must leave each deadline time for its prefill.
+  for (RequestId id : waiting_) {
+    const Request& r = live_.at(id);
+    if (!r.deadline_us) continue;
+    const double prefill_us = prefill_us_per_token_ * static_cast<double>(r.n_tokens());
+    if (static_cast<double>(*r.deadline_us - now_us - remaining_us) <= prefill_us) return 0;
+  }
+  return remaining_us;
+}
+
+void Scheduler::AdmitWaiting(int64_t now_us, StepPlan* plan) {
   // Note: a step that had to preempt for lack of blocks admits nobody; admitting would only
   // hand the just-freed blocks to a newcomer and preempt again next step.
   if (preempted_this_step_) return;
+  if (const int64_t wait_us = WindowWaitUs(now_us); wait_us > 0) {
+    plan->window_wait_us = wait_us;
+    return;
+  }
   std::stable_sort(waiting_.begin(), waiting_.end(), [this](RequestId a, RequestId b) {
     return policy_->Precedes(live_.at(a), live_.at(b));
   });
@@ -333,8 +378,14 @@ StepPlan Scheduler::Schedule(int64_t now_us) {
   scheduled_this_step_.clear();
   ScheduleDecodes(&plan);
   SchedulePrefills(&plan);
-  AdmitWaiting(&plan);
+  AdmitWaiting(now_us, &plan);
   scheduled_this_step_.clear();
+  const bool held = plan.window_wait_us > 0;
+  if (held) {
+    ++stats_.window_held_steps;
+    if (!window_held_last_step_) ++stats_.window_waits;
+  }
+  window_held_last_step_ = held;
 
   for (const StepEntry& e : plan.entries) plan.n_tokens += e.end_pos - e.start_pos;
   for (const StepEntry& e : plan.entries) {
@@ -398,6 +449,13 @@ std::vector<Request> Scheduler::Update(std::span<const StepResult> results, int6
   }
   in_flight_.clear();
   return finished;
+}
+
+std::optional<Request> Scheduler::FinishNow(RequestId id, FinishReason reason, int64_t now_us) {
+  LL_CHECK(in_flight_.empty());  // between steps only: no plan may still hold its blocks
+  if (reason == FinishReason::kNone || live_.count(id) == 0) return std::nullopt;
+  last_now_us_ = now_us;
+  return Finish(id, reason, reason == FinishReason::kDeadline ? "deadline passed" : "", now_us);
 }
 
 SchedulerStats Scheduler::stats() const {

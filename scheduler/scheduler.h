@@ -23,6 +23,20 @@
 //   Lowering max_running below the running count does not preempt: the least important
 //   running requests sit out steps (keeping their blocks) until slots free up.
 //
+// Batching window (knobs max_queue_delay_us > 0), applied in step 4 only: running requests
+// always decode and prefill; the window may hold back the admission of NEW requests (state
+// WAITING; a preempted request is never held) so that the batch (running + admitted) reaches
+// a target size. Targets are the preferred sizes above the running count and max_running
+// (the max batch, which is never exceeded). Admission goes ahead, admitting all that fit,
+// as soon as any of these holds:
+//   - running + new waiting reaches a target (or max_running);
+//   - the oldest new request has waited max_queue_delay_us (from its arrival_us);
+//   - some new request's deadline would be missed by waiting: deadline - now - remaining wait
+//     < its estimated prefill time (SetServiceEstimate; 0 when unknown);
+//   - a preempted request is waiting.
+// Otherwise the plan reports window_wait_us (the rest of the delay) so an idle engine can
+// sleep until then or until a new request arrives. max_queue_delay_us = 0 changes nothing.
+//
 // Ownership: owns the requests, the BlockManager and the queue policy. Plans and finished
 // requests are handed out by value.
 // Thread-safety: none. The engine loop thread owns the scheduler; HTTP threads reach it only
@@ -67,6 +81,9 @@ struct SchedulerConfig {
 struct SchedulerKnobs {
   int32_t max_running = 0;
   int64_t max_step_tokens = 0;
+  // Batching window (as Triton's dynamic batcher; see "Batching window" above). 0 = off.
+  int64_t max_queue_delay_us = 0;
+  std::vector<int32_t> preferred_batch_sizes;  // strictly ascending, each >= 1; may be empty
 };
 
 struct NewRequest {
@@ -99,6 +116,8 @@ struct StepPlan {
   std::vector<Request> cancelled;    // finished by Cancel() since the last plan
   std::vector<Request> expired;      // finished with kDeadline this step
   std::vector<RequestId> preempted;  // sent back to the queue this step (still live)
+  int64_t window_wait_us = 0;        // > 0: the batching window held admission; it ends
+                                     // at the latest this long after `now`
 
   bool empty() const { return entries.empty(); }
 };
@@ -125,6 +144,8 @@ struct SchedulerStats {
   int64_t waiting = 0;            // now: queued (incl. preempted)
   int64_t running = 0;            // now: admitted, holding blocks
   int64_t waiting_tokens = 0;     // now: known tokens of queued requests
+  int64_t window_waits = 0;       // batching-window holds begun (a held step after one not held)
+  int64_t window_held_steps = 0;  // Schedule calls whose admission the window held
 };
 
 class Scheduler {
@@ -144,8 +165,17 @@ class Scheduler {
   // finished with kError. Results for unknown ids are ignored. Returns the requests that
   // finished. A call with no plan outstanding does nothing.
   std::vector<Request> Update(std::span<const StepResult> results, int64_t now_us);
+  // Ends a live request now with `reason` (the engine's stop at the deadline uses kLength),
+  // in any phase, freeing its blocks, and returns it finished; nullopt for unknown ids or a
+  // kNone reason. Only between steps (no plan awaiting Update; checked).
+  std::optional<Request> FinishNow(RequestId id, FinishReason reason, int64_t now_us);
 
   Status SetKnobs(const SchedulerKnobs& knobs);
+  // The batching window's slack check: estimated prefill time per prompt token (measured by
+  // the engine); 0 or less = unknown (then only the deadline itself is checked).
+  void SetServiceEstimate(double prefill_us_per_token) {
+    prefill_us_per_token_ = prefill_us_per_token > 0 ? prefill_us_per_token : 0;
+  }
   SchedulerKnobs knobs() const { return knobs_; }
   void SetQueuePolicy(std::unique_ptr<QueuePolicy> policy);
   const QueuePolicy& queue_policy() const { return *policy_; }
@@ -165,7 +195,9 @@ class Scheduler {
   void ExpireWaiting(int64_t now_us, StepPlan* plan);
   void ScheduleDecodes(StepPlan* plan);
   void SchedulePrefills(StepPlan* plan);
-  void AdmitWaiting(StepPlan* plan);
+  void AdmitWaiting(int64_t now_us, StepPlan* plan);
+  // The batching window: 0 = admit now, else how long admission may still wait.
+  int64_t WindowWaitUs(int64_t now_us) const;
   // Least important running request not scheduled this step, optionally only those less
   // important than `than`; nullptr when none.
   Request* PickVictim(const Request* than);
@@ -199,6 +231,8 @@ class Scheduler {
   int64_t budget_tokens_ = 0;   // left in the step being built
   int32_t slots_ = 0;           // sequences left in the step being built
   bool preempted_this_step_ = false;
+  double prefill_us_per_token_ = 0;
+  bool window_held_last_step_ = false;
 
   SchedulerStats stats_;
 };
