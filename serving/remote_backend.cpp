@@ -1,0 +1,748 @@
+#include "serving/remote_backend.h"
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+
+namespace lifeline::serving {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+namespace {
+
+constexpr size_t kReadChunkBytes = 16 * 1024;
+constexpr size_t kMaxHeaderBytes = 64 * 1024;
+constexpr size_t kMaxErrorBodyKept = 4 * 1024;  // of an HTTP error body, for the message
+
+double MsBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+int64_t ToUs(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+
+server::ApiError MakeError(int status, std::string type, std::string code, std::string message,
+                           int retry_after_s = 0) {
+  server::ApiError e;
+  e.http_status = status;
+  e.type = std::move(type);
+  e.code = std::move(code);
+  e.message = std::move(message);
+  e.retry_after_s = retry_after_s;
+  return e;
+}
+
+// At most `n` bytes of `s` for a message, with "..." when cut.
+std::string Excerpt(std::string_view s, size_t n = 120) {
+  std::string out(s.substr(0, n));
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+  }
+  if (s.size() > n) out += "...";
+  return out;
+}
+
+// The message of an OpenAI-style error body ({"error":{"message"}}, {"error":"..."} or
+// vLLM's {"message"}); the body excerpt otherwise.
+std::string UpstreamErrorMessage(std::string_view body) {
+  const json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_object()) {
+    auto err = doc.find("error");
+    if (err != doc.end()) {
+      if (err->is_string()) return Excerpt(err->get<std::string>(), 500);
+      if (err->is_object()) {
+        auto m = err->find("message");
+        if (m != err->end() && m->is_string()) return Excerpt(m->get<std::string>(), 500);
+      }
+    }
+    auto m = doc.find("message");
+    if (m != doc.end() && m->is_string()) return Excerpt(m->get<std::string>(), 500);
+  }
+  return body.empty() ? std::string("(empty body)") : "body: " + Excerpt(body, 200);
+}
+
+// The JSON body sent upstream: the request's own fields, OpenAI names; non-standard knobs
+// (top_k, min_p, repeat_penalty, ignore_eos) only when they differ from their defaults.
+std::string UpstreamBody(const server::GenerationRequest& r, const std::string& remote_model,
+                         std::optional<int64_t> max_tokens) {
+  json b;
+  b["model"] = remote_model;
+  if (r.is_chat) {
+    json msgs = json::array();
+    for (const auto& m : r.messages) msgs.push_back({{"role", m.role}, {"content", m.content}});
+    b["messages"] = std::move(msgs);
+  } else {
+    b["prompt"] = r.prompt;
+  }
+  b["stream"] = true;
+  b["stream_options"] = {{"include_usage", true}};
+  if (max_tokens) b["max_tokens"] = *max_tokens;
+  const auto& s = r.sampling;
+  b["temperature"] = s.temperature;
+  b["top_p"] = s.top_p;
+  if (s.top_k > 0) b["top_k"] = s.top_k;
+  if (s.min_p > 0) b["min_p"] = s.min_p;
+  if (s.seed) b["seed"] = *s.seed;
+  if (s.presence_penalty != 0) b["presence_penalty"] = s.presence_penalty;
+  if (s.frequency_penalty != 0) b["frequency_penalty"] = s.frequency_penalty;
+  if (s.repeat_penalty != 1.0) b["repeat_penalty"] = s.repeat_penalty;
+  if (!r.stop.empty()) b["stop"] = r.stop;
+  if (r.ignore_eos) b["ignore_eos"] = true;
+  return b.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace
+
+Result<RemoteUrl> ParseRemoteUrl(std::string_view url, std::string_view field) {
+  const std::string f(field);
+  auto bad = [&](const std::string& why) {
+    return InvalidArgument(f + ": '" + Excerpt(url, 200) + "' " + why);
+  };
+  if (url.starts_with("https://")) {
+    return bad("uses https://, which is not supported (no TLS library); use http://, e.g. "
+               "through a local TLS-terminating proxy");
+  }
+  if (!url.starts_with("http://")) return bad("must start with http://");
+  std::string_view rest = url.substr(7);
+  const size_t slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  std::string_view path = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash);
+  if (authority.find('@') != std::string_view::npos) return bad("must not carry user info");
+  if (path.find_first_of("?#") != std::string_view::npos) {
+    return bad("must not carry a query or fragment");
+  }
+  RemoteUrl out;
+  std::string_view port_text;
+  if (authority.starts_with('[')) {  // [IPv6]:port
+    const size_t close = authority.find(']');
+    if (close == std::string_view::npos) return bad("has an unclosed '[' in the host");
+    out.host = std::string(authority.substr(1, close - 1));
+    std::string_view after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after[0] != ':') return bad("has junk after the IPv6 address");
+      port_text = after.substr(1);
+      if (port_text.empty()) return bad("has an empty port");
+    }
+  } else {
+    const size_t colon = authority.rfind(':');
+    out.host = std::string(authority.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      port_text = authority.substr(colon + 1);
+      if (port_text.empty()) return bad("has an empty port");
+    }
+  }
+  if (out.host.empty()) return bad("has no host");
+  for (char c : out.host) {
+    if (static_cast<unsigned char>(c) <= 0x20 || c == '/' || c == '\\') return bad("has a bad host");
+  }
+  if (!port_text.empty()) {
+    uint32_t port = 0;
+    auto [p, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+    if (ec != std::errc() || p != port_text.data() + port_text.size() || port == 0 ||
+        port > 65535) {
+      return bad("has a port outside [1, 65535]");
+    }
+    out.port = static_cast<uint16_t>(port);
+  }
+  while (path.ends_with('/')) path.remove_suffix(1);
+  for (char c : path) {
+    if (static_cast<unsigned char>(c) <= 0x20 || static_cast<unsigned char>(c) >= 0x7f) {
+      return bad("has a space or non-ASCII byte in the path");
+    }
+  }
+  out.base_path = std::string(path);
+  return out;
+}
+
+// ---- Impl ---------------------------------------------------------------------------------
+
+struct Call;
+
+struct RemoteBackend::Impl {
+  RemoteBackendOptions options;
+  RemoteUrl url;
+  slo::LatencyTracker* tracker = nullptr;
+
+  net::io_context io;
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  std::thread thread;
+
+  std::mutex mu;         // stopped, started
+  bool stopped = false;
+  bool started = false;
+  std::atomic<int64_t> in_flight{0};
+  std::atomic<uint64_t> accepted{0}, completed{0}, errored{0}, cancelled{0};
+
+  // Backend thread only.
+  std::unordered_map<server::RequestHandle, std::shared_ptr<Call>> calls;
+
+  std::string Describe() const {
+    return "upstream '" + options.name + "' (" + options.url + ")";
+  }
+  void FailAll();
+};
+
+// One upstream request, touched only on the backend thread.
+struct Call : std::enable_shared_from_this<Call> {
+  Call(RemoteBackend::Impl* owner_in)
+      : owner(owner_in), resolver(owner_in->io), stream(owner_in->io),
+        connect_timer(owner_in->io), total_timer(owner_in->io) {}
+
+  RemoteBackend::Impl* owner;
+  server::RequestHandle handle = 0;
+  server::GenerationSink sink;
+  bool is_chat = false;
+  std::string slo_class;
+  bool capped = false;
+  std::string cap_reason;
+  Clock::time_point first_byte;  // the request's first byte (server timeline)
+  Clock::time_point mark;        // validated: where the remote phase starts
+  Clock::time_point deadline;
+  bool deadline_is_request = false;  // the request's own deadline, not total_timeout
+
+  tcp::resolver resolver;
+  beast::tcp_stream stream;
+  net::steady_timer connect_timer;
+  net::steady_timer total_timer;
+  beast::flat_buffer buffer;
+  http::request<http::string_body> req;
+  std::optional<http::response_parser<http::buffer_body>> parser;
+  std::vector<char> chunk = std::vector<char>(kReadChunkBytes);
+
+  bool finished = false;
+  bool error_status = false;  // HTTP status != 200: the body is an error message
+  unsigned status = 0;
+  std::string error_body;
+
+  // SSE state.
+  std::string line;
+  std::string data;
+  bool has_data = false;
+  std::string finish_reason;
+  bool has_usage = false;
+  server::Usage usage;
+  int64_t content_events = 0;
+  json upstream_timings;
+
+  // Timeline.
+  Clock::time_point connected, head_read, last_token;
+  double ttft_ms = -1;
+  std::vector<double> itl_ms;
+
+  void Begin();
+  void OnResolve(const beast::error_code& ec, const tcp::resolver::results_type& results);
+  void OnConnect(const beast::error_code& ec);
+  void OnWrite(const beast::error_code& ec);
+  void OnHeader(const beast::error_code& ec);
+  void ReadMore();
+  void OnRead(beast::error_code ec);
+  void Feed(const char* p, size_t n);
+  void ProcessLine();
+  void Dispatch();
+  void EndOfBody();
+  void Done();
+  void Fail(const std::string& cause);
+  void Finish(server::GenerationEvent event);
+  std::string ReadError(const beast::error_code& ec, const char* while_doing) const;
+};
+
+void Call::Begin() {
+  const auto now = Clock::now();
+  if (deadline <= now) {
+    return Fail(deadline_is_request ? "the request deadline passed before the upstream call"
+                                    : "total timeout passed before the upstream call");
+  }
+  total_timer.expires_at(deadline);
+  total_timer.async_wait([self = shared_from_this()](const beast::error_code& ec) {
+    if (ec || self->finished) return;
+    const double ms = MsBetween(self->mark, Clock::now());
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "timed out after %.0f ms (%s)", ms,
+                  self->deadline_is_request ? "request deadline" : "total_timeout_ms");
+    self->Fail(buf);
+  });
+  connect_timer.expires_after(owner->options.connect_timeout);
+  connect_timer.async_wait([self = shared_from_this()](const beast::error_code& ec) {
+    if (ec || self->finished) return;
+    self->Fail("connect timed out after " +
+               std::to_string(self->owner->options.connect_timeout.count()) + " ms");
+  });
+  resolver.async_resolve(owner->url.host, std::to_string(owner->url.port),
+                         [self = shared_from_this()](const beast::error_code& ec,
+                                                     const tcp::resolver::results_type& r) {
+                           self->OnResolve(ec, r);
+                         });
+}
+
+void Call::OnResolve(const beast::error_code& ec, const tcp::resolver::results_type& results) {
+  if (finished) return;
+  if (ec) return Fail("cannot resolve host '" + owner->url.host + "': " + ec.message());
+  stream.async_connect(results, [self = shared_from_this()](const beast::error_code& e,
+                                                            const tcp::endpoint&) {
+    self->OnConnect(e);
+  });
+}
+
+void Call::OnConnect(const beast::error_code& ec) {
+  if (finished) return;
+  connect_timer.cancel();
+  if (ec) {
+    return Fail("connect to " + owner->url.host + ":" + std::to_string(owner->url.port) +
+                " failed: " + ec.message());
+  }
+  connected = Clock::now();
+  beast::error_code ignored;
+  stream.socket().set_option(tcp::no_delay(true), ignored);
+  http::async_write(stream, req, [self = shared_from_this()](const beast::error_code& e, size_t) {
+    self->OnWrite(e);
+  });
+}
+
+std::string Call::ReadError(const beast::error_code& ec, const char* while_doing) const {
+  if (ec == http::error::body_limit) {
+    return "response exceeds max_response_bytes (" +
+           std::to_string(owner->options.max_response_bytes) + ")";
+  }
+  if (ec == http::error::header_limit) {
+    return "response head exceeds " + std::to_string(kMaxHeaderBytes) + " bytes";
+  }
+  if (ec == http::error::end_of_stream || ec == http::error::partial_message ||
+      ec == net::error::eof || ec == net::error::connection_reset) {
+    return std::string("connection closed ") + while_doing + " (" + ec.message() + ")";
+  }
+  return std::string("error ") + while_doing + ": " + ec.message();
+}
+
+void Call::OnWrite(const beast::error_code& ec) {
+  if (finished) return;
+  if (ec) return Fail("sending the request failed: " + ec.message());
+  parser.emplace();
+  parser->header_limit(kMaxHeaderBytes);
+  parser->body_limit(static_cast<uint64_t>(owner->options.max_response_bytes));
+  http::async_read_header(stream, buffer, *parser,
+                          [self = shared_from_this()](const beast::error_code& e, size_t) {
+                            self->OnHeader(e);
+                          });
+}
+
+void Call::OnHeader(const beast::error_code& ec) {
+  if (finished) return;
+  if (ec) return Fail(ReadError(ec, "before the response head"));
+  head_read = Clock::now();
+  const auto& res = parser->get();
+  status = res.result_int();
+  if (status != 200) {
+    error_status = true;
+  } else {
+    const auto field = res[http::field::content_type];
+    const std::string_view type(field.data(), field.size());
+    if (type.find("text/event-stream") == std::string_view::npos) {
+      return Fail("HTTP 200 with Content-Type '" + Excerpt(type) +
+                  "', expected text/event-stream");
+    }
+  }
+  if (parser->is_done()) return EndOfBody();
+  ReadMore();
+}
+
+void Call::ReadMore() {
+  auto& body = parser->get().body();
+  body.data = chunk.data();
+  body.size = chunk.size();
+  http::async_read(stream, buffer, *parser,
+                   [self = shared_from_this()](beast::error_code e, size_t) { self->OnRead(e); });
+}
+
+void Call::OnRead(beast::error_code ec) {
+  if (finished) return;
+  if (ec == http::error::need_buffer) ec = {};
+  const size_t used = chunk.size() - parser->get().body().size;
+  if (error_status) {
+    const size_t keep = std::min(used, kMaxErrorBodyKept - std::min(kMaxErrorBodyKept, error_body.size()));
+    error_body.append(chunk.data(), keep);
+  } else {
+    Feed(chunk.data(), used);
+    if (finished) return;
+  }
+  if (ec) return Fail(ReadError(ec, error_status ? "in the error body" : "before data: [DONE]"));
+  if (parser->is_done()) return EndOfBody();
+  ReadMore();
+}
+
+void Call::Feed(const char* p, size_t n) {
+  const auto max_line = static_cast<size_t>(owner->options.max_sse_line_bytes);
+  while (n > 0 && !finished) {
+    const char* nl = static_cast<const char*>(std::memchr(p, '\n', n));
+    const size_t take = nl == nullptr ? n : static_cast<size_t>(nl - p);
+    if (line.size() + take > max_line) {
+      return Fail("an SSE line exceeds max_sse_line_bytes (" + std::to_string(max_line) + ")");
+    }
+    line.append(p, take);
+    if (nl == nullptr) return;
+    p += take + 1;
+    n -= take + 1;
+    ProcessLine();
+  }
+}
+
+void Call::ProcessLine() {
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (line.empty()) {
+    Dispatch();
+    return;
+  }
+  if (line[0] == ':') {  // comment (heartbeat)
+    line.clear();
+    return;
+  }
+  const size_t colon = line.find(':');
+  std::string_view field = std::string_view(line).substr(0, colon);
+  std::string_view value;
+  if (colon != std::string::npos) {
+    value = std::string_view(line).substr(colon + 1);
+    if (value.starts_with(' ')) value.remove_prefix(1);
+  }
+  if (field == "data") {
+    if (has_data) data += '\n';
+    data.append(value);
+    has_data = true;
+  }
+  // event:, id:, retry: and unknown fields carry nothing we use.
+  line.clear();
+}
+
+void Call::Dispatch() {
+  if (!has_data) return;
+  has_data = false;
+  const std::string payload = std::move(data);
+  data.clear();
+  if (payload == "[DONE]") return Done();
+  const json doc = json::parse(payload, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return Fail("malformed SSE data (not a JSON object): '" + Excerpt(payload) + "'");
+  }
+  if (auto err = doc.find("error"); err != doc.end() && !err->is_null()) {
+    return Fail("error event in the stream: " + UpstreamErrorMessage(payload));
+  }
+  if (auto choices = doc.find("choices"); choices != doc.end() && !choices->is_null()) {
+    if (!choices->is_array()) return Fail("malformed SSE data: 'choices' is not an array");
+    if (!choices->empty()) {
+      const json& c = choices->front();
+      if (!c.is_object()) return Fail("malformed SSE data: choices[0] is not an object");
+      const json* text = nullptr;
+      if (is_chat) {
+        auto delta = c.find("delta");
+        if (delta != c.end() && delta->is_object()) {
+          auto content = delta->find("content");
+          if (content != delta->end()) text = &*content;
+        }
+      } else if (auto t = c.find("text"); t != c.end()) {
+        text = &*t;
+      }
+      if (text != nullptr && !text->is_null()) {
+        if (!text->is_string()) {
+          return Fail(std::string("malformed SSE data: ") +
+                      (is_chat ? "choices[0].delta.content" : "choices[0].text") +
+                      " is not a string");
+        }
+        std::string s = text->get<std::string>();
+        if (!s.empty()) {
+          const auto now = Clock::now();
+          if (ttft_ms < 0) {
+            ttft_ms = MsBetween(first_byte, now);
+          } else {
+            itl_ms.push_back(MsBetween(last_token, now));
+          }
+          last_token = now;
+          ++content_events;
+          if (sink) sink(server::GenerationEvent::Token(std::move(s), -1));
+        }
+      }
+      if (auto fr = c.find("finish_reason"); fr != c.end() && fr->is_string()) {
+        finish_reason = fr->get<std::string>();
+      }
+    }
+  }
+  if (auto u = doc.find("usage"); u != doc.end() && u->is_object()) {
+    auto p = u->find("prompt_tokens");
+    auto g = u->find("completion_tokens");
+    if (p != u->end() && p->is_number_integer() && g != u->end() && g->is_number_integer() &&
+        p->get<int64_t>() >= 0 && g->get<int64_t>() >= 0) {
+      has_usage = true;
+      usage.prompt_tokens = p->get<int64_t>();
+      usage.completion_tokens = g->get<int64_t>();
+    }
+  }
+  if (auto t = doc.find("timings"); t != doc.end() && t->is_object()) upstream_timings = *t;
+}
+
+void Call::EndOfBody() {
+  if (finished) return;
+  if (error_status) {
+    return Fail("HTTP " + std::to_string(status) + ": " + UpstreamErrorMessage(error_body));
+  }
+  // A last event without its blank line still counts.
+  if (!line.empty()) ProcessLine();
+  if (finished) return;
+  Dispatch();
+  if (finished) return;
+  if (!finish_reason.empty()) return Done();  // lenient: a finish_reason but no [DONE]
+  Fail("the stream ended before data: [DONE]");
+}
+
+void Call::Done() {
+  if (finished) return;
+  const auto now = Clock::now();
+  server::Usage u = usage;
+  if (!has_usage) {
+    // No usage chunk: the count of non-empty text events is the best we know.
+    u.prompt_tokens = 0;
+    u.completion_tokens = content_events;
+  }
+  const std::string reason = finish_reason.empty() ? "stop" : finish_reason;
+  json upstream = {{"backend", owner->options.name},
+                   {"url", owner->options.url},
+                   {"model", owner->options.remote_model},
+                   {"connect_ms", MsBetween(mark, connected)},
+                   {"response_head_ms", MsBetween(connected, head_read)},
+                   {"usage_reported", has_usage}};
+  if (!upstream_timings.is_null()) upstream["timings"] = upstream_timings;
+  const double decode_per_token_ms =
+      ttft_ms >= 0 && content_events > 1
+          ? (MsBetween(first_byte, last_token) - ttft_ms) / static_cast<double>(content_events - 1)
+          : 0.0;
+  json timings = {
+      {"remote_ms", MsBetween(mark, now)},
+      {"latency", {{"ttft_ms", ttft_ms}, {"decode_per_token_ms", decode_per_token_ms}}},
+      {"tokens", {{"prompt", u.prompt_tokens}, {"generated", u.completion_tokens}}},
+      {"upstream", std::move(upstream)},
+  };
+  if (capped && reason == "length") {
+    timings["lifeline"] = {{"truncated", true}, {"reason", cap_reason}};
+  }
+  if (owner->tracker != nullptr) {
+    slo::RequestSample s;
+    const double e2e_ms = MsBetween(first_byte, now);
+    s.e2e_ms = e2e_ms;
+    if (ttft_ms >= 0) s.ttft_ms = ttft_ms;
+    if (ttft_ms >= 0 && u.completion_tokens > 1) {
+      s.tpot_ms = (e2e_ms - ttft_ms) / static_cast<double>(u.completion_tokens - 1);
+    }
+    s.itl_ms = itl_ms;
+    owner->tracker->RecordRequest(slo_class.empty() ? std::string("interactive") : slo_class,
+                                  owner->options.name, ToUs(now), s);
+  }
+  auto ev = server::GenerationEvent::Done(reason, u, std::move(timings));
+  ev.timed_until = now;  // the server charges the hop to its I/O thread as handoff_ms
+  owner->completed.fetch_add(1);
+  Finish(std::move(ev));
+}
+
+void Call::Fail(const std::string& cause) {
+  if (finished) return;
+  owner->errored.fetch_add(1);
+  Finish(server::GenerationEvent::Error(
+      MakeError(502, "upstream_error", "upstream_error", owner->Describe() + ": " + cause)));
+}
+
+void Call::Finish(server::GenerationEvent event) {
+  if (finished) return;
+  finished = true;
+  beast::error_code ignored;
+  connect_timer.cancel();
+  total_timer.cancel();
+  resolver.cancel();
+  stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  stream.socket().close(ignored);
+  owner->in_flight.fetch_sub(1);
+  auto keep = shared_from_this();  // the map may hold the last reference
+  owner->calls.erase(handle);
+  server::GenerationSink s = std::move(sink);
+  sink = nullptr;
+  if (s) s(std::move(event));
+}
+
+void RemoteBackend::Impl::FailAll() {
+  std::vector<std::shared_ptr<Call>> live;
+  for (auto& [h, c] : calls) live.push_back(c);
+  for (auto& c : live) {
+    cancelled.fetch_add(1);
+    c->Finish(server::GenerationEvent::Error(MakeError(
+        503, "unavailable", "shutting_down", Describe() + ": the server is shutting down", 1)));
+  }
+}
+
+// ---- RemoteBackend ------------------------------------------------------------------------
+
+RemoteBackend::RemoteBackend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Result<std::unique_ptr<RemoteBackend>> RemoteBackend::Create(RemoteBackendOptions options) {
+  const std::string field = "models[" + options.name + "].url";
+  if (options.name.empty()) return InvalidArgument("remote backend: name must not be empty");
+  if (options.remote_model.empty()) {
+    return InvalidArgument("models[" + options.name + "].model: must not be empty");
+  }
+  if (options.max_in_flight < 1) {
+    return InvalidArgument("models[" + options.name + "].max_in_flight: must be >= 1");
+  }
+  if (options.connect_timeout.count() < 1 || options.total_timeout.count() < 1) {
+    return InvalidArgument("models[" + options.name + "]: timeouts must be >= 1 ms");
+  }
+  if (options.max_response_bytes < 1 || options.max_sse_line_bytes < 1) {
+    return InvalidArgument("models[" + options.name + "]: byte limits must be >= 1");
+  }
+  LL_ASSIGN_OR_RETURN(RemoteUrl url, ParseRemoteUrl(options.url, field));
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  impl->url = std::move(url);
+  impl->work.emplace(net::make_work_guard(impl->io));
+  return std::unique_ptr<RemoteBackend>(new RemoteBackend(std::move(impl)));
+}
+
+RemoteBackend::~RemoteBackend() { Stop(); }
+
+void RemoteBackend::AttachTracker(slo::LatencyTracker* tracker) { impl_->tracker = tracker; }
+
+void RemoteBackend::Start() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (impl_->started || impl_->stopped) return;
+  impl_->started = true;
+  impl_->thread = std::thread([impl = impl_.get()] { impl->io.run(); });
+}
+
+void RemoteBackend::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->stopped) return;
+    impl_->stopped = true;
+  }
+  net::post(impl_->io, [impl = impl_.get()] { impl->FailAll(); });
+  impl_->work.reset();
+  if (impl_->thread.joinable()) {
+    impl_->thread.join();
+  } else {
+    impl_->io.restart();
+    impl_->io.run();  // never started: deliver the terminal events here
+  }
+}
+
+std::optional<server::ApiError> RemoteBackend::Submit(server::RequestHandle handle,
+                                                      server::GenerationRequest request,
+                                                      server::GenerationSink sink,
+                                                      const RemoteSubmit& ctx) {
+  Impl& im = *impl_;
+  std::optional<int64_t> max_tokens;
+  if (request.max_tokens) max_tokens = *request.max_tokens;
+  bool capped = false;
+  if (ctx.max_tokens_cap && (!max_tokens || *ctx.max_tokens_cap < *max_tokens)) {
+    max_tokens = std::max<int64_t>(1, *ctx.max_tokens_cap);
+    capped = true;
+  }
+  auto call = std::make_shared<Call>(&im);
+  call->handle = handle;
+  call->sink = std::move(sink);
+  call->is_chat = request.is_chat;
+  call->slo_class = ctx.slo_class;
+  call->capped = capped;
+  call->cap_reason = ctx.cap_reason;
+  call->first_byte = request.timeline.first_byte;
+  call->mark = request.timeline.validated != Clock::time_point{} ? request.timeline.validated
+                                                                  : Clock::now();
+  call->deadline = call->mark + im.options.total_timeout;
+  std::optional<int64_t> deadline_us = ctx.deadline_us;
+  if (!deadline_us && request.deadline_ms) {
+    deadline_us = ToUs(request.timeline.first_byte) + *request.deadline_ms * 1000;
+  }
+  if (deadline_us) {
+    const Clock::time_point d{std::chrono::microseconds(*deadline_us)};
+    if (d < call->deadline) {
+      call->deadline = d;
+      call->deadline_is_request = true;
+    }
+  }
+  auto& req = call->req;
+  req.method(http::verb::post);
+  req.target(im.url.base_path + (request.is_chat ? "/chat/completions" : "/completions"));
+  req.version(11);
+  const bool v6 = im.url.host.find(':') != std::string::npos;
+  req.set(http::field::host, (v6 ? "[" + im.url.host + "]" : im.url.host) + ":" +
+                                 std::to_string(im.url.port));
+  req.set(http::field::content_type, "application/json");
+  req.set(http::field::accept, "text/event-stream");
+  req.set(http::field::user_agent, "lifeline");
+  req.set(http::field::connection, "close");
+  if (!request.request_id.empty()) req.set("X-Request-Id", request.request_id);
+  req.body() = UpstreamBody(request, im.options.remote_model, max_tokens);
+  req.prepare_payload();
+
+  std::lock_guard<std::mutex> lock(im.mu);
+  if (im.stopped) {
+    return MakeError(503, "unavailable", "shutting_down",
+                     im.Describe() + ": the server is shutting down", 1);
+  }
+  if (im.in_flight.fetch_add(1) >= im.options.max_in_flight) {
+    im.in_flight.fetch_sub(1);
+    return MakeError(429, "overloaded_error", "overloaded",
+                     im.Describe() + ": " + std::to_string(im.options.max_in_flight) +
+                         " requests already in flight (max_queue_requests); retry later",
+                     1);
+  }
+  im.accepted.fetch_add(1);
+  // Posted under the mutex, so Stop's FailAll (posted after it sets `stopped`) runs later.
+  net::post(im.io, [call, &im] {
+    im.calls[call->handle] = call;
+    call->Begin();
+  });
+  return std::nullopt;
+}
+
+void RemoteBackend::Cancel(server::RequestHandle handle) {
+  Impl* im = impl_.get();
+  std::lock_guard<std::mutex> lock(im->mu);
+  if (im->stopped) return;
+  net::post(im->io, [im, handle] {
+    auto it = im->calls.find(handle);
+    if (it == im->calls.end()) return;
+    std::shared_ptr<Call> call = it->second;
+    im->cancelled.fetch_add(1);
+    call->Finish(server::GenerationEvent::Error(
+        MakeError(499, "cancelled", "cancelled", "the request was cancelled")));
+  });
+}
+
+int64_t RemoteBackend::InFlight() const { return impl_->in_flight.load(); }
+
+RemoteSnapshot RemoteBackend::Snapshot() const {
+  RemoteSnapshot s;
+  s.in_flight = impl_->in_flight.load();
+  s.accepted = impl_->accepted.load();
+  s.completed = impl_->completed.load();
+  s.errored = impl_->errored.load();
+  s.cancelled = impl_->cancelled.load();
+  return s;
+}
+
+const std::string& RemoteBackend::name() const { return impl_->options.name; }
+const RemoteBackendOptions& RemoteBackend::options() const { return impl_->options; }
+
+}  // namespace lifeline::serving
