@@ -68,6 +68,16 @@ int64_t MedianOf(std::vector<int64_t> v) {
   return v[(v.size() - 1) / 2];
 }
 
+// "heavy 40, light 20" (successful requests per served model; "?" for an unnamed one).
+std::string ServedByText(const std::map<std::string, int64_t>& served_by) {
+  std::string out;
+  for (const auto& [model, n] : served_by) {
+    out += (out.empty() ? "" : ", ") + (model.empty() ? std::string("?") : model) + " " +
+           std::to_string(n);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string LoadName(LoadMode mode, double load) {
@@ -102,6 +112,7 @@ TargetStepSummary SummarizeTargetStep(const std::vector<const RequestRecord*>& r
       continue;
     }
     ++s.ok;
+    ++s.served_by[r->x.served_model];
     ttft.push_back(r->x.ttft_ms >= 0 ? r->x.ttft_ms : r->x.e2e_ms);
     e2e.push_back(r->x.e2e_ms);
     if (r->tpot_ms >= 0) tpot.push_back(r->tpot_ms);
@@ -254,6 +265,7 @@ nlohmann::json ReportJson(const ReportInputs& in, const Report& rep) {
                          {"planned", s.planned}, {"sent", s.sent}, {"ok", s.ok},
                          {"errors", s.errors}, {"http_429", s.http_429},
                          {"cancelled", s.cancelled}, {"errors_by_kind", s.errors_by_kind},
+                         {"served_by", s.served_by},
                          {"ttft_ms", SummaryJson(s.ttft)}, {"tpot_ms", SummaryJson(s.tpot)},
                          {"itl_ms", SummaryJson(s.itl)}, {"e2e_ms", SummaryJson(s.e2e)},
                          {"wall_s", s.wall_s}, {"throughput_rps", s.throughput_rps},
@@ -349,8 +361,8 @@ std::string ReportMarkdown(const ReportInputs& in, const Report& rep) {
     }
   }
   md += "\n## Throughput and goodput\n\n";
-  md += "| load | target | sent | ok | errors | 429 | cancelled | req/s | output tok/s | goodput req/s | SLO P95 ms | note |\n";
-  md += "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
+  md += "| load | target | sent | ok | errors | 429 | cancelled | req/s | output tok/s | goodput req/s | SLO P95 ms | served by | note |\n";
+  md += "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n";
   for (const TargetStepSummary& s : rep.summaries) {
     std::string note;
     if (!s.ran) note = "skipped (failed a lower load)";
@@ -361,7 +373,7 @@ std::string ReportMarkdown(const ReportInputs& in, const Report& rep) {
           std::to_string(s.errors) + " | " + std::to_string(s.http_429) + " | " +
           std::to_string(s.cancelled) + " | " + Fmt("%.2f", s.throughput_rps) + " | " +
           Fmt("%.1f", s.output_tok_s) + " | " + Fmt("%.2f", s.goodput_rps) + " | " +
-          FormatMs(s.slo_p95_ms) + " | " + Cell(note) + " |\n";
+          FormatMs(s.slo_p95_ms) + " | " + Cell(ServedByText(s.served_by)) + " | " + Cell(note) + " |\n";
   }
   md += "\n## Three-layer breakdown (ms; network = client residual)\n\n";
   md += "| load | target | with timings | network mean | network P95 | service mean | service P95 | compute mean | compute P95 |\n";

@@ -40,6 +40,9 @@ struct TargetStepSummary {
   int64_t http_429 = 0;
   int64_t cancelled = 0;  // cancelled by the early stop
   std::map<std::string, int64_t> errors_by_kind;
+  // Successful requests by the model that served them (X-Served-Model, else the body's
+  // `model`; "" when the server named none): shows how much a cascade routed elsewhere.
+  std::map<std::string, int64_t> served_by;
   LatencySummary ttft, tpot, itl, e2e;  // over successful requests (ITL: every gap)
   double wall_s = 0;
   double throughput_rps = 0;  // successful requests / wall_s

@@ -124,6 +124,54 @@ TEST(Summary, HandComputedStep) {
   EXPECT_TRUE(std::isnan(s.network.mean_ms));
 }
 
+TEST(Summary, ServedByCountsSuccessfulRequestsPerServedModel) {
+  // A cascade: two requests served by the heavy model, three routed to the light one, one
+  // shed (429, named "heavy" in its error body, but failures are not served), one unnamed.
+  std::vector<RequestRecord> recs;
+  for (const char* m : {"heavy", "light", "light", "heavy", "light", ""}) {
+    RequestRecord r = Ok(100, 500, 5);
+    r.x.served_model = m;
+    recs.push_back(r);
+  }
+  RequestRecord shed = Failed("http_status", 429);
+  shed.x.served_model = "heavy";
+  recs.push_back(shed);
+  std::vector<const RequestRecord*> ptrs;
+  for (const auto& r : recs) ptrs.push_back(&r);
+  const TargetStepSummary s = SummarizeTargetStep(ptrs, 387, SloMetric::kTtft, 1.0);
+  ASSERT_EQ(s.served_by.size(), 3u);
+  EXPECT_EQ(s.served_by.at("heavy"), 2);
+  EXPECT_EQ(s.served_by.at("light"), 3);
+  EXPECT_EQ(s.served_by.at(""), 1);
+  EXPECT_EQ(s.http_429, 1);
+
+  // The same counts reach report.json and the Markdown throughput table.
+  RunOptions o;
+  o.targets = {*ParseTargetSpec("--target", "http://a:1,label=A")};
+  o.loads = {3};
+  RunData run;
+  StepData st;
+  st.load = 3;
+  TargetStep ts;
+  ts.ran = true;
+  ts.planned = static_cast<int64_t>(recs.size());
+  ts.sent = ts.planned;
+  ts.wall_s = 1;
+  st.targets.push_back(ts);
+  run.steps.push_back(st);
+  run.records = recs;
+  ReportInputs in;
+  in.options = &o;
+  in.run = &run;
+  in.facts.resize(1);
+  const Report rep = BuildReport(in);
+  const nlohmann::json j = ReportJson(in, rep);
+  EXPECT_EQ(j["summaries"][0]["served_by"]["light"], 3);
+  EXPECT_EQ(j["summaries"][0]["served_by"]["heavy"], 2);
+  EXPECT_NE(ReportMarkdown(in, rep).find("| ? 1, heavy 2, light 3 |"), std::string::npos)
+      << ReportMarkdown(in, rep);
+}
+
 // Two targets, sweep over 1, 2, 4 req/s. Target 0 passes 1 and 2 and fails 4; target 1 fails
 // at 2 (so it was skipped at 4).
 struct SweepFixture {
