@@ -328,7 +328,9 @@ Result<RunData> RunLoad(const RunOptions& o, const ProgressFn& progress) {
     if (s > 0 && o.cooldown_s > 0) std::this_thread::sleep_for(Seconds(o.cooldown_s));
     StepRunner runner(o, static_cast<int>(s), active, run_start, &run, progress);
     run.steps.push_back(runner.Run());
-    if (!sweep) continue;
+    // Without early stop every step runs for every target: a benchmark that reports the
+    // whole curve past the cliff (e.g. goodput with and without load shedding) needs them.
+    if (!sweep || !o.early_stop) continue;
     for (size_t k = 0; k < o.targets.size(); ++k) {
       if (!active[k]) continue;
       const double p95 = StepSloP95(run, static_cast<int>(s), static_cast<int>(k), o.metric);

@@ -13,7 +13,8 @@
 // requests already failed or exceeded the threshold (counting in-flight ones already past it).
 // With no fixed n (closed loop by duration) the rule is "at least 20 done and more than half
 // bad". A target that failed a step is skipped at higher loads. So a sweep's run time is
-// bounded by the steps up to each target's cliff.
+// bounded by the steps up to each target's cliff. With early_stop false, every step runs to
+// the end for every target, failed or not.
 //
 // Ownership: RunLoad owns its event loop and returns every record by value. Thread-safety:
 // runs on the calling thread; `progress` is called on it too. Failure: invalid options ->
@@ -44,7 +45,7 @@ struct RunOptions {
   double timeout_s = 60;       // per request
   double threshold_ms = 387;
   SloMetric metric = SloMetric::kTtft;
-  bool early_stop = true;      // sweeps only
+  bool early_stop = true;      // sweeps only; false also keeps failed targets in later steps
   int64_t max_in_flight = 4096;  // beyond: recorded as "client_overload", not sent
   double cooldown_s = 0.5;     // pause between sweep steps
 };

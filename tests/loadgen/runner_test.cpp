@@ -1,6 +1,7 @@
 // The run loop against scripted servers: interleaved targets with identical requests and the
-// hand-computed offset, a reproducible schedule, closed-loop concurrency, and a sweep whose
-// failing target stops early and is skipped at the higher load.
+// hand-computed offset, a reproducible schedule, closed-loop concurrency, a sweep whose
+// failing target stops early and is skipped at the higher load, and one without early stop
+// that runs every step to the end for every target.
 #include <algorithm>
 #include <map>
 
@@ -153,6 +154,28 @@ TEST(Runner, RejectsBadOptions) {
   o.mode = LoadMode::kRate;
   o.burstiness = 0;
   EXPECT_NE(ValidateRunOptions(o).message().find("--burstiness"), std::string::npos);
+}
+
+TEST(Runner, WithoutEarlyStopEveryStepRunsToTheEnd) {
+  // A server that sheds everything fails every step's SLO; without early stop it still gets
+  // every planned request at both loads (a goodput curve past the cliff needs those points).
+  ScriptServer bad([](const std::string&) {
+    return Script{{{0, JsonResponse(429, "Too Many Requests", R"({"error":{"message":"full"}})")}}};
+  });
+  RunOptions o = BaseOptions({&bad});
+  o.loads = {40, 80};
+  o.requests = 6;
+  o.early_stop = false;
+  auto run = RunLoad(o, nullptr);
+  ASSERT_TRUE(run.ok());
+  ASSERT_EQ(run->steps.size(), 2u);
+  for (const StepData& st : run->steps) {
+    EXPECT_TRUE(st.targets[0].ran);
+    EXPECT_FALSE(st.targets[0].stopped_early);
+    EXPECT_EQ(st.targets[0].sent, 6);
+  }
+  EXPECT_EQ(run->records.size(), 12u);
+  EXPECT_EQ(bad.requests().size(), 12u);
 }
 
 }  // namespace
