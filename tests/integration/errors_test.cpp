@@ -115,7 +115,7 @@ TEST_F(ErrorTest, BodyOverTheCapIs413) {
 TEST_F(ErrorTest, NonJsonContentTypeIs415) {
   const std::string body = GreedyCompletion("Once upon a time", 4).dump();
   const json e = ExpectError(
-      Roundtrip(port(), PostRequest("/v1/completions", body, "text/plain"), 10s), 415);
+      Roundtrip(port(), PostRequest("/v1/completions", body, "", "text/plain"), 10s), 415);
   EXPECT_EQ(e["code"], "unsupported_media_type");
 }
 

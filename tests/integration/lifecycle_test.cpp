@@ -24,7 +24,7 @@ json LongStream(int max_tokens) {
 }
 
 // Starts `body` as a stream on `client` and reads until `events` data events arrived.
-void StartStream(HttpClient& client, const json& body, int events) {
+void StartStream(HttpTestClient& client, const json& body, int events) {
   ASSERT_TRUE(client.connected());
   ASSERT_TRUE(client.Send(PostRequest("/v1/completions", body.dump())));
   ASSERT_TRUE(client.ReadUntilCount("data: ", events, 20s)) << client.raw();
@@ -40,7 +40,7 @@ TEST_F(LifecycleTest, DisconnectMidStreamCancelsAndFreesTheKvCache) {
   const double cancelled_before =
       MetricValue(Metrics(), "lifeline_requests_cancelled_total", kDisconnect).value_or(0);
   {
-    HttpClient client(port());
+    HttpTestClient client(port());
     StartStream(client, LongStream(500), 2);
     client.Close();
   }
@@ -86,7 +86,7 @@ TEST_F(OneAtATimeTest, LedgerReconcilesOverCompletedErroredAndCancelled) {
   // Errored: a 50 ms deadline on a request queued behind a stream of 1500 tokens. Cancelled:
   // that stream, by disconnecting.
   {
-    HttpClient hog(port());
+    HttpTestClient hog(port());
     StartStream(hog, LongStream(1500), 2);
     json late = GreedyCompletion("Once upon a time", 8);
     late["deadline_ms"] = 50;
@@ -117,7 +117,7 @@ TEST_F(OneAtATimeTest, LedgerReconcilesOverCompletedErroredAndCancelled) {
 // exit 0. Returns the stream's SSE payloads.
 std::vector<std::string> SigtermDuringStream(ServerProcess& server, uint16_t port,
                                              int max_tokens) {
-  HttpClient client(port);
+  HttpTestClient client(port);
   std::vector<std::string> events;
   StartStream(client, LongStream(max_tokens), 2);
   if (::testing::Test::HasFatalFailure()) return events;

@@ -17,12 +17,22 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "integration/http_client.h"
+#include "common/http_test_client.h"
 #include "integration/server_process.h"
 
 namespace lifeline::integration {
 
 using namespace std::chrono_literals;
+
+// The shared raw-socket client (tests/common).
+using lifeline::testing::Dechunk;
+using lifeline::testing::GetRequest;
+using lifeline::testing::HttpReply;
+using lifeline::testing::HttpTestClient;
+using lifeline::testing::PostRequest;
+using lifeline::testing::Roundtrip;
+using lifeline::testing::SseData;
+using lifeline::testing::UrlEncode;
 
 // Path of a file under ../shared/models.
 std::string ModelPath(const std::string& file);

@@ -9,13 +9,20 @@
 
 #include <gtest/gtest.h>
 
+#include "common/http_test_client.h"
 #include "server/fake_engine.h"
 #include "server/http_server.h"
-#include "server/test_client.h"
 
 namespace lifeline::server::testing {
 
 using namespace std::chrono_literals;
+
+// The shared raw-socket client (tests/common), under the names these tests use.
+using TestClient = lifeline::testing::HttpTestClient;
+using lifeline::testing::GetRequest;
+using lifeline::testing::HttpReply;
+using lifeline::testing::PostRequest;
+using lifeline::testing::SseEvents;
 
 class ServerTest : public ::testing::Test {
  protected:

@@ -1,4 +1,4 @@
-#include "integration/http_client.h"
+#include "common/http_test_client.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -9,7 +9,7 @@
 
 #include <cerrno>
 
-namespace lifeline::integration {
+namespace lifeline::testing {
 
 using Clock = std::chrono::steady_clock;
 
@@ -44,9 +44,12 @@ bool ParseHead(const std::string& head, HttpReply* reply) {
 
 }  // namespace
 
-HttpClient::HttpClient(uint16_t port) {
+HttpTestClient::HttpTestClient(uint16_t port, int receive_buffer_bytes) {
   fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd_ < 0) return;
+  if (receive_buffer_bytes > 0) {
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer_bytes, sizeof receive_buffer_bytes);
+  }
   int one = 1;
   ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   sockaddr_in addr{};
@@ -59,14 +62,14 @@ HttpClient::HttpClient(uint16_t port) {
   }
 }
 
-HttpClient::~HttpClient() { Close(); }
+HttpTestClient::~HttpTestClient() { Close(); }
 
-void HttpClient::Close() {
+void HttpTestClient::Close() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
 }
 
-bool HttpClient::Send(std::string_view bytes) {
+bool HttpTestClient::Send(std::string_view bytes) {
   if (fd_ < 0) return false;
   while (!bytes.empty()) {
     const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
@@ -79,7 +82,7 @@ bool HttpClient::Send(std::string_view bytes) {
   return true;
 }
 
-int HttpClient::ReadMore(Clock::time_point deadline) {
+int HttpTestClient::ReadMore(Clock::time_point deadline) {
   if (eof_ || fd_ < 0) return 0;
   for (;;) {
     const auto left =
@@ -102,8 +105,8 @@ int HttpClient::ReadMore(Clock::time_point deadline) {
   }
 }
 
-bool HttpClient::ReadUntilCount(std::string_view needle, int count,
-                                std::chrono::milliseconds timeout) {
+bool HttpTestClient::ReadUntilCount(std::string_view needle, int count,
+                                    std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   auto occurrences = [&] {
     int n = 0;
@@ -116,7 +119,7 @@ bool HttpClient::ReadUntilCount(std::string_view needle, int count,
   return true;
 }
 
-bool HttpClient::WaitForClose(std::chrono::milliseconds timeout) {
+bool HttpTestClient::WaitForClose(std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   for (;;) {
     const int n = ReadMore(deadline);
@@ -125,7 +128,7 @@ bool HttpClient::WaitForClose(std::chrono::milliseconds timeout) {
   }
 }
 
-std::optional<HttpReply> HttpClient::ReadResponse(std::chrono::milliseconds timeout) {
+std::optional<HttpReply> HttpTestClient::ReadResponse(std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   size_t head_end;
   while ((head_end = buf_.find("\r\n\r\n")) == std::string::npos) {
@@ -164,11 +167,12 @@ std::optional<HttpReply> HttpClient::ReadResponse(std::chrono::milliseconds time
     reply.body = std::move(buf_);
     buf_.clear();
   }
+  reply.closed = Lower(reply.Header("connection")) == "close";
   return reply;
 }
 
 std::string PostRequest(std::string_view path, std::string_view body,
-                        std::string_view content_type, std::string_view extra_headers) {
+                        std::string_view extra_headers, std::string_view content_type) {
   std::string r = "POST " + std::string(path) + " HTTP/1.1\r\nHost: localhost\r\n";
   if (!content_type.empty()) r += "Content-Type: " + std::string(content_type) + "\r\n";
   r += "Content-Length: " + std::to_string(body.size()) + "\r\n";
@@ -178,27 +182,51 @@ std::string PostRequest(std::string_view path, std::string_view body,
   return r;
 }
 
-std::string GetRequest(std::string_view path) {
-  return "GET " + std::string(path) + " HTTP/1.1\r\nHost: localhost\r\n\r\n";
+std::string GetRequest(std::string_view path, std::string_view extra_headers) {
+  return "GET " + std::string(path) + " HTTP/1.1\r\nHost: localhost\r\n" +
+         std::string(extra_headers) + "\r\n";
 }
 
 std::optional<HttpReply> Roundtrip(uint16_t port, const std::string& request,
                                    std::chrono::milliseconds timeout) {
-  HttpClient c(port);
+  HttpTestClient c(port);
   if (!c.connected() || !c.Send(request)) return std::nullopt;
   return c.ReadResponse(timeout);
 }
 
-std::vector<std::string> SseData(std::string_view body) {
-  std::vector<std::string> out;
+namespace {
+
+// Calls `f` with every blank-line-separated event of an SSE body.
+template <typename F>
+void ForEachSseEvent(std::string_view body, F f) {
   size_t pos = 0;
   while (pos < body.size()) {
     size_t end = body.find("\n\n", pos);
     if (end == std::string_view::npos) end = body.size();
-    const std::string_view event = body.substr(pos, end - pos);
-    if (event.starts_with("data: ")) out.emplace_back(event.substr(6));
+    f(body.substr(pos, end - pos));
     pos = end + 2;
   }
+}
+
+}  // namespace
+
+std::vector<std::string> SseData(std::string_view body) {
+  std::vector<std::string> out;
+  ForEachSseEvent(body, [&](std::string_view event) {
+    if (event.starts_with("data: ")) out.emplace_back(event.substr(6));
+  });
+  return out;
+}
+
+std::vector<std::string> SseEvents(std::string_view body) {
+  std::vector<std::string> out;
+  ForEachSseEvent(body, [&](std::string_view event) {
+    if (event.starts_with("data: ")) {
+      out.emplace_back(event.substr(6));
+    } else if (!event.empty()) {
+      out.emplace_back(event);
+    }
+  });
   return out;
 }
 
@@ -221,4 +249,21 @@ std::string Dechunk(std::string_view chunked) {
   return out;
 }
 
-}  // namespace lifeline::integration
+std::string UrlEncode(std::string_view value) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const char ch : value) {
+    const auto c = static_cast<unsigned char>(ch);
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+        c == '_' || c == '.' || c == '~') {
+      out += ch;
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+}  // namespace lifeline::testing
