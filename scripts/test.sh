@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+# install-deps.sh installed Prometheus, so the metrics integration test must run, not skip.
+export LIFELINE_REQUIRE_PROMETHEUS=1
 scripts/build.sh
 LABEL_ARGS=(-LE slow)
 [ "${LIFELINE_SLOW_TESTS:-0}" = "1" ] && LABEL_ARGS=()
