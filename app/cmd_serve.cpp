@@ -1,6 +1,8 @@
-// lifeline serve: load one or more models, start one engine loop per model and the HTTP/SSE
-// front end, then wait for SIGINT/SIGTERM (first: graceful drain; second: exit at once).
+// lifeline serve: load one or more models, start one engine loop per model (and one client
+// thread per remote OpenAI-compatible backend) and the HTTP/SSE front end, then wait for
+// SIGINT/SIGTERM (first: graceful drain; second: exit at once).
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -39,21 +41,46 @@ struct ServeFlags {
   std::string isa;
   std::string slo_config;              // TOML file (docs/slo.md); empty: built-in defaults
   std::vector<std::string> cascade;    // model names, heavy -> light
+  std::vector<std::string> remotes;    // NAME=URL#MODEL
+  int64_t remote_connect_timeout_ms = 5000;
+  int64_t remote_timeout_ms = 300000;
 };
 
-// The SLO config: the file's (or the defaults), with --cascade naming the local cascade
-// order (heavy -> light); models not named there are served only when asked for.
-Result<slo::SloConfig> BuildSloConfig(const ServeFlags& f,
-                                      const std::vector<std::string>& engine_names) {
+// The config file's (or the defaults) plus one remote [[models]] entry per --remote flag.
+Result<slo::SloConfig> LoadSloConfig(const ServeFlags& f) {
   slo::SloConfig config = slo::DefaultSloConfig();
   if (!f.slo_config.empty()) {
     LL_ASSIGN_OR_RETURN(config, slo::LoadSloConfigFile(f.slo_config));
   }
+  for (const std::string& spec : f.remotes) {
+    const auto eq = spec.find('=');
+    const auto hash = spec.rfind('#');
+    if (eq == std::string::npos || hash == std::string::npos || hash < eq || eq == 0 ||
+        hash == eq + 1 || hash + 1 == spec.size()) {
+      return InvalidArgument("--remote: expected NAME=URL#MODEL, got '" + spec + "'");
+    }
+    slo::ModelEntry m;
+    m.name = spec.substr(0, eq);
+    m.url = spec.substr(eq + 1, hash - eq - 1);
+    m.remote_model = spec.substr(hash + 1);
+    m.in_cascade = false;  // only --cascade (or the file) puts it in the cascade
+    if (config.FindModel(m.name) != nullptr) {
+      return InvalidArgument("--remote: model name '" + m.name + "' is already configured");
+    }
+    config.models.push_back(std::move(m));
+  }
+  return config;
+}
+
+// --cascade names the cascade order (heavy -> light) among the local and remote model
+// names; models not named there are served only when asked for.
+Result<slo::SloConfig> ApplyCascade(const ServeFlags& f, slo::SloConfig config,
+                                    const std::vector<std::string>& member_names) {
   if (f.cascade.empty()) return config;
   std::vector<slo::ModelEntry> ordered;
   for (const std::string& name : f.cascade) {
-    if (std::find(engine_names.begin(), engine_names.end(), name) == engine_names.end()) {
-      return InvalidArgument("--cascade: '" + name + "' is not a --model name");
+    if (std::find(member_names.begin(), member_names.end(), name) == member_names.end()) {
+      return InvalidArgument("--cascade: '" + name + "' is not a --model or remote model name");
     }
     for (const auto& m : ordered) {
       if (m.name == name) return InvalidArgument("--cascade: '" + name + "' listed twice");
@@ -114,7 +141,32 @@ Result<std::string> DefaultModelPath() {
 int RunServe(ServeFlags f) {
   auto kernels = SelectKernels(f.isa);
   if (!kernels.ok()) return Fail(kernels.status());
-  if (f.models.empty()) {
+  if (f.remote_connect_timeout_ms < 1 || f.remote_connect_timeout_ms > 3'600'000) {
+    return Fail(InvalidArgument("--remote-connect-timeout-ms: must be in [1, 3600000]"));
+  }
+  if (f.remote_timeout_ms < 1 || f.remote_timeout_ms > 86'400'000) {
+    return Fail(InvalidArgument("--remote-timeout-ms: must be in [1, 86400000]"));
+  }
+  auto base_config = LoadSloConfig(f);
+  if (!base_config.ok()) return Fail(base_config.status());
+  // Remote members from the config: a bad or https:// URL fails here, before any model loads.
+  std::vector<std::unique_ptr<serving::RemoteBackend>> remotes;
+  for (const slo::ModelEntry& m : base_config->models) {
+    if (!m.remote()) continue;
+    serving::RemoteBackendOptions ro;
+    ro.name = m.name;
+    ro.url = m.url;
+    ro.remote_model = m.remote_model;
+    ro.max_in_flight = m.max_queue_requests;
+    ro.connect_timeout = std::chrono::milliseconds(f.remote_connect_timeout_ms);
+    ro.total_timeout = std::chrono::milliseconds(f.remote_timeout_ms);
+    auto remote = serving::RemoteBackend::Create(std::move(ro));
+    if (!remote.ok()) return Fail(remote.status());
+    std::fprintf(stderr, "lifeline serve: remote model '%s' -> %s (model '%s')\n",
+                 m.name.c_str(), m.url.c_str(), m.remote_model.c_str());
+    remotes.push_back(std::move(remote).value());
+  }
+  if (f.models.empty() && remotes.empty()) {
     auto path = DefaultModelPath();
     if (!path.ok()) return Fail(path.status());
     f.models.push_back("default=" + *path);
@@ -143,6 +195,11 @@ int RunServe(ServeFlags f) {
     for (const auto& e : engines) {
       if (e->name() == name) return Fail(InvalidArgument("--model: duplicate model name '" + name + "'"));
     }
+    for (const auto& r : remotes) {
+      if (r->name() == name) {
+        return Fail(InvalidArgument("--model: '" + name + "' is already a remote model name"));
+      }
+    }
     auto loaded = LoadModel(path, **kernels, /*mlock=*/false);
     if (!loaded.ok()) return Fail(Status(loaded.status().code(), path + ": " + loaded.status().message()));
     serving::ModelEngineOptions o;
@@ -164,11 +221,13 @@ int RunServe(ServeFlags f) {
     engines.push_back(std::move(engine).value());
   }
 
-  std::vector<std::string> engine_names;
-  for (const auto& e : engines) engine_names.push_back(e->name());
-  auto slo_config = BuildSloConfig(f, engine_names);
+  std::vector<std::string> member_names;
+  for (const auto& e : engines) member_names.push_back(e->name());
+  for (const auto& r : remotes) member_names.push_back(r->name());
+  auto slo_config = ApplyCascade(f, std::move(base_config).value(), member_names);
   if (!slo_config.ok()) return Fail(slo_config.status());
-  serving::EngineService service(std::move(engines), std::move(slo_config).value());
+  serving::EngineService service(std::move(engines), std::move(remotes),
+                                 std::move(slo_config).value());
   service.Start();
   server::ServerOptions so;
   so.bind_address = f.host;
@@ -231,8 +290,16 @@ CommandFn RegisterServe(CLI::App& root) {
       ->capture_default_str();
   cmd->add_option("--config", f->slo_config, "SLO control plane config, TOML (docs/slo.md)");
   cmd->add_option("--cascade", f->cascade,
-                  "Model names heavy -> light for SLO fallback, e.g. heavy,light")
+                  "Model names heavy -> light for SLO fallback, e.g. heavy,light (local or remote)")
       ->delimiter(',');
+  cmd->add_option("--remote", f->remotes,
+                  "NAME=URL#MODEL: serve NAME from a remote OpenAI-compatible server "
+                  "(http:// only), e.g. light=http://10.0.0.2:8000/v1#llama-3-8b (repeatable)");
+  cmd->add_option("--remote-connect-timeout-ms", f->remote_connect_timeout_ms,
+                  "Remote members: resolve + connect timeout")->capture_default_str();
+  cmd->add_option("--remote-timeout-ms", f->remote_timeout_ms,
+                  "Remote members: whole-request timeout (an earlier request deadline wins)")
+      ->capture_default_str();
   cmd->add_option("--isa", f->isa, "Force a kernel level: scalar, avx2, avx512");
   return [f] { return RunServe(*f); };
 }

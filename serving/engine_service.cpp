@@ -1,6 +1,7 @@
 #include "serving/engine_service.h"
 
 #include <chrono>
+#include <limits>
 #include <sstream>
 
 #include "serving/request_timing.h"
@@ -43,14 +44,22 @@ server::ApiError Shed(const slo::AdmissionDecision& d, const std::string& cls,
 
 EngineService::EngineService(std::vector<std::unique_ptr<ModelEngine>> engines,
                              slo::SloConfig slo_config)
+    : EngineService(std::move(engines), {}, std::move(slo_config)) {}
+
+EngineService::EngineService(std::vector<std::unique_ptr<ModelEngine>> engines,
+                             std::vector<std::unique_ptr<RemoteBackend>> remotes,
+                             slo::SloConfig slo_config)
     : engines_(std::move(engines)),
+      remotes_(std::move(remotes)),
       slo_config_(std::move(slo_config)),
       tracker_(slo_config_.window) {
   created_unix_s_ = std::chrono::duration_cast<std::chrono::seconds>(
                         std::chrono::system_clock::now().time_since_epoch()).count();
   std::vector<std::string> names;
-  for (const auto& e : engines_) {
+  for (size_t i = 0; i < engines_.size(); ++i) {
+    ModelEngine* e = engines_[i].get();
     names.push_back(e->name());
+    members_.push_back(Member{e->name(), e, nullptr, i});
     if (slo_config_.FindModel(e->name()) == nullptr) {
       slo::ModelEntry m;
       m.name = e->name();
@@ -59,6 +68,20 @@ EngineService::EngineService(std::vector<std::unique_ptr<ModelEngine>> engines,
       slo_config_.models.push_back(std::move(m));
     }
   }
+  for (auto& r : remotes_) {
+    members_.push_back(Member{r->name(), nullptr, r.get(), 0});
+    if (slo_config_.FindModel(r->name()) == nullptr) {
+      slo::ModelEntry m;
+      m.name = r->name();
+      m.url = r->options().url;
+      m.remote_model = r->options().remote_model;
+      m.in_cascade = false;
+      m.max_queue_requests = r->options().max_in_flight;
+      slo_config_.models.push_back(std::move(m));
+    }
+    r->AttachTracker(&tracker_);
+  }
+  // Batch knobs exist only for local engines; remote members have no engine loop to steer.
   controller_ = std::make_unique<slo::Controller>(slo_config_, names, NowUs());
   for (auto& e : engines_) {
     speeds_.push_back(std::make_unique<slo::SpeedEstimator>(slo_config_.admission.ewma_alpha));
@@ -70,6 +93,7 @@ EngineService::~EngineService() { Stop(); }
 
 void EngineService::Start() {
   for (auto& e : engines_) e->Start();
+  for (auto& r : remotes_) r->Start();
   std::lock_guard<std::mutex> lock(timer_mu_);
   if (timer_.joinable()) return;
   timer_stop_ = false;
@@ -84,6 +108,7 @@ void EngineService::Stop() {
   timer_cv_.notify_all();
   if (timer_.joinable()) timer_.join();
   for (auto& e : engines_) e->Stop();
+  for (auto& r : remotes_) r->Stop();
 }
 
 void EngineService::TimerLoop() {
@@ -101,16 +126,23 @@ void EngineService::TickNow() {
   (void)controller_->Tick(now, tracker_.Snapshot(now));
 }
 
-size_t EngineService::IndexOf(const ModelEngine* engine) const {
-  for (size_t i = 0; i < engines_.size(); ++i) {
-    if (engines_[i].get() == engine) return i;
-  }
-  return 0;
-}
-
 ModelEngine* EngineService::Find(const std::string& name) const {
   for (const auto& e : engines_) {
     if (e->name() == name) return e.get();
+  }
+  return nullptr;
+}
+
+RemoteBackend* EngineService::FindRemote(const std::string& name) const {
+  for (const auto& r : remotes_) {
+    if (r->name() == name) return r.get();
+  }
+  return nullptr;
+}
+
+const EngineService::Member* EngineService::FindMember(const std::string& name) const {
+  for (const Member& m : members_) {
+    if (m.name == name) return &m;
   }
   return nullptr;
 }
@@ -124,11 +156,20 @@ std::vector<server::ModelInfo> EngineService::Models() const {
     m.context_length_tokens = e->n_ctx();
     out.push_back(m);
   }
+  for (const auto& r : remotes_) {
+    server::ModelInfo m;
+    m.id = r->name();
+    m.created_unix_s = created_unix_s_;
+    m.context_length_tokens = 0;  // unknown: the remote server decides
+    out.push_back(m);
+  }
   return out;
 }
 
 bool EngineService::Ready() const {
-  if (engines_.empty()) return false;
+  // Remote members never gate readiness: a remote outage shows up as 502s on the requests
+  // routed there, not as this server being unready. A remote-only server is ready once built.
+  if (engines_.empty()) return !remotes_.empty();
   for (const auto& e : engines_) {
     if (!e->Healthy()) return false;
   }
@@ -137,8 +178,11 @@ bool EngineService::Ready() const {
 
 server::SubmitResult EngineService::Submit(server::GenerationRequest request,
                                            server::GenerationSink sink) {
-  ModelEngine* engine = request.model.empty() ? engines_.front().get() : Find(request.model);
-  if (engine == nullptr) {
+  const Member* member = nullptr;
+  if (!members_.empty()) {
+    member = request.model.empty() ? &members_.front() : FindMember(request.model);
+  }
+  if (member == nullptr) {
     server::ApiError e;
     e.http_status = 404;
     e.type = "not_found_error";
@@ -150,90 +194,172 @@ server::SubmitResult EngineService::Submit(server::GenerationRequest request,
   slo::RequestSloFields fields;
   fields.slo_class = request.slo_class;
   fields.user_role = request.user_role;
+  fields.allow_context_trim = request.allow_context_trim;
   if (request.deadline_ms) fields.deadline_ms = static_cast<double>(*request.deadline_ms);
   auto budget = slo::Resolve(slo_config_, fields);
   if (!budget.ok()) return server::SubmitResult::Reject(SloBadRequest(budget.status().message()));
 
   const server::RequestHandle handle = next_handle_.fetch_add(1);
   auto shared_sink = std::make_shared<server::GenerationSink>(std::move(sink));
-  const auto first_byte = request.timeline.first_byte;
-  const std::string cls = budget->slo_class;
   for (int32_t hops = 0;; ++hops) {
-    const size_t index = IndexOf(engine);
-    const slo::ModelEntry* entry = slo_config_.FindModel(engine->name());
-    const slo::ModelEntry* next = slo_config_.NextInCascade(engine->name());
-    ModelEngine* next_engine = next != nullptr ? Find(next->name) : nullptr;
-    SubmitSlo ctx;
-    ctx.slo_class = cls;
-    ctx.priority = budget->priority;
-    if (budget->e2e_budget_ms) {
-      ctx.deadline_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                            first_byte.time_since_epoch()).count() +
-                        static_cast<int64_t>(*budget->e2e_budget_ms * 1000.0);
-    }
-    slo::AdmissionDecision decision;
-    ctx.admit = [&](int64_t n_prompt, int64_t max_tokens) {
-      slo::AdmissionRequest ar;
-      ar.budget = *budget;
-      ar.level = controller_->knobs()->LevelOf(cls);
-      ar.prompt_tokens = n_prompt;
-      ar.max_tokens = max_tokens;
-      ar.elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - first_byte).count();
-      ar.load.queued_requests = static_cast<int32_t>(engine->QueuedRequests());
-      ar.load.queued_prefill_tokens = engine->QueuedPromptTokens();
-      if (entry != nullptr) {
-        ar.max_queue_requests = entry->max_queue_requests;
-        ar.max_queue_tokens = entry->max_queue_tokens;
-      }
-      ar.model_ready = engine->Healthy();
-      ar.has_next_model = next_engine != nullptr;
-      ar.cascade_hops = hops;
-      decision = slo::Decide(slo_config_, ar, *speeds_[index]);
-      SloAdmission out;
-      if (decision.action == slo::Action::kRoute) {
-        out.route = true;
-      } else if (decision.action == slo::Action::kShed) {
-        out.error = Shed(decision, cls, engine->name());
-      } else {
-        out.max_tokens_cap = decision.max_tokens_cap;
-        out.cap_reason = decision.reason;
-      }
-      return out;
-    };
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      owner_[handle] = engine;
-    }
-    // The handle leaves the map when its terminal event passes through.
-    auto wrapped = [this, handle, shared_sink](server::GenerationEvent ev) {
-      const bool terminal = ev.terminal();
-      (*shared_sink)(std::move(ev));
-      if (terminal) {
-        std::lock_guard<std::mutex> lock(mu_);
-        owner_.erase(handle);
-      }
-    };
-    // A copy: a routed request is submitted again to the next member.
-    auto err = engine->Submit(handle, request, std::move(wrapped), &ctx);
-    if (!err) {
-      outcomes_.Count(cls, engine->name(), "admitted");
-      if (decision.max_tokens_cap) outcomes_.Count(cls, engine->name(), "truncated");
-      return server::SubmitResult::Accept(handle, engine->name());
-    }
-    {
+    const slo::ModelEntry* next = slo_config_.NextInCascade(member->name);
+    const Member* next_member = next != nullptr ? FindMember(next->name) : nullptr;
+    bool routed = false;
+    server::SubmitResult result =
+        member->remote != nullptr
+            ? SubmitRemote(*member, hops, next_member, handle, request, *budget, shared_sink,
+                           &routed)
+            : SubmitLocal(*member, hops, next_member, handle, request, *budget, shared_sink,
+                          &routed);
+    if (!routed) return result;
+    member = next_member;  // the cascade is finite and only moves forward
+  }
+}
+
+server::GenerationSink EngineService::Wrap(server::RequestHandle handle,
+                                           const std::shared_ptr<server::GenerationSink>& sink) {
+  // The handle leaves the map when its terminal event passes through.
+  return [this, handle, sink](server::GenerationEvent ev) {
+    const bool terminal = ev.terminal();
+    (*sink)(std::move(ev));
+    if (terminal) {
       std::lock_guard<std::mutex> lock(mu_);
       owner_.erase(handle);
     }
-    if (err->code == kRouteCode && next_engine != nullptr) {
-      outcomes_.Count(cls, engine->name(), "routed");
-      engine = next_engine;
-      continue;
-    }
-    if (err->code == "slo_shed" || err->code == "model_not_ready") {
-      outcomes_.Count(cls, engine->name(), slo::OutcomeCounters::OutcomeOf(decision));
-    }
-    return server::SubmitResult::Reject(std::move(*err));
+  };
+}
+
+server::SubmitResult EngineService::SubmitLocal(
+    const Member& m, int32_t hops, const Member* next, server::RequestHandle handle,
+    const server::GenerationRequest& request, const slo::RequestBudget& budget,
+    const std::shared_ptr<server::GenerationSink>& sink, bool* routed) {
+  ModelEngine* engine = m.local;
+  const slo::ModelEntry* entry = slo_config_.FindModel(m.name);
+  const std::string& cls = budget.slo_class;
+  const auto first_byte = request.timeline.first_byte;
+  SubmitSlo ctx;
+  ctx.slo_class = cls;
+  ctx.priority = budget.priority;
+  if (budget.e2e_budget_ms) {
+    ctx.deadline_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                          first_byte.time_since_epoch()).count() +
+                      static_cast<int64_t>(*budget.e2e_budget_ms * 1000.0);
   }
+  slo::AdmissionDecision decision;
+  ctx.admit = [&](int64_t n_prompt, int64_t max_tokens) {
+    slo::AdmissionRequest ar;
+    ar.budget = budget;
+    ar.level = controller_->knobs()->LevelOf(cls);
+    ar.prompt_tokens = n_prompt;
+    ar.max_tokens = max_tokens;
+    ar.elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - first_byte).count();
+    ar.load.queued_requests = static_cast<int32_t>(engine->QueuedRequests());
+    ar.load.queued_prefill_tokens = engine->QueuedPromptTokens();
+    if (entry != nullptr) {
+      ar.max_queue_requests = entry->max_queue_requests;
+      ar.max_queue_tokens = entry->max_queue_tokens;
+    }
+    ar.model_ready = engine->Healthy();
+    ar.has_next_model = next != nullptr;
+    ar.cascade_hops = hops;
+    decision = slo::Decide(slo_config_, ar, *speeds_[m.local_index]);
+    SloAdmission out;
+    if (decision.action == slo::Action::kRoute) {
+      out.route = true;
+    } else if (decision.action == slo::Action::kShed) {
+      out.error = Shed(decision, cls, m.name);
+    } else {
+      out.max_tokens_cap = decision.max_tokens_cap;
+      out.cap_reason = decision.reason;
+    }
+    return out;
+  };
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    owner_[handle] = &m;
+  }
+  // A copy: a routed request is submitted again to the next member.
+  auto err = engine->Submit(handle, request, Wrap(handle, sink), &ctx);
+  if (!err) {
+    outcomes_.Count(cls, m.name, "admitted");
+    if (decision.max_tokens_cap) outcomes_.Count(cls, m.name, "truncated");
+    return server::SubmitResult::Accept(handle, m.name);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    owner_.erase(handle);
+  }
+  if (err->code == kRouteCode && next != nullptr) {
+    outcomes_.Count(cls, m.name, "routed");
+    *routed = true;
+    return {};
+  }
+  if (err->code == "slo_shed" || err->code == "model_not_ready") {
+    outcomes_.Count(cls, m.name, slo::OutcomeCounters::OutcomeOf(decision));
+  }
+  return server::SubmitResult::Reject(std::move(*err));
+}
+
+server::SubmitResult EngineService::SubmitRemote(
+    const Member& m, int32_t hops, const Member* next, server::RequestHandle handle,
+    const server::GenerationRequest& request, const slo::RequestBudget& budget,
+    const std::shared_ptr<server::GenerationSink>& sink, bool* routed) {
+  RemoteBackend* remote = m.remote;
+  const slo::ModelEntry* entry = slo_config_.FindModel(m.name);
+  const std::string& cls = budget.slo_class;
+  const auto first_byte = request.timeline.first_byte;
+  // No queue model for a remote member: its prompt is not tokenized here and there are no
+  // measured speeds (never-fed estimator: no prediction). Decide still applies the ladder
+  // (shed, cascade on the first hop, the truncation cap) and the in-flight cap as a queue.
+  slo::AdmissionRequest ar;
+  ar.budget = budget;
+  ar.level = controller_->knobs()->LevelOf(cls);
+  ar.prompt_tokens = 0;
+  // Unset max_tokens: the remote's own default, which a truncation cap must still bound.
+  ar.max_tokens = request.max_tokens.value_or(std::numeric_limits<int32_t>::max());
+  ar.elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - first_byte).count();
+  ar.load.queued_requests = static_cast<int32_t>(remote->InFlight());
+  ar.max_queue_requests = entry != nullptr ? entry->max_queue_requests
+                                           : remote->options().max_in_flight;
+  if (entry != nullptr) ar.max_queue_tokens = entry->max_queue_tokens;
+  ar.model_ready = true;
+  ar.has_next_model = next != nullptr;
+  ar.cascade_hops = hops;
+  const slo::AdmissionDecision decision = slo::Decide(slo_config_, ar, remote_speeds_);
+  if (decision.action == slo::Action::kRoute && next != nullptr) {
+    outcomes_.Count(cls, m.name, "routed");
+    *routed = true;
+    return {};
+  }
+  if (decision.action != slo::Action::kAdmit) {
+    outcomes_.Count(cls, m.name, slo::OutcomeCounters::OutcomeOf(decision));
+    return server::SubmitResult::Reject(Shed(decision, cls, m.name));
+  }
+  RemoteSubmit ctx;
+  ctx.slo_class = cls;
+  if (budget.e2e_budget_ms) {
+    ctx.deadline_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                          first_byte.time_since_epoch()).count() +
+                      static_cast<int64_t>(*budget.e2e_budget_ms * 1000.0);
+  }
+  ctx.max_tokens_cap = decision.max_tokens_cap;
+  ctx.cap_reason = decision.reason;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    owner_[handle] = &m;
+  }
+  auto err = remote->Submit(handle, request, Wrap(handle, sink), ctx);
+  if (!err) {
+    outcomes_.Count(cls, m.name, "admitted");
+    if (decision.max_tokens_cap) outcomes_.Count(cls, m.name, "truncated");
+    return server::SubmitResult::Accept(handle, m.name);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    owner_.erase(handle);
+  }
+  if (err->http_status == 429) outcomes_.Count(cls, m.name, "shed_429");
+  return server::SubmitResult::Reject(std::move(*err));
 }
 
 std::optional<std::string> EngineService::SloStatusJson() const {
@@ -242,14 +368,18 @@ std::optional<std::string> EngineService::SloStatusJson() const {
 }
 
 void EngineService::Cancel(server::RequestHandle handle) {
-  ModelEngine* engine = nullptr;
+  const Member* member = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = owner_.find(handle);
     if (it == owner_.end()) return;
-    engine = it->second;
+    member = it->second;
   }
-  engine->Cancel(handle);
+  if (member->remote != nullptr) {
+    member->remote->Cancel(handle);
+  } else {
+    member->local->Cancel(handle);
+  }
 }
 
 std::string EngineService::MetricsText() const {
@@ -266,6 +396,12 @@ std::string EngineService::MetricsText() const {
   o << "# HELP lifeline_running_sequences Sequences admitted and holding KV blocks.\n"
        "# TYPE lifeline_running_sequences gauge\n";
   for (size_t i = 0; i < n; ++i) o << "lifeline_running_sequences" << model(i) << "} " << snaps[i].running << "\n";
+  o << "# HELP lifeline_batch_window_waits_total Times the batching window held admission to fill a batch.\n"
+       "# TYPE lifeline_batch_window_waits_total counter\n";
+  for (size_t i = 0; i < n; ++i) o << "lifeline_batch_window_waits_total" << model(i) << "} " << snaps[i].window_waits << "\n";
+  o << "# HELP lifeline_batch_window_max_delay_seconds The batching window's max queue delay (0: off).\n"
+       "# TYPE lifeline_batch_window_max_delay_seconds gauge\n";
+  for (size_t i = 0; i < n; ++i) o << "lifeline_batch_window_max_delay_seconds" << model(i) << "} " << snaps[i].max_queue_delay_us / 1e6 << "\n";
   o << "# HELP lifeline_kv_blocks KV cache blocks of 16 positions by state.\n"
        "# TYPE lifeline_kv_blocks gauge\n";
   for (size_t i = 0; i < n; ++i) {
@@ -285,6 +421,21 @@ std::string EngineService::MetricsText() const {
   o << "# HELP lifeline_engine_steps_total Non-empty engine steps.\n"
        "# TYPE lifeline_engine_steps_total counter\n";
   for (size_t i = 0; i < n; ++i) o << "lifeline_engine_steps_total" << model(i) << "} " << snaps[i].steps << "\n";
+  if (!remotes_.empty()) {
+    std::vector<RemoteSnapshot> rs;
+    for (const auto& r : remotes_) rs.push_back(r->Snapshot());
+    auto rmodel = [&](size_t i) { return "{model=\"" + remotes_[i]->name() + "\""; };
+    o << "# HELP lifeline_remote_in_flight Requests in flight to a remote backend.\n"
+         "# TYPE lifeline_remote_in_flight gauge\n";
+    for (size_t i = 0; i < rs.size(); ++i) o << "lifeline_remote_in_flight" << rmodel(i) << "} " << rs[i].in_flight << "\n";
+    o << "# HELP lifeline_remote_requests_total Requests a remote backend finished, by outcome.\n"
+         "# TYPE lifeline_remote_requests_total counter\n";
+    for (size_t i = 0; i < rs.size(); ++i) {
+      o << "lifeline_remote_requests_total" << rmodel(i) << ",outcome=\"completed\"} " << rs[i].completed << "\n";
+      o << "lifeline_remote_requests_total" << rmodel(i) << ",outcome=\"upstream_error\"} " << rs[i].errored << "\n";
+      o << "lifeline_remote_requests_total" << rmodel(i) << ",outcome=\"cancelled\"} " << rs[i].cancelled << "\n";
+    }
+  }
   o << slo::SloPrometheusText(*controller_, tracker_.Snapshot(NowUs()), &outcomes_);
   return o.str();
 }

@@ -1,6 +1,7 @@
 // EngineService: the server::EngineApi the HTTP front end talks to. Routes each request by
-// its `model` field to one ModelEngine (each model has its own engine loop, KV budget and
-// compute pool), hands out request handles, and renders engine gauges for /metrics.
+// its `model` field to one member: a local ModelEngine (each model has its own engine loop,
+// KV budget and compute pool) or a RemoteBackend (a remote OpenAI-compatible server, see
+// serving/remote_backend.h). Hands out request handles and renders gauges for /metrics.
 //
 // It also runs the SLO control plane (docs/slo.md): it owns the SloConfig, the latency
 // tracker the engines record into, one speed estimator per engine, the Controller and a timer
@@ -9,11 +10,16 @@
 // unknown names), and applies the ladder and predictive admission: cap max_tokens, route to
 // the next cascade member (SubmitResult::served_model), or shed with 429 + Retry-After.
 //
-// Ownership: owns the ModelEngines and the SLO objects. Thread-safety: every EngineApi method
-// is safe from any thread (the engine map is fixed after construction; handles map under a
-// mutex; the controller and tracker lock internally). Failure: an unknown model is a 404
-// ApiError; an unknown class or role a 400; shedding a 429; everything else is the
-// ModelEngine's answer.
+// Remote members: admission has no queue model for them (no tokenization, no measured
+// speeds); the ladder still applies (shed, cascade, max_tokens cap) and the member's
+// max_queue_requests caps its requests in flight (route onward, else 429). They are listed
+// by /v1/models, never gate Ready(), and their requests are counted under their own name.
+//
+// Ownership: owns the ModelEngines, RemoteBackends and the SLO objects. Thread-safety: every
+// EngineApi method is safe from any thread (the member list is fixed after construction;
+// handles map under a mutex; the controller and tracker lock internally). Failure: an unknown
+// model is a 404 ApiError; an unknown class or role a 400; shedding a 429; everything else is
+// the ModelEngine's or RemoteBackend's answer.
 #pragma once
 
 #include <atomic>
@@ -27,6 +33,7 @@
 
 #include "server/engine_api.h"
 #include "serving/model_engine.h"
+#include "serving/remote_backend.h"
 #include "slo/admission.h"
 #include "slo/controller.h"
 #include "slo/latency_tracker.h"
@@ -41,6 +48,11 @@ class EngineService final : public server::EngineApi {
   // non-cascade members.
   explicit EngineService(std::vector<std::unique_ptr<ModelEngine>> engines,
                          slo::SloConfig slo_config = slo::DefaultSloConfig());
+  // With remote members too (listed after the local ones; the first local engine, else the
+  // first remote, is the default). Remote names must differ from local ones.
+  EngineService(std::vector<std::unique_ptr<ModelEngine>> engines,
+                std::vector<std::unique_ptr<RemoteBackend>> remotes,
+                slo::SloConfig slo_config = slo::DefaultSloConfig());
   ~EngineService() override;
 
   void Start();
@@ -55,23 +67,48 @@ class EngineService final : public server::EngineApi {
   std::optional<std::string> SloStatusJson() const override;
 
   ModelEngine* Find(const std::string& name) const;
+  RemoteBackend* FindRemote(const std::string& name) const;
   const slo::Controller& controller() const { return *controller_; }
   // One controller tick now (the timer does this every tick_ms).
   void TickNow();
 
  private:
-  size_t IndexOf(const ModelEngine* engine) const;
+  // One cascade member: exactly one of `local` / `remote` is set.
+  struct Member {
+    std::string name;
+    ModelEngine* local = nullptr;
+    RemoteBackend* remote = nullptr;
+    size_t local_index = 0;  // into engines_ / speeds_ when local
+  };
+  const Member* FindMember(const std::string& name) const;
+  server::SubmitResult SubmitLocal(const Member& m, int32_t hops, const Member* next,
+                                   server::RequestHandle handle,
+                                   const server::GenerationRequest& request,
+                                   const slo::RequestBudget& budget,
+                                   const std::shared_ptr<server::GenerationSink>& sink,
+                                   bool* routed);
+  server::SubmitResult SubmitRemote(const Member& m, int32_t hops, const Member* next,
+                                    server::RequestHandle handle,
+                                    const server::GenerationRequest& request,
+                                    const slo::RequestBudget& budget,
+                                    const std::shared_ptr<server::GenerationSink>& sink,
+                                    bool* routed);
+  server::GenerationSink Wrap(server::RequestHandle handle,
+                              const std::shared_ptr<server::GenerationSink>& sink);
   void TimerLoop();
 
   std::vector<std::unique_ptr<ModelEngine>> engines_;
+  std::vector<std::unique_ptr<RemoteBackend>> remotes_;
+  std::vector<Member> members_;  // locals, then remotes
   int64_t created_unix_s_ = 0;
   std::atomic<server::RequestHandle> next_handle_{1};
   mutable std::mutex mu_;
-  std::unordered_map<server::RequestHandle, ModelEngine*> owner_;  // live handles
+  std::unordered_map<server::RequestHandle, const Member*> owner_;  // live handles
 
   slo::SloConfig slo_config_;
   slo::LatencyTracker tracker_;
   std::vector<std::unique_ptr<slo::SpeedEstimator>> speeds_;  // [engines_.size()]
+  slo::SpeedEstimator remote_speeds_;  // never fed: remote members get no TTFT prediction
   std::unique_ptr<slo::Controller> controller_;
   slo::OutcomeCounters outcomes_;
 

@@ -119,8 +119,8 @@ Result<RemoteUrl> ParseRemoteUrl(std::string_view url, std::string_view field) {
     return InvalidArgument(f + ": '" + Excerpt(url, 200) + "' " + why);
   };
   if (url.starts_with("https://")) {
-    return bad("uses https://, which is not supported (no TLS library); use http://, e.g. "
-               "through a local TLS-terminating proxy");
+    return bad("- https:// is not supported (no TLS library); use http://, e.g. through a "
+               "local TLS-terminating proxy");
   }
   if (!url.starts_with("http://")) return bad("must start with http://");
   std::string_view rest = url.substr(7);
@@ -369,8 +369,11 @@ void Call::ReadMore() {
   auto& body = parser->get().body();
   body.data = chunk.data();
   body.size = chunk.size();
-  http::async_read(stream, buffer, *parser,
-                   [self = shared_from_this()](beast::error_code e, size_t) { self->OnRead(e); });
+  // read_some, not read: read would wait to fill the whole chunk, holding back tokens.
+  http::async_read_some(stream, buffer, *parser, [self = shared_from_this()](
+                                                     beast::error_code e, size_t) {
+    self->OnRead(e);
+  });
 }
 
 void Call::OnRead(beast::error_code ec) {

@@ -1,0 +1,590 @@
+// RemoteBackend against a scripted fake upstream (tests/serving/remote_fake_upstream.h):
+// streamed text, finish_reason and usage pass through; the upstream request names the remote
+// model and streams; every failure (HTTP 500, refused, malformed SSE, over-long line, body
+// over its cap, wrong content type, timeout) is exactly one terminal 502 upstream_error whose
+// message names the backend and the cause; Cancel closes the upstream connection; Stop ends
+// live requests; the in-flight cap is a 429. Then EngineService with a local heavy model and
+// a remote light member: the ladder at level 3 routes to the remote, which is named as the
+// served model, listed by Models(), counted in metrics, and never gates Ready().
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/gguf/gguf_file.h"
+#include "engine/kernels/kernel_table.h"
+#include "engine/model/llama_model.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "serving/engine_service.h"
+#include "serving/remote_backend.h"
+#include "serving/remote_fake_upstream.h"
+#include "slo/slo_config.h"
+#include "test_paths.h"
+
+namespace lifeline::serving {
+namespace {
+
+using namespace std::chrono_literals;
+using lifeline::testing::FakeUpstream;
+using nlohmann::json;
+
+// Collects one request's events; counts terminal events (must end at exactly one).
+struct Collector {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<server::GenerationEvent> events;
+  int terminals = 0;
+
+  server::GenerationSink Sink() {
+    return [this](server::GenerationEvent ev) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (ev.terminal()) ++terminals;
+      events.push_back(std::move(ev));
+      cv.notify_all();
+    };
+  }
+  // The terminal event (kError with code "test_timeout" if none came within 20 s).
+  server::GenerationEvent Wait() {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!cv.wait_for(lock, 20s, [&] { return terminals > 0; })) {
+      server::ApiError e;
+      e.code = "test_timeout";
+      return server::GenerationEvent::Error(e);
+    }
+    return events.back();
+  }
+  bool WaitTokens(size_t n) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, 20s, [&] { return events.size() >= n; });
+  }
+  std::string Text() {
+    std::lock_guard<std::mutex> lock(mu);
+    std::string out;
+    for (const auto& e : events) {
+      if (e.kind == server::GenerationEvent::Kind::kToken) out += e.text;
+    }
+    return out;
+  }
+  int Terminals() {
+    std::lock_guard<std::mutex> lock(mu);
+    return terminals;
+  }
+};
+
+constexpr const char* kSseHead =
+    "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+
+std::string Chunked(std::string_view payload) {
+  char size[32];
+  std::snprintf(size, sizeof size, "%zx\r\n", payload.size());
+  return std::string(size) + std::string(payload) + "\r\n";
+}
+
+server::GenerationRequest Completion(const std::string& prompt, int32_t max_tokens) {
+  server::GenerationRequest r;
+  r.model = "light";
+  r.prompt = prompt;
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = 0;
+  r.timeline.first_byte = r.timeline.validated = std::chrono::steady_clock::now();
+  return r;
+}
+
+RemoteBackendOptions Options(const std::string& url) {
+  RemoteBackendOptions o;
+  o.name = "light";
+  o.url = url;
+  o.remote_model = "upstream-model";
+  o.connect_timeout = 2000ms;
+  o.total_timeout = 10000ms;
+  return o;
+}
+
+std::unique_ptr<RemoteBackend> Make(RemoteBackendOptions o) {
+  auto b = RemoteBackend::Create(std::move(o));
+  EXPECT_TRUE(b.ok()) << b.status().ToString();
+  if (!b.ok()) return nullptr;
+  (*b)->Start();
+  return std::move(b).value();
+}
+
+// Submits one completion and waits for its terminal event.
+server::GenerationEvent RunOne(RemoteBackend& b, Collector& c,
+                               server::GenerationRequest r = Completion("Hi", 8)) {
+  auto err = b.Submit(1, std::move(r), c.Sink());
+  EXPECT_FALSE(err.has_value()) << (err ? err->message : "");
+  if (err) return server::GenerationEvent::Error(*err);
+  return c.Wait();
+}
+
+void ExpectUpstreamError(const server::GenerationEvent& ev, const std::string& cause) {
+  ASSERT_EQ(ev.kind, server::GenerationEvent::Kind::kError) << ev.finish_reason;
+  EXPECT_EQ(ev.error.http_status, 502);
+  EXPECT_EQ(ev.error.code, "upstream_error");
+  EXPECT_EQ(ev.error.type, "upstream_error");
+  EXPECT_NE(ev.error.message.find("upstream 'light'"), std::string::npos) << ev.error.message;
+  EXPECT_NE(ev.error.message.find(cause), std::string::npos) << ev.error.message;
+}
+
+TEST(RemoteUrlTest, ParsesHostPortAndBasePath) {
+  auto u = ParseRemoteUrl("http://10.0.0.2:8000/v1/", "url");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->host, "10.0.0.2");
+  EXPECT_EQ(u->port, 8000);
+  EXPECT_EQ(u->base_path, "/v1");
+  auto d = ParseRemoteUrl("http://example.com", "url");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->port, 80);
+  EXPECT_EQ(d->base_path, "");
+  auto v6 = ParseRemoteUrl("http://[::1]:9000/v1", "url");
+  ASSERT_TRUE(v6.ok()) << v6.status().ToString();
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->port, 9000);
+}
+
+TEST(RemoteUrlTest, RejectsHttpsAndMalformedUrlsNamingTheField) {
+  auto tls = ParseRemoteUrl("https://api.example.com/v1", "models[cloud].url");
+  ASSERT_FALSE(tls.ok());
+  EXPECT_NE(tls.status().message().find("models[cloud].url"), std::string::npos);
+  EXPECT_NE(tls.status().message().find("https:// is not supported"), std::string::npos)
+      << tls.status().message();
+  for (const char* bad : {"ftp://h/v1", "http://", "http://h:0/v1", "http://h:70000/",
+                          "http://h:/v1", "http://u@h/v1", "http://h/v1?x=1", "h:80/v1"}) {
+    auto r = ParseRemoteUrl(bad, "url");
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) EXPECT_EQ(r.status().message().rfind("url: ", 0), 0u) << r.status().message();
+  }
+  RemoteBackendOptions o = Options("https://api.example.com/v1");
+  EXPECT_FALSE(RemoteBackend::Create(o).ok());
+}
+
+TEST(RemoteBackendTest, StreamedTextFinishReasonAndUsagePassThrough) {
+  FakeUpstream up([](const FakeUpstream::Conn& c, const std::string&) {
+    // Chunked, with an event split across writes and CRLF line ends, a heartbeat comment
+    // and an `event:` field the client must ignore.
+    c.Send("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+           "Transfer-Encoding: chunked\r\n\r\n");
+    c.Send(Chunked(": keep-alive\n\n"));
+    c.Send(Chunked("data: {\"choices\":[{\"index\":0,\"text\":\"Once\",\"finish_r"));
+    std::this_thread::sleep_for(20ms);
+    c.Send(Chunked("eason\":null}]}\r\n\r\nevent: x\ndata: {\"choices\":[{\"text\":\" upon\","
+                   "\"finish_reason\":null}]}\n\n"));
+    c.Send(Chunked("data: {\"choices\":[{\"text\":\" a\",\"finish_reason\":\"length\"}]}\n\n"));
+    c.Send(Chunked("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":3,"
+                   "\"total_tokens\":8}}\n\ndata: [DONE]\n\n"));
+    c.Send("0\r\n\r\n");
+  });
+  auto b = Make(Options(up.Url()));
+  ASSERT_NE(b, nullptr);
+  Collector c;
+  auto done = RunOne(*b, c, Completion("Tell me", 3));
+  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  EXPECT_EQ(c.Text(), "Once upon a");
+  EXPECT_EQ(done.finish_reason, "length");
+  EXPECT_EQ(done.usage.prompt_tokens, 5);
+  EXPECT_EQ(done.usage.completion_tokens, 3);
+  EXPECT_GT(done.timings.value("remote_ms", -1.0), 0.0) << done.timings.dump();
+  EXPECT_EQ(done.timings["upstream"]["backend"], "light");
+  EXPECT_EQ(done.timings["upstream"]["usage_reported"], true);
+  EXPECT_NE(done.timed_until, std::chrono::steady_clock::time_point{});
+  EXPECT_EQ(c.Terminals(), 1);
+
+  // What the upstream was asked: the remote model, streaming, the request's own fields.
+  ASSERT_EQ(up.Requests().size(), 1u);
+  const std::string raw = up.Requests()[0];
+  EXPECT_EQ(raw.rfind("POST /v1/completions HTTP/1.1\r\n", 0), 0u) << raw;
+  const json body = json::parse(FakeUpstream::Body(raw));
+  EXPECT_EQ(body["model"], "upstream-model");
+  EXPECT_EQ(body["prompt"], "Tell me");
+  EXPECT_EQ(body["stream"], true);
+  EXPECT_EQ(body["max_tokens"], 3);
+  EXPECT_EQ(body["temperature"], 0.0);
+  EXPECT_EQ(b->Snapshot().completed, 1u);
+  EXPECT_EQ(b->InFlight(), 0);
+}
+
+TEST(RemoteBackendTest, ChatDeltasAndMissingUsageFallBackToEventCount) {
+  FakeUpstream up([](const FakeUpstream::Conn& c, const std::string&) {
+    c.Send(kSseHead);
+    c.Send("data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"},\"finish_reason\":null}]}\n\n");
+    c.Send("data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"},\"finish_reason\":null}]}\n\n");
+    c.Send("data: {\"choices\":[{\"delta\":{\"content\":\"lo\"},\"finish_reason\":null}]}\n\n");
+    c.Send("data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n");
+    c.Send("data: [DONE]\n\n");
+  });
+  auto b = Make(Options(up.Url()));
+  ASSERT_NE(b, nullptr);
+  Collector c;
+  server::GenerationRequest r = Completion("", 8);
+  r.is_chat = true;
+  r.messages = {{"system", "Be brief."}, {"user", "Hi"}};
+  auto done = RunOne(*b, c, r);
+  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  EXPECT_EQ(c.Text(), "Hello");
+  EXPECT_EQ(done.finish_reason, "stop");
+  EXPECT_EQ(done.usage.completion_tokens, 2);
+  EXPECT_EQ(done.timings["upstream"]["usage_reported"], false);
+  const std::string raw = up.Requests().at(0);
+  EXPECT_EQ(raw.rfind("POST /v1/chat/completions HTTP/1.1\r\n", 0), 0u) << raw;
+  const json body = json::parse(FakeUpstream::Body(raw));
+  ASSERT_EQ(body["messages"].size(), 2u);
+  EXPECT_EQ(body["messages"][1]["content"], "Hi");
+  EXPECT_FALSE(body.contains("prompt"));
+}
+
+TEST(RemoteBackendTest, Http500WithOpenAiErrorBodyIsOneUpstreamError) {
+  FakeUpstream up([](const FakeUpstream::Conn& c, const std::string&) {
+    const std::string body =
+        R"({"error":{"message":"CUDA out of memory","type":"server_error","code":null}})";
+    c.Send("HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
+           "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  });
+  auto b = Make(Options(up.Url()));
+  ASSERT_NE(b, nullptr);
+  Collector c;
+  auto ev = RunOne(*b, c);
+  ExpectUpstreamError(ev, "HTTP 500: CUDA out of memory");
+  EXPECT_EQ(c.Terminals(), 1);
+  EXPECT_EQ(b->Snapshot().errored, 1u);
+}
+
+TEST(RemoteBackendTest, ConnectionRefusedIsOneUpstreamError) {
+  auto b = Make(Options("http://127.0.0.1:" + std::to_string(testing::UnusedPort()) + "/v1"));
+  ASSERT_NE(b, nullptr);
+  Collector c;
+  ExpectUpstreamError(RunOne(*b, c), "failed");
+  EXPECT_EQ(c.Terminals(), 1);
+}
+
+TEST(RemoteBackendTest, MalformedSseDataIsOneUpstreamErrorAfterTheGoodTokens) {
+  FakeUpstream up([](const FakeUpstream::Conn& c, const std::string&) {
+    c.Send(kSseHead);
+    c.Send("data: {\"choices\":[{\"text\":\"ok\"}]}\n\n");
+    c.Send("data: {this is not json\n\n");
+    c.HoldUntilClosed(5s);
+  });
+  auto b = Make(Options(up.Url()));
+  ASSERT_NE(b, nullptr);
+  Collector c;
+  ExpectUpstreamError(RunOne(*b, c), "malformed SSE data");
+  EXPECT_EQ(c.Text(), "ok");
+  EXPECT_EQ(c.Terminals(), 1);
+}
+
+TEST(RemoteBackendTest, ErrorEventInsideTheStreamIsAnUpstreamError) {
+  FakeUpstream up([](const FakeUpstream::Conn& c, const std::string&) {
+    c.Send(kSseHead);
+    c.Send("data: {\"error\":{\"message\":\"engine died\",\"code\":\"engine_error\"}}\n\n");
+  });
+  auto b = Make(Options(up.Url()));
+  ASSERT_NE(b, nullptr);
+  Collector c;
+  ExpectUpstreamError(RunOne(*b, c), "engine died");
+}
+
+TEST(RemoteBackendTest, StreamEndingBeforeDoneIsAnUpstreamError) {
+  FakeUpstream up([](const FakeUpstream::Conn& c, const std::string&) {
+    c.Send(kSseHead);
+    c.Send("data: {\"choices\":[{\"text\":\"half\"}]}\n\n");
+  });
+  auto b = Make(Options(up.Url()));
+  ASSERT_NE(b, nullptr);
+  Collector c;
+  ExpectUpstreamError(RunOne(*b, c), "before data: [DONE]");
+}
+
+TEST(RemoteBackendTest, NonEventStreamContentTypeIsAnUpstreamError) {
+  FakeUpstream up([](const FakeUpstream::Conn& c, const std::string&) {
+    c.Send("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}");
+  });
+  auto b = Make(Options(up.Url()));
+  ASSERT_NE(b, nullptr);
+  Collector c;
+  ExpectUpstreamError(RunOne(*b, c), "expected text/event-stream");
+}
+
+TEST(RemoteBackendTest, OverLongSseLineIsNamedByItsLimit) {
+  FakeUpstream up([](const FakeUpstream::Conn& c, const std::string&) {
+    c.Send(kSseHead);
+    c.Send("data: " + std::string(5000, 'x'));
+    c.HoldUntilClosed(5s);
+  });
+  RemoteBackendOptions o = Options(up.Url());
+  o.max_sse_line_bytes = 1024;
+  auto b = Make(o);
+  ASSERT_NE(b, nullptr);
+  Collector c;
+  ExpectUpstreamError(RunOne(*b, c), "max_sse_line_bytes (1024)");
+}
+
+TEST(RemoteBackendTest, ResponseOverMaxResponseBytesIsNamedByItsLimit) {
+  FakeUpstream up([](const FakeUpstream::Conn& c, const std::string&) {
+    c.Send(kSseHead);
+    for (int i = 0; i < 200 && !c.Stopping(); ++i) {
+      c.Send("data: {\"choices\":[{\"text\":\"a\"}]}\n\n");
+    }
+    c.HoldUntilClosed(5s);
+  });
+  RemoteBackendOptions o = Options(up.Url());
+  o.max_response_bytes = 1000;
+  auto b = Make(o);
+  ASSERT_NE(b, nullptr);
+  Collector c;
+  ExpectUpstreamError(RunOne(*b, c), "max_response_bytes (1000)");
+  EXPECT_EQ(c.Terminals(), 1);
+}
+
+TEST(RemoteBackendTest, SilentUpstreamTimesOutAndTheConnectionIsClosed) {
+  FakeUpstream up([](const FakeUpstream::Conn& c, const std::string&) {
+    c.HoldUntilClosed(10s);  // accepts, reads the request, never answers
+  });
+  RemoteBackendOptions o = Options(up.Url());
+  o.total_timeout = 300ms;
+  auto b = Make(o);
+  ASSERT_NE(b, nullptr);
+  Collector c;
+  const auto t0 = std::chrono::steady_clock::now();
+  ExpectUpstreamError(RunOne(*b, c), "timed out");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  EXPECT_TRUE(up.WaitPeerClosed(5s));
+}
+
+TEST(RemoteBackendTest, RequestDeadlineBoundsTheUpstreamCall) {
+  FakeUpstream up([](const FakeUpstream::Conn& c, const std::string&) {
+    c.Send(kSseHead);
+    c.HoldUntilClosed(10s);  // head, then nothing
+  });
+  auto b = Make(Options(up.Url()));
+  ASSERT_NE(b, nullptr);
+  Collector c;
+  server::GenerationRequest r = Completion("Hi", 8);
+  r.deadline_ms = 200;
+  ExpectUpstreamError(RunOne(*b, c, r), "(request deadline)");
+}
+
+TEST(RemoteBackendTest, CancelClosesTheUpstreamConnectionAndEndsOnce) {
+  FakeUpstream up([](const FakeUpstream::Conn& c, const std::string&) {
+    c.Send(kSseHead);
+    c.Send("data: {\"choices\":[{\"text\":\"first\"}]}\n\n");
+    c.HoldUntilClosed(10s);
+  });
+  auto b = Make(Options(up.Url()));
+  ASSERT_NE(b, nullptr);
+  Collector c;
+  ASSERT_FALSE(b->Submit(7, Completion("Hi", 8), c.Sink()).has_value());
+  ASSERT_TRUE(c.WaitTokens(1));
+  b->Cancel(7);
+  b->Cancel(7);  // idempotent
+  auto ev = c.Wait();
+  ASSERT_EQ(ev.kind, server::GenerationEvent::Kind::kError);
+  EXPECT_EQ(ev.error.code, "cancelled");
+  EXPECT_TRUE(up.WaitPeerClosed(5s)) << "the upstream connection stayed open after Cancel";
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(c.Terminals(), 1);
+  EXPECT_EQ(b->InFlight(), 0);
+}
+
+TEST(RemoteBackendTest, InFlightCapIs429AndStopEndsLiveRequests) {
+  FakeUpstream up([](const FakeUpstream::Conn& c, const std::string&) { c.HoldUntilClosed(10s); });
+  RemoteBackendOptions o = Options(up.Url());
+  o.max_in_flight = 1;
+  auto b = Make(o);
+  ASSERT_NE(b, nullptr);
+  Collector first, second;
+  ASSERT_FALSE(b->Submit(1, Completion("Hi", 8), first.Sink()).has_value());
+  auto refused = b->Submit(2, Completion("Hi", 8), second.Sink());
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->http_status, 429);
+  EXPECT_NE(refused->message.find("in flight"), std::string::npos) << refused->message;
+  ASSERT_TRUE(up.WaitRequests(1, 5s));
+  b->Stop();
+  auto ev = first.Wait();
+  ASSERT_EQ(ev.kind, server::GenerationEvent::Kind::kError);
+  EXPECT_EQ(ev.error.code, "shutting_down");
+  EXPECT_EQ(first.Terminals(), 1);
+  EXPECT_EQ(second.Terminals(), 0);
+  auto after = b->Submit(3, Completion("Hi", 8), second.Sink());
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->http_status, 503);
+}
+
+TEST(RemoteBackendTest, ManyConcurrentRequestsEachEndExactlyOnce) {
+  FakeUpstream up([](const FakeUpstream::Conn& c, const std::string& req) {
+    // Odd prompts fail, even ones succeed: the ledger must balance either way.
+    const json body = json::parse(FakeUpstream::Body(req));
+    const int n = std::stoi(body["prompt"].get<std::string>());
+    if (n % 2 == 1) {
+      c.Send("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n");
+      return;
+    }
+    c.Send(kSseHead);
+    c.Send("data: {\"choices\":[{\"text\":\"" + std::to_string(n) +
+           "\",\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n");
+  });
+  auto b = Make(Options(up.Url()));
+  ASSERT_NE(b, nullptr);
+  constexpr int kN = 16;
+  std::vector<std::unique_ptr<Collector>> cs;
+  for (int i = 0; i < kN; ++i) {
+    cs.push_back(std::make_unique<Collector>());
+    ASSERT_FALSE(b->Submit(100 + i, Completion(std::to_string(i), 4), cs.back()->Sink()));
+  }
+  int done = 0, errored = 0;
+  for (int i = 0; i < kN; ++i) {
+    auto ev = cs[i]->Wait();
+    if (i % 2 == 0) {
+      ASSERT_EQ(ev.kind, server::GenerationEvent::Kind::kDone) << ev.error.message;
+      EXPECT_EQ(cs[i]->Text(), std::to_string(i));
+      ++done;
+    } else {
+      ExpectUpstreamError(ev, "HTTP 503");
+      ++errored;
+    }
+  }
+  std::this_thread::sleep_for(50ms);
+  for (auto& c : cs) EXPECT_EQ(c->Terminals(), 1);
+  const RemoteSnapshot s = b->Snapshot();
+  EXPECT_EQ(s.accepted, static_cast<uint64_t>(kN));
+  EXPECT_EQ(s.completed, static_cast<uint64_t>(done));
+  EXPECT_EQ(s.errored, static_cast<uint64_t>(errored));
+  EXPECT_EQ(s.in_flight, 0);
+}
+
+// ---- EngineService: a local heavy model, a remote light member ----------------------------
+
+std::unique_ptr<ModelEngine> MakeLocalEngine(const std::string& name) {
+  const std::string path = lifeline::testing::SharedPath("models/stories260K.gguf");
+  auto file = GgufFile::Open(path, GgufOpenOptions{});
+  EXPECT_TRUE(file.ok()) << file.status().ToString();
+  if (!file.ok()) return nullptr;
+  auto tok = Tokenizer::FromGguf(**file);
+  auto model = LlamaModel::Load(std::move(file).value(), ReferenceKernels());
+  if (!tok.ok() || !model.ok()) return nullptr;
+  ModelEngineOptions o;
+  o.name = name;
+  o.threads = 1;
+  o.kv_memory_bytes = 8ull << 20;
+  o.max_running = 4;
+  o.max_step_tokens = 64;
+  auto engine = ModelEngine::Create(std::move(model).value(), std::move(tok).value(), o);
+  return engine.ok() ? std::move(engine).value() : nullptr;
+}
+
+// A class whose TTFT target no request meets: each tick raises the ladder one level.
+slo::SloConfig CascadeConfig(const std::string& url) {
+  auto config = slo::ParseSloConfig(R"(
+default_class = "tight"
+[classes.tight]
+ttft_p95_ms = 0.001
+[controller]
+tick_ms = 60000
+min_samples = 1
+[ladder]
+min_dwell_ms = 60000
+raise_interval_ms = 0
+[admission]
+predictive = false
+[[models]]
+name = "heavy"
+path = "local"
+[[models]]
+name = "light"
+url = ")" + url + R"("
+model = "upstream-model"
+)", "test.toml");
+  EXPECT_TRUE(config.ok()) << config.status().ToString();
+  return config.ok() ? *config : slo::DefaultSloConfig();
+}
+
+TEST(RemoteCascadeTest, LevelThreeRoutesToTheRemoteMemberWhichIsNamedAsServed) {
+  FakeUpstream up([](const FakeUpstream::Conn& c, const std::string&) {
+    c.Send(kSseHead);
+    c.Send("data: {\"choices\":[{\"text\":\"from remote\",\"finish_reason\":\"stop\"}]}\n\n"
+           "data: [DONE]\n\n");
+  });
+  std::vector<std::unique_ptr<ModelEngine>> engines;
+  engines.push_back(MakeLocalEngine("heavy"));
+  ASSERT_NE(engines[0], nullptr);
+  std::vector<std::unique_ptr<RemoteBackend>> remotes;
+  RemoteBackendOptions o = Options(up.Url());
+  auto remote = RemoteBackend::Create(o);
+  ASSERT_TRUE(remote.ok()) << remote.status().ToString();
+  remotes.push_back(std::move(remote).value());
+  EngineService service(std::move(engines), std::move(remotes), CascadeConfig(up.Url()));
+  service.Start();
+
+  // Listed, and a remote member never gates readiness.
+  const auto models = service.Models();
+  ASSERT_EQ(models.size(), 2u);
+  EXPECT_EQ(models[0].id, "heavy");
+  EXPECT_EQ(models[1].id, "light");
+  EXPECT_TRUE(service.Ready());
+
+  // Level 0: the heavy local model serves.
+  {
+    Collector c;
+    server::GenerationRequest r = Completion("Once upon a time", 2);
+    r.model = "heavy";
+    auto s = service.Submit(r, c.Sink());
+    ASSERT_TRUE(s.accepted()) << s.error->message;
+    EXPECT_EQ(s.served_model, "heavy");
+    ASSERT_EQ(c.Wait().kind, server::GenerationEvent::Kind::kDone);
+  }
+  for (int i = 0; i < 3; ++i) service.TickNow();
+  ASSERT_EQ(static_cast<int>(service.controller().knobs()->LevelOf("tight")), 3);
+
+  Collector c;
+  server::GenerationRequest r = Completion("Once upon a time", 2);
+  r.model = "heavy";
+  auto s = service.Submit(r, c.Sink());
+  ASSERT_TRUE(s.accepted()) << s.error->message;
+  EXPECT_EQ(s.served_model, "light");
+  auto done = c.Wait();
+  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  EXPECT_EQ(c.Text(), "from remote");
+  // Truncation from level 1 on bounds what the remote is asked for.
+  const json body = json::parse(FakeUpstream::Body(up.Requests().at(0)));
+  EXPECT_EQ(body["model"], "upstream-model");
+  EXPECT_LE(body["max_tokens"].get<int64_t>(), 2);
+
+  const std::string metrics = service.MetricsText();
+  EXPECT_NE(metrics.find("lifeline_slo_requests_total{class=\"tight\",model=\"light\",outcome=\"admitted\"} 1"),
+            std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("lifeline_slo_requests_total{class=\"tight\",model=\"heavy\",outcome=\"routed\"} 1"),
+            std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("lifeline_remote_requests_total{model=\"light\",outcome=\"completed\"} 1"),
+            std::string::npos) << metrics;
+  service.Stop();
+}
+
+TEST(RemoteCascadeTest, UnreachableRemoteGivesOneErrorAndLeavesTheServiceReady) {
+  const std::string url = "http://127.0.0.1:" + std::to_string(testing::UnusedPort()) + "/v1";
+  std::vector<std::unique_ptr<ModelEngine>> engines;
+  engines.push_back(MakeLocalEngine("heavy"));
+  ASSERT_NE(engines[0], nullptr);
+  std::vector<std::unique_ptr<RemoteBackend>> remotes;
+  auto remote = RemoteBackend::Create(Options(url));
+  ASSERT_TRUE(remote.ok());
+  remotes.push_back(std::move(remote).value());
+  EngineService service(std::move(engines), std::move(remotes), CascadeConfig(url));
+  service.Start();
+  Collector c;
+  auto s = service.Submit(Completion("Hi", 4), c.Sink());  // names "light" directly
+  ASSERT_TRUE(s.accepted());
+  EXPECT_EQ(s.served_model, "light");
+  ExpectUpstreamError(c.Wait(), "failed");
+  EXPECT_TRUE(service.Ready());
+  service.Cancel(s.handle);  // after the end: ignored
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(c.Terminals(), 1);
+  service.Stop();
+}
+
+}  // namespace
+}  // namespace lifeline::serving
