@@ -1,89 +1,123 @@
 #include "engine/model/attention.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
+
+#include "base/check.h"
 
 namespace lifeline {
-
-void AttentionScratch::Resize(const AttentionShape& shape) {
-  k_rows.resize(static_cast<size_t>(kKvBlockTokens * shape.head_dim_k));
-  v_rows.resize(static_cast<size_t>(kKvBlockTokens * shape.head_dim_v));
-  scores.resize(static_cast<size_t>(kKvBlockTokens));
-  run_max.resize(static_cast<size_t>(shape.n_group));
-  run_denom.resize(static_cast<size_t>(shape.n_group));
-}
-
 namespace {
 
-float Dot(const float* a, const float* b, int64_t n) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
-  return sum;
+AttnKvType KernelType(KvType type) {
+  switch (type) {
+    case KvType::kF16: return AttnKvType::kF16;
+    case KvType::kF32: return AttnKvType::kF32;
+    case KvType::kQ8_0: return AttnKvType::kQ8_0;
+  }
+  return AttnKvType::kF16;
 }
 
-// Loads slots [0, n_slots) of one block, restricted to one KV head, into f32 rows.
-void LoadBlock(const KvStorage& kv, int64_t layer, int32_t block, int64_t n_slots,
-               int64_t kv_head, const AttentionShape& s, AttentionScratch& sc) {
-  const int64_t elem = KvTypeBytes(kv.type());
-  const int64_t k_off = kv_head * s.head_dim_k * elem;
-  const int64_t v_off = kv_head * s.head_dim_v * elem;
-  for (int64_t slot = 0; slot < n_slots; ++slot) {
-    kv.LoadRow(kv.K(layer, block, slot) + k_off, sc.k_rows.data() + slot * s.head_dim_k,
-               s.head_dim_k);
-    kv.LoadRow(kv.V(layer, block, slot) + v_off, sc.v_rows.data() + slot * s.head_dim_v,
-               s.head_dim_v);
-  }
-}
-
-// Folds one block into query head j's running softmax state and accumulator.
-void AccumulateBlock(const float* qj, float* oj, int64_t n_slots, int64_t j,
-                     const AttentionShape& s, AttentionScratch& sc) {
-  float block_max = -std::numeric_limits<float>::infinity();
-  for (int64_t slot = 0; slot < n_slots; ++slot) {
-    const float score = Dot(qj, sc.k_rows.data() + slot * s.head_dim_k, s.head_dim_k) * s.scale;
-    sc.scores[static_cast<size_t>(slot)] = score;
-    block_max = std::max(block_max, score);
-  }
-  const float old_max = sc.run_max[static_cast<size_t>(j)];
-  const float new_max = std::max(old_max, block_max);
-  // exp(-inf) == 0 clears the (empty) state on the first block.
-  const float correction = std::exp(old_max - new_max);
-  float denom = sc.run_denom[static_cast<size_t>(j)] * correction;
-  for (int64_t d = 0; d < s.head_dim_v; ++d) oj[d] *= correction;
-  for (int64_t slot = 0; slot < n_slots; ++slot) {
-    const float p = std::exp(sc.scores[static_cast<size_t>(slot)] - new_max);
-    denom += p;
-    const float* v = sc.v_rows.data() + slot * s.head_dim_v;
-    for (int64_t d = 0; d < s.head_dim_v; ++d) oj[d] += p * v[d];
-  }
-  sc.run_max[static_cast<size_t>(j)] = new_max;
-  sc.run_denom[static_cast<size_t>(j)] = denom;
+// Causal cost of a tile: positions read, summed over its tokens, plus a per-token constant
+// for the work that does not grow with the position (q copy, output, softmax finish).
+int64_t TileCost(int64_t pos0, int64_t n_tokens) {
+  return n_tokens * (pos0 + 1) + n_tokens * (n_tokens - 1) / 2 + 16 * n_tokens;
 }
 
 }  // namespace
 
+void AttendTile(const AttentionKernels& kernels, const KvStorage& kv, int64_t layer,
+                const int32_t* blocks, int64_t kv_head, const AttentionShape& shape,
+                const float* q, int64_t q_token_stride, float* out, int64_t out_token_stride,
+                int64_t n_tokens, int64_t pos0, AttentionScratch& scratch) {
+  // Head offsets from the head dims: F16/F32 rows do not depend on how the storage was told
+  // to split them; Q8_0 rows must have been split into heads of exactly these dims.
+  const int64_t k_head_bytes = KvHeadBytes(kv.type(), shape.head_dim_k);
+  const int64_t v_head_bytes = KvHeadBytes(kv.type(), shape.head_dim_v);
+  LL_CHECK(static_cast<uint64_t>((kv_head + 1) * k_head_bytes) <= kv.k_row_bytes());
+  LL_CHECK(static_cast<uint64_t>((kv_head + 1) * v_head_bytes) <= kv.v_row_bytes());
+  LL_CHECK(kv.type() != KvType::kQ8_0 ||
+           (k_head_bytes == kv.k_head_bytes() && v_head_bytes == kv.v_head_bytes()));
+  AttnKvView view;
+  view.type = KernelType(kv.type());
+  view.k_head = kv.KLayer(layer) + kv_head * k_head_bytes;
+  view.v_head = kv.VLayer(layer) + kv_head * v_head_bytes;
+  view.k_row_bytes = kv.k_row_bytes();
+  view.v_row_bytes = kv.v_row_bytes();
+  view.k_block_bytes = kv.k_row_bytes() * kKvBlockTokens;
+  view.v_block_bytes = kv.v_row_bytes() * kKvBlockTokens;
+  view.blocks = blocks;
+  view.block_tokens = kKvBlockTokens;
+  const AttnShape s{shape.n_group, shape.head_dim_k, shape.head_dim_v, shape.scale};
+  AttnTile tile;
+  tile.q = q;
+  tile.q_token_stride = q_token_stride;
+  tile.out = out;
+  tile.out_token_stride = out_token_stride;
+  tile.n_tokens = n_tokens;
+  tile.pos0 = pos0;
+  kernels.attend(view, s, tile, scratch.kernel);
+}
+
 void AttendKvGroup(const KvStorage& kv, int64_t layer, const int32_t* blocks, int64_t n_kv,
-                   int64_t kv_head, const float* q, float* out, const AttentionShape& s,
-                   AttentionScratch& sc) {
-  for (int64_t j = 0; j < s.n_group; ++j) {
-    sc.run_max[static_cast<size_t>(j)] = -std::numeric_limits<float>::infinity();
-    sc.run_denom[static_cast<size_t>(j)] = 0.0f;
-  }
-  std::fill(out, out + s.n_group * s.head_dim_v, 0.0f);
-  const int64_t n_blocks = (n_kv + kKvBlockTokens - 1) / kKvBlockTokens;
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    const int64_t n_slots = std::min<int64_t>(kKvBlockTokens, n_kv - b * kKvBlockTokens);
-    LoadBlock(kv, layer, blocks[b], n_slots, kv_head, s, sc);
-    for (int64_t j = 0; j < s.n_group; ++j) {
-      AccumulateBlock(q + j * s.head_dim_k, out + j * s.head_dim_v, n_slots, j, s, sc);
+                   int64_t kv_head, const float* q, float* out, const AttentionShape& shape,
+                   AttentionScratch& scratch) {
+  AttendTile(AttentionKernelsFor(IsaLevel::kScalar), kv, layer, blocks, kv_head, shape, q,
+             shape.n_group * shape.head_dim_k, out, shape.n_group * shape.head_dim_v, 1,
+             n_kv - 1, scratch);
+}
+
+int64_t AttentionTileTokens(int64_t n_group) {
+  return std::max<int64_t>(1, 64 / std::max<int64_t>(1, n_group));
+}
+
+void PlanAttention(std::span<const AttentionRun> runs, int64_t n_head_kv, int64_t tile_tokens,
+                   std::vector<AttentionItem>* items) {
+  LL_CHECK(tile_tokens >= 1 && n_head_kv >= 1);
+  items->clear();
+  int64_t cost = 0;
+  for (const AttentionRun& r : runs) {
+    for (int64_t g = 0; g < n_head_kv; ++g) {
+      for (int64_t i = 0; i < r.n_tokens; i += tile_tokens) {
+        AttentionItem it;
+        it.t0 = r.t0 + i;
+        it.n_tokens = std::min(tile_tokens, r.n_tokens - i);
+        it.pos0 = r.pos0 + i;
+        it.kv_head = g;
+        cost += TileCost(it.pos0, it.n_tokens);
+        it.cost_end = cost;
+        items->push_back(it);
+      }
     }
   }
-  for (int64_t j = 0; j < s.n_group; ++j) {
-    const float inv = 1.0f / sc.run_denom[static_cast<size_t>(j)];
-    float* oj = out + j * s.head_dim_v;
-    for (int64_t d = 0; d < s.head_dim_v; ++d) oj[d] *= inv;
+}
+
+void SplitAttentionWork(std::span<const AttentionItem> items, int ith, int nth, int64_t* i0,
+                        int64_t* i1) {
+  const int64_t n = static_cast<int64_t>(items.size());
+  if (n == 0 || nth <= 1) {
+    *i0 = 0;
+    *i1 = ith == 0 ? n : 0;
+    return;
   }
+  const int64_t total = items.back().cost_end;
+  // Owner of item k: floor(2 * midpoint * nth / (2 * total)), midpoint doubled to stay in
+  // integers. Owners never decrease with k, so each thread's items are contiguous.
+  auto owner = [&](int64_t k) {
+    const int64_t begin = k == 0 ? 0 : items[static_cast<size_t>(k - 1)].cost_end;
+    const int64_t mid2 = begin + items[static_cast<size_t>(k)].cost_end;
+    const int64_t o = static_cast<int64_t>(static_cast<__int128>(mid2) * nth / (2 * total));
+    return std::min<int64_t>(o, nth - 1);
+  };
+  // First item whose owner is >= t, by binary search.
+  auto first_of = [&](int64_t t) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+      const int64_t mid = (lo + hi) / 2;
+      if (owner(mid) >= t) hi = mid; else lo = mid + 1;
+    }
+    return lo;
+  };
+  *i0 = first_of(ith);
+  *i1 = first_of(ith + 1);
 }
 
 }  // namespace lifeline

@@ -1,5 +1,7 @@
 #include "engine/model/kv_storage.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <new>
 #include <string>
@@ -11,24 +13,104 @@
 
 namespace lifeline {
 
-const char* KvTypeName(KvType type) { return type == KvType::kF16 ? "f16" : "f32"; }
+namespace {
+
+constexpr int64_t kQ8Block = 32;       // values per Q8_0 block
+constexpr int64_t kQ8BlockBytes = 34;  // f16 scale + 32 int8
+
+// One head of n values -> ceil(n / 32) Q8_0 blocks, as ggml's quantize_row_q8_0_ref
+// (d = amax / 127, q = round(x / d)); the unused tail of a partial block is zeroed.
+void QuantizeHeadQ8(const float* x, int64_t n, uint8_t* dst) {
+  for (int64_t b = 0; b * kQ8Block < n; ++b) {
+    const int64_t m = std::min<int64_t>(kQ8Block, n - b * kQ8Block);
+    const float* xb = x + b * kQ8Block;
+    float amax = 0.0f;
+    for (int64_t i = 0; i < m; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    uint8_t* blk = dst + b * kQ8BlockBytes;
+    const uint16_t dh = Fp32ToFp16(d);
+    std::memcpy(blk, &dh, 2);
+    std::memset(blk + 2, 0, kQ8Block);
+    for (int64_t i = 0; i < m; ++i) {
+      blk[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(std::lround(xb[i] * id)));
+    }
+  }
+}
+
+void DequantizeHeadQ8(const uint8_t* src, int64_t n, float* dst) {
+  for (int64_t b = 0; b * kQ8Block < n; ++b) {
+    const uint8_t* blk = src + b * kQ8BlockBytes;
+    uint16_t dh;
+    std::memcpy(&dh, blk, 2);
+    const float d = Fp16ToFp32(dh);
+    const int64_t m = std::min<int64_t>(kQ8Block, n - b * kQ8Block);
+    for (int64_t i = 0; i < m; ++i) {
+      dst[b * kQ8Block + i] = d * static_cast<float>(static_cast<int8_t>(blk[2 + i]));
+    }
+  }
+}
+
+}  // namespace
+
+const char* KvTypeName(KvType type) {
+  switch (type) {
+    case KvType::kF16: return "f16";
+    case KvType::kF32: return "f32";
+    case KvType::kQ8_0: return "q8_0";
+  }
+  return "?";
+}
+
+std::optional<KvType> ParseKvType(std::string_view name) {
+  for (KvType t : {KvType::kF16, KvType::kF32, KvType::kQ8_0}) {
+    if (name == KvTypeName(t)) return t;
+  }
+  return std::nullopt;
+}
+
+int64_t KvHeadBytes(KvType type, int64_t head_dim) {
+  switch (type) {
+    case KvType::kF16: return 2 * head_dim;
+    case KvType::kF32: return 4 * head_dim;
+    case KvType::kQ8_0: return (head_dim + kQ8Block - 1) / kQ8Block * kQ8BlockBytes;
+  }
+  return 0;
+}
+
+uint64_t KvBlockBytes(KvType type, int64_t n_layer, int64_t n_head_kv, int64_t head_dim_k,
+                      int64_t head_dim_v) {
+  const uint64_t row = static_cast<uint64_t>(n_head_kv) *
+                       static_cast<uint64_t>(KvHeadBytes(type, head_dim_k) +
+                                             KvHeadBytes(type, head_dim_v));
+  return static_cast<uint64_t>(n_layer) * kKvBlockTokens * row;
+}
 
 Result<std::unique_ptr<KvStorage>> KvStorage::Create(const KvStorageShape& shape,
                                                      uint64_t max_bytes) {
   if (shape.n_layer < 1 || shape.n_blocks < 1 || shape.k_row_elems < 1 ||
-      shape.v_row_elems < 1 || shape.n_blocks > INT32_MAX) {
+      shape.v_row_elems < 1 || shape.n_blocks > INT32_MAX || shape.n_head_kv < 1) {
     return InvalidArgument("kv storage: n_layer " + std::to_string(shape.n_layer) +
                            ", n_blocks " + std::to_string(shape.n_blocks) + ", rows " +
                            std::to_string(shape.k_row_elems) + "/" +
-                           std::to_string(shape.v_row_elems) + " must all be >= 1 (n_blocks <= "
+                           std::to_string(shape.v_row_elems) + ", n_head_kv " +
+                           std::to_string(shape.n_head_kv) + " must all be >= 1 (n_blocks <= "
                            "INT32_MAX)");
   }
+  if (shape.k_row_elems % shape.n_head_kv != 0 || shape.v_row_elems % shape.n_head_kv != 0) {
+    return InvalidArgument("kv storage: rows of " + std::to_string(shape.k_row_elems) + "/" +
+                           std::to_string(shape.v_row_elems) + " values do not split into " +
+                           std::to_string(shape.n_head_kv) + " heads (n_head_kv)");
+  }
   std::unique_ptr<KvStorage> s(new KvStorage(shape));
-  const uint64_t elem = static_cast<uint64_t>(KvTypeBytes(shape.type));
+  // Row sizes are small (model dims are capped), so the per-head products cannot overflow.
+  s->k_head_bytes_ = KvHeadBytes(shape.type, shape.k_row_elems / shape.n_head_kv);
+  s->v_head_bytes_ = KvHeadBytes(shape.type, shape.v_row_elems / shape.n_head_kv);
+  const uint64_t heads = static_cast<uint64_t>(shape.n_head_kv);
   uint64_t k_layer = 0, v_layer = 0, per_layer = 0, total = 0;
   const uint64_t slots = static_cast<uint64_t>(shape.n_blocks) * kKvBlockTokens;
-  const bool ok = CheckedMul(static_cast<uint64_t>(shape.k_row_elems), elem, &s->k_row_bytes_) &&
-                  CheckedMul(static_cast<uint64_t>(shape.v_row_elems), elem, &s->v_row_bytes_) &&
+  const bool ok = CheckedMul(static_cast<uint64_t>(s->k_head_bytes_), heads, &s->k_row_bytes_) &&
+                  CheckedMul(static_cast<uint64_t>(s->v_head_bytes_), heads, &s->v_row_bytes_) &&
                   CheckedMul(s->k_row_bytes_, slots, &k_layer) &&
                   CheckedMul(s->v_row_bytes_, slots, &v_layer) &&
                   CheckedAdd(k_layer, v_layer, &per_layer) &&
@@ -66,9 +148,26 @@ uint8_t* KvStorage::Row(std::vector<std::unique_ptr<uint8_t[]>>& bufs, uint64_t 
   return bufs[static_cast<size_t>(layer)].get() + index * row_bytes;
 }
 
+const uint8_t* KvStorage::KLayer(int64_t layer) const {
+  LL_CHECK(layer >= 0 && layer < shape_.n_layer);
+  return k_[static_cast<size_t>(layer)].get();
+}
+
+const uint8_t* KvStorage::VLayer(int64_t layer) const {
+  LL_CHECK(layer >= 0 && layer < shape_.n_layer);
+  return v_[static_cast<size_t>(layer)].get();
+}
+
 void KvStorage::StoreRow(const float* src, uint8_t* dst, int64_t n) const {
   if (shape_.type == KvType::kF32) {
     std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  if (shape_.type == KvType::kQ8_0) {
+    LL_CHECK(n == shape_.k_row_elems || n == shape_.v_row_elems);
+    const int64_t hd = n / shape_.n_head_kv;
+    const int64_t hb = KvHeadBytes(KvType::kQ8_0, hd);
+    for (int64_t h = 0; h < shape_.n_head_kv; ++h) QuantizeHeadQ8(src + h * hd, hd, dst + h * hb);
     return;
   }
   for (int64_t i = 0; i < n; ++i) {
@@ -80,6 +179,13 @@ void KvStorage::StoreRow(const float* src, uint8_t* dst, int64_t n) const {
 void KvStorage::LoadRow(const uint8_t* src, float* dst, int64_t n) const {
   if (shape_.type == KvType::kF32) {
     std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  if (shape_.type == KvType::kQ8_0) {
+    LL_CHECK(n == shape_.k_row_elems || n == shape_.v_row_elems);
+    const int64_t hd = n / shape_.n_head_kv;
+    const int64_t hb = KvHeadBytes(KvType::kQ8_0, hd);
+    for (int64_t h = 0; h < shape_.n_head_kv; ++h) DequantizeHeadQ8(src + h * hb, hd, dst + h * hd);
     return;
   }
   // Note: rows are 2-byte aligned (slot offsets are multiples of the row width in halves).

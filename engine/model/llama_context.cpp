@@ -47,6 +47,7 @@ Result<std::unique_ptr<LlamaContext>> LlamaContext::Create(const ModelConfig& c,
   shape.k_row_elems = c.k_dim();
   shape.v_row_elems = c.v_dim();
   shape.type = o.kv_type;
+  shape.n_head_kv = c.n_head_kv;  // Q8_0 quantizes each head on its own
   LL_ASSIGN_OR_RETURN(ctx->kv_, KvStorage::Create(shape, o.max_kv_bytes));
   LL_RETURN_IF_ERROR(ctx->AllocateScratch(c, o.max_scratch_bytes));
   return ctx;

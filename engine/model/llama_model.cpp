@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "base/check.h"
 #include "engine/kernels/ref/quants_ref.h"
@@ -202,9 +203,11 @@ void LlamaModel::AttentionBlock(int64_t il, std::span<const BatchToken> step, Ll
   ops::AddInPlace(s.x.data(), s.proj.data(), n * c.n_embd);
 }
 
-// Causal attention for every (token, KV head) pair, split over the pool. Each token sees
-// positions [0, pos] of its own sequence; all K/V of this step were written above, so tokens
-// later in the step see earlier ones.
+// Causal attention, split over the pool. Each token sees positions [0, pos] of its own
+// sequence; all K/V of this step were written above, so tokens later in the step see earlier
+// ones. Work items are tiles of consecutive tokens of one sequence x one KV head (the kernel
+// converts each K/V block once per tile), handed out in contiguous runs of about equal
+// causal cost.
 void LlamaModel::Attend(int64_t il, std::span<const BatchToken> step, LlamaContext& ctx,
                         ComputePool& pool) const {
   const ModelConfig& c = config_;
@@ -214,20 +217,34 @@ void LlamaModel::Attend(int64_t il, std::span<const BatchToken> step, LlamaConte
   shape.head_dim_k = c.head_dim_k;
   shape.head_dim_v = c.head_dim_v;
   shape.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim_k)));
-  const int64_t n_items = static_cast<int64_t>(step.size()) * c.n_head_kv;
+  const AttentionKernels& kernels = AttentionKernelsFor(kernels_->isa);
+  // Runs of consecutive batch entries of one sequence; their positions are consecutive
+  // because ValidateBatch made every token continue its sequence.
+  thread_local std::vector<AttentionRun> runs;
+  thread_local std::vector<AttentionItem> items;
+  runs.clear();
+  for (size_t t = 0; t < step.size(); ++t) {
+    if (t > 0 && step[t].seq == step[t - 1].seq) {
+      ++runs.back().n_tokens;
+    } else {
+      runs.push_back({static_cast<int64_t>(t), 1, step[t].pos});
+    }
+  }
+  PlanAttention(runs, c.n_head_kv, AttentionTileTokens(shape.n_group), &items);
+  // Note: the workers must not name the thread_local vectors (each thread has its own copy).
+  const std::span<const AttentionItem> plan(items);
   const KvStorage& kv = ctx.kv();
-  pool.Run([&](int ith, int nth) {
+  pool.Run([&, plan](int ith, int nth) {
     AttentionScratch& sc = s.attention[static_cast<size_t>(ith)];
-    sc.Resize(shape);
     int64_t i0, i1;
-    ComputePool::Split(n_items, ith, nth, &i0, &i1);
-    for (int64_t item = i0; item < i1; ++item) {
-      const int64_t t = item / c.n_head_kv;
-      const int64_t g = item % c.n_head_kv;
-      const float* q = s.q.data() + t * c.q_dim() + g * shape.n_group * c.head_dim_k;
-      float* out = s.attn.data() + t * c.attn_out_dim() + g * shape.n_group * c.head_dim_v;
-      AttendKvGroup(kv, il, s.block_tables[static_cast<size_t>(t)],
-                    step[static_cast<size_t>(t)].pos + 1, g, q, out, shape, sc);
+    SplitAttentionWork(plan, ith, nth, &i0, &i1);
+    for (int64_t k = i0; k < i1; ++k) {
+      const AttentionItem& it = plan[static_cast<size_t>(k)];
+      const float* q = s.q.data() + it.t0 * c.q_dim() + it.kv_head * shape.n_group * c.head_dim_k;
+      float* out =
+          s.attn.data() + it.t0 * c.attn_out_dim() + it.kv_head * shape.n_group * c.head_dim_v;
+      AttendTile(kernels, kv, il, s.block_tables[static_cast<size_t>(it.t0)], it.kv_head, shape,
+                 q, c.q_dim(), out, c.attn_out_dim(), it.n_tokens, it.pos0, sc);
     }
   });
 }

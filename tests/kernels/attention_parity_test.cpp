@@ -290,8 +290,13 @@ TEST(AttentionKernels, SimdMatchesScalarOnRandomShapes) {
       SCOPED_TRACE(std::string(IsaLevelName(level)) + " " + Describe(c));
       const Fixture fx(c);
       const std::vector<float> want = fx.Run(ref, 1);
+      const std::vector<float> one_by_one = fx.Run(simd, 1);
       for (int64_t tile : {int64_t{1}, int64_t{16}, c.n_tokens}) {
         const std::vector<float> got = fx.Run(simd, tile);
+        // A token's result must not depend on the tile it was computed in (batched prefill
+        // and one-token decode must agree exactly).
+        ASSERT_EQ(0, std::memcmp(got.data(), one_by_one.data(), got.size() * sizeof(float)))
+            << "tile " << tile;
         fx.ForEachOut([&](int64_t t, int64_t h, int64_t j, int64_t d, int64_t idx) {
           const double err = std::fabs(got[static_cast<size_t>(idx)] - want[static_cast<size_t>(idx)]);
           worst = std::max(worst, err);

@@ -168,10 +168,13 @@ TEST(Forward, BatchEqualsOneTokenAtATime) {
 // The dispatched kernels take a different path for one token than for many (GEMV vs
 // tiles) whose f32 sums differ by ~1e-6 relative. With quantized weights they also round activations to
 // 8 bits, and a 1e-6 nudge across a rounding boundary moves one activation by a whole step
-// (1/127 of its block's max), which the next layers carry to ~6e-3 of the logits (measured).
-// Hence 2e-2 for the quantized model on these kernels; the F32 model stays at 1e-4.
+// (1/127 of its block's max), which the next layers carry to ~6e-3 of the logits (measured
+// with scalar attention). The SIMD attention (polynomial exp, 16-lane sums; identical for a
+// token whether batched or alone) rounds differently, so a different activation crosses a
+// step: 4e-2 measured. Hence 8e-2 for the quantized model on these kernels; the F32 model
+// stays at 1e-4.
 TEST(Forward, BatchEqualsOneTokenAtATimeBestKernels) {
-  CheckBatchEqualsOneTokenAtATime(BestKernels(), 2e-2);
+  CheckBatchEqualsOneTokenAtATime(BestKernels(), 8e-2);
 }
 
 TEST(Forward, InterleavedSequencesMatchEachAlone) {
