@@ -11,6 +11,8 @@
 //             (sampling, detokenization, stop matching, token-event delivery)
 //   handoff:  handoff_ms (server: from the engine's last charged instant to the I/O thread
 //             handling the terminal event)
+//   remote:   remote_ms replaces template..sampling for a request a remote cascade member
+//             serves (serving/remote_backend.h: validation to the upstream's last event)
 //
 // Thread-safety: owned by one request; touched by the HTTP thread until Submit and by the
 // engine thread afterwards.

@@ -355,6 +355,35 @@ TEST(RemoteBackendTest, SilentUpstreamTimesOutAndTheConnectionIsClosed) {
   EXPECT_TRUE(up.WaitPeerClosed(5s));
 }
 
+TEST(RemoteBackendTest, TricklingUpstreamHitsTheTotalTimeout) {
+  FakeUpstream up([](const FakeUpstream::Conn& c, const std::string&) {
+    c.Send(kSseHead);
+    // A byte every 20 ms: never idle, never done.
+    for (int i = 0; i < 500 && !c.Stopping(); ++i) {
+      c.Send(":");
+      std::this_thread::sleep_for(20ms);
+    }
+  });
+  RemoteBackendOptions o = Options(up.Url());
+  o.total_timeout = 300ms;
+  auto b = Make(o);
+  ASSERT_NE(b, nullptr);
+  Collector c;
+  ExpectUpstreamError(RunOne(*b, c), "timed out after");
+  EXPECT_EQ(c.Terminals(), 1);
+}
+
+TEST(RemoteBackendTest, GarbageInsteadOfHttpIsAnUpstreamError) {
+  FakeUpstream up([](const FakeUpstream::Conn& c, const std::string&) {
+    c.Send("\x01\x02 not http at all\r\n\r\n");
+  });
+  auto b = Make(Options(up.Url()));
+  ASSERT_NE(b, nullptr);
+  Collector c;
+  ExpectUpstreamError(RunOne(*b, c), "before the response head");
+  EXPECT_EQ(c.Terminals(), 1);
+}
+
 TEST(RemoteBackendTest, RequestDeadlineBoundsTheUpstreamCall) {
   FakeUpstream up([](const FakeUpstream::Conn& c, const std::string&) {
     c.Send(kSseHead);
