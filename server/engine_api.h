@@ -85,6 +85,9 @@ struct GenerationRequest {
   std::string slo_class;              // "" = server default class
   std::string user_role;              // "" = none; scales the class budget
   std::optional<int64_t> deadline_ms; // relative to timeline.first_byte
+  // Chat only: at ladder level >= trim_context the engine may drop the oldest turns between
+  // the system prompt(s) and the last user turn so the prompt fits its budget (docs/slo.md).
+  bool allow_context_trim = false;
   std::string request_id;             // "cmpl-..." / "chatcmpl-...", also in logs
   RequestTimeline timeline;
 };

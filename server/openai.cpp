@@ -329,6 +329,12 @@ std::optional<ApiError> ApplyDeadline(const FieldSpec&, const json& v, const Req
   return std::nullopt;
 }
 
+std::optional<ApiError> ApplyAllowContextTrim(const FieldSpec&, const json& v,
+                                              const RequestLimits&, GenerationRequest& out) {
+  out.allow_context_trim = v.get<bool>();
+  return std::nullopt;
+}
+
 constexpr double kI32Max = 2147483647.0;
 constexpr double kI64Min = -9223372036854775808.0;
 constexpr double kI64Max = 9223372036854775807.0;  // rounds to 2^63; values above fail as uint
@@ -388,6 +394,10 @@ const FieldSpec kFields[] = {
      &ApplyName<&GenerationRequest::user_role>},
     {"deadline_ms", JsonKind::kInteger, Applies::kBoth, false, 1, false, 3600000, false,
      AboveMax::kReject, "end-to-end deadline from arrival", &ApplyDeadline},
+    // Accepted on both endpoints so one body works for either; completions are never trimmed.
+    {"allow_context_trim", JsonKind::kBoolean, Applies::kBoth, false, 0, false, 0, false,
+     AboveMax::kReject, "chat: old turns may be dropped under SLO pressure (level >= 2)",
+     &ApplyAllowContextTrim},
 };
 
 bool AppliesTo(const FieldSpec& spec, Endpoint endpoint) {

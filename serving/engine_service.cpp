@@ -85,7 +85,8 @@ EngineService::EngineService(std::vector<std::unique_ptr<ModelEngine>> engines,
   controller_ = std::make_unique<slo::Controller>(slo_config_, names, NowUs());
   for (auto& e : engines_) {
     speeds_.push_back(std::make_unique<slo::SpeedEstimator>(slo_config_.admission.ewma_alpha));
-    e->AttachSlo(SloHooks{&controller_->board(), &tracker_, speeds_.back().get()});
+    e->AttachSlo(SloHooks{&controller_->board(), &tracker_, speeds_.back().get(), &slo_config_,
+                           &outcomes_});
   }
 }
 
@@ -194,6 +195,7 @@ server::SubmitResult EngineService::Submit(server::GenerationRequest request,
   slo::RequestSloFields fields;
   fields.slo_class = request.slo_class;
   fields.user_role = request.user_role;
+  fields.allow_context_trim = request.allow_context_trim;
   fields.allow_context_trim = request.allow_context_trim;
   if (request.deadline_ms) fields.deadline_ms = static_cast<double>(*request.deadline_ms);
   auto budget = slo::Resolve(slo_config_, fields);
@@ -396,6 +398,12 @@ std::string EngineService::MetricsText() const {
   o << "# HELP lifeline_running_sequences Sequences admitted and holding KV blocks.\n"
        "# TYPE lifeline_running_sequences gauge\n";
   for (size_t i = 0; i < n; ++i) o << "lifeline_running_sequences" << model(i) << "} " << snaps[i].running << "\n";
+  o << "# HELP lifeline_batch_window_waits_total Times the batching window held admission to fill a batch.\n"
+       "# TYPE lifeline_batch_window_waits_total counter\n";
+  for (size_t i = 0; i < n; ++i) o << "lifeline_batch_window_waits_total" << model(i) << "} " << snaps[i].window_waits << "\n";
+  o << "# HELP lifeline_batch_window_max_delay_seconds The batching window's max queue delay (0: off).\n"
+       "# TYPE lifeline_batch_window_max_delay_seconds gauge\n";
+  for (size_t i = 0; i < n; ++i) o << "lifeline_batch_window_max_delay_seconds" << model(i) << "} " << snaps[i].max_queue_delay_us / 1e6 << "\n";
   o << "# HELP lifeline_batch_window_waits_total Times the batching window held admission to fill a batch.\n"
        "# TYPE lifeline_batch_window_waits_total counter\n";
   for (size_t i = 0; i < n; ++i) o << "lifeline_batch_window_waits_total" << model(i) << "} " << snaps[i].window_waits << "\n";

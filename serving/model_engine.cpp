@@ -69,6 +69,8 @@ struct ModelEngine::Live {
   std::string slo_class;       // latency sample label
   int32_t priority = 0;
   std::string cap_reason;      // non-empty: max_tokens was capped by the SLO ladder
+  bool deadline_stopped = false;  // ended at its deadline (ladder level >= truncate)
+  ModelEngine::Trim trim;         // context trimmed at Submit (turns > 0)
 };
 
 ModelEngine::ModelEngine(std::unique_ptr<LlamaModel> model, std::unique_ptr<Tokenizer> tokenizer,
@@ -172,19 +174,31 @@ EngineSnapshot ModelEngine::Snapshot() const {
   return snapshot_;
 }
 
-Result<std::string> ModelEngine::RenderPrompt(const server::GenerationRequest& req,
-                                              ApiError* error) const {
-  if (!req.is_chat) return req.prompt;
+namespace {
+
+std::vector<chat_template::Message> TemplateMessages(const server::GenerationRequest& req) {
   std::vector<chat_template::Message> msgs;
   msgs.reserve(req.messages.size());
   for (const auto& m : req.messages) {
     // OpenAI's "developer" role is the newer name of "system".
     msgs.push_back({m.role == "developer" ? "system" : m.role, m.content});
   }
+  return msgs;
+}
+
+}  // namespace
+
+Result<std::string> ModelEngine::RenderChat(std::span<const chat_template::Message> msgs) const {
   const int32_t eos = tokenizer_->eos_id();
   const std::string eos_text = eos >= 0 ? std::string(tokenizer_->TokenText(eos)) : "";
-  auto text = chat_template::Render(template_family_, msgs, /*add_generation_prompt=*/true,
-                                    /*bos_token=*/"", eos_text);
+  return chat_template::Render(template_family_, msgs, /*add_generation_prompt=*/true,
+                               /*bos_token=*/"", eos_text);
+}
+
+Result<std::string> ModelEngine::RenderPrompt(const server::GenerationRequest& req,
+                                              ApiError* error) const {
+  if (!req.is_chat) return req.prompt;
+  auto text = RenderChat(TemplateMessages(req));
   if (!text.ok()) {
     // Render names messages[i].role in its message; keep that as the param where present.
     const std::string& m = text.status().message();
@@ -196,6 +210,95 @@ Result<std::string> ModelEngine::RenderPrompt(const server::GenerationRequest& r
     *error = BadRequest(m, param);
   }
   return text;
+}
+
+bool ModelEngine::TrimContext(const server::GenerationRequest& req, int64_t budget_tokens,
+                              std::vector<int32_t>* prompt, Trim* trim) const {
+  const std::vector<chat_template::Message> msgs = TemplateMessages(req);
+  // Kept: every system message and the last user turn (the last user message and anything
+  // after it). Optional: the other messages before it, grouped into turns that each start at
+  // a user message, so a question is never kept without its answer or the reverse.
+  size_t last_user = msgs.size();
+  for (size_t i = msgs.size(); i-- > 0;) {
+    if (msgs[i].role == "user") {
+      last_user = i;
+      break;
+    }
+  }
+  if (last_user == msgs.size()) return false;
+  std::vector<std::vector<size_t>> turns;
+  for (size_t i = 0; i < last_user; ++i) {
+    if (msgs[i].role == "system") continue;
+    if (turns.empty() || msgs[i].role == "user") turns.emplace_back();
+    turns.back().push_back(i);
+  }
+  if (turns.empty()) return false;
+  const int64_t n_before = static_cast<int64_t>(prompt->size());
+  // Tokens of the prompt with the k oldest turns dropped (nullopt: the template refused it).
+  auto tokens_without = [&](size_t k) -> std::optional<std::vector<int32_t>> {
+    std::vector<uint8_t> drop(msgs.size(), 0);
+    for (size_t t = 0; t < k; ++t) {
+      for (size_t i : turns[t]) drop[i] = 1;
+    }
+    std::vector<chat_template::Message> kept;
+    for (size_t i = 0; i < msgs.size(); ++i) {
+      if (drop[i] == 0) kept.push_back(msgs[i]);
+    }
+    auto text = RenderChat(kept);
+    if (!text.ok()) return std::nullopt;
+    return tokenizer_->Encode(*text, tokenizer_->add_bos(), /*parse_special=*/true);
+  };
+  // Fewer turns never means more tokens, so a binary search needs O(log turns) renders.
+  size_t lo = 1, hi = turns.size();
+  std::optional<std::vector<int32_t>> best;
+  size_t best_k = 0;
+  while (lo <= hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    auto t = tokens_without(mid);
+    if (t && static_cast<int64_t>(t->size()) <= budget_tokens) {
+      best = std::move(t);
+      best_k = mid;
+      hi = mid - 1;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  if (!best) {  // even system + last turn is over the budget: send that much
+    best = tokens_without(turns.size());
+    best_k = turns.size();
+    if (!best) return false;
+  }
+  trim->turns = static_cast<int32_t>(best_k);
+  trim->messages = 0;
+  for (size_t t = 0; t < best_k; ++t) trim->messages += static_cast<int32_t>(turns[t].size());
+  trim->tokens = n_before - static_cast<int64_t>(best->size());
+  *prompt = std::move(*best);
+  return true;
+}
+
+int64_t ModelEngine::TrimBudgetTokens(const SubmitSlo& slo,
+                                      const server::GenerationRequest& req) const {
+  int64_t budget = slo_.config != nullptr ? slo_.config->ladder.trim_to_tokens
+                                          : slo::LadderParams{}.trim_to_tokens;
+  std::optional<double> ttft_budget_ms = slo.ttft_budget_ms;
+  if (!ttft_budget_ms && slo_.config != nullptr) {
+    slo::RequestSloFields fields;
+    fields.slo_class = req.slo_class;
+    fields.user_role = req.user_role;
+    if (req.deadline_ms) fields.deadline_ms = static_cast<double>(*req.deadline_ms);
+    if (auto b = slo::Resolve(*slo_.config, fields); b.ok()) ttft_budget_ms = b->ttft_budget_ms;
+  }
+  if (ttft_budget_ms && slo_.speeds != nullptr) {
+    if (auto tps = slo_.speeds->prefill_tokens_per_s(); tps && *tps > 0) {
+      // The prompt tokens the rest of the TTFT budget can prefill, after the queued prompts.
+      const double elapsed_ms = std::chrono::duration<double, std::milli>(
+                                    Clock::now() - req.timeline.first_byte).count();
+      const double left_ms = *ttft_budget_ms - elapsed_ms;
+      const double fit = left_ms * *tps / 1000.0 - static_cast<double>(queued_prompt_tokens_.load());
+      budget = std::min<int64_t>(budget, fit <= 0 ? 0 : static_cast<int64_t>(std::min(fit, 1e15)));
+    }
+  }
+  return budget;
 }
 
 std::optional<ApiError> ModelEngine::Submit(server::RequestHandle handle,
@@ -214,6 +317,15 @@ std::optional<ApiError> ModelEngine::Submit(server::RequestHandle handle,
   // Special-token text is parsed: templates and completion prompts use it (as llama.cpp's
   // server does). Byte cap already enforced by the HTTP body limit.
   live->prompt = tokenizer_->Encode(*text, tokenizer_->add_bos(), /*parse_special=*/true);
+  if (req.is_chat && req.allow_context_trim && slo != nullptr && slo_.knobs != nullptr) {
+    std::shared_ptr<const slo::Knobs> knobs = slo_.knobs->Load();
+    if (knobs != nullptr && knobs->LevelOf(slo->slo_class) >= slo::Level::kTrimContext) {
+      const int64_t budget = TrimBudgetTokens(*slo, req);
+      if (static_cast<int64_t>(live->prompt.size()) > budget) {
+        (void)TrimContext(req, budget, &live->prompt, &live->trim);
+      }
+    }
+  }
   live->timing.Charge(&live->timing.tokenize_ms, Clock::now());
   const std::string prompt_param = req.is_chat ? "messages" : "prompt";
   const int64_t n_prompt = static_cast<int64_t>(live->prompt.size());
@@ -303,6 +415,13 @@ std::optional<ApiError> ModelEngine::Submit(server::RequestHandle handle,
       return ServerError(503, "unavailable", "shutting_down", "the server is shutting down", 1);
     }
     queued_prompt_tokens_.fetch_add(n_prompt);
+    if (live->trim.turns > 0) {
+      context_trims_.fetch_add(1);
+      if (slo_.outcomes != nullptr) {
+        slo_.outcomes->Count(live->slo_class.empty() ? "interactive" : live->slo_class,
+                             options_.name, "trimmed");
+      }
+    }
     inbox_.push_back(Message{handle, std::move(live)});
   }
   cv_.notify_one();
@@ -368,9 +487,72 @@ void ModelEngine::DrainInbox() {
   }
 }
 
+void ModelEngine::Complete(Live& live, const Request& r) {
+  RequestTiming& tm = live.timing;
+  server::Usage usage{r.n_prompt_tokens, live.generated};
+  if (!live.stop->stopped()) {
+    // Whatever the detokenizer and stop matcher still hold is part of the answer.
+    StopPush tail = live.stop->Push(live.detok->Flush());
+    std::string rest = tail.emit + (tail.stopped ? "" : live.stop->Finish());
+    if (!rest.empty()) live.sink(GenerationEvent::Token(std::move(rest), -1));
+  }
+  tm.Charge(&tm.sampling_ms, Clock::now());
+  nlohmann::json timings = tm.ToJson(r.n_prompt_tokens, live.cached_tokens, live.generated,
+                                     live.preemptions);
+  // The `lifeline` extension object: what the SLO ladder did to this request.
+  nlohmann::json ext = nlohmann::json::object();
+  if (live.deadline_stopped) {
+    ext["truncated"] = true;
+    ext["reason"] = "deadline";
+  } else if (!live.cap_reason.empty() && r.finish_reason == FinishReason::kLength) {
+    ext["truncated"] = true;
+    ext["reason"] = live.cap_reason;
+  }
+  if (live.trim.turns > 0) {
+    ext["context_trim"] = {{"turns", live.trim.turns},
+                           {"messages", live.trim.messages},
+                           {"tokens", live.trim.tokens}};
+  }
+  if (!ext.empty()) timings["lifeline"] = std::move(ext);
+  RecordFinished(live);
+  GenerationEvent done = GenerationEvent::Done(FinishReasonText(r.finish_reason), usage,
+                                               std::move(timings));
+  done.timed_until = tm.mark;  // the server charges the rest as handoff_ms
+  Finish(live, std::move(done));
+}
+
+void ModelEngine::StopAtDeadlines(int64_t now_us) {
+  if (knobs_now_ == nullptr) return;  // no control plane: level 0 for every class
+  std::vector<RequestId> due;
+  for (const auto& [id, live] : live_) {
+    // Never-started requests are left to the scheduler's expiry (503 deadline_exceeded).
+    if (!live->started || !live->deadline_us || now_us < *live->deadline_us) continue;
+    if (knobs_now_->LevelOf(live->slo_class) < slo::Level::kTruncate) continue;
+    due.push_back(id);
+  }
+  for (RequestId id : due) {
+    std::optional<Request> r = scheduler_->FinishNow(id, FinishReason::kLength, now_us);
+    auto it = live_.find(id);
+    if (!r || it == live_.end()) continue;
+    Live& live = *it->second;
+    live.timing.Charge(&live.timing.queue_ms, Clock::now());  // it was between steps
+    live.deadline_stopped = true;
+    ++deadline_stops_;
+    if (slo_.outcomes != nullptr) {
+      slo_.outcomes->Count(live.slo_class.empty() ? "interactive" : live.slo_class,
+                           options_.name, "deadline_stop");
+    }
+    Complete(live, *r);
+    handle_to_id_.erase(live.handle);
+    live_.erase(it);
+  }
+}
+
 bool ModelEngine::Step() {
   const auto t_step0 = Clock::now();
+  StopAtDeadlines(NowUs());
   StepPlan plan = scheduler_->Schedule(NowUs());
+  window_wait_us_ = plan.window_wait_us;
 
   for (const Request& r : plan.cancelled) {
     auto it = live_.find(r.id);
@@ -502,26 +684,8 @@ bool ModelEngine::Step() {
     auto it = live_.find(r.id);
     if (it == live_.end()) continue;
     Live& live = *it->second;
-    RequestTiming& tm = live.timing;
-    server::Usage usage{r.n_prompt_tokens, live.generated};
     if (KindOf(r.finish_reason) == FinishKind::kCompleted) {
-      if (!live.stop->stopped()) {
-        // Whatever the detokenizer and stop matcher still hold is part of the answer.
-        StopPush tail = live.stop->Push(live.detok->Flush());
-        std::string rest = tail.emit + (tail.stopped ? "" : live.stop->Finish());
-        if (!rest.empty()) live.sink(GenerationEvent::Token(std::move(rest), -1));
-      }
-      tm.Charge(&tm.sampling_ms, Clock::now());
-      nlohmann::json timings = tm.ToJson(r.n_prompt_tokens, live.cached_tokens, live.generated,
-                                         live.preemptions);
-      if (!live.cap_reason.empty() && r.finish_reason == FinishReason::kLength) {
-        timings["lifeline"] = {{"truncated", true}, {"reason", live.cap_reason}};
-      }
-      RecordFinished(live);
-      GenerationEvent done = GenerationEvent::Done(FinishReasonText(r.finish_reason), usage,
-                                                   std::move(timings));
-      done.timed_until = tm.mark;  // the server charges the rest as handoff_ms
-      Finish(live, std::move(done));
+      Complete(live, r);
     } else if (r.finish_reason == FinishReason::kDeadline) {
       Finish(live, GenerationEvent::Error(ServerError(503, "unavailable", "deadline_exceeded",
                                                       r.error_message, 1)));
@@ -555,17 +719,27 @@ void ModelEngine::FailAll(const std::string& code, const std::string& message, i
 }
 
 void ModelEngine::ApplyKnobs() {
+  if (slo_.speeds != nullptr) {
+    // The batching window's slack check needs the time a prompt token takes to prefill.
+    if (auto tps = slo_.speeds->prefill_tokens_per_s(); tps && *tps > 0) {
+      scheduler_->SetServiceEstimate(1e6 / *tps);
+    }
+  }
   if (slo_.knobs == nullptr) return;
-  std::shared_ptr<const slo::Knobs> knobs = slo_.knobs->Load();
+  // One pointer copy per step; the class levels of this step come from the same snapshot.
+  knobs_now_ = slo_.knobs->Load();
+  const std::shared_ptr<const slo::Knobs>& knobs = knobs_now_;
   if (knobs == nullptr || knobs->version == knobs_version_) return;
   knobs_version_ = knobs->version;
-  const slo::ModelKnobs* mk = knobs->ForModel(options_.name);
-  if (mk == nullptr) return;
-  // The engine's buffers were sized for options_: the controller may shrink, never exceed.
-  SchedulerKnobs k;
-  k.max_running = std::clamp<int32_t>(mk->max_running, 1, options_.max_running);
-  k.max_step_tokens =
-      std::clamp<int64_t>(mk->max_step_tokens, k.max_running, options_.max_step_tokens);
+  SchedulerKnobs k = scheduler_->knobs();
+  if (const slo::ModelKnobs* mk = knobs->ForModel(options_.name)) {
+    // The engine's buffers were sized for options_: the controller may shrink, never exceed.
+    k.max_running = std::clamp<int32_t>(mk->max_running, 1, options_.max_running);
+    k.max_step_tokens =
+        std::clamp<int64_t>(mk->max_step_tokens, k.max_running, options_.max_step_tokens);
+  }
+  k.max_queue_delay_us = std::max<int64_t>(0, knobs->max_queue_delay_us);
+  k.preferred_batch_sizes = knobs->preferred_batch_sizes;
   (void)scheduler_->SetKnobs(k);
 }
 
@@ -615,11 +789,20 @@ void ModelEngine::Loop() {
       snapshot_.preemptions = st.preemptions;
       snapshot_.steps = st.steps;
       snapshot_.live_requests = static_cast<int64_t>(live_.size());
+      snapshot_.window_waits = st.window_waits;
+      snapshot_.max_queue_delay_us = scheduler_->knobs().max_queue_delay_us;
+      snapshot_.context_trims = context_trims_.load();
+      snapshot_.deadline_stops = deadline_stops_;
     }
     if (!ran && !live_.empty()) {
-      // Nothing schedulable right now (should be rare): don't spin a core.
+      // Nothing schedulable right now: the batching window holds admission (sleep until it
+      // ends or a request arrives), or something rare: don't spin a core. Capped so started
+      // requests' deadlines and the heartbeat are still looked at often.
+      const auto wait = window_wait_us_ > 0
+                            ? std::chrono::microseconds(std::min<int64_t>(window_wait_us_, 50'000))
+                            : std::chrono::microseconds(1000);
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(1), [&] { return stop_ || !inbox_.empty(); });
+      cv_.wait_for(lock, wait, [&] { return stop_ || !inbox_.empty(); });
     }
   }
   FailAll("shutting_down", "the server is shutting down", 503);

@@ -3,10 +3,13 @@
 //   HTTP thread: Submit() renders the chat template, tokenizes, checks the context, sampler
 //   and stop limits and the queue bound, then pushes the request into the inbox -- every
 //   refusal is answered here, before anything is queued. Cancel() pushes a cancel message.
-//   Engine thread: drain inbox -> Scheduler::Schedule -> LlamaModel::Eval over the plan's
-//   ragged batch (block tables adopted from the scheduler's prefix-cached block manager) ->
-//   sample / detokenize / stop-match per sequence -> events to each request's sink ->
-//   Scheduler::Update. Exactly one terminal event per accepted request.
+//   Engine thread: drain inbox -> load the SLO knobs (batch limits, batching window, class
+//   levels) -> stop started requests past their deadline at level >= truncate ->
+//   Scheduler::Schedule -> LlamaModel::Eval over the plan's ragged batch (block tables
+//   adopted from the scheduler's prefix-cached block manager) -> sample / detokenize /
+//   stop-match per sequence -> events to each request's sink -> Scheduler::Update. Exactly
+//   one terminal event per accepted request. At level >= trim_context, Submit drops old chat
+//   turns of requests that allow it before the prompt is counted (docs/slo.md).
 //
 // Ownership: owns the model, tokenizer, KV context, compute pool, scheduler and thread.
 // Thread-safety: Submit, Cancel, Healthy, Snapshot and MetricsText may be called from any
@@ -25,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -37,6 +41,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "scheduler/scheduler.h"
 #include "server/engine_api.h"
+#include "serving/request_timing.h"
 #include "slo/admission.h"
 #include "slo/controller.h"
 #include "slo/latency_tracker.h"
@@ -67,15 +72,22 @@ struct EngineSnapshot {
   int64_t preemptions = 0;
   int64_t steps = 0;
   int64_t live_requests = 0;   // accepted and not yet terminated
+  int64_t window_waits = 0;    // batching-window holds begun (SchedulerStats::window_waits)
+  int64_t max_queue_delay_us = 0;  // the batching window applied now (0: off)
+  int64_t context_trims = 0;   // requests whose chat context was trimmed (ladder level >= 2)
+  int64_t deadline_stops = 0;  // requests stopped at their deadline (ladder level >= 1)
 };
 
 // The SLO control plane's objects an engine uses, borrowed (they must outlive the engine):
 // knobs read at step start, the tracker fed one sample set per finished request, the speed
-// estimator fed per step. Any may be null.
+// estimator fed per step, the config (ladder.trim_to_tokens), outcome counters ("trimmed",
+// "deadline_stop"). Any may be null.
 struct SloHooks {
   const slo::KnobBoard* knobs = nullptr;
   slo::LatencyTracker* tracker = nullptr;
   slo::SpeedEstimator* speeds = nullptr;
+  const slo::SloConfig* config = nullptr;
+  slo::OutcomeCounters* outcomes = nullptr;
 };
 
 // The admission verdict for one request, computed once its prompt is tokenized.
@@ -92,6 +104,9 @@ struct SubmitSlo {
   std::string slo_class;                 // label of the latency samples
   int32_t priority = 0;                  // scheduler priority (higher first)
   std::optional<int64_t> deadline_us;    // absolute, steady clock in us (EDF order / expiry)
+  // From the first byte; sizes the context-trim budget. Unset: resolved from the request's
+  // slo_class / user_role / deadline_ms against SloHooks::config, when there is one.
+  std::optional<double> ttft_budget_ms;
   AdmitFn admit;                         // may be empty: admit
 };
 
@@ -143,6 +158,24 @@ class ModelEngine {
               const ModelEngineOptions& options);
   Result<std::string> RenderPrompt(const server::GenerationRequest& req,
                                    server::ApiError* error) const;
+  Result<std::string> RenderChat(std::span<const chat_template::Message> msgs) const;
+  // Level >= trim_context: drops the oldest turns between the system message(s) and the last
+  // user turn until the prompt fits `budget_tokens` (or only system + last turn are left).
+  // Returns false (and leaves *prompt) when there is nothing to drop.
+  struct Trim {
+    int32_t turns = 0;
+    int32_t messages = 0;
+    int64_t tokens = 0;  // prompt tokens removed
+  };
+  bool TrimContext(const server::GenerationRequest& req, int64_t budget_tokens,
+                   std::vector<int32_t>* prompt, Trim* trim) const;
+  // The context-trim budget of a request (docs/slo.md): ladder.trim_to_tokens, lowered to
+  // what the TTFT budget leaves at the measured prefill speed behind the queued prompts.
+  int64_t TrimBudgetTokens(const SubmitSlo& slo, const server::GenerationRequest& req) const;
+  // Level >= truncate: ends started requests whose deadline has passed, as "length".
+  void StopAtDeadlines(int64_t now_us);
+  // Emits the terminal "done" event of a request the scheduler finished as completed.
+  void Complete(Live& live, const Request& r);
   void Loop();
   void ApplyKnobs();
   void RecordFinished(const Live& live);
@@ -176,6 +209,10 @@ class ModelEngine {
   std::atomic<int64_t> queued_prompt_tokens_{0};
   SloHooks slo_;
   uint64_t knobs_version_ = 0;  // engine thread: last applied Knobs::version
+  std::shared_ptr<const slo::Knobs> knobs_now_;  // engine thread: loaded at step start
+  int64_t window_wait_us_ = 0;  // engine thread: the last plan's batching-window hold
+  int64_t deadline_stops_ = 0;  // engine thread
+  std::atomic<int64_t> context_trims_{0};
   mutable std::mutex snapshot_mu_;
   EngineSnapshot snapshot_;
   std::thread thread_;

@@ -74,6 +74,9 @@ struct LadderParams {
   int64_t raise_interval_ms = 1000;  // time in a level before it may be raised again
   int32_t max_level = 4;             // default for classes without their own max_level
   int64_t truncate_max_tokens = 256; // level >= 1: max_tokens capped to this
+  // Level >= 2, requests with allow_context_trim: old chat turns are dropped until the prompt
+  // fits this many tokens (or what the TTFT budget leaves at the measured prefill speed).
+  int64_t trim_to_tokens = 2048;
   int32_t event_log_size = 256;      // transitions kept in memory (oldest dropped)
 };
 

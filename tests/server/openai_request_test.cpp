@@ -56,6 +56,7 @@ TEST(ParseGenerationRequest, MinimalCompletionGetsDefaults) {
   EXPECT_FALSE(p.request.sampling.seed.has_value());
   EXPECT_FALSE(p.request.stream);
   EXPECT_TRUE(p.request.stop.empty());
+  EXPECT_FALSE(p.request.allow_context_trim);
 }
 
 TEST(ParseGenerationRequest, EveryFieldIsApplied) {
@@ -63,7 +64,8 @@ TEST(ParseGenerationRequest, EveryFieldIsApplied) {
     "top_p":0.9,"top_k":40,"min_p":0.05,"seed":-3,"stop":["a","bb"],"presence_penalty":-1.5,
     "frequency_penalty":2,"repeat_penalty":1.1,"stream":true,
     "stream_options":{"include_usage":true},"ignore_eos":true,"n":1,"slo_class":"chat",
-    "user_role":"doctor","deadline_ms":250,"logprobs":false,"echo":false,"best_of":1})");
+    "user_role":"doctor","deadline_ms":250,"logprobs":false,"echo":false,"best_of":1,
+    "allow_context_trim":true})");
   ASSERT_FALSE(p.error) << p.error->message;
   const GenerationRequest& r = p.request;
   EXPECT_EQ(r.model, "m1");
@@ -84,6 +86,7 @@ TEST(ParseGenerationRequest, EveryFieldIsApplied) {
   EXPECT_EQ(r.slo_class, "chat");
   EXPECT_EQ(r.user_role, "doctor");
   EXPECT_EQ(r.deadline_ms, 250);
+  EXPECT_TRUE(r.allow_context_trim);
 }
 
 TEST(ParseGenerationRequest, NullMeansDefault) {
@@ -174,6 +177,7 @@ TEST(ParseGenerationRequest, RangesAndTypesPerField) {
       {"deadline_ms", {"1", "3600000"}, {"0", "3600001", "-10"}},
       {"stream", {"true", "false"}, {"1", "\"true\""}},
       {"ignore_eos", {"true"}, {"0"}},
+      {"allow_context_trim", {"true", "false"}, {"1", "\"true\"", "{}"}},
       {"logprobs", {"false", "0"}, {"true", "5"}},
       {"top_logprobs", {"0"}, {"3"}},
       {"echo", {"false"}, {"true"}},
@@ -296,7 +300,7 @@ TEST(ParseGenerationRequest, FieldTableCoversTheDocumentedFields) {
       "model", "prompt", "messages", "max_tokens", "max_completion_tokens", "temperature",
       "top_p", "top_k", "min_p", "seed", "stop", "presence_penalty", "frequency_penalty",
       "repeat_penalty", "stream", "stream_options", "ignore_eos", "n", "slo_class", "user_role",
-      "deadline_ms"};
+      "deadline_ms", "allow_context_trim"};
   for (const std::string& name : documented) {
     bool found = false;
     for (const FieldSpec& f : RequestFields()) found = found || f.name == name;

@@ -1,0 +1,413 @@
+// The SLO features inside one ModelEngine's loop, on the real stories260K model with knobs
+// published by hand on a KnobBoard (the controller's channel), so every ladder level and
+// batching window is set deterministically:
+//   - published batch limits reach the scheduler (no step runs more sequences);
+//   - the batching window holds an idle engine's admission until a preferred size is reached
+//     or the delay has passed;
+//   - at level >= 1 a started request whose deadline passes ends at once as "length" with the
+//     `lifeline` extension {truncated, reason "deadline"}; at level 0 it runs to max_tokens;
+//   - at level >= 2 a chat request with allow_context_trim loses its oldest turns (system and
+//     last user turn kept) until its prompt fits; not without the flag, below level 2, or for
+//     completions. Expected prompt sizes come from rendering the expected message subset in
+//     the test with the chat template and tokenizer directly.
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/gguf/gguf_file.h"
+#include "engine/kernels/kernel_table.h"
+#include "engine/model/llama_model.h"
+#include "engine/tokenizer/chat_template.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "serving/model_engine.h"
+#include "slo/admission.h"
+#include "slo/controller.h"
+#include "slo/slo_config.h"
+#include "test_paths.h"
+
+namespace lifeline::serving {
+namespace {
+
+using namespace std::chrono_literals;
+
+int64_t NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::unique_ptr<ModelEngine> MakeEngine(int32_t max_running = 4) {
+  const std::string path = lifeline::testing::SharedPath("models/stories260K.gguf");
+  auto file = GgufFile::Open(path, GgufOpenOptions{});
+  EXPECT_TRUE(file.ok()) << file.status().ToString();
+  if (!file.ok()) return nullptr;
+  auto tok = Tokenizer::FromGguf(**file);
+  EXPECT_TRUE(tok.ok()) << tok.status().ToString();
+  auto model = LlamaModel::Load(std::move(file).value(), ReferenceKernels());
+  EXPECT_TRUE(model.ok()) << model.status().ToString();
+  if (!tok.ok() || !model.ok()) return nullptr;
+  ModelEngineOptions o;
+  o.name = "m";
+  o.threads = 1;
+  o.kv_memory_bytes = 8ull << 20;
+  o.max_running = max_running;
+  o.max_step_tokens = 256;
+  o.chat_template = "chatml";
+  auto engine = ModelEngine::Create(std::move(model).value(), std::move(tok).value(), o);
+  EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+  return engine.ok() ? std::move(engine).value() : nullptr;
+}
+
+// Knobs as the controller publishes them: one model, one class "c" at `level`.
+std::shared_ptr<const slo::Knobs> MakeKnobs(uint64_t version, slo::Level level,
+                                            int32_t max_running = 4, int64_t delay_us = 0,
+                                            std::vector<int32_t> preferred = {}) {
+  auto k = std::make_shared<slo::Knobs>();
+  k->version = version;
+  k->models = {slo::ModelKnobs{"m", max_running, 256}};
+  k->classes = {slo::ClassLevel{"c", level}};
+  k->max_queue_delay_us = delay_us;
+  k->preferred_batch_sizes = std::move(preferred);
+  return k;
+}
+
+// Collects one request's events; `on_token` runs on the engine thread for each token.
+struct Collector {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<server::GenerationEvent> events;
+  int terminals = 0;
+  std::function<void()> on_token;
+
+  server::GenerationSink Sink() {
+    return [this](server::GenerationEvent ev) {
+      if (!ev.terminal() && on_token) on_token();
+      std::lock_guard<std::mutex> lock(mu);
+      terminals += ev.terminal() ? 1 : 0;
+      events.push_back(std::move(ev));
+      cv.notify_all();
+    };
+  }
+  server::GenerationEvent Wait() {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!cv.wait_for(lock, 30s, [&] { return terminals > 0; })) {
+      server::ApiError e;
+      e.code = "timeout";
+      return server::GenerationEvent::Error(e);
+    }
+    return events.back();
+  }
+  size_t TokenEvents() {
+    std::lock_guard<std::mutex> lock(mu);
+    return static_cast<size_t>(std::count_if(events.begin(), events.end(),
+                                             [](const auto& e) { return !e.terminal(); }));
+  }
+};
+
+server::GenerationRequest Completion(int32_t max_tokens, const std::string& prompt = "Once") {
+  server::GenerationRequest r;
+  r.model = "m";
+  r.prompt = prompt;
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = 0;
+  r.ignore_eos = true;
+  r.slo_class = "c";
+  r.timeline.first_byte = r.timeline.validated = std::chrono::steady_clock::now();
+  return r;
+}
+
+SubmitSlo ClassC(std::optional<int64_t> deadline_us = std::nullopt) {
+  SubmitSlo s;
+  s.slo_class = "c";
+  s.deadline_us = deadline_us;
+  return s;
+}
+
+class SloEngineTest : public ::testing::Test {
+ protected:
+  void Attach(slo::SpeedEstimator* speeds = nullptr) {
+    engine_->AttachSlo(SloHooks{&board_, nullptr, speeds, &config_, &outcomes_});
+  }
+  void SetUp() override {
+    engine_ = MakeEngine();
+    ASSERT_NE(engine_, nullptr);
+    config_ = slo::DefaultSloConfig();
+  }
+  void TearDown() override {
+    if (engine_) engine_->Stop();
+  }
+  // Waits until the engine has no live request and reports every KV block free.
+  void ExpectDrained() {
+    EngineSnapshot s;
+    for (int i = 0; i < 200; ++i) {
+      s = engine_->Snapshot();
+      if (s.live_requests == 0 && s.kv_blocks_free == s.kv_blocks_total) break;
+      std::this_thread::sleep_for(10ms);
+    }
+    EXPECT_EQ(s.live_requests, 0);
+    EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total);
+  }
+  uint64_t OutcomeCount(const std::string& outcome) {
+    uint64_t n = 0;
+    for (const auto& c : outcomes_.Snapshot()) {
+      if (c.outcome == outcome) n += c.count;
+    }
+    return n;
+  }
+
+  slo::KnobBoard board_;
+  slo::SloConfig config_;
+  slo::OutcomeCounters outcomes_;
+  std::unique_ptr<ModelEngine> engine_;
+};
+
+int32_t MaxBatch(const server::GenerationEvent& done) {
+  int32_t m = 0;
+  for (const auto& b : done.timings["batch"]["sizes"]) m = std::max(m, b.get<int32_t>());
+  return m;
+}
+
+TEST_F(SloEngineTest, PublishedBatchLimitReachesTheScheduler) {
+  board_.Publish(MakeKnobs(1, slo::Level::kNormal, /*max_running=*/2));
+  Attach();
+  // Queued before Start, so the first step sees all four together: only the limit keeps a
+  // step below four sequences.
+  Collector c[4];
+  for (int i = 0; i < 4; ++i) {
+    SubmitSlo s = ClassC();
+    ASSERT_FALSE(engine_->Submit(i + 1, Completion(6), c[i].Sink(), &s));
+  }
+  engine_->Start();
+  int32_t seen = 0;
+  for (auto& col : c) {
+    const server::GenerationEvent done = col.Wait();
+    ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+    ASSERT_TRUE(done.timings.contains("batch")) << done.timings.dump();
+    EXPECT_LE(MaxBatch(done), 2) << done.timings.dump();
+    seen = std::max(seen, MaxBatch(done));
+  }
+  EXPECT_EQ(seen, 2);  // they did batch, up to the limit
+}
+
+TEST_F(SloEngineTest, BatchingWindowWaitsForAPreferredSize) {
+  board_.Publish(MakeKnobs(1, slo::Level::kNormal, 4, /*delay_us=*/30'000'000, {3}));
+  Attach();
+  engine_->Start();
+  Collector c[3];
+  SubmitSlo s = ClassC();
+  ASSERT_FALSE(engine_->Submit(1, Completion(4), c[0].Sink(), &s));
+  ASSERT_FALSE(engine_->Submit(2, Completion(4), c[1].Sink(), &s));
+  std::this_thread::sleep_for(300ms);
+  // Two waiting, preferred size 3, delay 30 s: nothing has run.
+  EXPECT_EQ(c[0].TokenEvents() + c[1].TokenEvents(), 0u);
+  EXPECT_GE(engine_->Snapshot().window_waits, 1);
+  ASSERT_FALSE(engine_->Submit(3, Completion(4), c[2].Sink(), &s));
+  for (auto& col : c) {
+    const server::GenerationEvent done = col.Wait();
+    ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+    // All three were admitted together: their first step held three sequences.
+    EXPECT_EQ(done.timings["batch"]["sizes"][0], 3) << done.timings.dump();
+  }
+}
+
+TEST_F(SloEngineTest, BatchingWindowNeverHoldsPastTheDelay) {
+  board_.Publish(MakeKnobs(1, slo::Level::kNormal, 4, /*delay_us=*/300'000, {3}));
+  Attach();
+  engine_->Start();
+  Collector c;
+  SubmitSlo s = ClassC();
+  ASSERT_FALSE(engine_->Submit(1, Completion(4), c.Sink(), &s));
+  const server::GenerationEvent done = c.Wait();  // alone: it goes when the delay is over
+  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  EXPECT_GE(done.timings["queue_ms"].get<double>(), 290.0) << done.timings.dump();
+  EXPECT_EQ(engine_->Snapshot().max_queue_delay_us, 300'000);
+}
+
+// The sink sleeps on the first token until the deadline is behind, so the deadline passes
+// while the request is running, whatever the machine's speed.
+server::GenerationEvent RunPastDeadline(ModelEngine& engine, slo::KnobBoard& board,
+                                        slo::Level level) {
+  board.Publish(MakeKnobs(1, level));
+  Collector c;
+  const int64_t deadline_us = NowUs() + 1'000'000;
+  bool slept = false;
+  c.on_token = [&] {
+    if (slept) return;
+    slept = true;
+    const int64_t left_us = deadline_us - NowUs();
+    if (left_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(left_us + 20'000));
+  };
+  SubmitSlo s = ClassC(deadline_us);
+  EXPECT_FALSE(engine.Submit(1, Completion(60), c.Sink(), &s));
+  server::GenerationEvent done = c.Wait();
+  std::this_thread::sleep_for(50ms);
+  std::lock_guard<std::mutex> lock(c.mu);
+  EXPECT_EQ(c.terminals, 1);
+  return done;
+}
+
+TEST_F(SloEngineTest, AtLevelOneARunningRequestStopsAtItsDeadline) {
+  Attach();
+  engine_->Start();
+  const server::GenerationEvent done = RunPastDeadline(*engine_, board_, slo::Level::kTruncate);
+  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  EXPECT_EQ(done.finish_reason, "length");
+  EXPECT_LT(done.usage.completion_tokens, 60);
+  EXPECT_GE(done.usage.completion_tokens, 1);
+  ASSERT_TRUE(done.timings.contains("lifeline")) << done.timings.dump();
+  EXPECT_EQ(done.timings["lifeline"]["truncated"], true);
+  EXPECT_EQ(done.timings["lifeline"]["reason"], "deadline");
+  EXPECT_EQ(OutcomeCount("deadline_stop"), 1u);
+  EXPECT_EQ(engine_->Snapshot().deadline_stops, 1);
+  ExpectDrained();
+}
+
+TEST_F(SloEngineTest, AtLevelZeroARunningRequestRunsPastItsDeadline) {
+  Attach();
+  engine_->Start();
+  const server::GenerationEvent done = RunPastDeadline(*engine_, board_, slo::Level::kNormal);
+  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  EXPECT_EQ(done.finish_reason, "length");
+  EXPECT_EQ(done.usage.completion_tokens, 60);
+  EXPECT_FALSE(done.timings.contains("lifeline")) << done.timings.dump();
+  EXPECT_EQ(OutcomeCount("deadline_stop"), 0u);
+  ExpectDrained();
+}
+
+// A conversation with two optional turns before the last user turn.
+std::vector<server::ChatMessage> Conversation() {
+  return {{"system", "You are a storyteller."},
+          {"user", "Tell me about a cat who lived in a big red house near the sea."},
+          {"assistant", "Once upon a time there was a cat named Tom who loved the sea."},
+          {"user", "What did the cat do every morning when the sun came up?"},
+          {"assistant", "Every morning Tom ran to the beach and looked at the boats."},
+          {"user", "And then?"}};
+}
+
+server::GenerationRequest Chat(bool allow_trim) {
+  server::GenerationRequest r = Completion(2);
+  r.is_chat = true;
+  r.prompt.clear();
+  r.messages = Conversation();
+  r.allow_context_trim = allow_trim;
+  return r;
+}
+
+// Prompt tokens of the conversation's messages at `keep` (indices), rendered as the engine
+// does (ChatML, generation prompt, BOS per the tokenizer, special tokens parsed).
+int64_t PromptTokens(const Tokenizer& tok, const std::vector<size_t>& keep) {
+  const auto conv = Conversation();
+  std::vector<chat_template::Message> msgs;
+  for (size_t i : keep) msgs.push_back({conv[i].role, conv[i].content});
+  const int32_t eos = tok.eos_id();
+  auto text = chat_template::Render(chat_template::Family::kChatML, msgs, true, "",
+                                    eos >= 0 ? std::string(tok.TokenText(eos)) : "");
+  EXPECT_TRUE(text.ok());
+  return static_cast<int64_t>(tok.Encode(*text, tok.add_bos(), true).size());
+}
+
+server::GenerationEvent RunTrim(ModelEngine& engine, slo::KnobBoard& board, slo::Level level,
+                                server::GenerationRequest req, const SubmitSlo& s) {
+  board.Publish(MakeKnobs(1, level));
+  Collector c;
+  EXPECT_FALSE(engine.Submit(1, std::move(req), c.Sink(), &s));
+  return c.Wait();
+}
+
+TEST_F(SloEngineTest, AtLevelTwoOldestTurnsAreTrimmedKeepingSystemAndLastUser) {
+  const Tokenizer& tok = engine_->tokenizer();
+  const int64_t all = PromptTokens(tok, {0, 1, 2, 3, 4, 5});
+  const int64_t minus_one = PromptTokens(tok, {0, 3, 4, 5});
+  const int64_t minimal = PromptTokens(tok, {0, 5});
+  ASSERT_LT(minimal, minus_one);
+  ASSERT_LT(minus_one, all);
+  // Budget = what the conversation without its oldest turn needs: exactly one turn goes.
+  config_.ladder.trim_to_tokens = minus_one;
+  Attach();
+  engine_->Start();
+  server::GenerationEvent done =
+      RunTrim(*engine_, board_, slo::Level::kTrimContext, Chat(true), ClassC());
+  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  EXPECT_EQ(done.usage.prompt_tokens, minus_one);
+  ASSERT_TRUE(done.timings.contains("lifeline")) << done.timings.dump();
+  const auto& trim = done.timings["lifeline"]["context_trim"];
+  EXPECT_EQ(trim["turns"], 1);
+  EXPECT_EQ(trim["messages"], 2);
+  EXPECT_EQ(trim["tokens"], all - minus_one);
+  EXPECT_FALSE(done.timings["lifeline"].contains("truncated"));
+  EXPECT_EQ(OutcomeCount("trimmed"), 1u);
+
+  // One token below that: both optional turns go, system + last user remain.
+  config_.ladder.trim_to_tokens = minus_one - 1;
+  done = RunTrim(*engine_, board_, slo::Level::kCascade, Chat(true), ClassC());
+  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  EXPECT_EQ(done.usage.prompt_tokens, minimal);
+  EXPECT_EQ(done.timings["lifeline"]["context_trim"]["turns"], 2);
+  EXPECT_EQ(done.timings["lifeline"]["context_trim"]["messages"], 4);
+
+  // Below even that: the same minimum is sent (admission decides what happens to it).
+  config_.ladder.trim_to_tokens = 1;
+  done = RunTrim(*engine_, board_, slo::Level::kTrimContext, Chat(true), ClassC());
+  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  EXPECT_EQ(done.usage.prompt_tokens, minimal);
+  EXPECT_EQ(OutcomeCount("trimmed"), 3u);
+  EXPECT_EQ(engine_->Snapshot().context_trims, 3);
+}
+
+TEST_F(SloEngineTest, NoTrimWithoutTheFlagBelowLevelTwoOrForCompletions) {
+  const Tokenizer& tok = engine_->tokenizer();
+  const int64_t all = PromptTokens(tok, {0, 1, 2, 3, 4, 5});
+  config_.ladder.trim_to_tokens = 1;  // would trim everything it may
+  Attach();
+  engine_->Start();
+  const struct {
+    slo::Level level;
+    bool allow;
+  } cases[] = {{slo::Level::kTrimContext, false}, {slo::Level::kTruncate, true},
+               {slo::Level::kNormal, true}};
+  for (const auto& tc : cases) {
+    const server::GenerationEvent done = RunTrim(*engine_, board_, tc.level, Chat(tc.allow), ClassC());
+    ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+    EXPECT_EQ(done.usage.prompt_tokens, all) << static_cast<int>(tc.level) << " " << tc.allow;
+    EXPECT_FALSE(done.timings.contains("lifeline")) << done.timings.dump();
+  }
+  // A completion prompt is never trimmed, whatever it asks.
+  const std::string text = "Once upon a time there was a little girl who liked to play outside";
+  server::GenerationRequest comp = Completion(2, text);
+  comp.allow_context_trim = true;
+  const server::GenerationEvent done =
+      RunTrim(*engine_, board_, slo::Level::kTrimContext, comp, ClassC());
+  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  EXPECT_EQ(done.usage.prompt_tokens,
+            static_cast<int64_t>(tok.Encode(text, tok.add_bos(), true).size()));
+  EXPECT_EQ(OutcomeCount("trimmed"), 0u);
+}
+
+TEST_F(SloEngineTest, TrimBudgetFollowsTheTtftBudgetAtTheMeasuredPrefillSpeed) {
+  const Tokenizer& tok = engine_->tokenizer();
+  const int64_t minimal = PromptTokens(tok, {0, 5});
+  // 1 token per second of prefill; a TTFT budget of `minimal` seconds (+0.5 s for the time
+  // spent before Submit) leaves room for exactly `minimal` prompt tokens.
+  slo::SpeedEstimator speeds;
+  speeds.ObservePrefill(1, 1000.0);
+  Attach(&speeds);
+  engine_->Start();
+  SubmitSlo s = ClassC();
+  s.ttft_budget_ms = static_cast<double>(minimal) * 1000.0 + 500.0;
+  const server::GenerationEvent done =
+      RunTrim(*engine_, board_, slo::Level::kTrimContext, Chat(true), s);
+  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  EXPECT_EQ(done.usage.prompt_tokens, minimal);  // trim_to_tokens (2048) alone trims nothing
+  EXPECT_EQ(done.timings["lifeline"]["context_trim"]["turns"], 2);
+}
+
+}  // namespace
+}  // namespace lifeline::serving
