@@ -196,7 +196,6 @@ server::SubmitResult EngineService::Submit(server::GenerationRequest request,
   fields.slo_class = request.slo_class;
   fields.user_role = request.user_role;
   fields.allow_context_trim = request.allow_context_trim;
-  fields.allow_context_trim = request.allow_context_trim;
   if (request.deadline_ms) fields.deadline_ms = static_cast<double>(*request.deadline_ms);
   auto budget = slo::Resolve(slo_config_, fields);
   if (!budget.ok()) return server::SubmitResult::Reject(SloBadRequest(budget.status().message()));
@@ -398,12 +397,6 @@ std::string EngineService::MetricsText() const {
   o << "# HELP lifeline_running_sequences Sequences admitted and holding KV blocks.\n"
        "# TYPE lifeline_running_sequences gauge\n";
   for (size_t i = 0; i < n; ++i) o << "lifeline_running_sequences" << model(i) << "} " << snaps[i].running << "\n";
-  o << "# HELP lifeline_batch_window_waits_total Times the batching window held admission to fill a batch.\n"
-       "# TYPE lifeline_batch_window_waits_total counter\n";
-  for (size_t i = 0; i < n; ++i) o << "lifeline_batch_window_waits_total" << model(i) << "} " << snaps[i].window_waits << "\n";
-  o << "# HELP lifeline_batch_window_max_delay_seconds The batching window's max queue delay (0: off).\n"
-       "# TYPE lifeline_batch_window_max_delay_seconds gauge\n";
-  for (size_t i = 0; i < n; ++i) o << "lifeline_batch_window_max_delay_seconds" << model(i) << "} " << snaps[i].max_queue_delay_us / 1e6 << "\n";
   o << "# HELP lifeline_batch_window_waits_total Times the batching window held admission to fill a batch.\n"
        "# TYPE lifeline_batch_window_waits_total counter\n";
   for (size_t i = 0; i < n; ++i) o << "lifeline_batch_window_waits_total" << model(i) << "} " << snaps[i].window_waits << "\n";
