@@ -30,6 +30,9 @@ const kernels::MatmulImpl& ScalarImpl() {
 void MatMulScalar(const WeightMatrix& w, const float* x, int64_t n, float* y, ComputePool& p) {
   kernels::RunMatmul(ScalarImpl(), w, x, n, y, p);
 }
+void GroupScalar(const MatmulGroup& g, const float* x, int64_t n, ComputePool& p) {
+  kernels::RunMatmulGroup(ScalarImpl(), g, x, n, p);
+}
 
 #if defined(LIFELINE_X86)
 const kernels::MatmulImpl& Avx2Impl() {
@@ -43,6 +46,9 @@ const kernels::MatmulImpl& Avx2Impl() {
 void MatMulAvx2(const WeightMatrix& w, const float* x, int64_t n, float* y, ComputePool& p) {
   kernels::RunMatmul(Avx2Impl(), w, x, n, y, p);
 }
+void GroupAvx2(const MatmulGroup& g, const float* x, int64_t n, ComputePool& p) {
+  kernels::RunMatmulGroup(Avx2Impl(), g, x, n, p);
+}
 
 const kernels::MatmulImpl& Avx512Impl() {
   static const kernels::MatmulImpl impl = [] {
@@ -55,13 +61,18 @@ const kernels::MatmulImpl& Avx512Impl() {
 void MatMulAvx512(const WeightMatrix& w, const float* x, int64_t n, float* y, ComputePool& p) {
   kernels::RunMatmul(Avx512Impl(), w, x, n, y, p);
 }
+void GroupAvx512(const MatmulGroup& g, const float* x, int64_t n, ComputePool& p) {
+  kernels::RunMatmulGroup(Avx512Impl(), g, x, n, p);
+}
 #endif
 
 KernelTable MakeTable(IsaLevel isa, void (*matmul)(const WeightMatrix&, const float*, int64_t,
-                                                    float*, ComputePool&)) {
+                                                    float*, ComputePool&),
+                      void (*group)(const MatmulGroup&, const float*, int64_t, ComputePool&)) {
   KernelTable t;
   t.isa = isa;
   t.matmul = matmul;
+  t.matmul_group = group;
   return t;
 }
 
@@ -117,10 +128,10 @@ IsaLevel DetectIsa() {
 
 const KernelTable& KernelsFor(IsaLevel requested) {
   const IsaLevel level = requested < DetectIsa() ? requested : DetectIsa();
-  static const KernelTable scalar = MakeTable(IsaLevel::kScalar, &MatMulScalar);
+  static const KernelTable scalar = MakeTable(IsaLevel::kScalar, &MatMulScalar, &GroupScalar);
 #if defined(LIFELINE_X86)
-  static const KernelTable avx2 = MakeTable(IsaLevel::kAvx2, &MatMulAvx2);
-  static const KernelTable avx512 = MakeTable(IsaLevel::kAvx512, &MatMulAvx512);
+  static const KernelTable avx2 = MakeTable(IsaLevel::kAvx2, &MatMulAvx2, &GroupAvx2);
+  static const KernelTable avx512 = MakeTable(IsaLevel::kAvx512, &MatMulAvx512, &GroupAvx512);
   if (level == IsaLevel::kAvx512) return avx512;
   if (level == IsaLevel::kAvx2) return avx2;
 #endif

@@ -32,6 +32,31 @@ struct WeightMatrix {
   uint64_t row_bytes = 0;
 };
 
+// Several products of one input, run as one: the activations are quantized once and every
+// matrix's rows are computed inside a single pool round trip (QKV as one product, gate + up
+// as one). An optional epilogue runs on the pool thread that finished a range of output
+// rows, while they are still in cache (SwiGLU of gate and up, the residual add of an output
+// projection), instead of as a separate single-threaded pass.
+struct MatmulGroup {
+  static constexpr int kMaxMatrices = 3;
+  int n = 0;                          // matrices in use, 1..kMaxMatrices
+  WeightMatrix w[kMaxMatrices];       // same cols; y[i]: [n_tokens, w[i].rows] contiguous
+  float* y[kMaxMatrices] = {};
+  // true: every matrix has the same rows and each epilogue call covers rows [r0, r1) of all
+  // of them (mat == -1); false: rows of one matrix at a time (mat = its index).
+  bool row_aligned = false;
+  // Called for every token once rows [r0, r1) of the output(s) are final (all tokens).
+  // Ranges are disjoint and cover all rows; calls run concurrently on the pool's threads.
+  void (*epilogue)(const void* ctx, int mat, int64_t r0, int64_t r1) = nullptr;
+  const void* epilogue_ctx = nullptr;
+  // Optional: writes token rows [t0, t1) of x (the group's input) just before they are
+  // quantized, on the thread that quantizes them (RMSNorm fused into activation
+  // quantization: the normalised row is still in L1 when it is quantized, and a long prompt's
+  // norms run on every pool thread). Disjoint ranges covering all tokens, possibly concurrent.
+  void (*prologue)(const void* ctx, int64_t t0, int64_t t1) = nullptr;
+  const void* prologue_ctx = nullptr;
+};
+
 struct KernelTable {
   IsaLevel isa = IsaLevel::kScalar;
 
@@ -40,7 +65,19 @@ struct KernelTable {
   // Splits the work over the pool's threads. No allocation beyond per-call scratch.
   void (*matmul)(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y,
                  ComputePool& pool) = nullptr;
+
+  // Every product of the group from the same x ([n_tokens, cols]); optional (null: callers
+  // use RunMatmulGroup, which falls back to one matmul per matrix). Results are bit-identical
+  // to the prologue over all tokens, then separate matmul calls, then the epilogue over all
+  // rows.
+  void (*matmul_group)(const MatmulGroup& g, const float* x, int64_t n_tokens,
+                       ComputePool& pool) = nullptr;
 };
+
+// Runs g with table.matmul_group when the table has one, else unfused on the calling thread:
+// the prologue over all tokens, one matmul per matrix, the epilogue over all rows.
+void RunMatmulGroup(const KernelTable& table, const MatmulGroup& g, const float* x,
+                    int64_t n_tokens, ComputePool& pool);
 
 // Scalar reference kernels (dequantize each weight row to f32, dot in f32 with f64-free
 // sequential accumulation). Always available.

@@ -16,8 +16,10 @@ namespace {
 constexpr int64_t kMinMacsPerThread = int64_t{1} << 16;
 // Quantizing fewer values than this is not worth a pool round trip.
 constexpr int64_t kMinValuesParallelQuantize = int64_t{1} << 15;
-// Row-tile chunks per thread for the dynamic split (see RunMatmul).
+// Row chunks per thread for the dynamic split (see RunGroupTiles), and the row multiple
+// chunk boundaries keep (a multiple of every tile kernel's max_rows).
 constexpr int64_t kChunksPerThread = 8;
+constexpr int64_t kChunkQuantumRows = 16;
 // Activation bytes per token chunk: small enough to stay in L2 next to the weight tile.
 constexpr int64_t kTokenChunkBytes = int64_t{256} << 10;
 
@@ -50,17 +52,18 @@ void ScalarTileT(const uint8_t* w, uint64_t row_bytes, int nr, const QuantizedAc
   ScalarTileFn(kType, w, row_bytes, nr, acts, t0, nt, y, ldy);
 }
 
-// One thread's share: row tiles [rt0, rt1) of max_rows rows each, all tokens.
-void RunSlab(const TileKernel& k, const WeightMatrix& w, const QuantizedActs& acts,
-             int64_t rt0, int64_t rt1, float* y) {
+// Rows [r0, r1) of w (r0 a multiple of k.max_rows, or the rows run one by one in the last
+// partial tile), all tokens.
+void RunRows(const TileKernel& k, const WeightMatrix& w, const QuantizedActs& acts, int64_t r0,
+             int64_t r1, float* y) {
   const int64_t n_tokens = acts.n_tokens();
   const int64_t chunk_raw =
       kTokenChunkBytes / std::max<int64_t>(1, w.cols * ActBytesPerValue(acts.format()));
   const int64_t chunk = std::max<int64_t>(k.max_tokens, chunk_raw / k.max_tokens * k.max_tokens);
-  const int64_t r_end = std::min(w.rows, rt1 * k.max_rows);
+  const int64_t r_end = std::min(w.rows, r1);
   for (int64_t tc = 0; tc < n_tokens; tc += chunk) {
     const int64_t tc_end = std::min(n_tokens, tc + chunk);
-    for (int64_t r = rt0 * k.max_rows; r < r_end; r += k.max_rows) {
+    for (int64_t r = r0; r < r_end; r += k.max_rows) {
       const int nr = static_cast<int>(std::min<int64_t>(k.max_rows, r_end - r));
       const uint8_t* wr = w.data + static_cast<uint64_t>(r) * w.row_bytes;
       for (int64_t t = tc; t < tc_end; t += k.max_tokens) {
@@ -136,12 +139,17 @@ MatmulImpl MakeScalarImpl() {
 }
 
 void QuantizeActs(const MatmulImpl& impl, ActFormat format, const float* x, int64_t n_tokens,
-                  int64_t cols, QuantizedActs& acts, ComputePool& pool) {
+                  int64_t cols, QuantizedActs& acts, ComputePool& pool, const Prologue& prologue) {
   acts.Reset(format, n_tokens, cols, x);
-  if (format == ActFormat::kF32) return;  // borrowed as is
-  const QuantizeTokenFn quantize = impl.quantize[static_cast<int>(format)];
+  const QuantizeTokenFn quantize =
+      format == ActFormat::kF32 ? nullptr : impl.quantize[static_cast<int>(format)];
+  if (quantize == nullptr && prologue.fn == nullptr) return;  // f32: borrowed as is
+  // Token by token, so a row the prologue just wrote is quantized while it is in L1.
   auto run = [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) quantize(x + t * cols, acts, t);
+    for (int64_t t = t0; t < t1; ++t) {
+      if (prologue.fn != nullptr) prologue.fn(prologue.ctx, t, t + 1);
+      if (quantize != nullptr) quantize(x + t * cols, acts, t);
+    }
   };
   if (pool.n_threads() == 1 || n_tokens < 2 || n_tokens * cols < kMinValuesParallelQuantize) {
     run(0, n_tokens);
@@ -154,51 +162,210 @@ void QuantizeActs(const MatmulImpl& impl, ActFormat format, const float* x, int6
   });
 }
 
-void RunMatmul(const MatmulImpl& impl, const WeightMatrix& w, const float* x, int64_t n_tokens,
-               float* y, ComputePool& pool) {
-  const auto type_id = static_cast<uint32_t>(w.type);
-  const TileKernel* k = type_id <= kMaxTypeId ? &impl.tiles[type_id] : nullptr;
-  if (k == nullptr || k->fn == nullptr) {
-    ReferenceKernels().matmul(w, x, n_tokens, y, pool);
-    return;
-  }
-  if (w.rows == 0 || n_tokens == 0) return;
-  LL_CHECK(w.cols % ActBlockElems(ActFormatFor(w.type)) == 0);
+namespace {
 
-  QuantizedActs acts;  // per-call scratch
-  QuantizeActs(impl, ActFormatFor(w.type), x, n_tokens, w.cols, acts, pool);
+// The pool owner's activation scratch, reused by every product it runs (a decode step runs
+// a hundred or more; allocating per call showed up as malloc/free in profiles). One per
+// thread: several engines may own pools on different threads.
+QuantizedActs& ActScratch() {
+  thread_local QuantizedActs acts;
+  return acts;
+}
 
-  const int64_t macs = w.rows * w.cols * n_tokens;
-  const GemmKernel& g = impl.gemm[type_id];
-  if (g.run != nullptr && n_tokens >= g.min_tokens) {
-    const int64_t n_tiles = (w.rows + kGemmRows - 1) / kGemmRows;
-    const int64_t threads =
-        std::min<int64_t>({pool.n_threads(), n_tiles, std::max<int64_t>(1, macs / kMinMacsPerThread)});
-    RunGemm(g, w, acts, threads, y, pool);
-    return;
+void RunEpilogueAll(const MatmulGroup& g) {
+  if (g.epilogue == nullptr) return;
+  if (g.row_aligned) {
+    g.epilogue(g.epilogue_ctx, -1, 0, g.w[0].rows);
+  } else {
+    for (int i = 0; i < g.n; ++i) g.epilogue(g.epilogue_ctx, i, 0, g.w[i].rows);
   }
-  const int64_t n_row_tiles = (w.rows + k->max_rows - 1) / k->max_rows;
-  const int64_t useful_threads =
-      std::min<int64_t>({pool.n_threads(), n_row_tiles, std::max<int64_t>(1, macs / kMinMacsPerThread)});
+}
+
+}  // namespace
+
+namespace {
+
+// The tiled path of a fusable group: one pool round trip for every matrix. Threads take
+// chunks of rows from a shared counter rather than one fixed slab each: on a machine shared
+// with other work a descheduled thread then delays only the chunk it holds, not half of the
+// work. Chunks stay large (a few per thread) so each one streams long contiguous runs of
+// weights. Results do not depend on who computes which chunk.
+void RunGroupTiles(const MatmulGroup& g, const TileKernel* const* k, const QuantizedActs& acts,
+                   ComputePool& pool) {
+  const int64_t n_tokens = acts.n_tokens();
+  int64_t total_rows = 0;  // rows walked by the chunk counter
+  int64_t all_rows = 0;    // rows of every matrix (the work)
+  for (int i = 0; i < g.n; ++i) all_rows += g.w[i].rows;
+  total_rows = g.row_aligned ? g.w[0].rows : all_rows;
+  if (total_rows == 0) return;
+  const int64_t macs = all_rows * acts.cols() * n_tokens;
+  const int64_t useful_threads = std::min<int64_t>(
+      {pool.n_threads(), std::max<int64_t>(1, macs / kMinMacsPerThread),
+       (total_rows + kChunkQuantumRows - 1) / kChunkQuantumRows});
+  const int64_t per_chunk = total_rows / (useful_threads * kChunksPerThread);
+  const int64_t chunk_rows =
+      std::max<int64_t>(1, (per_chunk + kChunkQuantumRows - 1) / kChunkQuantumRows) *
+      kChunkQuantumRows;
+  // first[i]: index of matrix i's first chunk (concatenated order); first[g.n]: the count.
+  int64_t first[MatmulGroup::kMaxMatrices + 1] = {};
+  if (g.row_aligned) {
+    first[1] = (g.w[0].rows + chunk_rows - 1) / chunk_rows;
+  } else {
+    for (int i = 0; i < g.n; ++i) first[i + 1] = first[i] + (g.w[i].rows + chunk_rows - 1) / chunk_rows;
+  }
+  const int64_t n_chunks = g.row_aligned ? first[1] : first[g.n];
+  auto do_chunk = [&](int64_t c) {
+    if (g.row_aligned) {
+      const int64_t r0 = c * chunk_rows;
+      const int64_t r1 = std::min(g.w[0].rows, r0 + chunk_rows);
+      for (int i = 0; i < g.n; ++i) RunRows(*k[i], g.w[i], acts, r0, r1, g.y[i]);
+      if (g.epilogue != nullptr) g.epilogue(g.epilogue_ctx, -1, r0, r1);
+      return;
+    }
+    int i = 0;
+    while (c >= first[i + 1]) ++i;
+    const int64_t r0 = (c - first[i]) * chunk_rows;
+    const int64_t r1 = std::min(g.w[i].rows, r0 + chunk_rows);
+    RunRows(*k[i], g.w[i], acts, r0, r1, g.y[i]);
+    if (g.epilogue != nullptr) g.epilogue(g.epilogue_ctx, i, r0, r1);
+  };
   if (useful_threads <= 1) {
-    RunSlab(*k, w, acts, 0, n_row_tiles, y);
+    for (int64_t c = 0; c < n_chunks; ++c) do_chunk(c);
     return;
   }
-  // Threads take chunks of row tiles from a shared counter rather than one fixed slab each:
-  // on a machine shared with other work a descheduled thread then delays only the chunk it
-  // holds, not half of the matrix. Chunks stay large (a few per thread) so each one streams
-  // long contiguous runs of weights. Results do not depend on who computes which chunk.
-  const int64_t chunk_tiles = std::max<int64_t>(1, n_row_tiles / (useful_threads * kChunksPerThread));
-  const int64_t n_chunks = (n_row_tiles + chunk_tiles - 1) / chunk_tiles;
   std::atomic<int64_t> next_chunk{0};
   pool.Run([&](int ith, int) {
     if (ith >= useful_threads) return;
     for (;;) {
       const int64_t c = next_chunk.fetch_add(1, std::memory_order_relaxed);
       if (c >= n_chunks) break;
-      RunSlab(*k, w, acts, c * chunk_tiles, std::min(n_row_tiles, (c + 1) * chunk_tiles), y);
+      do_chunk(c);
     }
   });
 }
 
+// The epilogue over all rows after products that did not run chunk by chunk, split over
+// the pool when there are enough rows.
+void RunEpilogueSplit(const MatmulGroup& g, int64_t n_tokens, ComputePool& pool) {
+  if (g.epilogue == nullptr) return;
+  const int n_mats = g.row_aligned ? 1 : g.n;
+  int64_t values = 0;
+  for (int i = 0; i < n_mats; ++i) values += g.w[i].rows * n_tokens;
+  if (pool.n_threads() == 1 || values < kMinValuesParallelQuantize) {
+    RunEpilogueAll(g);
+    return;
+  }
+  pool.Run([&](int ith, int nth) {
+    for (int i = 0; i < n_mats; ++i) {
+      int64_t r0, r1;
+      ComputePool::Split(g.w[i].rows, ith, nth, &r0, &r1);
+      if (r0 < r1) g.epilogue(g.epilogue_ctx, g.row_aligned ? -1 : i, r0, r1);
+    }
+  });
+}
+
+}  // namespace
+
+void RunMatmulGroup(const MatmulImpl& impl, const MatmulGroup& g, const float* x,
+                    int64_t n_tokens, ComputePool& pool) {
+  LL_CHECK(g.n >= 1 && g.n <= MatmulGroup::kMaxMatrices);
+  const int64_t cols = g.w[0].cols;
+  const ActFormat format = ActFormatFor(g.w[0].type);
+  const TileKernel* k[MatmulGroup::kMaxMatrices] = {};
+  bool fusable = true;
+  for (int i = 0; i < g.n; ++i) {
+    LL_CHECK(g.w[i].cols == cols);
+    LL_CHECK(!g.row_aligned || g.w[i].rows == g.w[0].rows);
+    const auto id = static_cast<uint32_t>(g.w[i].type);
+    k[i] = id <= kMaxTypeId ? &impl.tiles[id] : nullptr;
+    if (k[i] == nullptr || k[i]->fn == nullptr || ActFormatFor(g.w[i].type) != format) {
+      fusable = false;
+    }
+  }
+  if (!fusable) {
+    // Each matrix on its own, with its best kernel (or the reference one when it has none).
+    if (g.prologue != nullptr && n_tokens > 0) g.prologue(g.prologue_ctx, 0, n_tokens);
+    for (int i = 0; i < g.n; ++i) {
+      if (k[i] != nullptr && k[i]->fn != nullptr) {
+        MatmulGroup one;
+        one.n = 1;
+        one.w[0] = g.w[i];
+        one.y[0] = g.y[i];
+        RunMatmulGroup(impl, one, x, n_tokens, pool);
+      } else {
+        ReferenceKernels().matmul(g.w[i], x, n_tokens, g.y[i], pool);
+      }
+    }
+    if (n_tokens > 0) RunEpilogueSplit(g, n_tokens, pool);
+    return;
+  }
+  if (n_tokens == 0) return;
+  LL_CHECK(cols % ActBlockElems(format) == 0);
+
+  QuantizedActs& acts = ActScratch();
+  QuantizeActs(impl, format, x, n_tokens, cols, acts, pool, Prologue{g.prologue, g.prologue_ctx});
+
+  bool any_gemm = false;
+  for (int i = 0; i < g.n; ++i) {
+    const GemmKernel& gk = impl.gemm[static_cast<uint32_t>(g.w[i].type)];
+    any_gemm = any_gemm || (gk.run != nullptr && n_tokens >= gk.min_tokens);
+  }
+  if (!any_gemm) {
+    RunGroupTiles(g, k, acts, pool);
+    return;
+  }
+  // Long prompts: the packed GEMM per matrix (its own pool round trip each; the quantized
+  // activations are still shared), then the epilogue.
+  for (int i = 0; i < g.n; ++i) {
+    const WeightMatrix& w = g.w[i];
+    if (w.rows == 0) continue;
+    const GemmKernel& gk = impl.gemm[static_cast<uint32_t>(w.type)];
+    if (gk.run != nullptr && n_tokens >= gk.min_tokens) {
+      const int64_t macs = w.rows * w.cols * n_tokens;
+      const int64_t n_tiles = (w.rows + kGemmRows - 1) / kGemmRows;
+      const int64_t threads = std::min<int64_t>(
+          {pool.n_threads(), n_tiles, std::max<int64_t>(1, macs / kMinMacsPerThread)});
+      RunGemm(gk, w, acts, threads, g.y[i], pool);
+    } else {
+      MatmulGroup one;
+      one.n = 1;
+      one.w[0] = w;
+      one.y[0] = g.y[i];
+      const TileKernel* ki[1] = {k[i]};
+      RunGroupTiles(one, ki, acts, pool);
+    }
+  }
+  RunEpilogueSplit(g, n_tokens, pool);
+}
+
+void RunMatmul(const MatmulImpl& impl, const WeightMatrix& w, const float* x, int64_t n_tokens,
+               float* y, ComputePool& pool) {
+  MatmulGroup g;
+  g.n = 1;
+  g.w[0] = w;
+  g.y[0] = y;
+  RunMatmulGroup(impl, g, x, n_tokens, pool);
+}
+
 }  // namespace lifeline::kernels
+
+namespace lifeline {
+
+void RunMatmulGroup(const KernelTable& table, const MatmulGroup& g, const float* x,
+                    int64_t n_tokens, ComputePool& pool) {
+  if (table.matmul_group != nullptr) {
+    table.matmul_group(g, x, n_tokens, pool);
+    return;
+  }
+  if (n_tokens == 0) return;
+  if (g.prologue != nullptr) g.prologue(g.prologue_ctx, 0, n_tokens);
+  for (int i = 0; i < g.n; ++i) table.matmul(g.w[i], x, n_tokens, g.y[i], pool);
+  if (g.epilogue == nullptr) return;
+  if (g.row_aligned) {
+    g.epilogue(g.epilogue_ctx, -1, 0, g.w[0].rows);
+  } else {
+    for (int i = 0; i < g.n; ++i) g.epilogue(g.epilogue_ctx, i, 0, g.w[i].rows);
+  }
+}
+
+}  // namespace lifeline

@@ -68,10 +68,24 @@ struct MatmulImpl {
 void RunMatmul(const MatmulImpl& impl, const WeightMatrix& w, const float* x, int64_t n_tokens,
                float* y, ComputePool& pool);
 
+// A group of products of one input (kernel_table.h): one activation quantization, and when
+// every matrix has a tile kernel for the same activation format, one pool round trip with
+// the epilogue run per finished chunk of rows. Otherwise each matrix runs on its own.
+void RunMatmulGroup(const MatmulImpl& impl, const MatmulGroup& g, const float* x,
+                    int64_t n_tokens, ComputePool& pool);
+
+// Optional per-token hook run just before a token row is quantized (MatmulGroup::prologue).
+struct Prologue {
+  void (*fn)(const void* ctx, int64_t t0, int64_t t1) = nullptr;
+  const void* ctx = nullptr;
+};
+
 // Quantizes all n_tokens rows of x ([n_tokens, cols]) into acts with impl's quantizers,
-// splitting the tokens over the pool when there are enough of them.
+// splitting the tokens over the pool when there are enough of them. With a prologue, each
+// row is first written by it (on the thread that then quantizes the row).
 void QuantizeActs(const MatmulImpl& impl, ActFormat format, const float* x, int64_t n_tokens,
-                  int64_t cols, QuantizedActs& acts, ComputePool& pool);
+                  int64_t cols, QuantizedActs& acts, ComputePool& pool,
+                  const Prologue& prologue = {});
 
 // Scalar table: twin tiles for every type with ref::HasVecDot, scalar quantizers.
 MatmulImpl MakeScalarImpl();

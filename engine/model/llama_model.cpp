@@ -13,15 +13,77 @@
 namespace lifeline {
 namespace {
 
-void AddBias(float* y, const std::vector<float>& bias, int64_t n_tokens) {
-  if (bias.empty()) return;
-  const int64_t d = static_cast<int64_t>(bias.size());
-  for (int64_t t = 0; t < n_tokens; ++t) ops::AddInPlace(y + t * d, bias.data(), d);
-}
+// Hooks of the fused products (MatmulGroup in kernel_table.h). Each runs on the pool thread
+// that owns the token rows / output rows it is given, right before or after they are
+// computed, so none of them is a separate single-threaded pass over the activations.
 
-void RmsNormRows(const float* x, const std::vector<float>& w, int64_t n_tokens, int64_t d,
-                 float eps, float* out) {
-  for (int64_t t = 0; t < n_tokens; ++t) ops::RmsNorm(x + t * d, w.data(), d, eps, out + t * d);
+// Prologue: out[t] = RMSNorm(x[t]) * w for token rows [t0, t1) ([n, d] buffers).
+struct NormHook {
+  const float* x;
+  const float* w;
+  int64_t d;
+  float eps;
+  float* out;
+  static void Run(const void* p, int64_t t0, int64_t t1) {
+    const auto& h = *static_cast<const NormHook*>(p);
+    for (int64_t t = t0; t < t1; ++t) ops::RmsNorm(h.x + t * h.d, h.w, h.d, h.eps, h.out + t * h.d);
+  }
+};
+
+// Epilogue of Q/K/V: adds each matrix's bias (qwen2) to its output rows [r0, r1).
+struct BiasHook {
+  const float* bias[MatmulGroup::kMaxMatrices];  // null: no bias for that matrix
+  float* y[MatmulGroup::kMaxMatrices];
+  int64_t dim[MatmulGroup::kMaxMatrices];
+  int64_t n_tokens;
+  static void Run(const void* p, int mat, int64_t r0, int64_t r1) {
+    const auto& h = *static_cast<const BiasHook*>(p);
+    if (h.bias[mat] == nullptr) return;
+    for (int64_t t = 0; t < h.n_tokens; ++t) {
+      ops::AddInPlace(h.y[mat] + t * h.dim[mat] + r0, h.bias[mat] + r0, r1 - r0);
+    }
+  }
+};
+
+// Epilogue of attn_output / ffn_down: the residual add x += proj on rows [r0, r1).
+struct ResidualHook {
+  float* x;
+  const float* proj;
+  int64_t d;
+  int64_t n_tokens;
+  static void Run(const void* p, int, int64_t r0, int64_t r1) {
+    const auto& h = *static_cast<const ResidualHook*>(p);
+    for (int64_t t = 0; t < h.n_tokens; ++t) {
+      ops::AddInPlace(h.x + t * h.d + r0, h.proj + t * h.d + r0, r1 - r0);
+    }
+  }
+};
+
+// Epilogue of gate + up: gate = silu(gate) * up on rows [r0, r1).
+struct SwiGluHook {
+  float* gate;
+  const float* up;
+  int64_t n_ff;
+  int64_t n_tokens;
+  static void Run(const void* p, int, int64_t r0, int64_t r1) {
+    const auto& h = *static_cast<const SwiGluHook*>(p);
+    for (int64_t t = 0; t < h.n_tokens; ++t) {
+      ops::SwiGlu(h.gate + t * h.n_ff + r0, h.up + t * h.n_ff + r0, r1 - r0);
+    }
+  }
+};
+
+// One product y = W x with the residual add fused into its output: x_res += W x.
+void ProjectAndAdd(const KernelTable& kernels, const WeightMatrix& w, const float* in,
+                   int64_t n, float* proj, float* x_res, ComputePool& pool) {
+  const ResidualHook hook{x_res, proj, w.rows, n};
+  MatmulGroup g;
+  g.n = 1;
+  g.w[0] = w;
+  g.y[0] = proj;
+  g.epilogue = &ResidualHook::Run;
+  g.epilogue_ctx = &hook;
+  RunMatmulGroup(kernels, g, in, n, pool);
 }
 
 std::pair<SeqId, int64_t>* FindSeq(std::vector<std::pair<SeqId, int64_t>>& v, SeqId seq) {
@@ -172,15 +234,30 @@ void LlamaModel::AttentionBlock(int64_t il, std::span<const BatchToken> step, Ll
   const ModelConfig& c = config_;
   LlamaScratch& s = ctx.scratch();
   const int64_t n = static_cast<int64_t>(step.size());
-  const auto& matmul = kernels_->matmul;
 
-  RmsNormRows(s.x.data(), w.attn_norm, n, c.n_embd, c.rms_eps, s.xb.data());  // xb: [n, n_embd]
-  matmul(w.wq, s.xb.data(), n, s.q.data(), pool);  // q: [n, n_head * head_dim_k]
-  matmul(w.wk, s.xb.data(), n, s.k.data(), pool);  // k: [n, n_head_kv * head_dim_k]
-  matmul(w.wv, s.xb.data(), n, s.v.data(), pool);  // v: [n, n_head_kv * head_dim_v]
-  AddBias(s.q.data(), w.bq, n);
-  AddBias(s.k.data(), w.bk, n);
-  AddBias(s.v.data(), w.bv, n);
+  // xb = RMSNorm(x) (fused into the activation quantization), then q, k, v as one product:
+  // q: [n, n_head * head_dim_k], k: [n, n_head_kv * head_dim_k], v: [n, n_head_kv * head_dim_v]
+  const NormHook norm{s.x.data(), w.attn_norm.data(), c.n_embd, c.rms_eps, s.xb.data()};
+  const BiasHook bias{{w.bq.empty() ? nullptr : w.bq.data(), w.bk.empty() ? nullptr : w.bk.data(),
+                       w.bv.empty() ? nullptr : w.bv.data()},
+                      {s.q.data(), s.k.data(), s.v.data()},
+                      {c.q_dim(), c.k_dim(), c.v_dim()},
+                      n};
+  MatmulGroup qkv;
+  qkv.n = 3;
+  qkv.w[0] = w.wq;
+  qkv.w[1] = w.wk;
+  qkv.w[2] = w.wv;
+  qkv.y[0] = s.q.data();
+  qkv.y[1] = s.k.data();
+  qkv.y[2] = s.v.data();
+  qkv.prologue = &NormHook::Run;
+  qkv.prologue_ctx = &norm;
+  if (!w.bq.empty() || !w.bk.empty() || !w.bv.empty()) {
+    qkv.epilogue = &BiasHook::Run;
+    qkv.epilogue_ctx = &bias;
+  }
+  RunMatmulGroup(*kernels_, qkv, s.xb.data(), n, pool);
 
   const ops::RopeParams rope = ops::RopeParamsFrom(c);
   const int64_t half = c.rope_dim / 2;
@@ -199,8 +276,8 @@ void LlamaModel::AttentionBlock(int64_t il, std::span<const BatchToken> step, Ll
   }
 
   Attend(il, step, ctx, pool);  // attn: [n, n_head * head_dim_v]
-  matmul(w.wo, s.attn.data(), n, s.proj.data(), pool);  // proj: [n, n_embd]
-  ops::AddInPlace(s.x.data(), s.proj.data(), n * c.n_embd);
+  // x += attn_output(attn), the add fused into the product (proj: [n, n_embd]).
+  ProjectAndAdd(*kernels_, w.wo, s.attn.data(), n, s.proj.data(), s.x.data(), pool);
 }
 
 // Causal attention, split over the pool. Each token sees positions [0, pos] of its own
@@ -254,13 +331,23 @@ void LlamaModel::FeedForwardBlock(int64_t il, int64_t n, LlamaContext& ctx,
   const LlamaLayerWeights& w = weights_.layers[static_cast<size_t>(il)];
   const ModelConfig& c = config_;
   LlamaScratch& s = ctx.scratch();
-  const auto& matmul = kernels_->matmul;
-  RmsNormRows(s.x.data(), w.ffn_norm, n, c.n_embd, c.rms_eps, s.xb.data());  // xb: [n, n_embd]
-  matmul(w.w_gate, s.xb.data(), n, s.gate.data(), pool);  // gate: [n, n_ff]
-  matmul(w.w_up, s.xb.data(), n, s.up.data(), pool);      // up:   [n, n_ff]
-  ops::SwiGlu(s.gate.data(), s.up.data(), n * c.n_ff);    // gate = silu(gate) * up
-  matmul(w.w_down, s.gate.data(), n, s.proj.data(), pool);  // proj: [n, n_embd]
-  ops::AddInPlace(s.x.data(), s.proj.data(), n * c.n_embd);
+  // xb = RMSNorm(x) fused into the quantization; gate and up as one product with
+  // gate = silu(gate) * up applied per finished chunk of rows; then x += ffn_down(gate).
+  const NormHook norm{s.x.data(), w.ffn_norm.data(), c.n_embd, c.rms_eps, s.xb.data()};
+  const SwiGluHook swiglu{s.gate.data(), s.up.data(), c.n_ff, n};
+  MatmulGroup gate_up;
+  gate_up.n = 2;
+  gate_up.w[0] = w.w_gate;  // gate: [n, n_ff]
+  gate_up.w[1] = w.w_up;    // up:   [n, n_ff]
+  gate_up.y[0] = s.gate.data();
+  gate_up.y[1] = s.up.data();
+  gate_up.row_aligned = true;
+  gate_up.prologue = &NormHook::Run;
+  gate_up.prologue_ctx = &norm;
+  gate_up.epilogue = &SwiGluHook::Run;
+  gate_up.epilogue_ctx = &swiglu;
+  RunMatmulGroup(*kernels_, gate_up, s.xb.data(), n, pool);
+  ProjectAndAdd(*kernels_, w.w_down, s.gate.data(), n, s.proj.data(), s.x.data(), pool);
 }
 
 void LlamaModel::OutputLogits(std::span<const BatchToken> step, LlamaContext& ctx,
