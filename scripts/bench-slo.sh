@@ -120,11 +120,16 @@ start_server() {  # mode logfile
 echo "bench-slo: rates $RATES, $REQUESTS requests each, modes $MODES, prompt $PROMPT_WORDS words," \
      "output $OUTPUT_TOKENS tokens, seed $SEED, $THREADS threads per model; results in $RESULTS" >&2
 echo "bench-slo: load average at start: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+if awk '{ exit !($1 > 1.0) }' /proc/loadavg; then
+  echo "bench-slo: warning: the machine is busy (load average > 1); the figures will measure" \
+       "the contention as much as the server" >&2
+fi
 {
   echo "start_utc=$(date -u +%FT%TZ)"
   echo "loadavg_start=$(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "rates=$RATES requests=$REQUESTS modes=$MODES prompt_words=$PROMPT_WORDS output_tokens=$OUTPUT_TOKENS seed=$SEED threads=$THREADS"
-  echo "heavy=$HEAVY light=$LIGHT"
+  echo "rates=$RATES"; echo "requests=$REQUESTS"; echo "modes=$MODES"
+  echo "prompt_words=$PROMPT_WORDS"; echo "output_tokens=$OUTPUT_TOKENS"; echo "seed=$SEED"
+  echo "threads=$THREADS"; echo "heavy=$HEAVY"; echo "light=$LIGHT"
   git rev-parse HEAD 2>/dev/null | sed 's/^/commit=/'
 } >"$RESULTS/run.txt"
 
@@ -156,6 +161,10 @@ results, rates, modes, threshold = sys.argv[1], sys.argv[2].split(","), sys.argv
 # prompts, 32 output tokens, open-loop Poisson): NOT measured in this run.
 LLAMA_PEAK_GOODPUT = 4.2          # req/s at TTFT <= 387 ms, its best rate
 LLAMA_GOODPUT_AT = {7.0: 1.9}     # req/s at that offered rate
+out_lines = []
+def emit(line=""):
+    print(line)
+    out_lines.append(line)
 def f(v, fmt="%.0f"):
     return "-" if v is None else fmt % v
 summary = {"schema": "lifeline-bench-slo/1", "threshold_ms": threshold,
@@ -164,6 +173,9 @@ summary = {"schema": "lifeline-bench-slo/1", "threshold_ms": threshold,
                                   "goodput_rps_at_rate": {str(k): v for k, v in LLAMA_GOODPUT_AT.items()},
                                   "p95_ttft_s": {"5": 0.4, "6-7": "2-5"}},
            "modes": {}}
+run_txt = open(os.path.join(results, "run.txt")).read().strip()
+summary["run"] = dict(line.split("=", 1) for line in run_txt.splitlines() if "=" in line)
+emit("Run: " + "; ".join(run_txt.splitlines()))
 for mode in modes:
     rows = []
     for rate in rates:
@@ -199,20 +211,21 @@ for mode in modes:
                "x_llama_same_rate": (s["goodput_rps"] / LLAMA_GOODPUT_AT[r]) if r in LLAMA_GOODPUT_AT else None}
         rows.append(row)
     summary["modes"][mode] = rows
-    print(f"\n## {mode}\n")
-    print("| rate req/s | sent | admitted | shed (429) | other errors | TTFT P50 ms | TTFT P95 ms (admitted) "
+    emit(f"\n## {mode}\n")
+    emit("| rate req/s | sent | admitted | shed (429) | other errors | TTFT P50 ms | TTFT P95 ms (admitted) "
           f"| goodput req/s (TTFT <= {threshold:.0f} ms) | served by light | ladder: transitions, highest level | x llama.cpp peak 4.2 | x llama.cpp at same rate |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    emit("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for w in rows:
         share = "-" if w["light_share"] is None else "%.0f %%" % (100 * w["light_share"])
-        print(f"| {w['rate']:g} | {w['sent']} | {w['admitted']} | {w['shed_429']} | {w['errors']} | "
+        emit(f"| {w['rate']:g} | {w['sent']} | {w['admitted']} | {w['shed_429']} | {w['errors']} | "
               f"{f(w['ttft_p50_ms'])} | {f(w['ttft_p95_ms'])} | {w['goodput_rps']:.2f} | {share} | "
               f"{len(w['ladder_events'])}, {w['max_level']} | {w['x_llama_peak']:.2f}x | {f(w['x_llama_same_rate'], '%.2fx')} |")
-print("\nllama.cpp figures are the ones recorded in the issue on this machine type (goodput peak "
+emit("\nllama.cpp figures are the ones recorded in the issue on this machine type (goodput peak "
       "~4.2 req/s, ~1.9 req/s at 7 req/s), not a same-run measurement.")
 tok = [w["median_prompt_tokens"] for m in summary["modes"].values() for w in m if w["median_prompt_tokens"]]
 if tok:
-    print(f"Median prompt length: {sorted(tok)[(len(tok) - 1) // 2]} tokens.")
+    emit(f"Median prompt length: {sorted(tok)[(len(tok) - 1) // 2]} tokens.")
 json.dump(summary, open(os.path.join(results, "summary.json"), "w"), indent=1)
-print(f"Reports: {results}/<mode>/rate-<R>/report.{{md,html,json}}, summary: {results}/summary.json")
+open(os.path.join(results, "summary.md"), "w").write("\n".join(out_lines) + "\n")
+print(f"Reports: {results}/<mode>/rate-<R>/report.{{md,html,json}}, summary: {results}/summary.{{md,json}}")
 PY
