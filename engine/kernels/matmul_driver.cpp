@@ -61,6 +61,13 @@ void RunRows(const TileKernel& k, const WeightMatrix& w, const QuantizedActs& ac
       kTokenChunkBytes / std::max<int64_t>(1, w.cols * ActBytesPerValue(acts.format()));
   const int64_t chunk = std::max<int64_t>(k.max_tokens, chunk_raw / k.max_tokens * k.max_tokens);
   const int64_t r_end = std::min(w.rows, r1);
+  if (k.any_rows && n_tokens <= k.max_tokens) {  // one token tile: no weight reuse to arrange
+    if (r0 < r_end) {
+      k.fn(w.data + static_cast<uint64_t>(r0) * w.row_bytes, w.row_bytes,
+           static_cast<int>(r_end - r0), acts, 0, static_cast<int>(n_tokens), y + r0, w.rows);
+    }
+    return;
+  }
   for (int64_t tc = 0; tc < n_tokens; tc += chunk) {
     const int64_t tc_end = std::min(n_tokens, tc + chunk);
     for (int64_t r = r0; r < r_end; r += k.max_rows) {
@@ -74,28 +81,74 @@ void RunRows(const TileKernel& k, const WeightMatrix& w, const QuantizedActs& ac
   }
 }
 
+// 64-byte aligned view of a per-thread buffer that grows to the largest request and is kept
+// for the thread's life: prefill calls would otherwise map and fault in megabytes of fresh
+// pages per matmul. Decode never touches these buffers.
+uint8_t* ThreadScratch(std::vector<uint8_t>& buf, uint64_t bytes) {
+  if (buf.size() < bytes + 64) buf.resize(bytes + 64);
+  return buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
+}
+
+uint64_t RoundUp64(uint64_t n) { return (n + 63) / 64 * 64; }
+
+bool HasGemm(const GemmKernel& g) { return g.run != nullptr || g.run_group != nullptr; }
+
 // The packed path: threads take tiles of kGemmRows rows from a shared counter, pack each
-// into their own scratch once and run every token past it.
+// into their own scratch once and run every token past it. With a token-interleaved kernel
+// (g.run_group) the activations are first packed once per call, in groups, split over the
+// threads; every tile then streams the groups in order (one sequential stream).
 void RunGemm(const GemmKernel& g, const WeightMatrix& w, const QuantizedActs& acts,
              int64_t useful_threads, float* y, ComputePool& pool) {
   const int64_t n_tiles = (w.rows + kGemmRows - 1) / kGemmRows;
   const uint64_t scratch_bytes = g.packed_bytes(w.cols);
+  const int64_t n_tokens = acts.n_tokens();
+  const bool grouped = g.run_group != nullptr;
+  const int64_t group_tokens = grouped ? g.group_tokens : 1;
+  const int64_t n_groups = (n_tokens + group_tokens - 1) / group_tokens;
+  const uint64_t group_bytes = grouped ? RoundUp64(g.act_group_bytes(w.cols)) : 0;
+  static thread_local std::vector<uint8_t> act_buf;
+  uint8_t* packed_acts =
+      grouped ? ThreadScratch(act_buf, group_bytes * static_cast<uint64_t>(n_groups)) : nullptr;
+  auto pack_groups = [&](int64_t g0, int64_t g1) {
+    for (int64_t gi = g0; gi < g1; ++gi) {
+      const int64_t t0 = gi * group_tokens;
+      const int nt = static_cast<int>(std::min<int64_t>(group_tokens, n_tokens - t0));
+      g.pack_acts(acts, t0, nt, packed_acts + static_cast<uint64_t>(gi) * group_bytes);
+    }
+  };
   std::atomic<int64_t> next_tile{0};
   auto work = [&] {
-    std::vector<uint8_t> packed(scratch_bytes + 64);
-    uint8_t* p = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
+    static thread_local std::vector<uint8_t> w_buf;
+    uint8_t* p = ThreadScratch(w_buf, scratch_bytes);
     for (;;) {
       const int64_t tile = next_tile.fetch_add(1, std::memory_order_relaxed);
       if (tile >= n_tiles) break;
       const int64_t r0 = tile * kGemmRows;
       const int nr = static_cast<int>(std::min<int64_t>(kGemmRows, w.rows - r0));
       g.pack(w.data + static_cast<uint64_t>(r0) * w.row_bytes, w.row_bytes, nr, w.cols, p);
-      g.run(p, nr, acts, 0, acts.n_tokens(), y + r0, w.rows);
+      if (!grouped) {
+        g.run(p, nr, acts, 0, n_tokens, y + r0, w.rows);
+        continue;
+      }
+      for (int64_t gi = 0; gi < n_groups; ++gi) {
+        const int64_t t0 = gi * group_tokens;
+        const int nt = static_cast<int>(std::min<int64_t>(group_tokens, n_tokens - t0));
+        g.run_group(p, nr, packed_acts + static_cast<uint64_t>(gi) * group_bytes, nt, w.cols,
+                    y + t0 * w.rows + r0, w.rows);
+      }
     }
   };
   if (useful_threads <= 1) {
+    if (grouped) pack_groups(0, n_groups);
     work();
     return;
+  }
+  if (grouped) {
+    pool.Run([&](int ith, int nth) {
+      int64_t g0, g1;
+      ComputePool::Split(n_groups, ith, nth, &g0, &g1);
+      pack_groups(g0, g1);
+    });
   }
   pool.Run([&](int ith, int) {
     if (ith < useful_threads) work();
@@ -108,6 +161,7 @@ TileKernel ScalarTile(GgmlType type) {
   TileKernel k;
   k.max_rows = 4;
   k.max_tokens = 4;
+  k.any_rows = true;  // ScalarTileFn loops over any nr
   switch (type) {
     case GgmlType::kF32: k.fn = &ScalarTileT<GgmlType::kF32>; break;
     case GgmlType::kF16: k.fn = &ScalarTileT<GgmlType::kF16>; break;
@@ -308,7 +362,7 @@ void RunMatmulGroup(const MatmulImpl& impl, const MatmulGroup& g, const float* x
   bool any_gemm = false;
   for (int i = 0; i < g.n; ++i) {
     const GemmKernel& gk = impl.gemm[static_cast<uint32_t>(g.w[i].type)];
-    any_gemm = any_gemm || (gk.run != nullptr && n_tokens >= gk.min_tokens);
+    any_gemm = any_gemm || (HasGemm(gk) && n_tokens >= gk.min_tokens);
   }
   if (!any_gemm) {
     RunGroupTiles(g, k, acts, pool);
@@ -320,7 +374,7 @@ void RunMatmulGroup(const MatmulImpl& impl, const MatmulGroup& g, const float* x
     const WeightMatrix& w = g.w[i];
     if (w.rows == 0) continue;
     const GemmKernel& gk = impl.gemm[static_cast<uint32_t>(w.type)];
-    if (gk.run != nullptr && n_tokens >= gk.min_tokens) {
+    if (HasGemm(gk) && n_tokens >= gk.min_tokens) {
       const int64_t macs = w.rows * w.cols * n_tokens;
       const int64_t n_tiles = (w.rows + kGemmRows - 1) / kGemmRows;
       const int64_t threads = std::min<int64_t>(

@@ -34,6 +34,9 @@ struct TileKernel {
   TileFn fn = nullptr;
   int max_rows = 1;
   int max_tokens = 1;
+  // fn also takes nr > max_rows (walking it in max_rows tiles itself): the driver then hands
+  // a single-token-tile call a whole chunk of rows, saving the per-tile call overhead.
+  bool any_rows = false;
 };
 
 // Packed-weight GEMM for many tokens: weights are repacked, kGemmRows rows at a time, into a
@@ -53,6 +56,20 @@ struct GemmKernel {
               float* y, int64_t ldy) = nullptr;
   // The packed path is used from this many tokens on (below it, the tiles).
   int64_t min_tokens = 16;
+
+  // Optional token-interleaved path (preferred over `run` when set): the driver first packs
+  // the quantized activations in groups of group_tokens tokens into the kernel's own layout
+  // (for every block, each quad of 4 values of the group's tokens side by side), once per
+  // call; run_group then streams one group past one packed weight tile with all of the
+  // group's accumulators in registers. Tokens nt.. of the last group are zero padding.
+  int group_tokens = 0;
+  // Bytes of one packed group of `cols` values per token.
+  uint64_t (*act_group_bytes)(int64_t cols) = nullptr;
+  // Packs tokens [t0, t0 + nt) of acts (1 <= nt <= group_tokens) into out.
+  void (*pack_acts)(const QuantizedActs& acts, int64_t t0, int nt, uint8_t* out) = nullptr;
+  // y[t * ldy + r] = dot(row r, token t of the group) for r < nr, t < nt.
+  void (*run_group)(const uint8_t* packed_w, int nr, const uint8_t* packed_acts, int nt,
+                    int64_t cols, float* y, int64_t ldy) = nullptr;
 };
 
 inline constexpr int kMaxTypeId = 31;  // GgmlType ids are < 32

@@ -155,6 +155,27 @@ TEST_P(MatmulParity, LongPrompt) {
   Check(bytes, s, 70, 22, true);
 }
 
+// The packed GEMM of many tokens, per shape edge: row counts below, at and above one
+// 16-row tile (the padding rows of a partial tile must not leak into y), token counts that
+// leave a partial 8-token group (and 64 + 7: many full groups plus a remainder), and
+// K-quant rows of 1 and 3 super-blocks. Every token count here is >= every type's packed
+// threshold (32), so types with a packed kernel take it; the others check their tiles.
+TEST_P(MatmulParity, PackedGemmEdges) {
+  const GgmlType type = GetParam().type;
+  const bool k_quant = TypeTraits(type).block_elems == kQK_K;
+  const int64_t cols_a = IsFloatType(type) ? 517 : (k_quant ? 256 : 96);
+  const int64_t cols_b = IsFloatType(type) ? 64 : (k_quant ? 768 : 544);
+  uint32_t seed = 300;
+  for (const Shape s : {Shape{1, cols_a}, Shape{16, cols_b}, Shape{17, cols_a}, Shape{50, cols_b}}) {
+    const auto bytes = testing::QuantizedRandomWeights(type, s.rows, s.cols, seed++);
+    for (int64_t n_tokens : {32, 41, 71}) Check(bytes, s, n_tokens, seed++, true);
+  }
+  // Random level and scale bytes: every nibble / high-bit pattern through the packers.
+  const Shape s{19, cols_b};
+  const auto bytes = testing::RandomBlockBytes(type, s.rows, s.cols, seed++);
+  Check(bytes, s, 45, seed++, true);
+}
+
 // Activations with all-zero blocks and a single huge value: zero scales must give exact zeros
 // of those blocks' contributions, and no inf/NaN.
 TEST_P(MatmulParity, SparseActivations) {

@@ -32,6 +32,18 @@ static inline __m512i Bcast4(const int8_t* p) {
   return _mm512_set1_epi32(static_cast<int>(Load32u(p)));
 }
 
+// acc + vpdpbusd(w, the 4 bytes at p broadcast to all lanes), with the broadcast folded into
+// the instruction's memory operand ({1to16}); compilers emit a separate vpbroadcastd for
+// _mm512_set1_epi32(load), one more instruction per multiply.
+static inline __m512i DpbusdBcast(__m512i acc, __m512i w, const uint8_t* p) {
+#if defined(LIFELINE_GEMM_NO_ASM)
+  return _mm512_dpbusd_epi32(acc, w, _mm512_set1_epi32(static_cast<int>(Load32u(p))));
+#else
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const uint32_t*>(p)));
+  return acc;
+#endif
+}
+
 // Masks for storing the first nr lanes.
 static inline __mmask16 RowMask(int nr) { return static_cast<__mmask16>((1u << nr) - 1); }
 
@@ -52,6 +64,44 @@ void RunTokens(const uint8_t* packed, int nr, const QuantizedActs& acts, int64_t
   if (t1 - t >= 4) run(std::integral_constant<int, 4>());
   if (t1 - t >= 2) run(std::integral_constant<int, 2>());
   if (t1 - t >= 1) run(std::integral_constant<int, 1>());
+}
+
+// Tokens per group of the token-interleaved kernels: each group keeps 8 f32 accumulators
+// plus 8 int32 block accumulators of 16 rows in registers (the rest hold the weight vector,
+// scales and partial sums), so every weight vector loaded serves 8 vpdpbusd.
+inline constexpr int kGroupTokens = 8;
+
+static inline float LoadF32(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+static inline void StoreF32(uint8_t* p, float v) { std::memcpy(p, &v, 4); }
+
+// Stores the first nt of T accumulators (nr rows each); constant indices keep acc in
+// registers in the caller.
+template <int T>
+static inline void StoreGroup(const __m512* acc, int nr, int nt, float* y, int64_t ldy) {
+  const __mmask16 m = RowMask(nr);
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) {
+    if (t < nt) _mm512_mask_storeu_ps(y + t * ldy, m, acc[t]);
+  }
+}
+
+// Packed weight kernel K plus its token-interleaved activation layout and group kernel.
+template <typename K>
+GemmKernel MakeGroupedGemm(int64_t min_tokens) {
+  GemmKernel g;
+  g.packed_bytes = &K::PackedBytes;
+  g.pack = &K::Pack;
+  g.min_tokens = min_tokens;
+  g.group_tokens = kGroupTokens;
+  g.act_group_bytes = &K::ActGroupBytes;
+  g.pack_acts = &K::PackActs;
+  g.run_group = &K::RunGroup;
+  return g;
 }
 
 template <typename K>

@@ -4,10 +4,13 @@
 //   64 quads x 64 bytes of unsigned levels (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63)
 //   Q4_K / Q5_K: 8 x 16 f32 d * sc_j; 8 x 16 int32 (m_j, m_j) int16 pairs; 16 f32 dmin
 //   Q6_K:       16 x 16 f32 d * sc_g; 8 x 16 int32 (sc_2p, sc_2p+1) int16 pairs; 16 f32 32 * d
-// Per token and sub-block, vpdpbusd sums the integer dot for 16 rows exactly; one conversion
-// and one FMA apply d * sc_j (16 lanes) x d_y (broadcast). The mins (and Q6_K's offset of 32,
-// i.e. 32 * sum_g sc_g * bsum_g) are vpdpwssd of the packed int16 pairs with the token's
-// 16-value sums (two bsums per broadcast int32), scaled once per super-block.
+// Activations are packed per group of kGroupTokens tokens (ActQ8K). Per group, super-block
+// and sub-block, each weight quad vector is loaded once and meets every token's broadcast
+// quad (vpdpbusd sums the integer dot for 16 rows exactly); one conversion and one FMA per
+// token add it, times d * sc_j (16 lanes), to a per-super-block partial sum. The mins (and
+// Q6_K's offset of 32, i.e. 32 * sum_g sc_g * bsum_g) are vpdpwssd of the packed int16 pairs
+// with the token's 16-value sums (two bsums per broadcast int32), subtracted from the partial
+// sum, which is then scaled by d_y once per super-block.
 #include <type_traits>
 
 #include "engine/kernels/ref/quant_blocks.h"
@@ -27,6 +30,34 @@ static inline void ScalesK4(const uint8_t* s12, uint8_t* sc, uint8_t* mn) {
   Store32u(mn, q1 & 0x3f3f3f3fu);
   Store32u(mn + 4, ((q2 >> 4) & 0x0f0f0f0fu) | (((q1 >> 6) & 0x03030303u) << 4));
 }
+
+// Token-interleaved Q8_K activations shared by the K-quant group kernels, per super-block
+// (kActStride bytes) for the group's T tokens: quads [64][T] (4 bytes each), d [T] f32,
+// 16-value sums as int16 pairs (bsums[2p], bsums[2p + 1]) [8][T]. Padding tokens are zeros.
+struct ActQ8K {
+  static constexpr int T = kGroupTokens;
+  static constexpr int64_t kD = 256 * T, kBs = 260 * T;
+  static constexpr int64_t kActStride = 292 * T;
+
+  static uint64_t ActGroupBytes(int64_t cols) { return static_cast<uint64_t>(cols / kQK) * kActStride; }
+
+  static void PackActs(const QuantizedActs& acts, int64_t t0, int nt, uint8_t* out) {
+    const int64_t nb = acts.cols() / kQK;
+    if (nt < T) std::memset(out, 0, ActGroupBytes(acts.cols()));
+    for (int t = 0; t < nt; ++t) {
+      const ActRow a = acts.Row(t0 + t);
+      for (int64_t i = 0; i < nb; ++i) {
+        uint8_t* ob = out + i * kActStride;
+        const int8_t* qs = a.qs + kQK * i;
+#pragma GCC unroll 16
+        for (int q = 0; q < 64; ++q) std::memcpy(ob + 4 * (q * T + t), qs + 4 * q, 4);
+        StoreF32(ob + kD + 4 * t, a.d[i]);
+#pragma GCC unroll 8
+        for (int p = 0; p < 8; ++p) std::memcpy(ob + kBs + 4 * (p * T + t), a.bsums + 16 * i + 2 * p, 4);
+      }
+    }
+  }
+};
 
 template <bool kFifthBit>
 struct Q45K {
@@ -83,37 +114,64 @@ struct Q45K {
     }
   }
 
-  template <int NT>
-  static void Block(const uint8_t* packed, int nr, int64_t cols, const ActRow* a, float* y,
-                    int64_t ldy) {
+  static constexpr int T = kGroupTokens;
+  static uint64_t ActGroupBytes(int64_t cols) { return ActQ8K::ActGroupBytes(cols); }
+  static void PackActs(const QuantizedActs& acts, int64_t t0, int nt, uint8_t* out) {
+    ActQ8K::PackActs(acts, t0, nt, out);
+  }
+
+  // Per super-block and token, the sub-blocks' integer dots are scaled by d * sc_j (one
+  // conversion and one FMA each) into a partial sum, the mins (vpdpwssd of (m_j, m_j) with
+  // the token's 16-value sum pairs) subtracted once, and d_y applied once.
+  static void RunGroup(const uint8_t* pw, int nr, const uint8_t* pa, int nt, int64_t cols,
+                       float* y, int64_t ldy) {
     const int64_t nb = cols / kQK;
-    __m512 acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+    __m512 acc[T];
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
-      const uint8_t* pb = packed + i * kStride;
+      const uint8_t* wb = pw + i * kStride;
+      const uint8_t* ab = pa + i * ActQ8K::kActStride;
+      __m512 part[T];
+#pragma GCC unroll 1
       for (int j = 0; j < 8; ++j) {
-        __m512i qv[8];
-        for (int q = 0; q < 8; ++q) qv[q] = _mm512_load_si512(pb + 64 * (8 * j + q));
-        const __m512 dsc = _mm512_load_ps(reinterpret_cast<const float*>(pb + kDsc) + 16 * j);
-        for (int t = 0; t < NT; ++t) {
-          const int8_t* yq = a[t].qs + i * kQK + 32 * j;
-          __m512i acci = _mm512_setzero_si512();
-          for (int q = 0; q < 8; ++q) acci = _mm512_dpbusd_epi32(acci, qv[q], Bcast4(yq + 4 * q));
-          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acci), _mm512_mul_ps(dsc, _mm512_set1_ps(a[t].d[i])), acc[t]);
+        __m512i ai[T];
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) ai[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; ++q) {
+          const __m512i wq = _mm512_load_si512(wb + 64 * (8 * j + q));
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) ai[t] = DpbusdBcast(ai[t], wq, ab + 4 * ((8 * j + q) * T + t));
+        }
+        const __m512 dsc = _mm512_load_ps(reinterpret_cast<const float*>(wb + kDsc) + 16 * j);
+        if (j == 0) {
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) part[t] = _mm512_mul_ps(_mm512_cvtepi32_ps(ai[t]), dsc);
+        } else {
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai[t]), dsc, part[t]);
         }
       }
-      const __m512 dmin = _mm512_load_ps(reinterpret_cast<const float*>(pb + kDmin));
-      for (int t = 0; t < NT; ++t) {
-        const int16_t* bs = a[t].bsums + 16 * i;
-        __m512i macc = _mm512_setzero_si512();
-        for (int j = 0; j < 8; ++j) {
-          const __m512i mj = _mm512_load_si512(pb + kMins + 64 * j);
-          macc = _mm512_dpwssd_epi32(macc, mj, _mm512_set1_epi32(static_cast<int>(Load32u(bs + 2 * j))));
+      __m512i mi[T];
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) mi[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int p = 0; p < 8; ++p) {
+        const __m512i mp = _mm512_load_si512(wb + kMins + 64 * p);
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          mi[t] = _mm512_dpwssd_epi32(mi[t], mp, Bcast4(reinterpret_cast<const int8_t*>(ab + ActQ8K::kBs + 4 * (p * T + t))));
         }
-        acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(macc), _mm512_mul_ps(dmin, _mm512_set1_ps(a[t].d[i])), acc[t]);
+      }
+      const __m512 dmin = _mm512_load_ps(reinterpret_cast<const float*>(wb + kDmin));
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        part[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mi[t]), dmin, part[t]);
+        acc[t] = _mm512_fmadd_ps(part[t], _mm512_set1_ps(LoadF32(ab + ActQ8K::kD + 4 * t)), acc[t]);
       }
     }
-    for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * ldy, RowMask(nr), acc[t]);
+    StoreGroup<T>(acc, nr, nt, y, ldy);
   }
 };
 
@@ -162,44 +220,63 @@ struct Q6K {
     }
   }
 
-  template <int NT>
-  static void Block(const uint8_t* packed, int nr, int64_t cols, const ActRow* a, float* y,
-                    int64_t ldy) {
+  static constexpr int T = kGroupTokens;
+  static uint64_t ActGroupBytes(int64_t cols) { return ActQ8K::ActGroupBytes(cols); }
+  static void PackActs(const QuantizedActs& acts, int64_t t0, int nt, uint8_t* out) {
+    ActQ8K::PackActs(acts, t0, nt, out);
+  }
+
+  // As Q45K::RunGroup with 16-value groups (4 vpdpbusd per scale) and the offset of 32
+  // (32 d sum_g sc_g bsum_g) in place of the mins.
+  static void RunGroup(const uint8_t* pw, int nr, const uint8_t* pa, int nt, int64_t cols,
+                       float* y, int64_t ldy) {
     const int64_t nb = cols / kQK;
-    __m512 acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+    __m512 acc[T];
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
-      const uint8_t* pb = packed + i * kStride;
-      for (int g = 0; g < 16; g += 2) {  // two 16-value groups per pass: 8 quads
-        __m512i qv[8];
-        for (int q = 0; q < 8; ++q) qv[q] = _mm512_load_si512(pb + 64 * (4 * g + q));
-        const __m512 ds0 = _mm512_load_ps(reinterpret_cast<const float*>(pb + kDsc) + 16 * g);
-        const __m512 ds1 = _mm512_load_ps(reinterpret_cast<const float*>(pb + kDsc) + 16 * (g + 1));
-        for (int t = 0; t < NT; ++t) {
-          const int8_t* yq = a[t].qs + i * kQK + 16 * g;
-          __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
-          for (int q = 0; q < 4; ++q) {
-            a0 = _mm512_dpbusd_epi32(a0, qv[q], Bcast4(yq + 4 * q));
-            a1 = _mm512_dpbusd_epi32(a1, qv[4 + q], Bcast4(yq + 16 + 4 * q));
-          }
-          const __m512 dy = _mm512_set1_ps(a[t].d[i]);
-          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_mul_ps(ds0, dy), acc[t]);
-          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1), _mm512_mul_ps(ds1, dy), acc[t]);
+      const uint8_t* wb = pw + i * kStride;
+      const uint8_t* ab = pa + i * ActQ8K::kActStride;
+      __m512 part[T];
+#pragma GCC unroll 1
+      for (int g = 0; g < 16; ++g) {
+        __m512i ai[T];
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) ai[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; ++q) {
+          const __m512i wq = _mm512_load_si512(wb + 64 * (4 * g + q));
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) ai[t] = DpbusdBcast(ai[t], wq, ab + 4 * ((4 * g + q) * T + t));
+        }
+        const __m512 dsc = _mm512_load_ps(reinterpret_cast<const float*>(wb + kDsc) + 16 * g);
+        if (g == 0) {
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) part[t] = _mm512_mul_ps(_mm512_cvtepi32_ps(ai[t]), dsc);
+        } else {
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai[t]), dsc, part[t]);
         }
       }
-      // Levels were used as q + 32: subtract 32 d d_y sum_g sc_g bsum_g.
-      const __m512 d32 = _mm512_load_ps(reinterpret_cast<const float*>(pb + kD32));
-      for (int t = 0; t < NT; ++t) {
-        const int16_t* bs = a[t].bsums + 16 * i;
-        __m512i cacc = _mm512_setzero_si512();
-        for (int p = 0; p < 8; ++p) {
-          const __m512i sp = _mm512_load_si512(pb + kScp + 64 * p);
-          cacc = _mm512_dpwssd_epi32(cacc, sp, _mm512_set1_epi32(static_cast<int>(Load32u(bs + 2 * p))));
+      __m512i ci[T];
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) ci[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int p = 0; p < 8; ++p) {
+        const __m512i sp = _mm512_load_si512(wb + kScp + 64 * p);
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          ci[t] = _mm512_dpwssd_epi32(ci[t], sp, Bcast4(reinterpret_cast<const int8_t*>(ab + ActQ8K::kBs + 4 * (p * T + t))));
         }
-        acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(cacc), _mm512_mul_ps(d32, _mm512_set1_ps(a[t].d[i])), acc[t]);
+      }
+      const __m512 d32 = _mm512_load_ps(reinterpret_cast<const float*>(wb + kD32));
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        part[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ci[t]), d32, part[t]);
+        acc[t] = _mm512_fmadd_ps(part[t], _mm512_set1_ps(LoadF32(ab + ActQ8K::kD + 4 * t)), acc[t]);
       }
     }
-    for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * ldy, RowMask(nr), acc[t]);
+    StoreGroup<T>(acc, nr, nt, y, ldy);
   }
 };
 
@@ -209,9 +286,9 @@ struct Q6K {
 // tiles ~1/30, packed ~1/69): break-even near 17 tokens for Q4_K / Q5_K, 30 for Q6_K whose
 // tiles are faster.
 void FillGemmKQuants(MatmulImpl* impl) {
-  impl->gemm[static_cast<int>(GgmlType::kQ4_K)] = MakeGemm<Q45K<false>>(24);
-  impl->gemm[static_cast<int>(GgmlType::kQ5_K)] = MakeGemm<Q45K<true>>(24);
-  impl->gemm[static_cast<int>(GgmlType::kQ6_K)] = MakeGemm<Q6K>(32);
+  impl->gemm[static_cast<int>(GgmlType::kQ4_K)] = MakeGroupedGemm<Q45K<false>>(24);
+  impl->gemm[static_cast<int>(GgmlType::kQ5_K)] = MakeGroupedGemm<Q45K<true>>(24);
+  impl->gemm[static_cast<int>(GgmlType::kQ6_K)] = MakeGroupedGemm<Q6K>(32);
 }
 
 }  // namespace lifeline::kernels::avx512
