@@ -1,6 +1,7 @@
 #include "app/cli_common.h"
 
 #include <cstdlib>
+#include <optional>
 #include <thread>
 
 #include "engine/gguf/gguf_file.h"
@@ -12,6 +13,15 @@ int DefaultThreads() {
   const unsigned hw = std::thread::hardware_concurrency();
   if (hw == 0) return 1;
   return hw > 8 ? 8 : static_cast<int>(hw);
+}
+
+Result<KvType> SelectKvType(const std::string& kv_type_flag) {
+  const std::optional<KvType> t = ParseKvType(kv_type_flag);
+  if (!t) {
+    return InvalidArgument("--kv-type: unknown KV cache type '" + kv_type_flag +
+                           "' (expected f16, f32 or q8_0)");
+  }
+  return *t;
 }
 
 Result<const KernelTable*> SelectKernels(const std::string& isa_flag) {

@@ -7,6 +7,7 @@
 
 #include "base/status.h"
 #include "engine/kernels/kernel_table.h"
+#include "engine/model/kv_storage.h"
 #include "engine/model/llama_model.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -19,6 +20,10 @@ int DefaultThreads();
 // `isa_flag` ("scalar", "avx2", "avx512") or else the LIFELINE_ISA environment variable.
 // Unknown names are an InvalidArgument naming the flag.
 Result<const KernelTable*> SelectKernels(const std::string& isa_flag);
+
+// The KV cache storage type named by --kv-type ("f16", "f32", "q8_0"); unknown names are an
+// InvalidArgument naming the flag.
+Result<KvType> SelectKvType(const std::string& kv_type_flag);
 
 struct LoadedModel {
   std::unique_ptr<LlamaModel> model;

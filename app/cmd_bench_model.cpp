@@ -24,6 +24,7 @@ struct BenchFlags {
   bool json = false;
   bool no_bandwidth = false;
   std::string isa;
+  std::string kv_type = "f16";
 };
 
 nlohmann::json StatsJson(const ThroughputStats& s) {
@@ -39,6 +40,8 @@ int Fail(const Status& s) {
 int RunBench(const BenchFlags& f) {
   auto kernels = SelectKernels(f.isa);
   if (!kernels.ok()) return Fail(kernels.status());
+  auto kv_type = SelectKvType(f.kv_type);
+  if (!kv_type.ok()) return Fail(kv_type.status());
   auto loaded = LoadModel(f.model_path, **kernels, /*mlock=*/false);
   if (!loaded.ok()) return Fail(loaded.status());
   ComputePool pool(f.threads > 0 ? f.threads : DefaultThreads());
@@ -47,6 +50,7 @@ int RunBench(const BenchFlags& f) {
   opts.n_prompt = f.n_prompt;
   opts.n_gen = f.n_gen;
   opts.reps = f.reps;
+  opts.kv_type = *kv_type;
   auto res = RunModelBench(*loaded->model, pool, opts);
   if (!res.ok()) return Fail(res.status());
   BandwidthResult bw;
@@ -65,6 +69,7 @@ int RunBench(const BenchFlags& f) {
         {"weight_bytes_per_token", res->weight_bytes_per_token},
         {"threads", pool.n_threads()},
         {"isa", isa},
+        {"kv_type", KvTypeName(*kv_type)},
         {"n_prompt", f.n_prompt},
         {"n_gen", f.n_gen},
         {"reps", f.reps},
@@ -78,9 +83,10 @@ int RunBench(const BenchFlags& f) {
     return 0;
   }
   std::printf("model: %s\n", f.model_path.c_str());
-  std::printf("size: %.2f MiB, params: %.2f M, weights read per token: %.2f MiB, isa: %s, threads: %d\n",
+  std::printf("size: %.2f MiB, params: %.2f M, weights read per token: %.2f MiB, isa: %s, "
+              "threads: %d, kv: %s\n",
               res->model_bytes / 1048576.0, res->n_params / 1e6, bytes_per_token / 1048576.0,
-              isa.c_str(), pool.n_threads());
+              isa.c_str(), pool.n_threads(), KvTypeName(*kv_type));
   std::printf("| test   | tok/s median | mean +- sd       | min - max         |\n");
   std::printf("| ------ | -----------: | ---------------: | ----------------: |\n");
   if (f.n_prompt > 0) {
@@ -118,6 +124,8 @@ CommandFn RegisterBenchModel(CLI::App& root) {
   cmd->add_flag("--json", f->json, "Print one JSON object");
   cmd->add_flag("--no-bandwidth", f->no_bandwidth, "Skip the memory-bandwidth probe");
   cmd->add_option("--isa", f->isa, "Force a kernel level: scalar, avx2, avx512");
+  cmd->add_option("--kv-type", f->kv_type, "KV cache storage type: f16, f32, q8_0")
+      ->capture_default_str();
   return [f] { return RunBench(*f); };
 }
 

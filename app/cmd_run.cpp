@@ -37,6 +37,7 @@ struct RunFlags {
   bool mlock = false;
   bool quiet = false;
   std::string isa;
+  std::string kv_type = "f16";
 };
 
 using Clock = std::chrono::steady_clock;
@@ -83,6 +84,8 @@ int RunCommand(const RunFlags& f) {
 
   auto kernels = SelectKernels(f.isa);
   if (!kernels.ok()) return Fail(kernels.status());
+  auto kv_type = SelectKvType(f.kv_type);
+  if (!kv_type.ok()) return Fail(kv_type.status());
   const auto t_load = Clock::now();
   auto loaded = LoadModel(f.model_path, **kernels, f.mlock);
   if (!loaded.ok()) return Fail(loaded.status());
@@ -96,6 +99,7 @@ int RunCommand(const RunFlags& f) {
   ContextOptions copts;
   copts.n_ctx = f.n_ctx;
   copts.max_batch_tokens = std::clamp<int64_t>(static_cast<int64_t>(prompt.size()), 1, 512);
+  copts.kv_type = *kv_type;
   auto ctx = LlamaContext::Create(model.config(), copts);
   if (!ctx.ok()) return Fail(ctx.status());
   const int64_t n_ctx = (*ctx)->n_ctx();
@@ -211,6 +215,8 @@ CommandFn RegisterRun(CLI::App& root) {
   cmd->add_flag("--mlock", flags->mlock, "Lock the model's pages in memory");
   cmd->add_flag("-q,--quiet", flags->quiet, "No timing summary on stderr");
   cmd->add_option("--isa", flags->isa, "Force a kernel level: scalar, avx2, avx512");
+  cmd->add_option("--kv-type", flags->kv_type, "KV cache storage type: f16, f32, q8_0")
+      ->capture_default_str();
   return [flags] { return RunCommand(*flags); };
 }
 

@@ -39,6 +39,7 @@ struct ServeFlags {
   int64_t max_body_bytes = 1 << 20;
   int drain_timeout_s = 10;
   std::string isa;
+  std::string kv_type = "f16";
   std::string slo_config;              // TOML file (docs/slo.md); empty: built-in defaults
   std::vector<std::string> cascade;    // model names, heavy -> light
   std::vector<std::string> remotes;    // NAME=URL#MODEL
@@ -141,6 +142,8 @@ Result<std::string> DefaultModelPath() {
 int RunServe(ServeFlags f) {
   auto kernels = SelectKernels(f.isa);
   if (!kernels.ok()) return Fail(kernels.status());
+  auto kv_type = SelectKvType(f.kv_type);
+  if (!kv_type.ok()) return Fail(kv_type.status());
   if (f.remote_connect_timeout_ms < 1 || f.remote_connect_timeout_ms > 3'600'000) {
     return Fail(InvalidArgument("--remote-connect-timeout-ms: must be in [1, 3600000]"));
   }
@@ -207,6 +210,7 @@ int RunServe(ServeFlags f) {
     o.threads = threads;
     o.n_ctx = f.n_ctx;
     o.kv_memory_bytes = static_cast<uint64_t>(f.kv_memory_mib) << 20;
+    o.kv_type = *kv_type;
     o.max_running = f.max_running;
     o.max_step_tokens = f.max_step_tokens;
     o.max_waiting = f.max_waiting;
@@ -301,6 +305,8 @@ CommandFn RegisterServe(CLI::App& root) {
                   "Remote members: whole-request timeout (an earlier request deadline wins)")
       ->capture_default_str();
   cmd->add_option("--isa", f->isa, "Force a kernel level: scalar, avx2, avx512");
+  cmd->add_option("--kv-type", f->kv_type, "KV cache storage type: f16, f32, q8_0")
+      ->capture_default_str();
   return [f] { return RunServe(*f); };
 }
 

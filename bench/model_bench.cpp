@@ -65,6 +65,7 @@ Result<ModelBenchResult> RunModelBench(const LlamaModel& model, ComputePool& poo
   ContextOptions copts;
   copts.n_ctx = std::max<int64_t>(opts.n_prompt + 1, opts.n_gen + 1);
   copts.max_batch_tokens = std::max<int64_t>(1, opts.n_prompt);
+  copts.kv_type = opts.kv_type;
   LL_ASSIGN_OR_RETURN(auto ctx, LlamaContext::Create(cfg, copts));
   std::vector<float> logits(static_cast<size_t>(cfg.n_vocab));  // [1, n_vocab]
 

@@ -21,6 +21,7 @@ struct ModelBenchOptions {
   int64_t n_prompt = 512;  // 0 skips pp
   int64_t n_gen = 128;     // 0 skips tg
   int reps = 5;
+  KvType kv_type = KvType::kF16;
 };
 
 struct ThroughputStats {

@@ -101,9 +101,8 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
   }
 
   // KV pool from the memory budget: bytes per 16-position block across all layers.
-  const uint64_t elem_bytes = options.kv_type == KvType::kF16 ? 2 : 4;
-  const uint64_t block_bytes = static_cast<uint64_t>(cfg.n_layer) * kKvBlockTokens *
-                               static_cast<uint64_t>(cfg.k_dim() + cfg.v_dim()) * elem_bytes;
+  const uint64_t block_bytes =
+      KvBlockBytes(options.kv_type, cfg.n_layer, cfg.n_head_kv, cfg.head_dim_k, cfg.head_dim_v);
   const uint64_t n_blocks_u64 = options.kv_memory_bytes / block_bytes;
   ContextOptions copts;
   copts.n_ctx = options.n_ctx;

@@ -13,6 +13,7 @@
 #include "engine/kernels/attention_kernels.h"
 #include "engine/kernels/dispatch.h"
 #include "engine/kernels/fp16.h"
+#include "engine/kernels/fp16_row.h"
 
 namespace lifeline {
 
@@ -49,11 +50,10 @@ void LoadHeadRow(AttnKvType type, const uint8_t* src, float* dst, int64_t n) {
       std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
       return;
     case AttnKvType::kF16:
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, src + 2 * i, 2);
-        dst[i] = Fp16ToFp32(h);
-      }
+      // Note: rows are 2-byte aligned (head offsets and strides are whole halves). The row
+      // converter uses F16C where the CPU has it, as the engine did before the SIMD kernels;
+      // half -> float is exact either way.
+      Fp16ToFp32Row(reinterpret_cast<const uint16_t*>(src), dst, n);
       return;
     case AttnKvType::kQ8_0:
       for (int64_t b = 0; b * kAttnQ8BlockElems < n; ++b) {
