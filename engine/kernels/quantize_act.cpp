@@ -127,22 +127,28 @@ void QuantizedActs::Reset(ActFormat format, int64_t n_tokens, int64_t cols, cons
   const auto rows = static_cast<size_t>(n_tokens);
   const auto nb = static_cast<size_t>(n_blocks_);
   const auto nc = static_cast<size_t>(cols);
+  // Buffers only grow: a reused QuantizedActs alternates between shapes (a decode step's
+  // products have n_embd, n_ff and head-dim inputs), and shrinking then growing a vector
+  // value-initializes the regrown part on every call.
+  auto grow = [](auto& v, size_t n) {
+    if (v.size() < n) v.resize(n);
+  };
   switch (format) {
     case ActFormat::kF32: LL_CHECK(x != nullptr || n_tokens == 0); break;
-    case ActFormat::kF16: f_.resize(rows * nc); break;
-    case ActFormat::kBf16: bf_.resize(rows * nc); break;
+    case ActFormat::kF16: grow(f_, rows * nc); break;
+    case ActFormat::kBf16: grow(bf_, rows * nc); break;
     case ActFormat::kQ8_1:
-      s_.resize(rows * nb);
+      grow(s_, rows * nb);
       [[fallthrough]];
     case ActFormat::kQ8_0:
-      qs_.resize(rows * nc);
-      d_.resize(rows * nb);
-      isum_.resize(rows * nb);
+      grow(qs_, rows * nc);
+      grow(d_, rows * nb);
+      grow(isum_, rows * nb);
       break;
     case ActFormat::kQ8_K:
-      qs_.resize(rows * nc);
-      d_.resize(rows * nb);
-      bsums_.resize(rows * nb * 16);
+      grow(qs_, rows * nc);
+      grow(d_, rows * nb);
+      grow(bsums_, rows * nb * 16);
       break;
   }
 }

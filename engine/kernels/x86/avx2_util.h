@@ -91,17 +91,20 @@ inline void RunRows(const uint8_t* w, uint64_t rb, const ActRow* a, int nt, int6
   }
 }
 
+// Any number of rows (TileKernel::any_rows): full K::kRows tiles, then the remainder row by
+// row. The activation rows are looked up once per call, not once per tile: a decode GEMV
+// passes a whole chunk of rows at once.
 template <typename K>
 void Tile(const uint8_t* w, uint64_t rb, int nr, const QuantizedActs& acts, int64_t t0, int nt,
           float* y, int64_t ldy) {
   ActRow a[4];
   for (int t = 0; t < nt; ++t) a[t] = acts.Row(t0 + t);
   const int64_t cols = acts.cols();
-  if (nr == K::kRows) {
-    RunRows<K, K::kRows>(w, rb, a, nt, cols, y, ldy);
-  } else {
-    for (int r = 0; r < nr; ++r) RunRows<K, 1>(w + r * rb, rb, a, nt, cols, y + r, ldy);
+  int r = 0;
+  for (; r + K::kRows <= nr; r += K::kRows) {
+    RunRows<K, K::kRows>(w + r * rb, rb, a, nt, cols, y + r, ldy);
   }
+  for (; r < nr; ++r) RunRows<K, 1>(w + r * rb, rb, a, nt, cols, y + r, ldy);
 }
 
 template <typename K>
@@ -110,6 +113,7 @@ TileKernel MakeTile() {
   k.fn = &Tile<K>;
   k.max_rows = K::kRows;
   k.max_tokens = K::kTokens;
+  k.any_rows = true;
   return k;
 }
 
