@@ -9,7 +9,7 @@ namespace lifeline::slo {
 namespace {
 
 std::string Fmt(const char* fmt, auto... args) {
-  char buf[256];
+  char buf[384];
   std::snprintf(buf, sizeof(buf), fmt, args...);
   return buf;
 }
@@ -61,20 +61,28 @@ void ApplyTruncation(const SloConfig& c, const AdmissionRequest& r,
 
 }  // namespace
 
-void SpeedEstimator::Update(std::atomic<double>* avg, double sample, double alpha) {
-  // One writer: a plain load/store pair is enough; readers see either value.
+void SpeedEstimator::Update(std::atomic<double>* avg, std::atomic<int64_t>* last_us,
+                            double sample, int64_t now_us) {
+  // One writer: a plain load/store pair is enough; readers see either value. A measurement
+  // after a stale gap replaces the average: the old value describes a machine state (a cold
+  // first request, a burst of load) too long gone to blend with.
   const double old = avg->load(std::memory_order_relaxed);
-  avg->store(old == 0 ? sample : alpha * sample + (1 - alpha) * old, std::memory_order_relaxed);
+  const int64_t prev_us = last_us->load(std::memory_order_relaxed);
+  const bool stale = stale_after_us_ > 0 && now_us - prev_us >= stale_after_us_;
+  avg->store(old == 0 || stale ? sample : alpha_ * sample + (1 - alpha_) * old,
+             std::memory_order_relaxed);
+  last_us->store(now_us, std::memory_order_relaxed);
 }
 
-void SpeedEstimator::ObservePrefill(int64_t tokens, double elapsed_ms) {
+void SpeedEstimator::ObservePrefill(int64_t tokens, double elapsed_ms, int64_t now_us) {
   if (tokens <= 0 || !(elapsed_ms > 0) || !std::isfinite(elapsed_ms)) return;
-  Update(&prefill_tps_, static_cast<double>(tokens) * 1000.0 / elapsed_ms, alpha_);
+  Update(&prefill_tps_, &prefill_at_us_, static_cast<double>(tokens) * 1000.0 / elapsed_ms,
+         now_us);
 }
 
-void SpeedEstimator::ObserveDecode(double ms_per_token) {
+void SpeedEstimator::ObserveDecode(double ms_per_token, int64_t now_us) {
   if (!(ms_per_token > 0) || !std::isfinite(ms_per_token)) return;
-  Update(&decode_ms_, ms_per_token, alpha_);
+  Update(&decode_ms_, &decode_at_us_, ms_per_token, now_us);
 }
 
 std::optional<double> SpeedEstimator::prefill_tokens_per_s() const {
@@ -87,14 +95,40 @@ std::optional<double> SpeedEstimator::decode_ms_per_token() const {
   return v > 0 ? std::optional<double>(v) : std::nullopt;
 }
 
-Prediction Predict(const SpeedEstimator& speeds, int64_t prefill_tokens_ahead,
-                   int64_t prompt_tokens, int64_t max_tokens, double elapsed_ms) {
+bool SpeedEstimator::Stale(int64_t now_us) const {
+  if (stale_after_us_ <= 0 || !prefill_tokens_per_s()) return false;
+  const int64_t last = std::max(prefill_at_us_.load(std::memory_order_relaxed),
+                                probe_at_us_.load(std::memory_order_relaxed));
+  return now_us - last >= stale_after_us_;
+}
+
+bool SpeedEstimator::TryClaimProbe(int64_t now_us) {
+  int64_t seen = probe_at_us_.load(std::memory_order_relaxed);
+  for (;;) {
+    if (!Stale(now_us)) return false;
+    // One winner: the others see the new probe time and Stale() false.
+    if (probe_at_us_.compare_exchange_weak(seen, now_us, std::memory_order_relaxed)) return true;
+  }
+}
+
+Prediction Predict(const SpeedEstimator& speeds, const QueueLoad& load, int64_t prompt_tokens,
+                   int64_t max_tokens, double elapsed_ms, double margin) {
   Prediction p;
   const auto tps = speeds.prefill_tokens_per_s();
   if (!tps) return p;
-  const double tokens = static_cast<double>(std::max<int64_t>(0, prefill_tokens_ahead) +
-                                            std::max<int64_t>(0, prompt_tokens));
-  p.ttft_ms = elapsed_ms + tokens * 1000.0 / *tps;
+  const int64_t prefill = std::max<int64_t>(0, load.queued_prefill_tokens) +
+                          std::max<int64_t>(0, load.running_prefill_tokens) +
+                          std::max<int64_t>(0, prompt_tokens);
+  const int64_t decoding = std::max<int32_t>(0, load.running_decodes);
+  // Decodes go first in every step; the prefill gets what is left of the token budget.
+  int64_t steps = 1;
+  if (load.step_token_budget > 0) {
+    const int64_t per_step = std::max<int64_t>(1, load.step_token_budget - decoding);
+    steps = std::max<int64_t>(1, (prefill + per_step - 1) / per_step);
+  }
+  const double tokens = static_cast<double>(prefill) + static_cast<double>(steps * decoding);
+  const double service_ms = std::max(0.0, load.step_left_ms) + tokens * 1000.0 / *tps;
+  p.ttft_ms = elapsed_ms + std::max(1.0, margin) * service_ms;
   if (const auto dms = speeds.decode_ms_per_token()) {
     p.e2e_ms = *p.ttft_ms + static_cast<double>(std::max<int64_t>(0, max_tokens - 1)) * *dms;
   }
@@ -136,22 +170,32 @@ AdmissionDecision Decide(const SloConfig& c, const AdmissionRequest& r,
             r.max_queue_requests, static_cast<long long>(r.max_queue_tokens)));
   }
   AdmissionDecision d;
-  d.predicted = Predict(speeds, r.load.queued_prefill_tokens, r.prompt_tokens, r.max_tokens,
-                        r.elapsed_ms);
-  if (c.admission.predictive && d.predicted.ttft_ms &&
-      *d.predicted.ttft_ms > r.budget.ttft_budget_ms) {
+  d.predicted = Predict(speeds, r.load, r.prompt_tokens, r.max_tokens, r.elapsed_ms,
+                        c.admission.prediction_margin);
+  const bool late = c.admission.predictive && d.predicted.ttft_ms &&
+                    *d.predicted.ttft_ms > r.budget.ttft_budget_ms;
+  if (late && r.probe_due) {
+    // The estimate behind "late" is stale: let this one through to measure the model again.
+    d.probe = true;
+    d.reason = Fmt("probe: stale speed estimate (predicted ttft %.1f ms > budget %.1f ms)",
+                   *d.predicted.ttft_ms, r.budget.ttft_budget_ms);
+  } else if (late) {
     const double late_ms = *d.predicted.ttft_ms - r.budget.ttft_budget_ms;
     AdmissionDecision out = RouteOrShed(
         r, ClampRetry(c, late_ms / 1000.0),
-        Fmt("predicted ttft %.1f ms > budget %.1f ms (%lld prefill tokens ahead at %.0f tokens/s)",
+        Fmt("predicted ttft %.1f ms > budget %.1f ms (%lld queued + %lld running prefill "
+            "tokens, %d decoding, %.0f ms left in the step, at %.0f tokens/s)",
             *d.predicted.ttft_ms, r.budget.ttft_budget_ms,
-            static_cast<long long>(r.load.queued_prefill_tokens), *tps));
+            static_cast<long long>(r.load.queued_prefill_tokens),
+            static_cast<long long>(r.load.running_prefill_tokens), r.load.running_decodes,
+            r.load.step_left_ms, *tps));
     out.predicted = d.predicted;
     return out;
+  } else {
+    d.reason = d.predicted.ttft_ms ? Fmt("predicted ttft %.1f ms within budget %.1f ms",
+                                         *d.predicted.ttft_ms, r.budget.ttft_budget_ms)
+                                   : std::string("no speed measurements yet");
   }
-  d.reason = d.predicted.ttft_ms ? Fmt("predicted ttft %.1f ms within budget %.1f ms",
-                                       *d.predicted.ttft_ms, r.budget.ttft_budget_ms)
-                                 : std::string("no speed measurements yet");
   if (r.level >= Level::kTruncate) ApplyTruncation(c, r, speeds, &d);
   d.trim_context = r.level >= Level::kTrimContext && r.budget.allow_context_trim;
   return d;

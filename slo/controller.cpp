@@ -33,6 +33,7 @@ std::string_view LevelName(Level level) {
 Pressure PressureOf(const SloClass& cls, const SeriesSnapshot* series, int64_t min_samples) {
   Pressure p;
   if (series == nullptr) return p;
+  for (const WindowStats& w : series->window) p.window_samples = std::max(p.window_samples, w.count);
   const std::pair<Metric, std::optional<double>> targets[] = {
       {Metric::kTtft, cls.ttft_p95_ms}, {Metric::kE2e, cls.e2e_p95_ms},
       {Metric::kTpot, cls.tpot_p95_ms}};
@@ -145,6 +146,11 @@ bool Controller::StepClass(const SloClass& cls, int64_t now_us, const Pressure& 
     st->healthy_ticks = 0;  // inside the hysteresis band: hold
     return false;
   }
+  if (!p.has_signal && p.window_samples > 0) {
+    // Traffic, but too few samples to judge: hold. Counting it healthy made the level fall
+    // and rise again under sustained overload whenever samples came in slowly.
+    return false;
+  }
   ++st->healthy_ticks;
   const int64_t dwell_ms = lp.min_dwell_ms;
   if (level == 0 || st->healthy_ticks < lp.recover_ticks ||
@@ -156,8 +162,7 @@ bool Controller::StepClass(const SloClass& cls, int64_t now_us, const Pressure& 
       p.has_signal
           ? Fmt("%s p95 %.1f ms < %.2f x target %.1f ms for %d ticks",
                 MetricName(p.metric).data(), p.p95_ms, lp.recover_ratio, p.target_ms, ticks)
-          : Fmt("fewer than %lld samples in the window for %d ticks",
-                static_cast<long long>(config_.controller.min_samples), ticks);
+          : Fmt("no samples in the window (idle) for %d ticks", ticks);
   Transition(cls, now_us, static_cast<Level>(level - 1), std::move(reason), p, st, out);
   return true;
 }
@@ -230,17 +235,6 @@ std::vector<TransitionCount> Controller::TransitionCounts() const {
     out.push_back(TransitionCount{std::get<0>(key), std::get<1>(key), std::get<2>(key), n});
   }
   return out;
-}
-
-BatchWindowDecision DecideBatchWindow(const Knobs& knobs, const ModelKnobs& model,
-                                      int32_t running, int32_t waiting, int64_t oldest_wait_us) {
-  if (running > 0 || waiting == 0 || knobs.max_queue_delay_us <= 0) return {true, 0};
-  if (waiting >= model.max_running) return {true, 0};
-  if (!knobs.preferred_batch_sizes.empty() && waiting >= knobs.preferred_batch_sizes.front()) {
-    return {true, 0};
-  }
-  if (oldest_wait_us >= knobs.max_queue_delay_us) return {true, 0};
-  return {false, knobs.max_queue_delay_us - oldest_wait_us};
 }
 
 }  // namespace lifeline::slo

@@ -3,8 +3,10 @@
 //   - moves the class's degradation level (0 normal, 1 truncate, 2 trim context, 3 cascade,
 //     4 shed) one step at a time, with hysteresis: raise when P95 > enter_ratio x target (at
 //     most once per raise_interval_ms); lower only after recover_ticks consecutive ticks with
-//     P95 < recover_ratio x target (or too few samples: an idle class is healthy) and
-//     min_dwell_ms in the level;
+//     P95 < recover_ratio x target and min_dwell_ms in the level. A window with samples but
+//     fewer than min_samples holds (neither a healthy nor an unhealthy tick: under overload
+//     a thin window says nothing about health); only an idle class, no sample of any metric
+//     in its window, counts as healthy, so the ladder still returns to 0 after load stops;
 //   - halves / doubles each local model's batch limit (max running sequences, with the step
 //     token budget following) when the worst class P95 on that model is above
 //     batch_high_ratio / below batch_low_ratio x target, within [floor, cap];
@@ -50,6 +52,8 @@ struct Pressure {
   double p95_ms = 0;
   double target_ms = 0;
   uint64_t samples = 0;
+  // The most samples any metric (targeted or not) has in the window; 0: the class is idle.
+  uint64_t window_samples = 0;
 };
 Pressure PressureOf(const SloClass& cls, const SeriesSnapshot* series, int64_t min_samples);
 
@@ -205,17 +209,5 @@ class Controller {
   EventLog events_;
   std::map<std::tuple<std::string, Level, Level>, uint64_t> transitions_;
 };
-
-// Triton-style batching window for the engine loop, applied to admissions from an idle
-// engine: while sequences are running the step always goes ahead (continuous batching never
-// delays a running decode). Otherwise dispatch when `waiting` reaches max_running or the
-// smallest preferred batch size, or when the oldest request has waited max_queue_delay;
-// else wait `wait_us` more.
-struct BatchWindowDecision {
-  bool dispatch = true;
-  int64_t wait_us = 0;
-};
-BatchWindowDecision DecideBatchWindow(const Knobs& knobs, const ModelKnobs& model,
-                                      int32_t running, int32_t waiting, int64_t oldest_wait_us);
 
 }  // namespace lifeline::slo

@@ -83,6 +83,14 @@ struct LadderParams {
 struct AdmissionParams {
   bool predictive = true;            // reject/route on predicted TTFT; false: queue limits only
   double ewma_alpha = 0.2;           // weight of the newest speed measurement
+  // Multiplies the predicted service time (queue, step in flight, own prefill): the
+  // prediction is a mean at the EWMA speed while the budget is a P95, so it leaves room for
+  // step-time spread (1 + ~1.65 x a ~10% coefficient of variation of step times).
+  double prediction_margin = 1.15;
+  // A speed estimate with no measurement for this long is stale: one request predicted to
+  // miss is admitted as a probe (at most one per this interval), and the next measurement
+  // replaces the stale average. 0: never stale.
+  int64_t speed_stale_ms = 5000;
   int32_t max_retry_after_s = 60;    // Retry-After is clamped to [1, this]
   int32_t not_ready_retry_after_s = 1;  // Retry-After of a 503 while the model is not ready
 };

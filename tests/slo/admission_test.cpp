@@ -23,38 +23,102 @@ TEST(SpeedEstimatorTest, EwmaSeededByFirstObservation) {
   SpeedEstimator s(0.5);
   EXPECT_FALSE(s.prefill_tokens_per_s().has_value());
   EXPECT_FALSE(s.decode_ms_per_token().has_value());
-  s.ObservePrefill(1000, 500);   // 2000 tokens/s seeds the average
+  s.ObservePrefill(1000, 500, 0);       // 2000 tokens/s seeds the average
   EXPECT_DOUBLE_EQ(*s.prefill_tokens_per_s(), 2000);
-  s.ObservePrefill(1000, 1000);  // 1000 tokens/s: 0.5 x 1000 + 0.5 x 2000
+  s.ObservePrefill(1000, 1000, 1000);   // 1000 tokens/s: 0.5 x 1000 + 0.5 x 2000
   EXPECT_DOUBLE_EQ(*s.prefill_tokens_per_s(), 1500);
-  s.ObservePrefill(0, 100);      // ignored
-  s.ObservePrefill(100, 0);
-  s.ObservePrefill(100, std::nan(""));
+  s.ObservePrefill(0, 100, 2000);       // ignored
+  s.ObservePrefill(100, 0, 2000);
+  s.ObservePrefill(100, std::nan(""), 2000);
   EXPECT_DOUBLE_EQ(*s.prefill_tokens_per_s(), 1500);
-  s.ObserveDecode(20);
-  s.ObserveDecode(10);
-  s.ObserveDecode(-1);
+  s.ObserveDecode(20, 0);
+  s.ObserveDecode(10, 1000);
+  s.ObserveDecode(-1, 2000);
   EXPECT_DOUBLE_EQ(*s.decode_ms_per_token(), 15);
+}
+
+// Fake clock in us. A cold first measurement (100 tokens/s) must not stick: after 5 s with no
+// measurement the estimate is stale, one probe may be claimed per stale period, and the next
+// measurement replaces the stale average instead of moving it by alpha.
+TEST(SpeedEstimatorTest, StaleEstimateAllowsOneProbeAndIsReplacedByTheNextMeasurement) {
+  SpeedEstimator s(0.2, 5000);
+  EXPECT_FALSE(s.Stale(10'000'000));       // nothing measured: nothing to be stale
+  EXPECT_FALSE(s.TryClaimProbe(10'000'000));
+  s.ObservePrefill(100, 1000, 0);          // cold: 100 tokens/s
+  EXPECT_FALSE(s.Stale(4'999'999));
+  EXPECT_TRUE(s.Stale(5'000'000));
+  EXPECT_TRUE(s.TryClaimProbe(5'000'000));
+  EXPECT_FALSE(s.TryClaimProbe(5'000'000));  // one probe per stale period
+  EXPECT_FALSE(s.Stale(9'999'999));
+  EXPECT_TRUE(s.Stale(10'000'000));        // the probe never measured (cancelled): again
+  EXPECT_TRUE(s.TryClaimProbe(10'000'000));
+  s.ObservePrefill(1000, 100, 10'100'000);  // the probe: 10000 tokens/s after a 10 s gap
+  EXPECT_DOUBLE_EQ(*s.prefill_tokens_per_s(), 10000);  // replaced, not 0.2 x 10000 + 0.8 x 100
+  s.ObservePrefill(1000, 200, 10'200'000);  // 5000 tokens/s, fresh: blends
+  EXPECT_DOUBLE_EQ(*s.prefill_tokens_per_s(), 0.2 * 5000 + 0.8 * 10000);
+  EXPECT_FALSE(s.Stale(15'000'000));
+
+  SpeedEstimator never(0.2, 0);  // staleness off
+  never.ObservePrefill(100, 1000, 0);
+  EXPECT_FALSE(never.Stale(1'000'000'000));
+  never.ObservePrefill(1000, 100, 1'000'000'000);
+  EXPECT_DOUBLE_EQ(*never.prefill_tokens_per_s(), 0.2 * 10000 + 0.8 * 100);
 }
 
 TEST(PredictTest, QueueAheadPlusOwnPromptAtMeasuredSpeed) {
   SpeedEstimator s;
-  EXPECT_FALSE(Predict(s, 100, 100, 10, 0).ttft_ms.has_value());
-  s.ObservePrefill(2000, 1000);  // 2000 tokens/s
-  Prediction p = Predict(s, 3000, 1000, 101, 10);
+  QueueLoad load;
+  load.queued_prefill_tokens = 100;
+  EXPECT_FALSE(Predict(s, load, 100, 10, 0).ttft_ms.has_value());
+  s.ObservePrefill(2000, 1000, 0);  // 2000 tokens/s
+  load.queued_prefill_tokens = 3000;
+  Prediction p = Predict(s, load, 1000, 101, 10);
   // 10 ms spent + (3000 + 1000) tokens / 2000 tokens/s = 2010 ms; no decode speed yet.
   EXPECT_DOUBLE_EQ(*p.ttft_ms, 2010);
   EXPECT_FALSE(p.e2e_ms.has_value());
-  s.ObserveDecode(15);
-  p = Predict(s, 3000, 1000, 101, 10);
+  s.ObserveDecode(15, 0);
+  p = Predict(s, load, 1000, 101, 10);
   EXPECT_DOUBLE_EQ(*p.e2e_ms, 2010 + 100 * 15);  // 100 tokens after the first
+}
+
+TEST(PredictTest, RunningPrefillStepInFlightAndDecodesSharingTheChunkedSteps) {
+  SpeedEstimator s;
+  s.ObservePrefill(2000, 1000, 0);  // 2000 step tokens/s
+  QueueLoad load;
+  load.queued_prefill_tokens = 300;
+  load.running_prefill_tokens = 200;  // a partly prefilled prompt
+  load.running_decodes = 56;
+  load.step_left_ms = 40;
+  load.step_token_budget = 256;       // 256 - 56 = 200 prefill tokens per step
+  // Prefill 300 + 200 + 100 = 600 tokens = 3 steps, each with 56 decodes: 768 tokens at
+  // 2000/s = 384 ms, + 40 ms of the step in flight + 10 ms elapsed.
+  EXPECT_DOUBLE_EQ(*Predict(s, load, 100, 1, 10).ttft_ms, 434);
+  // The margin scales the service time, not the time already spent: 10 + 1.25 x 424.
+  EXPECT_DOUBLE_EQ(*Predict(s, load, 100, 1, 10, 1.25).ttft_ms, 540);
+  // 601 tokens need a 4th step: 4 x 56 more decode tokens.
+  EXPECT_DOUBLE_EQ(*Predict(s, load, 101, 1, 10).ttft_ms, 10 + 40 + (601 + 224) / 2.0);
+  // Unknown budget: one step's worth of decodes (656 tokens).
+  load.step_token_budget = 0;
+  EXPECT_DOUBLE_EQ(*Predict(s, load, 100, 1, 10).ttft_ms, 10 + 40 + 328);
+  // Decodes filling the budget leave the prefill one token per step at worst (no division
+  // by zero or a negative chunk).
+  load.step_token_budget = 50;
+  EXPECT_DOUBLE_EQ(*Predict(s, load, 100, 1, 0).ttft_ms, 40 + (600 + 600 * 56) / 2.0);
+  // Negative inputs count as zero.
+  QueueLoad bad;
+  bad.queued_prefill_tokens = -5;
+  bad.running_prefill_tokens = -5;
+  bad.running_decodes = -3;
+  bad.step_left_ms = -100;
+  EXPECT_DOUBLE_EQ(*Predict(s, bad, 100, 1, 0).ttft_ms, 50);
 }
 
 class DecideTest : public ::testing::Test {
  protected:
   DecideTest() : config_(DefaultSloConfig()) {
-    speeds_.ObservePrefill(10000, 1000);  // 10000 tokens/s
-    speeds_.ObserveDecode(10);            // 10 ms per token
+    config_.admission.prediction_margin = 1.0;  // hand-computed values without the margin
+    speeds_.ObservePrefill(10000, 1000, 0);  // 10000 tokens/s
+    speeds_.ObserveDecode(10, 0);            // 10 ms per token
   }
   AdmissionRequest Req(RequestSloFields f = {}) {
     AdmissionRequest r;
@@ -93,7 +157,8 @@ TEST_F(DecideTest, PredictedMissRoutesOrShedsWithRetryAfter) {
   EXPECT_EQ(d.retry_after_s, 1);  // 683 ms late -> 1 s
   EXPECT_DOUBLE_EQ(*d.predicted.ttft_ms, 1070);
   EXPECT_EQ(d.reason,
-            "predicted ttft 1070.0 ms > budget 387.0 ms (10000 prefill tokens ahead at 10000 tokens/s)");
+            "predicted ttft 1070.0 ms > budget 387.0 ms (10000 queued + 0 running prefill tokens, "
+            "0 decoding, 0 ms left in the step, at 10000 tokens/s)");
   r.has_next_model = true;
   d = Decide(config_, r, speeds_);
   EXPECT_EQ(d.action, Action::kRoute);
@@ -109,6 +174,86 @@ TEST_F(DecideTest, PredictedMissRoutesOrShedsWithRetryAfter) {
   EXPECT_EQ(Decide(config_, doc, speeds_).action, Action::kAdmit);
   config_.roles.emplace_back("intern", 0.6);  // 232.2 ms < 270 ms
   EXPECT_EQ(Decide(config_, Req(Fields("", "intern")), speeds_).action, Action::kShed);
+}
+
+TEST_F(DecideTest, WorkAlreadyRunningCountsAgainstTheBudget) {
+  // The queue alone predicts 270 ms (admit). A partly prefilled prompt (1000 tokens left)
+  // and 50 ms left in the step being computed make it 20 + 350 + 50 = 420 ms > 387: route.
+  AdmissionRequest r = Req();
+  r.has_next_model = true;
+  r.load.running_prefill_tokens = 1000;
+  AdmissionDecision d = Decide(config_, r, speeds_);
+  EXPECT_EQ(d.action, Action::kAdmit);
+  EXPECT_DOUBLE_EQ(*d.predicted.ttft_ms, 370);
+  r.load.step_left_ms = 50;
+  d = Decide(config_, r, speeds_);
+  EXPECT_EQ(d.action, Action::kRoute);
+  EXPECT_DOUBLE_EQ(*d.predicted.ttft_ms, 420);
+  EXPECT_EQ(d.reason,
+            "predicted ttft 420.0 ms > budget 387.0 ms (2000 queued + 1000 running prefill tokens, "
+            "0 decoding, 50 ms left in the step, at 10000 tokens/s)");
+  // Decoding sequences ride along in every chunk: without the step in flight, 3500 prefill
+  // tokens at 256 - 16 = 240 per step = 15 steps x 16 decodes = 240 more tokens: 20 + 374.
+  r.load.step_left_ms = 0;
+  r.load.running_decodes = 16;
+  r.load.step_token_budget = 256;
+  d = Decide(config_, r, speeds_);
+  EXPECT_EQ(d.action, Action::kRoute);
+  EXPECT_DOUBLE_EQ(*d.predicted.ttft_ms, 394);
+  // The margin knob: at 1.15 the 270 ms of the queue alone becomes 20 + 1.15 x 250.
+  config_.admission.prediction_margin = 1.15;
+  EXPECT_DOUBLE_EQ(*Decide(config_, Req(), speeds_).predicted.ttft_ms, 20 + 1.15 * 250);
+}
+
+TEST_F(DecideTest, StaleEstimateAdmitsAProbeInsteadOfRouting) {
+  AdmissionRequest r = Req();
+  r.has_next_model = true;
+  r.load.queued_prefill_tokens = 10000;  // predicted 1070 ms: route
+  EXPECT_EQ(Decide(config_, r, speeds_).action, Action::kRoute);
+  r.probe_due = true;
+  AdmissionDecision d = Decide(config_, r, speeds_);
+  EXPECT_EQ(d.action, Action::kAdmit);
+  EXPECT_TRUE(d.probe);
+  EXPECT_EQ(d.reason, "probe: stale speed estimate (predicted ttft 1070.0 ms > budget 387.0 ms)");
+  // A request that fits is a plain admission, not a probe.
+  d = Decide(config_, Req(), speeds_);
+  EXPECT_FALSE(d.probe);
+}
+
+// The reported failure on a fake clock: a cold first request measured the heavy model at
+// 100 tokens/s, so every later request was routed away and nothing ever measured it again.
+TEST(AdmissionRecoveryTest, ColdFirstMeasurementNoLongerRoutesEverythingAwayForGood) {
+  SloConfig config = DefaultSloConfig();
+  config.admission.prediction_margin = 1.0;
+  SpeedEstimator heavy(config.admission.ewma_alpha, config.admission.speed_stale_ms);
+  heavy.ObservePrefill(100, 1000, 0);  // cold: 100 tokens/s
+  auto decide = [&](int64_t now_us) {
+    AdmissionRequest r;
+    r.budget = *Resolve(config, {});
+    r.prompt_tokens = 80;  // 800 ms at 100 tokens/s > 387 ms
+    r.max_tokens = 32;
+    r.has_next_model = true;
+    r.probe_due = heavy.Stale(now_us);
+    AdmissionDecision d = Decide(config, r, heavy);
+    if (d.probe && !heavy.TryClaimProbe(now_us)) {
+      r.probe_due = false;
+      d = Decide(config, r, heavy);
+    }
+    return d;
+  };
+  for (int64_t t = 100'000; t < 5'000'000; t += 100'000) {
+    ASSERT_EQ(decide(t).action, Action::kRoute) << t;
+  }
+  const AdmissionDecision probe = decide(5'000'000);
+  EXPECT_EQ(probe.action, Action::kAdmit);
+  EXPECT_TRUE(probe.probe);
+  EXPECT_EQ(decide(5'000'000).action, Action::kRoute);  // only one probe
+  EXPECT_EQ(decide(5'050'000).action, Action::kRoute);
+  heavy.ObservePrefill(80, 16, 5'060'000);  // the probe ran warm: 5000 tokens/s
+  const AdmissionDecision after = decide(5'100'000);
+  EXPECT_EQ(after.action, Action::kAdmit);
+  EXPECT_FALSE(after.probe);
+  EXPECT_DOUBLE_EQ(*after.predicted.ttft_ms, 16);
 }
 
 TEST_F(DecideTest, LadderLevels) {

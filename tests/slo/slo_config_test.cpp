@@ -131,6 +131,8 @@ event_log_size = 16
 [admission]
 predictive = false
 ewma_alpha = 0.5
+prediction_margin = 1.3
+speed_stale_ms = 2500
 max_retry_after_s = 30
 not_ready_retry_after_s = 2
 )";
@@ -197,6 +199,8 @@ TEST(SloConfigTest, FullFile) {
   EXPECT_EQ(c.ladder.event_log_size, 16);
   EXPECT_FALSE(c.admission.predictive);
   EXPECT_EQ(c.admission.ewma_alpha, 0.5);
+  EXPECT_EQ(c.admission.prediction_margin, 1.3);
+  EXPECT_EQ(c.admission.speed_stale_ms, 2500);
   EXPECT_EQ(c.admission.max_retry_after_s, 30);
   EXPECT_EQ(c.admission.not_ready_retry_after_s, 2);
 }
@@ -263,6 +267,10 @@ TEST(SloConfigTest, EveryErrorNamesKeyAndLine) {
       {"unknown model key", "[[models]]\nname = \"a\"\npath = \"p\"\nweight = 2\n", "models[0].weight: unknown key", 4},
       {"queue bound", "[[models]]\nname = \"a\"\npath = \"p\"\nmax_queue_requests = 0\n",
        "models[0].max_queue_requests: value 0 is outside", 4},
+      {"margin below 1", "[admission]\nprediction_margin = 0.9\n",
+       "admission.prediction_margin: value 0.9 is outside", 2},
+      {"negative stale", "[admission]\nspeed_stale_ms = -1\n",
+       "admission.speed_stale_ms: value -1 is outside", 2},
   };
   for (const BadCase& bc : cases) {
     auto r = ParseSloConfig(bc.toml, "slo.toml");
