@@ -84,7 +84,8 @@ EngineService::EngineService(std::vector<std::unique_ptr<ModelEngine>> engines,
   // Batch knobs exist only for local engines; remote members have no engine loop to steer.
   controller_ = std::make_unique<slo::Controller>(slo_config_, names, NowUs());
   for (auto& e : engines_) {
-    speeds_.push_back(std::make_unique<slo::SpeedEstimator>(slo_config_.admission.ewma_alpha));
+    speeds_.push_back(std::make_unique<slo::SpeedEstimator>(
+        slo_config_.admission.ewma_alpha, slo_config_.admission.speed_stale_ms));
     e->AttachSlo(SloHooks{&controller_->board(), &tracker_, speeds_.back().get(), &slo_config_,
                            &outcomes_});
   }
@@ -254,8 +255,8 @@ server::SubmitResult EngineService::SubmitLocal(
     ar.prompt_tokens = n_prompt;
     ar.max_tokens = max_tokens;
     ar.elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - first_byte).count();
-    ar.load.queued_requests = static_cast<int32_t>(engine->QueuedRequests());
-    ar.load.queued_prefill_tokens = engine->QueuedPromptTokens();
+    const int64_t now_us = NowUs();
+    ar.load = engine->Load(now_us);
     if (entry != nullptr) {
       ar.max_queue_requests = entry->max_queue_requests;
       ar.max_queue_tokens = entry->max_queue_tokens;
@@ -263,7 +264,14 @@ server::SubmitResult EngineService::SubmitLocal(
     ar.model_ready = engine->Healthy();
     ar.has_next_model = next != nullptr;
     ar.cascade_hops = hops;
-    decision = slo::Decide(slo_config_, ar, *speeds_[m.local_index]);
+    slo::SpeedEstimator& speeds = *speeds_[m.local_index];
+    ar.probe_due = speeds.Stale(now_us);
+    decision = slo::Decide(slo_config_, ar, speeds);
+    if (decision.probe && !speeds.TryClaimProbe(now_us)) {
+      // Another request took this period's probe: decide as if the estimate were fresh.
+      ar.probe_due = false;
+      decision = slo::Decide(slo_config_, ar, speeds);
+    }
     SloAdmission out;
     if (decision.action == slo::Action::kRoute) {
       out.route = true;
@@ -284,6 +292,7 @@ server::SubmitResult EngineService::SubmitLocal(
   if (!err) {
     outcomes_.Count(cls, m.name, "admitted");
     if (decision.max_tokens_cap) outcomes_.Count(cls, m.name, "truncated");
+    if (decision.probe) outcomes_.Count(cls, m.name, "probe");
     return server::SubmitResult::Accept(handle, m.name);
   }
   {

@@ -70,6 +70,7 @@ struct ModelEngine::Live {
   int32_t priority = 0;
   std::string cap_reason;      // non-empty: max_tokens was capped by the SLO ladder
   bool deadline_stopped = false;  // ended at its deadline (ladder level >= truncate)
+  bool first_recorded = false;    // TTFT and queue samples went to the tracker
   ModelEngine::Trim trim;         // context trimmed at Submit (turns > 0)
 };
 
@@ -615,20 +616,22 @@ bool ModelEngine::Step() {
     live.timing.batch_tokens.push_back(static_cast<int32_t>(plan.n_tokens));
   }
   const auto t_eval0 = Clock::now();
+  PublishStepLoad(plan, t_eval0);
   if (eval_status.ok()) eval_status = model_->Eval(batch, *ctx_, *pool_, logits_);
   const auto t_eval1 = Clock::now();
+  step_end_estimate_us_.store(0, std::memory_order_relaxed);
   if (slo_.speeds != nullptr && eval_status.ok()) {
     // Speeds for admission: a pure-decode step times one token per sequence; a step with
-    // prefill chunks is charged to the prefill speed (decodes are a small share of it).
-    int64_t prefill_tokens = 0;
-    for (const StepEntry& e : plan.entries) {
-      if (!e.is_decode) prefill_tokens += e.end_pos - e.start_pos;
-    }
+    // prefill chunks gives the step speed over all its tokens (the decodes riding along are
+    // rows of the same products), which is how admission charges decodes that share steps
+    // with a prefill.
+    bool has_prefill = false;
+    for (const StepEntry& e : plan.entries) has_prefill |= !e.is_decode;
     const double eval_ms = std::chrono::duration<double, std::milli>(t_eval1 - t_eval0).count();
-    if (prefill_tokens > 0) {
-      slo_.speeds->ObservePrefill(prefill_tokens, eval_ms);
+    if (has_prefill) {
+      slo_.speeds->ObservePrefill(static_cast<int64_t>(batch.size()), eval_ms, NowUs());
     } else {
-      slo_.speeds->ObserveDecode(eval_ms);
+      slo_.speeds->ObserveDecode(eval_ms, NowUs());
     }
   }
 
@@ -671,6 +674,7 @@ bool ModelEngine::Step() {
       res.token = id;
       ++live->generated;
       tm.OnToken(Clock::now());
+      if (live->generated == 1) RecordFirstToken(*live);
       const StopPush pushed = live->stop->Push(live->detok->Push(id));
       if (!pushed.emit.empty()) live->sink(GenerationEvent::Token(pushed.emit, id));
       if (pushed.stopped) res.finish = FinishReason::kStop;
@@ -742,6 +746,78 @@ void ModelEngine::ApplyKnobs() {
   (void)scheduler_->SetKnobs(k);
 }
 
+slo::QueueLoad ModelEngine::Load(int64_t now_us) const {
+  slo::QueueLoad l;
+  l.queued_requests = static_cast<int32_t>(accepted_not_started_.load());
+  l.queued_prefill_tokens = queued_prompt_tokens_.load();
+  l.running_prefill_tokens = running_prefill_tokens_.load(std::memory_order_relaxed);
+  l.running_decodes = running_decodes_.load(std::memory_order_relaxed);
+  l.step_token_budget = step_token_budget_.load(std::memory_order_relaxed);
+  // Past the estimate (the step overran) nothing is added: the overrun is not predictable.
+  const int64_t end_us = step_end_estimate_us_.load(std::memory_order_relaxed);
+  if (end_us > now_us) l.step_left_ms = static_cast<double>(end_us - now_us) / 1000.0;
+  return l;
+}
+
+void ModelEngine::PublishStepLoad(const StepPlan& plan, Clock::time_point eval_start) {
+  std::unordered_map<RequestId, int64_t> planned_end;
+  planned_end.reserve(plan.entries.size());
+  bool has_prefill = false;
+  for (const StepEntry& e : plan.entries) {
+    planned_end[e.id] = e.end_pos;
+    has_prefill |= !e.is_decode;
+  }
+  int64_t prefill_left = 0;
+  int32_t decodes = 0;
+  for (const auto& [id, live] : live_) {
+    if (!live->started) continue;  // still in queued_prompt_tokens_
+    const Request* r = scheduler_->Find(id);
+    if (r == nullptr || r->finished()) continue;
+    if (r->state == RequestState::kDecoding) {
+      ++decodes;
+      continue;
+    }
+    // Prefilling, or preempted (to recompute prompt + generated): what this step leaves.
+    int64_t computed = r->n_computed;
+    if (auto it = planned_end.find(id); it != planned_end.end()) {
+      computed = std::max(computed, it->second);
+    }
+    const int64_t left = r->n_tokens() - computed;
+    if (left > 0) {
+      prefill_left += left;
+    } else {
+      ++decodes;  // its prefill ends with this step: it decodes from the next one
+    }
+  }
+  running_prefill_tokens_.store(prefill_left, std::memory_order_relaxed);
+  running_decodes_.store(decodes, std::memory_order_relaxed);
+  double est_ms = 0;
+  if (slo_.speeds != nullptr) {
+    if (has_prefill) {
+      if (auto tps = slo_.speeds->prefill_tokens_per_s()) {
+        est_ms = static_cast<double>(plan.n_tokens) * 1000.0 / *tps;
+      }
+    } else if (auto dms = slo_.speeds->decode_ms_per_token()) {
+      est_ms = *dms;
+    }
+  }
+  const int64_t start_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                               eval_start.time_since_epoch()).count();
+  step_end_estimate_us_.store(est_ms > 0 ? start_us + static_cast<int64_t>(est_ms * 1000.0) : 0,
+                              std::memory_order_relaxed);
+}
+
+void ModelEngine::RecordFirstToken(Live& live) {
+  if (slo_.tracker == nullptr || live.first_recorded) return;
+  live.first_recorded = true;
+  const RequestTiming& tm = live.timing;
+  slo::RequestSample s;
+  s.ttft_ms = tm.ttft_ms;
+  s.queue_ms = tm.queue_ms;  // the queue time before the first token
+  const std::string& cls = live.slo_class.empty() ? std::string("interactive") : live.slo_class;
+  slo_.tracker->RecordRequest(cls, options_.name, NowUs(), s);
+}
+
 void ModelEngine::RecordFinished(const Live& live) {
   if (slo_.tracker == nullptr) return;
   const RequestTiming& tm = live.timing;
@@ -749,8 +825,12 @@ void ModelEngine::RecordFinished(const Live& live) {
   slo::RequestSample s;
   const double e2e_ms = std::chrono::duration<double, std::milli>(now - tm.first_byte).count();
   s.e2e_ms = e2e_ms;
-  s.queue_ms = tm.queue_ms;
-  if (tm.ttft_ms >= 0) s.ttft_ms = tm.ttft_ms;
+  // A request that produced no token (its first sample was end-of-generation) reports its
+  // queue time here; one that did reported TTFT and queue time at its first token.
+  if (!live.first_recorded) {
+    s.queue_ms = tm.queue_ms;
+    if (tm.ttft_ms >= 0) s.ttft_ms = tm.ttft_ms;
+  }
   if (tm.ttft_ms >= 0 && live.generated > 1) {
     s.tpot_ms = (e2e_ms - tm.ttft_ms) / static_cast<double>(live.generated - 1);
   }
@@ -775,7 +855,13 @@ void ModelEngine::Loop() {
     }
     DrainInbox();
     ApplyKnobs();
+    step_token_budget_.store(scheduler_->knobs().max_step_tokens, std::memory_order_relaxed);
     const bool ran = Step();
+    if (live_.empty()) {
+      // The last request ended: nothing runs (PublishStepLoad only sees non-empty plans).
+      running_prefill_tokens_.store(0, std::memory_order_relaxed);
+      running_decodes_.store(0, std::memory_order_relaxed);
+    }
     {
       const SchedulerStats st = scheduler_->stats();
       const BlockManagerStats bs = scheduler_->block_manager().stats();

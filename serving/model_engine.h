@@ -138,6 +138,12 @@ class ModelEngine {
   // Prompt tokens accepted and not yet scheduled (for admission's queue estimate).
   int64_t QueuedPromptTokens() const { return queued_prompt_tokens_.load(); }
   int64_t QueuedRequests() const { return accepted_not_started_.load(); }
+  // The work ahead of a request arriving at `now_us` (steady clock, us), for admission's
+  // TTFT prediction: the queue above, plus what the engine thread publishes at each step
+  // (running prefill left, decoding sequences, the step token budget, the estimated end of
+  // the step in flight). A handful of relaxed atomic loads; the fields may come from
+  // adjacent steps, which is fine for an estimate.
+  slo::QueueLoad Load(int64_t now_us) const;
   void Cancel(server::RequestHandle handle);
 
   bool Healthy() const;
@@ -178,7 +184,14 @@ class ModelEngine {
   void Complete(Live& live, const Request& r);
   void Loop();
   void ApplyKnobs();
+  // Latency samples: TTFT and queue time at the first token (so the controller sees them
+  // about one TTFT after arrival, not one end-to-end time), the rest at the end. Each sample
+  // is recorded once.
+  void RecordFirstToken(Live& live);
   void RecordFinished(const Live& live);
+  // After the plan is built: publishes the running prefill / decode counts and the estimated
+  // end of the step about to be evaluated from `eval_start`.
+  void PublishStepLoad(const StepPlan& plan, Clock::time_point eval_start);
   void DrainInbox();
   bool Step();
   void Finish(Live& live, server::GenerationEvent event);
@@ -207,6 +220,11 @@ class ModelEngine {
   std::atomic<int64_t> accepted_not_started_{0};  // in the inbox or waiting (for the 429 bound)
   std::atomic<int64_t> heartbeat_ns_{0};
   std::atomic<int64_t> queued_prompt_tokens_{0};
+  // Engine thread writes once per step; Submit threads read (Load).
+  std::atomic<int64_t> running_prefill_tokens_{0};
+  std::atomic<int32_t> running_decodes_{0};
+  std::atomic<int64_t> step_token_budget_{0};
+  std::atomic<int64_t> step_end_estimate_us_{0};  // 0: no step in flight
   SloHooks slo_;
   uint64_t knobs_version_ = 0;  // engine thread: last applied Knobs::version
   std::shared_ptr<const slo::Knobs> knobs_now_;  // engine thread: loaded at step start

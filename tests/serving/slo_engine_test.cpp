@@ -9,7 +9,10 @@
 //   - at level >= 2 a chat request with allow_context_trim loses its oldest turns (system and
 //     last user turn kept) until its prompt fits; not without the flag, below level 2, or for
 //     completions. Expected prompt sizes come from rendering the expected message subset in
-//     the test with the chat template and tokenizer directly.
+//     the test with the chat template and tokenizer directly;
+//   - TTFT and queue samples reach the latency tracker at the first token, the rest at the
+//     end, each once;
+//   - the load admission reads (ModelEngine::Load) follows a long prompt's chunked prefill.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -31,6 +34,7 @@
 #include "serving/model_engine.h"
 #include "slo/admission.h"
 #include "slo/controller.h"
+#include "slo/latency_tracker.h"
 #include "slo/slo_config.h"
 #include "test_paths.h"
 
@@ -397,7 +401,7 @@ TEST_F(SloEngineTest, TrimBudgetFollowsTheTtftBudgetAtTheMeasuredPrefillSpeed) {
   // 1 token per second of prefill; a TTFT budget of `minimal` seconds (+0.5 s for the time
   // spent before Submit) leaves room for exactly `minimal` prompt tokens.
   slo::SpeedEstimator speeds;
-  speeds.ObservePrefill(1, 1000.0);
+  speeds.ObservePrefill(1, 1000.0, NowUs());
   Attach(&speeds);
   engine_->Start();
   SubmitSlo s = ClassC();
@@ -407,6 +411,106 @@ TEST_F(SloEngineTest, TrimBudgetFollowsTheTtftBudgetAtTheMeasuredPrefillSpeed) {
   ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
   EXPECT_EQ(done.usage.prompt_tokens, minimal);  // trim_to_tokens (2048) alone trims nothing
   EXPECT_EQ(done.timings["lifeline"]["context_trim"]["turns"], 2);
+}
+
+uint64_t CountOf(const slo::LatencyTracker& tracker, slo::Metric m) {
+  const slo::TrackerSnapshot snap = tracker.Snapshot(NowUs());
+  const slo::SeriesSnapshot* s = snap.Find("c", "m");
+  return s == nullptr ? 0 : s->total[static_cast<size_t>(m)].count();
+}
+
+TEST_F(SloEngineTest, TtftAndQueueSamplesArriveAtTheFirstTokenTheRestAtTheEnd) {
+  slo::LatencyTracker tracker;
+  engine_->AttachSlo(SloHooks{&board_, &tracker, nullptr, &config_, &outcomes_});
+  engine_->Start();
+  Collector c;
+  bool first = true;
+  uint64_t at_first[slo::kMetricCount] = {};
+  c.on_token = [&] {  // engine thread, before the event is stored
+    if (!first) return;
+    first = false;
+    for (slo::Metric m : slo::kAllMetrics) at_first[static_cast<size_t>(m)] = CountOf(tracker, m);
+  };
+  SubmitSlo s = ClassC();
+  ASSERT_FALSE(engine_->Submit(1, Completion(8), c.Sink(), &s));
+  const server::GenerationEvent done = c.Wait();
+  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  ASSERT_FALSE(first);
+  // While the request still runs (7 tokens to go) its TTFT and queue time are in the window.
+  EXPECT_EQ(at_first[static_cast<size_t>(slo::Metric::kTtft)], 1u);
+  EXPECT_EQ(at_first[static_cast<size_t>(slo::Metric::kQueue)], 1u);
+  EXPECT_EQ(at_first[static_cast<size_t>(slo::Metric::kE2e)], 0u);
+  EXPECT_EQ(at_first[static_cast<size_t>(slo::Metric::kTpot)], 0u);
+  EXPECT_EQ(at_first[static_cast<size_t>(slo::Metric::kItl)], 0u);
+  // At the end: each sample once (TTFT not again), and the TTFT recorded is the reported one.
+  EXPECT_EQ(CountOf(tracker, slo::Metric::kTtft), 1u);
+  EXPECT_EQ(CountOf(tracker, slo::Metric::kQueue), 1u);
+  EXPECT_EQ(CountOf(tracker, slo::Metric::kE2e), 1u);
+  EXPECT_EQ(CountOf(tracker, slo::Metric::kTpot), 1u);
+  EXPECT_EQ(CountOf(tracker, slo::Metric::kItl), 7u);
+  const slo::TrackerSnapshot snap = tracker.Snapshot(NowUs());
+  const double ttft_ms = done.timings["latency"]["ttft_ms"].get<double>();
+  EXPECT_NEAR(snap.Find("c", "m")->total[static_cast<size_t>(slo::Metric::kTtft)].sum_s(),
+              ttft_ms / 1000.0, 1e-9);
+}
+
+TEST_F(SloEngineTest, LoadFollowsTheChunkedPrefillOfARunningPrompt) {
+  // 16 tokens per step: once the short request B decodes (1 token a step), the long prompt A
+  // gets 15 prefill tokens a step.
+  auto k = std::make_shared<slo::Knobs>();
+  k->version = 1;
+  k->models = {slo::ModelKnobs{"m", 4, 16}};
+  k->classes = {slo::ClassLevel{"c", slo::Level::kNormal}};
+  board_.Publish(k);
+  slo::SpeedEstimator speeds;
+  Attach(&speeds);
+  std::string long_text;
+  for (int i = 0; i < 12; ++i) long_text += "Once upon a time there was a little dog. ";
+  const Tokenizer& tok = engine_->tokenizer();
+  const int64_t n_a = static_cast<int64_t>(tok.Encode(long_text, tok.add_bos(), true).size());
+  ASSERT_GT(n_a, 80);
+
+  Collector a, b;
+  std::vector<slo::QueueLoad> seen;  // at each of B's tokens while A has none yet
+  b.on_token = [&] {
+    if (a.TokenEvents() == 0) seen.push_back(engine_->Load(NowUs()));
+  };
+  SubmitSlo sb = ClassC(), sa = ClassC();
+  ASSERT_FALSE(engine_->Submit(1, Completion(40, "Once"), b.Sink(), &sb));
+  ASSERT_FALSE(engine_->Submit(2, Completion(2, long_text), a.Sink(), &sa));
+  const slo::QueueLoad before = engine_->Load(NowUs());
+  EXPECT_EQ(before.queued_requests, 2);  // not started: counted as queued, not running
+  EXPECT_EQ(before.running_prefill_tokens, 0);
+  engine_->Start();
+  ASSERT_EQ(a.Wait().kind, server::GenerationEvent::Kind::kDone);
+  ASSERT_EQ(b.Wait().kind, server::GenerationEvent::Kind::kDone);
+
+  ASSERT_GE(seen.size(), 3u);
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].queued_requests, 0) << i;
+    EXPECT_EQ(seen[i].step_token_budget, 16) << i;
+    EXPECT_EQ(seen[i].step_left_ms, 0) << i;  // read between steps
+  }
+  // Until A's prefill ends: B decodes, A's remaining prefill shrinks by 15 per step.
+  size_t chunked = 0;
+  for (size_t i = 0; i + 1 < seen.size(); ++i) {
+    if (seen[i + 1].running_prefill_tokens == 0) break;
+    EXPECT_EQ(seen[i].running_decodes, 1) << i;
+    EXPECT_EQ(seen[i].running_prefill_tokens - seen[i + 1].running_prefill_tokens, 15) << i;
+    EXPECT_LT(seen[i].running_prefill_tokens, n_a) << i;
+    ++chunked;
+  }
+  EXPECT_GE(chunked, 3u);
+  // Its last chunk leaves nothing to prefill and two sequences decoding.
+  EXPECT_EQ(seen.back().running_prefill_tokens, 0);
+  EXPECT_EQ(seen.back().running_decodes, 2);
+  // Idle again: nothing running.
+  ExpectDrained();
+  const slo::QueueLoad after = engine_->Load(NowUs());
+  EXPECT_EQ(after.running_prefill_tokens, 0);
+  EXPECT_EQ(after.running_decodes, 0);
+  EXPECT_EQ(after.queued_requests, 0);
+  EXPECT_EQ(after.queued_prefill_tokens, 0);
 }
 
 }  // namespace
