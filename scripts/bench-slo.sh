@@ -44,7 +44,21 @@ RESULTS="${BENCH_RESULTS:-$BUILD_DIR/bench-slo/$(date -u +%Y%m%d-%H%M%S)}"
 THRESHOLD_MS=387
 LIFELINE="$BUILD_DIR/lifeline"
 
-command -v python3 >/dev/null || { echo "bench-slo: python3 is needed for the summary tables" >&2; exit 1; }
+# python3 renders the tables: install Debian's package when it is missing and apt can (root,
+# or passwordless sudo); otherwise say how.
+if ! command -v python3 >/dev/null; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && sudo -n true 2>/dev/null && SUDO="sudo -n"
+  if command -v apt-get >/dev/null && { [ "$(id -u)" -eq 0 ] || [ -n "$SUDO" ]; }; then
+    echo "bench-slo: python3 is missing; installing Debian's python3 with apt-get" >&2
+    $SUDO apt-get update -qq && $SUDO apt-get install -y -qq python3 >/dev/null
+  fi
+  command -v python3 >/dev/null || {
+    echo "bench-slo: python3 is needed for the summary tables; install it first, e.g." \
+         "'sudo apt-get install -y python3' (Debian/Ubuntu), then rerun" >&2
+    exit 1
+  }
+fi
 
 # (a) build lifeline if needed.
 if [ ! -x "$LIFELINE" ]; then
