@@ -79,8 +79,8 @@ struct EngineSnapshot {
 };
 
 // The SLO control plane's objects an engine uses, borrowed (they must outlive the engine):
-// knobs read at step start, the tracker fed one sample set per finished request, the speed
-// estimator fed per step, the config (ladder.trim_to_tokens), outcome counters ("trimmed",
+// knobs read at step start, the tracker fed TTFT and queue time at a request's first token
+// and the rest when it finishes, the speed estimator fed per step, the config (ladder.trim_to_tokens), outcome counters ("trimmed",
 // "deadline_stop"). Any may be null.
 struct SloHooks {
   const slo::KnobBoard* knobs = nullptr;
