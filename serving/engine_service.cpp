@@ -125,7 +125,8 @@ void EngineService::TimerLoop() {
 
 void EngineService::TickNow() {
   const int64_t now = NowUs();
-  (void)controller_->Tick(now, tracker_.Snapshot(now));
+  const auto since = controller_->LastTransitions();
+  (void)controller_->Tick(now, tracker_.Snapshot(now, &since));
 }
 
 ModelEngine* EngineService::Find(const std::string& name) const {

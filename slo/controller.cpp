@@ -31,15 +31,20 @@ std::string_view LevelName(Level level) {
 }
 
 Pressure PressureOf(const SloClass& cls, const SeriesSnapshot* series, int64_t min_samples) {
+  if (series == nullptr) return Pressure{};
+  return PressureOfStats(cls, series->window, min_samples);
+}
+
+Pressure PressureOfStats(const SloClass& cls, const std::array<WindowStats, kMetricCount>& window,
+                         int64_t min_samples) {
   Pressure p;
-  if (series == nullptr) return p;
-  for (const WindowStats& w : series->window) p.window_samples = std::max(p.window_samples, w.count);
+  for (const WindowStats& w : window) p.window_samples = std::max(p.window_samples, w.count);
   const std::pair<Metric, std::optional<double>> targets[] = {
       {Metric::kTtft, cls.ttft_p95_ms}, {Metric::kE2e, cls.e2e_p95_ms},
       {Metric::kTpot, cls.tpot_p95_ms}};
   for (const auto& [metric, target] : targets) {
     if (!target) continue;
-    const WindowStats& w = (*series)[metric];
+    const WindowStats& w = window[static_cast<size_t>(metric)];
     if (w.count < static_cast<uint64_t>(min_samples)) continue;
     const double ratio = w.p95_ms / *target;
     if (!p.has_signal || ratio > p.ratio) {
@@ -127,7 +132,7 @@ void Controller::Transition(const SloClass& cls, int64_t now_us, Level to, std::
 }
 
 bool Controller::StepClass(const SloClass& cls, int64_t now_us, const Pressure& p,
-                           ClassState* st, TickResult* out) {
+                           const Pressure* fresh, ClassState* st, TickResult* out) {
   const LadderParams& lp = config_.ladder;
   st->last = p;
   const auto level = static_cast<int32_t>(st->level);
@@ -136,6 +141,9 @@ bool Controller::StepClass(const SloClass& cls, int64_t now_us, const Pressure& 
     if (level >= cls.max_level || !Elapsed(st->changed_us, now_us, lp.raise_interval_ms)) {
       return false;
     }
+    // Overloaded by the whole window, but not (yet) by what came after the last transition:
+    // hold until the previous level has been judged on its own samples.
+    if (fresh != nullptr && !(fresh->has_signal && fresh->ratio > lp.enter_ratio)) return false;
     Transition(cls, now_us, static_cast<Level>(level + 1),
                Fmt("%s p95 %.1f ms > %.2f x target %.1f ms", MetricName(p.metric).data(),
                    p.p95_ms, lp.enter_ratio, p.target_ms),
@@ -198,13 +206,28 @@ TickResult Controller::Tick(int64_t now_us, const TrackerSnapshot& snapshot) {
   std::lock_guard lock(mu_);
   bool changed = false;
   for (const SloClass& cls : config_.classes) {
-    const Pressure p =
-        PressureOf(cls, snapshot.FindClass(cls.name), config_.controller.min_samples);
-    changed |= StepClass(cls, now_us, p, &classes_.find(cls.name)->second, &out);
+    const SeriesSnapshot* series = snapshot.FindClass(cls.name);
+    const Pressure p = PressureOf(cls, series, config_.controller.min_samples);
+    ClassState& st = classes_.find(cls.name)->second;
+    std::optional<Pressure> fresh;
+    if (config_.ladder.raise_needs_fresh_samples && st.changed_us && series != nullptr &&
+        series->since_change) {
+      fresh = PressureOfStats(cls, *series->since_change, config_.controller.min_samples);
+    }
+    changed |= StepClass(cls, now_us, p, fresh ? &*fresh : nullptr, &st, &out);
   }
   for (ModelState& m : models_) changed |= StepModel(now_us, snapshot, &m, &out);
   if (changed) Publish(now_us);
   out.published = changed;
+  return out;
+}
+
+std::map<std::string, int64_t, std::less<>> Controller::LastTransitions() const {
+  std::lock_guard lock(mu_);
+  std::map<std::string, int64_t, std::less<>> out;
+  for (const auto& [name, st] : classes_) {
+    if (st.changed_us) out.emplace(name, *st.changed_us);
+  }
   return out;
 }
 

@@ -56,6 +56,8 @@ struct Pressure {
   uint64_t window_samples = 0;
 };
 Pressure PressureOf(const SloClass& cls, const SeriesSnapshot* series, int64_t min_samples);
+Pressure PressureOfStats(const SloClass& cls, const std::array<WindowStats, kMetricCount>& window,
+                         int64_t min_samples);
 
 struct LadderEvent {
   int64_t at_us = 0;
@@ -165,7 +167,13 @@ class Controller {
   // members have none). Publishes the initial knobs (batch = batching.initial, all normal).
   Controller(SloConfig config, std::vector<std::string> local_models, int64_t now_us);
 
+  // A raise needs the P95 over the whole window AND, once the class has had a transition,
+  // over the samples since it (SeriesSnapshot::since_change, when the snapshot carries it) to
+  // exceed the target: otherwise the samples that caused one raise would cause the next ones
+  // too, and the ladder would climb to shedding before the previous level had any effect.
   TickResult Tick(int64_t now_us, const TrackerSnapshot& snapshot);
+  // Class -> time of its last transition, for LatencyTracker::Snapshot(now, &since).
+  std::map<std::string, int64_t, std::less<>> LastTransitions() const;
 
   const KnobBoard& board() const { return board_; }
   std::shared_ptr<const Knobs> knobs() const { return board_.Load(); }
@@ -189,8 +197,10 @@ class Controller {
     std::optional<int64_t> adjusted_us;
   };
 
-  bool StepClass(const SloClass& cls, int64_t now_us, const Pressure& p, ClassState* st,
-                 TickResult* out);
+  // fresh: the pressure over samples newer than the class's last transition (nullptr when the
+  // snapshot does not carry it, e.g. no transition yet).
+  bool StepClass(const SloClass& cls, int64_t now_us, const Pressure& p, const Pressure* fresh,
+                 ClassState* st, TickResult* out);
   bool StepModel(int64_t now_us, const TrackerSnapshot& snapshot, ModelState* st,
                  TickResult* out);
   void Transition(const SloClass& cls, int64_t now_us, Level to, std::string reason,

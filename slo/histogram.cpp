@@ -117,16 +117,21 @@ void WindowedHistogram::Record(int64_t now_us, double value_ms) {
   // s.epoch > e: the value is older than the window already seen; drop it.
 }
 
-void WindowedHistogram::MergeInto(int64_t now_us, LogHistogram* out) const {
+void WindowedHistogram::MergeInto(int64_t now_us, LogHistogram* out, int64_t since_us) const {
   const int64_t e = EpochOf(now_us);
+  // The first epoch whose bucket starts at or after since_us (ceil(since / bucket)).
+  const int64_t first =
+      since_us == std::numeric_limits<int64_t>::min()
+          ? std::numeric_limits<int64_t>::min()
+          : EpochOf(since_us) + (since_us - EpochOf(since_us) * spec_.bucket_us > 0 ? 1 : 0);
   for (const Slot& s : slots_) {
-    if (Live(s.epoch, e)) out->Merge(s.hist);
+    if (Live(s.epoch, e) && s.epoch >= first) out->Merge(s.hist);
   }
 }
 
-LogHistogram WindowedHistogram::Merged(int64_t now_us) const {
+LogHistogram WindowedHistogram::Merged(int64_t now_us, int64_t since_us) const {
   LogHistogram h;
-  MergeInto(now_us, &h);
+  MergeInto(now_us, &h, since_us);
   return h;
 }
 

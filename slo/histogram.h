@@ -75,8 +75,12 @@ class WindowedHistogram {
   // between threads) is dropped.
   void Record(int64_t now_us, double value_ms);
   // Adds the buckets live at `now_us` (epochs e-n+1 .. e, e = floor(now / bucket)) to *out.
-  void MergeInto(int64_t now_us, LogHistogram* out) const;
-  LogHistogram Merged(int64_t now_us) const;
+  // With since_us: only buckets that start at or after since_us (e.g. the last ladder
+  // transition), so a decision can be judged on evidence newer than the previous one.
+  void MergeInto(int64_t now_us, LogHistogram* out,
+                 int64_t since_us = std::numeric_limits<int64_t>::min()) const;
+  LogHistogram Merged(int64_t now_us,
+                      int64_t since_us = std::numeric_limits<int64_t>::min()) const;
   double Quantile(int64_t now_us, double q) const { return Merged(now_us).Quantile(q); }
   uint64_t Count(int64_t now_us) const;
 

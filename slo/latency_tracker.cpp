@@ -92,7 +92,7 @@ void LatencyTracker::RecordRequest(std::string_view slo_class, std::string_view 
   for (double gap : sample.itl_ms) s->Add(Metric::kItl, now_us, gap);
 }
 
-TrackerSnapshot LatencyTracker::Snapshot(int64_t now_us) const {
+TrackerSnapshot LatencyTracker::Snapshot(int64_t now_us, const SinceByClass* since_by_class) const {
   TrackerSnapshot snap;
   snap.at_us = now_us;
   std::lock_guard lock(mu_);
@@ -101,6 +101,11 @@ TrackerSnapshot LatencyTracker::Snapshot(int64_t now_us) const {
     SeriesSnapshot merged_row;
     merged_row.slo_class = cls;
     std::array<LogHistogram, kMetricCount> class_hist;
+    std::optional<int64_t> since;
+    if (since_by_class != nullptr) {
+      if (auto it = since_by_class->find(cls); it != since_by_class->end()) since = it->second;
+    }
+    std::array<LogHistogram, kMetricCount> since_hist;
     for (const auto& [model, series] : models) {
       SeriesSnapshot row;
       row.slo_class = cls;
@@ -110,11 +115,16 @@ TrackerSnapshot LatencyTracker::Snapshot(int64_t now_us) const {
         row.window[i] = StatsOf(h);
         row.total[i] = series->total[i];
         class_hist[i].Merge(h);
+        if (since) series->window[i].MergeInto(now_us, &since_hist[i], *since);
         merged_row.total[i].Merge(series->total[i]);
       }
       snap.by_class_model.push_back(std::move(row));
     }
     for (size_t i = 0; i < kMetricCount; ++i) merged_row.window[i] = StatsOf(class_hist[i]);
+    if (since) {
+      merged_row.since_change.emplace();
+      for (size_t i = 0; i < kMetricCount; ++i) (*merged_row.since_change)[i] = StatsOf(since_hist[i]);
+    }
     snap.by_class.push_back(std::move(merged_row));
   }
   return snap;

@@ -45,6 +45,9 @@ struct SeriesSnapshot {
   std::string model;  // empty in TrackerSnapshot::by_class (all models merged)
   std::array<WindowStats, kMetricCount> window;
   std::array<PromHistogram, kMetricCount> total;  // cumulative since start
+  // by_class rows of a snapshot asked for it (Snapshot's since_by_class): the window limited
+  // to buckets that start at or after that class's last ladder transition.
+  std::optional<std::array<WindowStats, kMetricCount>> since_change;
 
   const WindowStats& operator[](Metric m) const { return window[static_cast<size_t>(m)]; }
 };
@@ -80,7 +83,10 @@ class LatencyTracker {
   void RecordRequest(std::string_view slo_class, std::string_view model, int64_t now_us,
                      const RequestSample& sample);
 
-  TrackerSnapshot Snapshot(int64_t now_us) const;
+  // since_by_class (class -> time of its last ladder transition), when given, also fills
+  // SeriesSnapshot::since_change of those classes' by_class rows.
+  using SinceByClass = std::map<std::string, int64_t, std::less<>>;
+  TrackerSnapshot Snapshot(int64_t now_us, const SinceByClass* since_by_class = nullptr) const;
 
   const WindowSpec& spec() const { return spec_; }
 

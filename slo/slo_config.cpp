@@ -230,7 +230,7 @@ Status ParseLadder(const Reader& r, const toml::table& t, LadderParams* p) {
   LL_RETURN_IF_ERROR(r.CheckKeys(t, s, {"enter_ratio", "recover_ratio", "recover_ticks",
                                         "min_dwell_ms", "raise_interval_ms", "max_level",
                                         "truncate_max_tokens", "trim_to_tokens",
-                                        "event_log_size"}));
+                                        "event_log_size", "raise_needs_fresh_samples"}));
   LL_RETURN_IF_ERROR(r.Double(t, s, "enter_ratio", 0, true, 100, &p->enter_ratio));
   LL_RETURN_IF_ERROR(r.Double(t, s, "recover_ratio", 0, true, 100, &p->recover_ratio));
   LL_RETURN_IF_ERROR(r.IntAs(t, s, "recover_ticks", 1, 100'000, &p->recover_ticks));
@@ -240,6 +240,8 @@ Status ParseLadder(const Reader& r, const toml::table& t, LadderParams* p) {
   LL_RETURN_IF_ERROR(r.Int(t, s, "truncate_max_tokens", 1, 1 << 20, &p->truncate_max_tokens));
   LL_RETURN_IF_ERROR(r.Int(t, s, "trim_to_tokens", 1, 1 << 24, &p->trim_to_tokens));
   LL_RETURN_IF_ERROR(r.IntAs(t, s, "event_log_size", 1, 100'000, &p->event_log_size));
+  LL_RETURN_IF_ERROR(
+      r.Bool(t, s, "raise_needs_fresh_samples", &p->raise_needs_fresh_samples));
   if (p->recover_ratio >= p->enter_ratio) {
     return r.Error(t.source(), "ladder.recover_ratio",
                    "value " + Num(p->recover_ratio) + " must be below enter_ratio " +

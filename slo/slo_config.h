@@ -72,6 +72,10 @@ struct LadderParams {
   int32_t recover_ticks = 10;        // consecutive healthy ticks before lowering one level
   int64_t min_dwell_ms = 5000;       // time in a level before it may be lowered
   int64_t raise_interval_ms = 1000;  // time in a level before it may be raised again
+  // After a transition, a raise also needs the samples recorded since it (whole window
+  // buckets newer than the transition, at least min_samples) to be over target; false: the
+  // whole window alone decides, so one burst of slow samples can climb several levels.
+  bool raise_needs_fresh_samples = true;
   int32_t max_level = 4;             // default for classes without their own max_level
   int64_t truncate_max_tokens = 256; // level >= 1: max_tokens capped to this
   // Level >= 2, requests with allow_context_trim: old chat turns are dropped until the prompt

@@ -505,7 +505,8 @@ std::unique_ptr<ModelEngine> MakeLocalEngine(const std::string& name) {
   return engine.ok() ? std::move(engine).value() : nullptr;
 }
 
-// A class whose TTFT target no request meets: each tick raises the ladder one level.
+// A class whose TTFT target no request meets: each tick raises the ladder one level (the
+// whole window decides, so ticks alone reach level 3 without new samples in between).
 slo::SloConfig CascadeConfig(const std::string& url) {
   auto config = slo::ParseSloConfig(R"(
 default_class = "tight"
@@ -517,6 +518,7 @@ min_samples = 1
 [ladder]
 min_dwell_ms = 60000
 raise_interval_ms = 0
+raise_needs_fresh_samples = false
 [admission]
 predictive = false
 [[models]]

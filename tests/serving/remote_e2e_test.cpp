@@ -208,6 +208,8 @@ TEST(RemoteEndToEndTest, CascadeToARemoteLifelineServesAndNamesTheLightModel) {
     f << "default_class = \"tight\"\n[classes.tight]\nttft_p95_ms = 0.001\nmax_level = 3\n"
          "[controller]\ntick_ms = 20\nmin_samples = 1\n"
          "[ladder]\nmin_dwell_ms = 600000\nraise_interval_ms = 0\n"
+         // Short buckets: each raise waits for samples newer than the previous one.
+         "[window]\nbucket_ms = 100\nbuckets = 10\n"
          "[admission]\npredictive = false\n";
   }
   Serve b;

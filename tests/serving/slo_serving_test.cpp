@@ -103,7 +103,7 @@ recover_ticks = 2
 truncate_max_tokens = 4
 [window]
 bucket_ms = 100
-buckets = 2
+buckets = 10
 [admission]
 predictive = false
 )", "test.toml");
@@ -133,6 +133,21 @@ class SloServingTest : public ::testing::Test {
     if (service_) service_->Stop();
   }
   int Level() { return static_cast<int>(service_->controller().knobs()->LevelOf("tight")); }
+
+  // After a transition a raise is judged on samples newer than it too (window buckets that
+  // start after it): wait past a bucket boundary, serve min_samples requests, then tick.
+  void TickWithFreshSamples() {
+    std::this_thread::sleep_for(110ms);
+    for (int i = 0; i < 3; ++i) {
+      Collector c;
+      auto res = service_->Submit(Request(2), c.Sink());
+      ASSERT_TRUE(res.accepted()) << res.error->message;
+      c.Wait();
+    }
+    const int before = Level();
+    service_->TickNow();
+    ASSERT_EQ(Level(), before + 1);
+  }
 
   std::unique_ptr<EngineService> service_;
 };
@@ -185,8 +200,8 @@ TEST_F(SloServingTest, LadderTruncatesCascadesShedsAndRecovers) {
   }
 
   // Level 3 (cascade): a request for "heavy" is served by "light", and says so.
-  service_->TickNow();
-  service_->TickNow();
+  TickWithFreshSamples();
+  TickWithFreshSamples();
   ASSERT_EQ(Level(), 3);
   {
     Collector c;
@@ -198,7 +213,7 @@ TEST_F(SloServingTest, LadderTruncatesCascadesShedsAndRecovers) {
   }
 
   // Level 4 (shed): 429 with a Retry-After.
-  service_->TickNow();
+  TickWithFreshSamples();
   ASSERT_EQ(Level(), 4);
   {
     Collector c;
@@ -227,9 +242,9 @@ TEST_F(SloServingTest, LadderTruncatesCascadesShedsAndRecovers) {
   EXPECT_NE(metrics.find("outcome=\"routed\""), std::string::npos);
   EXPECT_NE(metrics.find("outcome=\"shed_429\""), std::string::npos);
 
-  // Load stopped: once the window (2 x 100 ms) empties there is no signal, every tick is
+  // Load stopped: once the window (10 x 100 ms) empties there is no signal, every tick is
   // healthy, and the level falls one step per recover_ticks = 2 ticks.
-  std::this_thread::sleep_for(350ms);
+  std::this_thread::sleep_for(1150ms);
   for (int i = 0; i < 8; ++i) service_->TickNow();
   EXPECT_EQ(Level(), 0);
   Collector c;

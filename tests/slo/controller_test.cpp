@@ -377,5 +377,51 @@ TEST(ControllerTest, LevelNames) {
   EXPECT_EQ(LevelName(Level::kShed), "shed");
 }
 
+// A class-level snapshot whose whole window shows `p95_ms` over `count` samples and whose
+// samples since the last transition show `fresh_p95_ms` over `fresh_count`.
+TrackerSnapshot ClassTtftWithFresh(const std::string& cls, double p95_ms, uint64_t count,
+                                   double fresh_p95_ms, uint64_t fresh_count) {
+  TrackerSnapshot s = ClassTtft(cls, p95_ms, count);
+  std::array<WindowStats, kMetricCount> fresh{};
+  WindowStats& w = fresh[static_cast<size_t>(Metric::kTtft)];
+  w.count = fresh_count;
+  w.p50_ms = w.p95_ms = w.p99_ms = w.mean_ms = fresh_p95_ms;
+  s.by_class.back().since_change = fresh;
+  return s;
+}
+
+// The samples that caused one raise must not cause the next: after a transition a raise also
+// needs the samples since it to be over target (judged with min_samples like the window).
+TEST(ControllerTest, RaiseAfterATransitionNeedsFreshEvidence) {
+  Controller ctl(LadderConfig(), {}, 0);
+  ctl.Tick(0, ClassTtft("chat", 500));  // no transition yet: the window alone decides
+  EXPECT_EQ(LevelOf(ctl, "chat"), 1);
+  ASSERT_EQ(ctl.LastTransitions().count("chat"), 1u);
+  EXPECT_EQ(ctl.LastTransitions().at("chat"), 0);
+  // Still 500 over the window, but nothing (or too little) since the raise: hold.
+  ctl.Tick(1 * kTickUs, ClassTtftWithFresh("chat", 500, 100, 0, 0));
+  ctl.Tick(2 * kTickUs, ClassTtftWithFresh("chat", 500, 100, 900, 19));
+  EXPECT_EQ(LevelOf(ctl, "chat"), 1);
+  // Enough fresh samples, within target: the level is working; hold (the old samples keep
+  // the window over target, so this is not a healthy tick either).
+  ctl.Tick(3 * kTickUs, ClassTtftWithFresh("chat", 500, 100, 200, 30));
+  EXPECT_EQ(LevelOf(ctl, "chat"), 1);
+  // Fresh samples over target too: raise.
+  ctl.Tick(4 * kTickUs, ClassTtftWithFresh("chat", 500, 100, 600, 30));
+  EXPECT_EQ(LevelOf(ctl, "chat"), 2);
+  EXPECT_EQ(ctl.LastTransitions().at("chat"), 4 * kTickUs);
+  const std::vector<LadderEvent> ev = ctl.RecentEvents();
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[1].at_us, 4 * kTickUs);
+}
+
+TEST(ControllerTest, WithoutTheFreshSamplesRuleTheWindowAloneRaises) {
+  SloConfig c = LadderConfig();
+  c.ladder.raise_needs_fresh_samples = false;
+  Controller ctl(c, {}, 0);
+  for (int k = 0; k < 3; ++k) ctl.Tick(k * kTickUs, ClassTtftWithFresh("chat", 500, 100, 0, 0));
+  EXPECT_EQ(LevelOf(ctl, "chat"), 3);
+}
+
 }  // namespace
 }  // namespace lifeline::slo

@@ -225,3 +225,26 @@ TEST(PromTextTest, NumbersAndEscapes) {
 
 }  // namespace
 }  // namespace lifeline::slo
+
+namespace lifeline::slo {
+namespace {
+
+// Only buckets that start at or after `since` count: the bucket holding `since` began before
+// it, so its values (possibly recorded before `since`) are left out.
+TEST(WindowedHistogramTest, MergeSinceKeepsOnlyBucketsStartingAfterIt) {
+  WindowedHistogram w(WindowSpec{1'000'000, 10});  // 10 x 1 s
+  w.Record(500'000, 100);    // epoch 0
+  w.Record(1'200'000, 200);  // epoch 1
+  w.Record(2'100'000, 300);  // epoch 2
+  w.Record(3'900'000, 400);  // epoch 3
+  const int64_t now = 4'000'000;
+  EXPECT_EQ(w.Merged(now).count(), 4u);
+  EXPECT_EQ(w.Merged(now, 1'000'000).count(), 3u);  // epoch 1 starts exactly at since
+  EXPECT_EQ(w.Merged(now, 1'000'001).count(), 2u);  // epochs 2, 3
+  EXPECT_DOUBLE_EQ(w.Merged(now, 2'500'000).Quantile(0.5), 400);
+  EXPECT_EQ(w.Merged(now, 4'000'001).count(), 0u);  // nothing newer yet
+  EXPECT_EQ(w.Merged(now, -5'000'000).count(), 4u);
+}
+
+}  // namespace
+}  // namespace lifeline::slo

@@ -100,5 +100,25 @@ TEST(LatencyTrackerTest, MetricNames) {
   EXPECT_EQ(MetricName(Metric::kE2e), "e2e");
 }
 
+TEST(LatencyTrackerTest, SinceChangeCoversOnlyNamedClassesAndNewerBuckets) {
+  LatencyTracker t(WindowSpec{1'000'000, 10});
+  for (int i = 0; i < 10; ++i) t.Record("chat", "big", Metric::kTtft, 500'000, 1000);   // epoch 0
+  for (int i = 0; i < 5; ++i) t.Record("chat", "small", Metric::kTtft, 2'500'000, 10);  // epoch 2
+  t.Record("medical", "big", Metric::kTtft, 2'500'000, 7);
+  const LatencyTracker::SinceByClass since = {{"chat", 1'000'000}};
+  const TrackerSnapshot s = t.Snapshot(3'000'000, &since);
+  const SeriesSnapshot* chat = s.FindClass("chat");
+  ASSERT_NE(chat, nullptr);
+  EXPECT_EQ((*chat)[Metric::kTtft].count, 15u);  // the whole window, both models
+  ASSERT_TRUE(chat->since_change.has_value());
+  const WindowStats& fresh = (*chat->since_change)[static_cast<size_t>(Metric::kTtft)];
+  EXPECT_EQ(fresh.count, 5u);  // only epoch 2's samples, merged over models
+  EXPECT_NEAR(fresh.p95_ms, 10, 0.2);
+  const SeriesSnapshot* medical = s.FindClass("medical");
+  ASSERT_NE(medical, nullptr);
+  EXPECT_FALSE(medical->since_change.has_value());  // not asked for
+  EXPECT_FALSE(t.Snapshot(3'000'000).FindClass("chat")->since_change.has_value());
+}
+
 }  // namespace
 }  // namespace lifeline::slo
