@@ -252,7 +252,9 @@ server::SubmitResult EngineService::SubmitLocal(
   ctx.admit = [&](int64_t n_prompt, int64_t max_tokens) {
     slo::AdmissionRequest ar;
     ar.budget = budget;
-    ar.level = controller_->knobs()->LevelOf(cls);
+    const auto knobs = controller_->knobs();
+    ar.level = knobs->LevelOf(cls);
+    ar.margin_scale = knobs->MarginScaleOf(cls);
     ar.prompt_tokens = n_prompt;
     ar.max_tokens = max_tokens;
     ar.elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - first_byte).count();
@@ -324,7 +326,9 @@ server::SubmitResult EngineService::SubmitRemote(
   // (shed, cascade on the first hop, the truncation cap) and the in-flight cap as a queue.
   slo::AdmissionRequest ar;
   ar.budget = budget;
-  ar.level = controller_->knobs()->LevelOf(cls);
+  const auto knobs = controller_->knobs();
+  ar.level = knobs->LevelOf(cls);
+  ar.margin_scale = knobs->MarginScaleOf(cls);
   ar.prompt_tokens = 0;
   // Unset max_tokens: the remote's own default, which a truncation cap must still bound.
   ar.max_tokens = request.max_tokens.value_or(std::numeric_limits<int32_t>::max());

@@ -171,7 +171,7 @@ AdmissionDecision Decide(const SloConfig& c, const AdmissionRequest& r,
   }
   AdmissionDecision d;
   d.predicted = Predict(speeds, r.load, r.prompt_tokens, r.max_tokens, r.elapsed_ms,
-                        c.admission.prediction_margin);
+                        c.admission.prediction_margin * std::max(1.0, r.margin_scale));
   const bool late = c.admission.predictive && d.predicted.ttft_ms &&
                     *d.predicted.ttft_ms > r.budget.ttft_budget_ms;
   if (late && r.probe_due) {

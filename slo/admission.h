@@ -11,7 +11,9 @@
 //                       budget, and every one of those steps also carries one token of each
 //                       decoding sequence
 //   service_ms        = step_left_ms + (prefill_tokens + steps x decoding) x 1000 / step_tps
-//   predicted_ttft_ms = elapsed_ms + prediction_margin x service_ms
+//   predicted_ttft_ms = elapsed_ms + prediction_margin x margin_scale x service_ms
+//                       (margin_scale: the controller's per-class correction, >= 1, raised
+//                       while the class's TTFT P95 is over target; see AdmissionParams)
 //   predicted_e2e_ms  = predicted_ttft_ms + (max_tokens - 1) x decode_ms_per_token
 //
 // step_tps is measured on steps that carry prefill, counting all their tokens (decodes are
@@ -121,6 +123,7 @@ struct AdmissionRequest {
   bool has_next_model = false;        // SloConfig::NextInCascade(model) != nullptr
   int32_t cascade_hops = 0;           // times this request was already routed
   bool probe_due = false;             // the model's speed estimate is stale (Stale(now))
+  double margin_scale = 1.0;          // the class's closed-loop scale (Knobs::MarginScaleOf)
 };
 
 enum class Action : uint8_t { kAdmit, kRoute, kShed };

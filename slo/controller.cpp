@@ -80,6 +80,13 @@ Level Knobs::LevelOf(std::string_view slo_class) const {
   return Level::kNormal;
 }
 
+double Knobs::MarginScaleOf(std::string_view slo_class) const {
+  for (const ClassLevel& c : classes) {
+    if (c.slo_class == slo_class) return c.margin_scale;
+  }
+  return 1.0;
+}
+
 Controller::Controller(SloConfig config, std::vector<std::string> local_models, int64_t now_us)
     : config_(std::move(config)),
       started_us_(now_us),
@@ -104,7 +111,9 @@ void Controller::Publish(int64_t now_us) {
   for (const ModelState& m : models_) {
     k->models.push_back(ModelKnobs{m.model, m.max_running, StepTokensFor(m.max_running)});
   }
-  for (const auto& [name, st] : classes_) k->classes.push_back(ClassLevel{name, st.level});
+  for (const auto& [name, st] : classes_) {
+    k->classes.push_back(ClassLevel{name, st.level, st.margin_scale});
+  }
   k->preferred_batch_sizes = config_.batching.preferred_batch_sizes;
   k->max_queue_delay_us = static_cast<int64_t>(config_.batching.max_queue_delay_ms * 1000.0);
   board_.Publish(std::move(k));
@@ -175,6 +184,20 @@ bool Controller::StepClass(const SloClass& cls, int64_t now_us, const Pressure& 
   return true;
 }
 
+bool Controller::StepMargin(const Pressure& p, ClassState* st) const {
+  const AdmissionParams& ap = config_.admission;
+  if (!p.has_signal) return false;  // no evidence either way: keep the scale
+  double next = st->margin_scale;
+  if (p.ratio > 1.0) {
+    next = std::min(ap.max_margin_scale, next * ap.margin_raise_factor);
+  } else if (p.ratio < 0.8) {
+    next = std::max(1.0, next / ap.margin_lower_factor);
+  }
+  if (next == st->margin_scale) return false;
+  st->margin_scale = next;
+  return true;
+}
+
 bool Controller::StepModel(int64_t now_us, const TrackerSnapshot& snapshot, ModelState* st,
                            TickResult* out) {
   const ControllerParams& cp = config_.controller;
@@ -215,6 +238,7 @@ TickResult Controller::Tick(int64_t now_us, const TrackerSnapshot& snapshot) {
       fresh = PressureOfStats(cls, *series->since_change, config_.controller.min_samples);
     }
     changed |= StepClass(cls, now_us, p, fresh ? &*fresh : nullptr, &st, &out);
+    changed |= StepMargin(p, &st);
   }
   for (ModelState& m : models_) changed |= StepModel(now_us, snapshot, &m, &out);
   if (changed) Publish(now_us);
@@ -246,7 +270,8 @@ std::vector<ClassStatus> Controller::ClassStatuses() const {
   std::vector<ClassStatus> out;
   for (const auto& [name, st] : classes_) {
     out.push_back(
-        ClassStatus{name, st.level, st.changed_us.value_or(started_us_), st.healthy_ticks, st.last});
+        ClassStatus{name, st.level, st.changed_us.value_or(started_us_), st.healthy_ticks, st.last,
+                    st.margin_scale});
   }
   return out;
 }

@@ -95,6 +95,7 @@ struct ModelKnobs {
 struct ClassLevel {
   std::string slo_class;
   Level level = Level::kNormal;
+  double margin_scale = 1.0;  // admission's prediction_margin multiplier (AdmissionParams)
 };
 
 struct Knobs {
@@ -107,6 +108,7 @@ struct Knobs {
 
   const ModelKnobs* ForModel(std::string_view model) const;
   Level LevelOf(std::string_view slo_class) const;  // kNormal for unknown classes
+  double MarginScaleOf(std::string_view slo_class) const;  // 1 for unknown classes
 };
 
 // Holds the current Knobs. The lock covers one pointer copy (a reference-count increment)
@@ -152,6 +154,7 @@ struct ClassStatus {
   int64_t level_since_us = 0;  // time of the last transition (construction time if none)
   int32_t healthy_ticks = 0;   // consecutive ticks below recover_ratio x target
   Pressure last;               // the pressure seen at the last tick
+  double margin_scale = 1.0;   // admission's closed-loop margin multiplier
 };
 
 struct TransitionCount {
@@ -190,7 +193,10 @@ class Controller {
     std::optional<int64_t> changed_us;  // last transition; none yet: no wait to raise
     int32_t healthy_ticks = 0;
     Pressure last;
+    double margin_scale = 1.0;
   };
+  // The closed-loop admission margin (AdmissionParams::max_margin_scale); true if it changed.
+  bool StepMargin(const Pressure& p, ClassState* st) const;
   struct ModelState {
     std::string model;
     int32_t max_running = 0;

@@ -254,11 +254,17 @@ Status ParseAdmission(const Reader& r, const toml::table& t, AdmissionParams* p)
   const std::string s = "admission";
   LL_RETURN_IF_ERROR(r.CheckKeys(
       t, s, {"predictive", "ewma_alpha", "prediction_margin", "speed_stale_ms",
-             "max_retry_after_s", "not_ready_retry_after_s"}));
+             "max_retry_after_s", "not_ready_retry_after_s", "max_margin_scale",
+             "margin_raise_factor", "margin_lower_factor"}));
   LL_RETURN_IF_ERROR(r.Bool(t, s, "predictive", &p->predictive));
   LL_RETURN_IF_ERROR(r.Double(t, s, "ewma_alpha", 0, true, 1, &p->ewma_alpha));
   LL_RETURN_IF_ERROR(r.Double(t, s, "prediction_margin", 1, false, 10, &p->prediction_margin));
   LL_RETURN_IF_ERROR(r.Int(t, s, "speed_stale_ms", 0, 3'600'000, &p->speed_stale_ms));
+  LL_RETURN_IF_ERROR(r.Double(t, s, "max_margin_scale", 1, false, 100, &p->max_margin_scale));
+  LL_RETURN_IF_ERROR(
+      r.Double(t, s, "margin_raise_factor", 1, false, 10, &p->margin_raise_factor));
+  LL_RETURN_IF_ERROR(
+      r.Double(t, s, "margin_lower_factor", 1, false, 10, &p->margin_lower_factor));
   LL_RETURN_IF_ERROR(r.IntAs(t, s, "max_retry_after_s", 1, 3600, &p->max_retry_after_s));
   LL_RETURN_IF_ERROR(
       r.IntAs(t, s, "not_ready_retry_after_s", 1, 3600, &p->not_ready_retry_after_s));

@@ -91,6 +91,15 @@ struct AdmissionParams {
   // prediction is a mean at the EWMA speed while the budget is a P95, so it leaves room for
   // step-time spread (1 + ~1.65 x a ~10% coefficient of variation of step times).
   double prediction_margin = 1.15;
+  // Closed-loop correction of that margin, per class: each controller tick multiplies the
+  // class's scale by margin_raise_factor while its TTFT P95 is over target and divides it by
+  // margin_lower_factor while the P95 is under 0.8 x target, within [1, max_margin_scale].
+  // Admission predicts with prediction_margin x scale, so a predictor that is optimistic
+  // under this load (step-time spread, HTTP and client threads sharing the cores) routes or
+  // sheds earlier until the admitted P95 is back within target. 1: off.
+  double max_margin_scale = 4.0;
+  double margin_raise_factor = 1.05;
+  double margin_lower_factor = 1.02;
   // A speed estimate with no measurement for this long is stale: one request predicted to
   // miss is admitted as a probe (at most one per this interval), and the next measurement
   // replaces the stale average. 0: never stale.

@@ -41,6 +41,7 @@ json ClassJson(const SloClass& c, const ClassStatus* st, const TrackerSnapshot& 
   j["level_name"] = LevelName(level);
   j["level_age_ms"] = st ? static_cast<double>(now_us - st->level_since_us) / 1000.0 : 0.0;
   j["healthy_ticks"] = st ? st->healthy_ticks : 0;
+  j["admission_margin_scale"] = st ? st->margin_scale : 1.0;
   j["pressure"] = st ? PressureJson(st->last) : json(nullptr);
   const SeriesSnapshot* all = snap.FindClass(c.name);
   j["live"] = all ? SeriesJson(*all) : json(nullptr);

@@ -148,6 +148,19 @@ TEST_F(DecideTest, AdmitsWhenThePredictionFits) {
   EXPECT_EQ(d.reason, "predicted ttft 270.0 ms within budget 387.0 ms");
 }
 
+// The controller's per-class margin scale multiplies the service time: 250 ms of service
+// fits 387 ms at scale 1 (270) but not at 1.5 (20 + 375 = 395).
+TEST_F(DecideTest, ClassMarginScaleMultipliesTheServiceTime) {
+  AdmissionRequest r = Req();
+  r.has_next_model = true;
+  r.margin_scale = 1.5;
+  const AdmissionDecision d = Decide(config_, r, speeds_);
+  EXPECT_EQ(d.action, Action::kRoute);
+  EXPECT_DOUBLE_EQ(*d.predicted.ttft_ms, 20 + 1.5 * 250);
+  r.margin_scale = 0.5;  // below 1 counts as 1: the scale only ever adds caution
+  EXPECT_EQ(Decide(config_, r, speeds_).action, Action::kAdmit);
+}
+
 TEST_F(DecideTest, PredictedMissRoutesOrShedsWithRetryAfter) {
   AdmissionRequest r = Req();
   r.load.queued_prefill_tokens = 10000;  // 20 + 10500 / 10 = 1070 ms > 387

@@ -415,6 +415,31 @@ TEST(ControllerTest, RaiseAfterATransitionNeedsFreshEvidence) {
   EXPECT_EQ(ev[1].at_us, 4 * kTickUs);
 }
 
+// The admission margin scale: x1.05 per tick over target, /1.02 per tick under 0.8 x target,
+// held in between and without signal, within [1, max_margin_scale]; published in the knobs.
+TEST(ControllerTest, AdmissionMarginScaleFollowsTheClassP95) {
+  SloConfig c = LadderConfig();
+  c.admission.max_margin_scale = 1.2;
+  Controller ctl(c, {}, 0);
+  int64_t t = 0;
+  EXPECT_DOUBLE_EQ(ctl.knobs()->MarginScaleOf("chat"), 1.0);
+  ctl.Tick(t++ * kTickUs, ClassTtft("chat", 500));  // chat target 350: over
+  EXPECT_DOUBLE_EQ(ctl.knobs()->MarginScaleOf("chat"), 1.05);
+  ctl.Tick(t++ * kTickUs, ClassTtft("chat", 500));
+  EXPECT_DOUBLE_EQ(ctl.knobs()->MarginScaleOf("chat"), 1.05 * 1.05);
+  for (int k = 0; k < 5; ++k) ctl.Tick(t++ * kTickUs, ClassTtft("chat", 500));
+  EXPECT_DOUBLE_EQ(ctl.knobs()->MarginScaleOf("chat"), 1.2);  // capped
+  ctl.Tick(t++ * kTickUs, ClassTtft("chat", 300));             // in [0.8, 1] x target: hold
+  ctl.Tick(t++ * kTickUs, ClassTtft("chat", 500, 5));          // too few samples: hold
+  EXPECT_DOUBLE_EQ(ctl.knobs()->MarginScaleOf("chat"), 1.2);
+  ctl.Tick(t++ * kTickUs, ClassTtft("chat", 100));             // under 0.8 x target: lower
+  EXPECT_DOUBLE_EQ(ctl.knobs()->MarginScaleOf("chat"), 1.2 / 1.02);
+  for (int k = 0; k < 20; ++k) ctl.Tick(t++ * kTickUs, ClassTtft("chat", 100));
+  EXPECT_DOUBLE_EQ(ctl.knobs()->MarginScaleOf("chat"), 1.0);  // floor
+  EXPECT_DOUBLE_EQ(ctl.knobs()->MarginScaleOf("medical"), 1.0);  // untouched class
+  EXPECT_DOUBLE_EQ(ctl.knobs()->MarginScaleOf("no-such-class"), 1.0);
+}
+
 TEST(ControllerTest, WithoutTheFreshSamplesRuleTheWindowAloneRaises) {
   SloConfig c = LadderConfig();
   c.ladder.raise_needs_fresh_samples = false;
