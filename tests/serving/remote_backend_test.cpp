@@ -25,6 +25,7 @@
 #include "serving/remote_backend.h"
 #include "serving/remote_fake_upstream.h"
 #include "slo/slo_config.h"
+#include "stories_engine.h"
 #include "test_paths.h"
 
 namespace lifeline::serving {
@@ -158,7 +159,9 @@ TEST(RemoteUrlTest, RejectsHttpsAndMalformedUrlsNamingTheField) {
                           "http://h:/v1", "http://u@h/v1", "http://h/v1?x=1", "h:80/v1"}) {
     auto r = ParseRemoteUrl(bad, "url");
     EXPECT_FALSE(r.ok()) << bad;
-    if (!r.ok()) EXPECT_EQ(r.status().message().rfind("url: ", 0), 0u) << r.status().message();
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().message().rfind("url: ", 0), 0u) << r.status().message();
+    }
   }
   RemoteBackendOptions o = Options("https://api.example.com/v1");
   EXPECT_FALSE(RemoteBackend::Create(o).ok());
@@ -488,21 +491,11 @@ TEST(RemoteBackendTest, ManyConcurrentRequestsEachEndExactlyOnce) {
 // ---- EngineService: a local heavy model, a remote light member ----------------------------
 
 std::unique_ptr<ModelEngine> MakeLocalEngine(const std::string& name) {
-  const std::string path = lifeline::testing::SharedPath("models/stories260K.gguf");
-  auto file = GgufFile::Open(path, GgufOpenOptions{});
-  EXPECT_TRUE(file.ok()) << file.status().ToString();
-  if (!file.ok()) return nullptr;
-  auto tok = Tokenizer::FromGguf(**file);
-  auto model = LlamaModel::Load(std::move(file).value(), ReferenceKernels());
-  if (!tok.ok() || !model.ok()) return nullptr;
   ModelEngineOptions o;
   o.name = name;
-  o.threads = 1;
-  o.kv_memory_bytes = 8ull << 20;
   o.max_running = 4;
   o.max_step_tokens = 64;
-  auto engine = ModelEngine::Create(std::move(model).value(), std::move(tok).value(), o);
-  return engine.ok() ? std::move(engine).value() : nullptr;
+  return lifeline::testing::MakeStoriesEngine(o);
 }
 
 // A class whose TTFT target no request meets: each tick raises the ladder one level (the

@@ -36,6 +36,7 @@
 #include "slo/controller.h"
 #include "slo/latency_tracker.h"
 #include "slo/slo_config.h"
+#include "stories_engine.h"
 #include "test_paths.h"
 
 namespace lifeline::serving {
@@ -49,25 +50,12 @@ int64_t NowUs() {
 }
 
 std::unique_ptr<ModelEngine> MakeEngine(int32_t max_running = 4) {
-  const std::string path = lifeline::testing::SharedPath("models/stories260K.gguf");
-  auto file = GgufFile::Open(path, GgufOpenOptions{});
-  EXPECT_TRUE(file.ok()) << file.status().ToString();
-  if (!file.ok()) return nullptr;
-  auto tok = Tokenizer::FromGguf(**file);
-  EXPECT_TRUE(tok.ok()) << tok.status().ToString();
-  auto model = LlamaModel::Load(std::move(file).value(), ReferenceKernels());
-  EXPECT_TRUE(model.ok()) << model.status().ToString();
-  if (!tok.ok() || !model.ok()) return nullptr;
   ModelEngineOptions o;
   o.name = "m";
-  o.threads = 1;
-  o.kv_memory_bytes = 8ull << 20;
   o.max_running = max_running;
   o.max_step_tokens = 256;
   o.chat_template = "chatml";
-  auto engine = ModelEngine::Create(std::move(model).value(), std::move(tok).value(), o);
-  EXPECT_TRUE(engine.ok()) << engine.status().ToString();
-  return engine.ok() ? std::move(engine).value() : nullptr;
+  return lifeline::testing::MakeStoriesEngine(o);
 }
 
 // Knobs as the controller publishes them: one model, one class "c" at `level`.

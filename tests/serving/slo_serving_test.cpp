@@ -21,6 +21,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "serving/engine_service.h"
 #include "slo/slo_config.h"
+#include "stories_engine.h"
 #include "test_paths.h"
 
 namespace lifeline::serving {
@@ -29,24 +30,11 @@ namespace {
 using namespace std::chrono_literals;
 
 std::unique_ptr<ModelEngine> MakeEngine(const std::string& name) {
-  const std::string path = lifeline::testing::SharedPath("models/stories260K.gguf");
-  auto file = GgufFile::Open(path, GgufOpenOptions{});
-  EXPECT_TRUE(file.ok()) << file.status().ToString();
-  if (!file.ok()) return nullptr;
-  auto tok = Tokenizer::FromGguf(**file);
-  EXPECT_TRUE(tok.ok()) << tok.status().ToString();
-  auto model = LlamaModel::Load(std::move(file).value(), ReferenceKernels());
-  EXPECT_TRUE(model.ok()) << model.status().ToString();
-  if (!tok.ok() || !model.ok()) return nullptr;
   ModelEngineOptions o;
   o.name = name;
-  o.threads = 1;
-  o.kv_memory_bytes = 8ull << 20;
   o.max_running = 4;
   o.max_step_tokens = 64;
-  auto engine = ModelEngine::Create(std::move(model).value(), std::move(tok).value(), o);
-  EXPECT_TRUE(engine.ok()) << engine.status().ToString();
-  return engine.ok() ? std::move(engine).value() : nullptr;
+  return lifeline::testing::MakeStoriesEngine(o);
 }
 
 // Collects one request's events.
