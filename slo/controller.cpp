@@ -1,6 +1,7 @@
 #include "slo/controller.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 namespace lifeline::slo {
@@ -189,7 +190,12 @@ bool Controller::StepMargin(const Pressure& p, ClassState* st) const {
   if (!p.has_signal) return false;  // no evidence either way: keep the scale
   double next = st->margin_scale;
   if (p.ratio > 1.0) {
-    next = std::min(ap.max_margin_scale, next * ap.margin_raise_factor);
+    // At least margin_raise_factor per tick, more the further the P95 is over target (the
+    // square root of the overshoot, at most +25 % per tick), so a large miss is corrected in a
+    // few ticks while a marginal one creeps.
+    const double step = std::clamp(std::sqrt(p.ratio), ap.margin_raise_factor,
+                                   std::max(ap.margin_raise_factor, 1.25));
+    next = std::min(ap.max_margin_scale, next * step);
   } else if (p.ratio < 0.8) {
     next = std::max(1.0, next / ap.margin_lower_factor);
   }

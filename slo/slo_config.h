@@ -92,7 +92,8 @@ struct AdmissionParams {
   // step-time spread (1 + ~1.65 x a ~10% coefficient of variation of step times).
   double prediction_margin = 1.15;
   // Closed-loop correction of that margin, per class: each controller tick multiplies the
-  // class's scale by margin_raise_factor while its TTFT P95 is over target and divides it by
+  // class's scale by at least margin_raise_factor (sqrt of P95 / target, at most 1.25) while
+  // its TTFT P95 is over target and divides it by
   // margin_lower_factor while the P95 is under 0.8 x target, within [1, max_margin_scale].
   // Admission predicts with prediction_margin x scale, so a predictor that is optimistic
   // under this load (step-time spread, HTTP and client threads sharing the cores) routes or

@@ -415,18 +415,19 @@ TEST(ControllerTest, RaiseAfterATransitionNeedsFreshEvidence) {
   EXPECT_EQ(ev[1].at_us, 4 * kTickUs);
 }
 
-// The admission margin scale: x1.05 per tick over target, /1.02 per tick under 0.8 x target,
-// held in between and without signal, within [1, max_margin_scale]; published in the knobs.
+// The admission margin scale: per tick over target x max(1.05, sqrt(P95 / target)) capped at
+// 1.25, /1.02 per tick under 0.8 x target, held in between and without signal, within
+// [1, max_margin_scale]; published in the knobs.
 TEST(ControllerTest, AdmissionMarginScaleFollowsTheClassP95) {
   SloConfig c = LadderConfig();
   c.admission.max_margin_scale = 1.2;
   Controller ctl(c, {}, 0);
   int64_t t = 0;
   EXPECT_DOUBLE_EQ(ctl.knobs()->MarginScaleOf("chat"), 1.0);
-  ctl.Tick(t++ * kTickUs, ClassTtft("chat", 500));  // chat target 350: over
+  ctl.Tick(t++ * kTickUs, ClassTtft("chat", 360));  // chat target 350: just over -> x1.05
   EXPECT_DOUBLE_EQ(ctl.knobs()->MarginScaleOf("chat"), 1.05);
-  ctl.Tick(t++ * kTickUs, ClassTtft("chat", 500));
-  EXPECT_DOUBLE_EQ(ctl.knobs()->MarginScaleOf("chat"), 1.05 * 1.05);
+  ctl.Tick(t++ * kTickUs, ClassTtft("chat", 350 * 1.1 * 1.1));  // sqrt(1.21) = 1.1
+  EXPECT_NEAR(ctl.knobs()->MarginScaleOf("chat"), 1.05 * 1.1, 1e-12);
   for (int k = 0; k < 5; ++k) ctl.Tick(t++ * kTickUs, ClassTtft("chat", 500));
   EXPECT_DOUBLE_EQ(ctl.knobs()->MarginScaleOf("chat"), 1.2);  // capped
   ctl.Tick(t++ * kTickUs, ClassTtft("chat", 300));             // in [0.8, 1] x target: hold
@@ -436,6 +437,10 @@ TEST(ControllerTest, AdmissionMarginScaleFollowsTheClassP95) {
   EXPECT_DOUBLE_EQ(ctl.knobs()->MarginScaleOf("chat"), 1.2 / 1.02);
   for (int k = 0; k < 20; ++k) ctl.Tick(t++ * kTickUs, ClassTtft("chat", 100));
   EXPECT_DOUBLE_EQ(ctl.knobs()->MarginScaleOf("chat"), 1.0);  // floor
+  SloConfig big = LadderConfig();
+  Controller fast(big, {}, 0);
+  fast.Tick(0, ClassTtft("chat", 3500));  // 10x over: +25 %, not sqrt(10)
+  EXPECT_DOUBLE_EQ(fast.knobs()->MarginScaleOf("chat"), 1.25);
   EXPECT_DOUBLE_EQ(ctl.knobs()->MarginScaleOf("medical"), 1.0);  // untouched class
   EXPECT_DOUBLE_EQ(ctl.knobs()->MarginScaleOf("no-such-class"), 1.0);
 }
