@@ -243,7 +243,8 @@ namespace {
 // chunks of rows from a shared counter rather than one fixed slab each: on a machine shared
 // with other work a descheduled thread then delays only the chunk it holds, not half of the
 // work. Chunks stay large (a few per thread) so each one streams long contiguous runs of
-// weights. Results do not depend on who computes which chunk.
+// weights. Decode (one token tile) is the exception, one slab per thread: see below.
+// Results do not depend on who computes which chunk.
 void RunGroupTiles(const MatmulGroup& g, const TileKernel* const* k, const QuantizedActs& acts,
                    ComputePool& pool) {
   const int64_t n_tokens = acts.n_tokens();
