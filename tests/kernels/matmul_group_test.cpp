@@ -154,9 +154,13 @@ void CheckGroup(IsaLevel level, const std::vector<Mat>& mats, bool row_aligned, 
 TEST(MatmulGroup, ConcatenatedMatchesSeparateProducts) {
   uint32_t seed = 1;
   for (IsaLevel l : SupportedLevels()) {
-    for (int threads : {1, 3}) {
+    for (int threads : {1, 2, 3}) {
       for (int64_t n_tokens : {1, 3, 40}) {
         CheckGroup(l, {{GgmlType::kQ8_0, 200}, {GgmlType::kQ8_0, 37}, {GgmlType::kQ8_0, 37}},
+                   false, 256, n_tokens, threads, seed += 20);
+        // Decode splits the joined rows into one slab per thread: with 2 or 3 threads the
+        // slab edge falls inside the second matrix, not the first.
+        CheckGroup(l, {{GgmlType::kQ8_0, 40}, {GgmlType::kQ8_0, 300}, {GgmlType::kQ8_0, 300}},
                    false, 256, n_tokens, threads, seed += 20);
         CheckGroup(l, {{GgmlType::kQ4_0, 130}, {GgmlType::kQ4_0, 18}, {GgmlType::kQ4_0, 18}},
                    false, 512, n_tokens, threads, seed += 20);
