@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/bench_args.h"
 #include "engine/kernels/compute_pool.h"
 #include "engine/kernels/dispatch.h"
 #include "engine/kernels/ggml_type.h"
@@ -27,6 +28,9 @@
 
 namespace lifeline {
 namespace {
+
+using bench::ProcessCpuSeconds;
+using bench::SplitCsv;
 
 struct Shape {
   int64_t rows, cols;
@@ -46,19 +50,6 @@ struct Options {
   bool cpu_time = false;
 };
 
-std::vector<std::string> SplitCsv(std::string_view s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t comma = s.find(',', start);
-    const size_t end = comma == std::string_view::npos ? s.size() : comma;
-    if (end > start) out.emplace_back(s.substr(start, end - start));
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
 bool ParseArgs(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
@@ -73,12 +64,9 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       if (!l) return false;
       o->isa = *l;
     } else if (const char* v = value("--types")) {
-      o->types.clear();
-      for (const auto& n : SplitCsv(v)) {
-        const auto t = TypeFromName(n);
-        if (!t) return false;
-        o->types.push_back(*t);
-      }
+      auto types = bench::ParseTypeList(v);
+      if (!types) return false;
+      o->types = std::move(*types);
     } else if (const char* v = value("--shapes")) {
       o->shapes.clear();
       for (const auto& s : SplitCsv(v)) {
@@ -105,12 +93,6 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     }
   }
   return o->threads >= 1 && o->tokens >= 1;
-}
-
-double ProcessCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 // Median seconds per call of fn over at least min_ms of calls (and at least 5 calls). With

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bench/bandwidth_probe.h"
+#include "bench/bench_args.h"
 #include "engine/kernels/compute_pool.h"
 #include "engine/kernels/dispatch.h"
 #include "engine/kernels/fp16.h"
@@ -28,6 +29,9 @@
 
 namespace lifeline {
 namespace {
+
+using bench::ProcessCpuSeconds;
+using bench::SplitCsv;
 
 struct Options {
   IsaLevel isa = DetectIsa();
@@ -43,19 +47,6 @@ struct Options {
   bool gemm = true;
 };
 
-std::vector<std::string> SplitCsv(std::string_view s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t comma = s.find(',', start);
-    const size_t end = comma == std::string_view::npos ? s.size() : comma;
-    if (end > start) out.emplace_back(s.substr(start, end - start));
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
 bool ParseArgs(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
@@ -70,12 +61,9 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       if (!l) return false;
       o->isa = *l;
     } else if (auto v = value("--types")) {
-      o->types.clear();
-      for (const auto& n : SplitCsv(*v)) {
-        const auto t = TypeFromName(n);
-        if (!t) return false;
-        o->types.push_back(*t);
-      }
+      auto types = bench::ParseTypeList(*v);
+      if (!types) return false;
+      o->types = std::move(*types);
     } else if (auto v = value("--threads")) {
       o->threads.clear();
       for (const auto& n : SplitCsv(*v)) o->threads.push_back(std::atoi(n.c_str()));
@@ -155,12 +143,6 @@ double PrefetchingReadGbs(ComputePool& pool) {
   }
   if (sink[0] == 42) std::printf(" ");  // keeps the reads observable
   return best;
-}
-
-double ProcessCpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 struct CallTime {
