@@ -59,8 +59,70 @@ struct ActQ8K {
   }
 };
 
+// The group kernel both packed layouts share. Per super-block and token: the kGroups scale
+// groups' integer dots (64 / kGroups quads each) are scaled by d * sc_g (one conversion and
+// one FMA per group) into a partial sum; the correction -- Q4_K / Q5_K: the mins, Q6_K: the
+// offset of 32 -- is a vpdpwssd of the 8 packed int16 pairs at kCorr with the token's
+// 16-value sum pairs, times the per-row f32 at kCorrScale, subtracted once; d_y is applied
+// once per super-block.
+template <int kGroups, int64_t kStride, int64_t kDsc, int64_t kCorr, int64_t kCorrScale>
+void RunKQuantGroup(const uint8_t* pw, int nr, const uint8_t* pa, int nt, int64_t cols,
+                    float* y, int64_t ldy) {
+  constexpr int T = kGroupTokens;
+  constexpr int kQuads = 64 / kGroups;
+  const int64_t nb = cols / kQK;
+  __m512 acc[T];
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* wb = pw + i * kStride;
+    const uint8_t* ab = pa + i * ActQ8K::kActStride;
+    __m512 part[T];
+#pragma GCC unroll 1
+    for (int g = 0; g < kGroups; ++g) {
+      __m512i ai[T];
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) ai[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int q = 0; q < kQuads; ++q) {
+        const __m512i wq = _mm512_load_si512(wb + 64 * (kQuads * g + q));
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          ai[t] = DpbusdBcast(ai[t], wq, ab + 4 * ((kQuads * g + q) * T + t));
+        }
+      }
+      const __m512 dsc = _mm512_load_ps(reinterpret_cast<const float*>(wb + kDsc) + 16 * g);
+      if (g == 0) {
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) part[t] = _mm512_mul_ps(_mm512_cvtepi32_ps(ai[t]), dsc);
+      } else {
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai[t]), dsc, part[t]);
+      }
+    }
+    __m512i ci[T];
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) ci[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; ++p) {
+      const __m512i cp = _mm512_load_si512(wb + kCorr + 64 * p);
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        ci[t] = _mm512_dpwssd_epi32(ci[t], cp, Bcast4(reinterpret_cast<const int8_t*>(ab + ActQ8K::kBs + 4 * (p * T + t))));
+      }
+    }
+    const __m512 cs = _mm512_load_ps(reinterpret_cast<const float*>(wb + kCorrScale));
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      part[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ci[t]), cs, part[t]);
+      acc[t] = _mm512_fmadd_ps(part[t], _mm512_set1_ps(LoadF32(ab + ActQ8K::kD + 4 * t)), acc[t]);
+    }
+  }
+  StoreGroup<T>(acc, nr, nt, y, ldy);
+}
+
 template <bool kFifthBit>
-struct Q45K {
+struct Q45K : ActQ8K {  // activations: ActGroupBytes, PackActs, T
   static constexpr int64_t kBytes = kFifthBit ? 176 : 144;
   static constexpr int kQs = kFifthBit ? 48 : 16;
   static constexpr int64_t kDsc = 4096, kMins = 4096 + 512, kDmin = 4096 + 1024;
@@ -114,68 +176,14 @@ struct Q45K {
     }
   }
 
-  static constexpr int T = kGroupTokens;
-  static uint64_t ActGroupBytes(int64_t cols) { return ActQ8K::ActGroupBytes(cols); }
-  static void PackActs(const QuantizedActs& acts, int64_t t0, int nt, uint8_t* out) {
-    ActQ8K::PackActs(acts, t0, nt, out);
-  }
-
-  // Per super-block and token, the sub-blocks' integer dots are scaled by d * sc_j (one
-  // conversion and one FMA each) into a partial sum, the mins (vpdpwssd of (m_j, m_j) with
-  // the token's 16-value sum pairs) subtracted once, and d_y applied once.
+  // Q4_K / Q5_K: 8 groups of 32 values, the mins as the correction.
   static void RunGroup(const uint8_t* pw, int nr, const uint8_t* pa, int nt, int64_t cols,
                        float* y, int64_t ldy) {
-    const int64_t nb = cols / kQK;
-    __m512 acc[T];
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < nb; ++i) {
-      const uint8_t* wb = pw + i * kStride;
-      const uint8_t* ab = pa + i * ActQ8K::kActStride;
-      __m512 part[T];
-#pragma GCC unroll 1
-      for (int j = 0; j < 8; ++j) {
-        __m512i ai[T];
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) ai[t] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-        for (int q = 0; q < 8; ++q) {
-          const __m512i wq = _mm512_load_si512(wb + 64 * (8 * j + q));
-#pragma GCC unroll 16
-          for (int t = 0; t < T; ++t) ai[t] = DpbusdBcast(ai[t], wq, ab + 4 * ((8 * j + q) * T + t));
-        }
-        const __m512 dsc = _mm512_load_ps(reinterpret_cast<const float*>(wb + kDsc) + 16 * j);
-        if (j == 0) {
-#pragma GCC unroll 16
-          for (int t = 0; t < T; ++t) part[t] = _mm512_mul_ps(_mm512_cvtepi32_ps(ai[t]), dsc);
-        } else {
-#pragma GCC unroll 16
-          for (int t = 0; t < T; ++t) part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai[t]), dsc, part[t]);
-        }
-      }
-      __m512i mi[T];
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) mi[t] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-      for (int p = 0; p < 8; ++p) {
-        const __m512i mp = _mm512_load_si512(wb + kMins + 64 * p);
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
-          mi[t] = _mm512_dpwssd_epi32(mi[t], mp, Bcast4(reinterpret_cast<const int8_t*>(ab + ActQ8K::kBs + 4 * (p * T + t))));
-        }
-      }
-      const __m512 dmin = _mm512_load_ps(reinterpret_cast<const float*>(wb + kDmin));
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) {
-        part[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mi[t]), dmin, part[t]);
-        acc[t] = _mm512_fmadd_ps(part[t], _mm512_set1_ps(LoadF32(ab + ActQ8K::kD + 4 * t)), acc[t]);
-      }
-    }
-    StoreGroup<T>(acc, nr, nt, y, ldy);
+    RunKQuantGroup<8, kStride, kDsc, kMins, kDmin>(pw, nr, pa, nt, cols, y, ldy);
   }
 };
 
-struct Q6K {
+struct Q6K : ActQ8K {  // activations: ActGroupBytes, PackActs, T
   static constexpr int64_t kBytes = 210;
   static constexpr int64_t kDsc = 4096, kScp = 4096 + 1024, kD32 = 4096 + 1536;
   static constexpr int64_t kStride = 4096 + 1536 + 64;
@@ -220,63 +228,10 @@ struct Q6K {
     }
   }
 
-  static constexpr int T = kGroupTokens;
-  static uint64_t ActGroupBytes(int64_t cols) { return ActQ8K::ActGroupBytes(cols); }
-  static void PackActs(const QuantizedActs& acts, int64_t t0, int nt, uint8_t* out) {
-    ActQ8K::PackActs(acts, t0, nt, out);
-  }
-
-  // As Q45K::RunGroup with 16-value groups (4 vpdpbusd per scale) and the offset of 32
-  // (32 d sum_g sc_g bsum_g) in place of the mins.
+  // 16 groups of 16 values, the offset of 32 (32 d sum_g sc_g bsum_g) as the correction.
   static void RunGroup(const uint8_t* pw, int nr, const uint8_t* pa, int nt, int64_t cols,
                        float* y, int64_t ldy) {
-    const int64_t nb = cols / kQK;
-    __m512 acc[T];
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < nb; ++i) {
-      const uint8_t* wb = pw + i * kStride;
-      const uint8_t* ab = pa + i * ActQ8K::kActStride;
-      __m512 part[T];
-#pragma GCC unroll 1
-      for (int g = 0; g < 16; ++g) {
-        __m512i ai[T];
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) ai[t] = _mm512_setzero_si512();
-#pragma GCC unroll 4
-        for (int q = 0; q < 4; ++q) {
-          const __m512i wq = _mm512_load_si512(wb + 64 * (4 * g + q));
-#pragma GCC unroll 16
-          for (int t = 0; t < T; ++t) ai[t] = DpbusdBcast(ai[t], wq, ab + 4 * ((4 * g + q) * T + t));
-        }
-        const __m512 dsc = _mm512_load_ps(reinterpret_cast<const float*>(wb + kDsc) + 16 * g);
-        if (g == 0) {
-#pragma GCC unroll 16
-          for (int t = 0; t < T; ++t) part[t] = _mm512_mul_ps(_mm512_cvtepi32_ps(ai[t]), dsc);
-        } else {
-#pragma GCC unroll 16
-          for (int t = 0; t < T; ++t) part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai[t]), dsc, part[t]);
-        }
-      }
-      __m512i ci[T];
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) ci[t] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-      for (int p = 0; p < 8; ++p) {
-        const __m512i sp = _mm512_load_si512(wb + kScp + 64 * p);
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
-          ci[t] = _mm512_dpwssd_epi32(ci[t], sp, Bcast4(reinterpret_cast<const int8_t*>(ab + ActQ8K::kBs + 4 * (p * T + t))));
-        }
-      }
-      const __m512 d32 = _mm512_load_ps(reinterpret_cast<const float*>(wb + kD32));
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) {
-        part[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ci[t]), d32, part[t]);
-        acc[t] = _mm512_fmadd_ps(part[t], _mm512_set1_ps(LoadF32(ab + ActQ8K::kD + 4 * t)), acc[t]);
-      }
-    }
-    StoreGroup<T>(acc, nr, nt, y, ldy);
+    RunKQuantGroup<16, kStride, kDsc, kScp, kD32>(pw, nr, pa, nt, cols, y, ldy);
   }
 };
 
