@@ -93,4 +93,8 @@ std::string Dechunk(std::string_view chunked);
 // Percent-encodes a query-string value (RFC 3986 unreserved characters stay as they are).
 std::string UrlEncode(std::string_view value);
 
+// A loopback port that was free a moment ago: bind port 0, read it back, close. Nothing listens
+// there now (a connect is refused), but another process may take it before the caller binds it.
+std::optional<uint16_t> FreeLoopbackPort();
+
 }  // namespace lifeline::testing

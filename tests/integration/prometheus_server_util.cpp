@@ -19,25 +19,6 @@ using lifeline::testing::Roundtrip;
 
 namespace {
 
-// A loopback port that was free a moment ago: bind port 0, read it back, close. Another
-// process may take it before Prometheus binds it; Start retries in that case.
-std::optional<uint16_t> FreeLoopbackPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return std::nullopt;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  std::optional<uint16_t> port;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
 bool Executable(const std::string& path) { return ::access(path.c_str(), X_OK) == 0; }
 
 }  // namespace
@@ -93,7 +74,7 @@ std::string PrometheusServer::Start(const std::string& binary, uint16_t scrape_p
   std::string last_error;
   const auto deadline = Clock::now() + timeout;
   for (int attempt = 0; attempt < 5 && Clock::now() < deadline; ++attempt) {
-    const auto port = FreeLoopbackPort();
+    const auto port = testing::FreeLoopbackPort();
     if (!port) return "no free loopback port";
     const std::string listen = "127.0.0.1:" + std::to_string(*port);
     std::string err = child_.Spawn(

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/loadgen/local_server.h"
+#include "common/http_test_client.h"
 #include "test_paths.h"
 
 namespace lifeline::loadgen {
@@ -52,18 +53,6 @@ int Count(const std::string& hay, const std::string& needle) {
   int n = 0;
   for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1)) ++n;
   return n;
-}
-
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
 }
 
 const std::string& Model() {
@@ -155,7 +144,8 @@ TEST(EndToEnd, FlagErrorsAndUnreachableTarget) {
     EXPECT_NE(r.output.find(c.needle), std::string::npos) << c.args << "\n" << r.output;
   }
   // A port that was just free: a connect error before any load.
-  const CliResult down = RunBench("--target http://127.0.0.1:" + std::to_string(FreePort()) +
+  const uint16_t down_port = lifeline::testing::FreeLoopbackPort().value();
+  const CliResult down = RunBench("--target http://127.0.0.1:" + std::to_string(down_port) +
                                   ",label=down --rate 1 --requests 1");
   EXPECT_EQ(down.exit_code, 1) << down.output;
   EXPECT_NE(down.output.find("'down'"), std::string::npos) << down.output;

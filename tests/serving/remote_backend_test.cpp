@@ -25,6 +25,7 @@
 #include "serving/remote_backend.h"
 #include "serving/remote_fake_upstream.h"
 #include "slo/slo_config.h"
+#include "common/http_test_client.h"
 #include "stories_engine.h"
 #include "test_paths.h"
 
@@ -258,7 +259,8 @@ TEST(RemoteBackendTest, Http500WithOpenAiErrorBodyIsOneUpstreamError) {
 }
 
 TEST(RemoteBackendTest, ConnectionRefusedIsOneUpstreamError) {
-  auto b = Make(Options("http://127.0.0.1:" + std::to_string(testing::UnusedPort()) + "/v1"));
+  const uint16_t refused_port = lifeline::testing::FreeLoopbackPort().value();
+  auto b = Make(Options("http://127.0.0.1:" + std::to_string(refused_port) + "/v1"));
   ASSERT_NE(b, nullptr);
   Collector c;
   ExpectUpstreamError(RunOne(*b, c), "failed");
@@ -588,7 +590,8 @@ TEST(RemoteCascadeTest, LevelThreeRoutesToTheRemoteMemberWhichIsNamedAsServed) {
 }
 
 TEST(RemoteCascadeTest, UnreachableRemoteGivesOneErrorAndLeavesTheServiceReady) {
-  const std::string url = "http://127.0.0.1:" + std::to_string(testing::UnusedPort()) + "/v1";
+  const uint16_t refused_port = lifeline::testing::FreeLoopbackPort().value();
+  const std::string url = "http://127.0.0.1:" + std::to_string(refused_port) + "/v1";
   std::vector<std::unique_ptr<ModelEngine>> engines;
   engines.push_back(MakeLocalEngine("heavy"));
   ASSERT_NE(engines[0], nullptr);

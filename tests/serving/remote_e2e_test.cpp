@@ -28,6 +28,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/http_test_client.h"
 #include "test_paths.h"
 
 extern char** environ;
@@ -111,61 +112,18 @@ class Serve {
   uint16_t port_ = 0;
 };
 
-struct Reply {
-  int status = 0;
-  std::map<std::string, std::string> headers;  // lower-case names
-  std::string body;
-};
+using lifeline::testing::HttpReply;
 
-// One request on a fresh connection (Connection: close), read to EOF. Bodies here are
-// non-streaming JSON with Content-Length.
-std::optional<Reply> Http(uint16_t port, const std::string& method, const std::string& path,
-                          const std::string& body = "") {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(port);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return std::nullopt;
-  }
-  std::string req = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
-  if (!body.empty()) {
-    req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-           "\r\n";
-  }
-  req += "\r\n" + body;
-  ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
-  std::string in;
-  char buf[4096];
-  const auto until = std::chrono::steady_clock::now() + 30s;
-  while (std::chrono::steady_clock::now() < until) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) break;
-    in.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  const size_t end = in.find("\r\n\r\n");
-  if (end == std::string::npos || in.size() < 12) return std::nullopt;
-  Reply r;
-  r.status = std::stoi(in.substr(9, 3));
-  size_t pos = in.find("\r\n") + 2;
-  while (pos < end) {
-    const size_t eol = in.find("\r\n", pos);
-    const std::string line = in.substr(pos, eol - pos);
-    const size_t colon = line.find(':');
-    if (colon != std::string::npos) {
-      std::string name = line.substr(0, colon);
-      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      r.headers[name] = line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-    pos = eol + 2;
-  }
-  r.body = in.substr(end + 4);
-  return r;
+// One request on a fresh connection (Connection: close), through the shared test client.
+std::optional<HttpReply> Http(uint16_t port, const std::string& method, const std::string& path,
+                              const std::string& body = "") {
+  lifeline::testing::HttpTestClient client(port);
+  if (!client.connected()) return std::nullopt;
+  const std::string request =
+      method == "GET" ? lifeline::testing::GetRequest(path, "Connection: close\r\n")
+                      : lifeline::testing::PostRequest(path, body, "Connection: close\r\n");
+  if (!client.Send(request)) return std::nullopt;
+  return client.ReadResponse(30s);
 }
 
 std::string Completion(const std::string& model) {
@@ -226,7 +184,7 @@ TEST(RemoteEndToEndTest, CascadeToARemoteLifelineServesAndNamesTheLightModel) {
 
   // The first requests are served locally and push the ladder up; once it is at level 3,
   // requests for "heavy" are routed to the remote member.
-  std::optional<Reply> routed;
+  std::optional<HttpReply> routed;
   for (int i = 0; i < 100 && !routed; ++i) {
     auto r = Http(b.port(), "POST", "/v1/completions", Completion("heavy"));
     ASSERT_TRUE(r.has_value());

@@ -56,7 +56,5 @@ class FakeUpstream {
   int peer_closed_ = 0;
 };
 
-// A loopback port nothing listens on (bound, read, closed).
-uint16_t UnusedPort();
 
 }  // namespace lifeline::testing

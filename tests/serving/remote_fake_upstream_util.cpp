@@ -137,16 +137,4 @@ std::string FakeUpstream::Body(const std::string& request) {
   return at == std::string::npos ? std::string() : request.substr(at + 4);
 }
 
-uint16_t UnusedPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);  // nothing listens there now: a connect is refused
-  return ntohs(addr.sin_port);
-}
-
 }  // namespace lifeline::testing
