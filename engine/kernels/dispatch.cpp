@@ -68,9 +68,11 @@ void GroupAvx512(const MatmulGroup& g, const float* x, int64_t n, ComputePool& p
 
 KernelTable MakeTable(IsaLevel isa, void (*matmul)(const WeightMatrix&, const float*, int64_t,
                                                     float*, ComputePool&),
-                      void (*group)(const MatmulGroup&, const float*, int64_t, ComputePool&)) {
+                      void (*group)(const MatmulGroup&, const float*, int64_t, ComputePool&),
+                      const kernels::MatmulImpl& impl) {
   KernelTable t;
   t.isa = isa;
+  t.interleaved_types = kernels::InterleavedTypes(impl);
   t.matmul = matmul;
   t.matmul_group = group;
   return t;
@@ -128,13 +130,21 @@ IsaLevel DetectIsa() {
 
 const KernelTable& KernelsFor(IsaLevel requested) {
   const IsaLevel level = requested < DetectIsa() ? requested : DetectIsa();
-  static const KernelTable scalar = MakeTable(IsaLevel::kScalar, &MatMulScalar, &GroupScalar);
+  // Each level's table is built on first use only: building the AVX-512 one runs code
+  // compiled for AVX-512, which must never happen on a CPU without it.
 #if defined(LIFELINE_X86)
-  static const KernelTable avx2 = MakeTable(IsaLevel::kAvx2, &MatMulAvx2, &GroupAvx2);
-  static const KernelTable avx512 = MakeTable(IsaLevel::kAvx512, &MatMulAvx512, &GroupAvx512);
-  if (level == IsaLevel::kAvx512) return avx512;
-  if (level == IsaLevel::kAvx2) return avx2;
+  if (level == IsaLevel::kAvx512) {
+    static const KernelTable avx512 =
+        MakeTable(IsaLevel::kAvx512, &MatMulAvx512, &GroupAvx512, Avx512Impl());
+    return avx512;
+  }
+  if (level == IsaLevel::kAvx2) {
+    static const KernelTable avx2 = MakeTable(IsaLevel::kAvx2, &MatMulAvx2, &GroupAvx2, Avx2Impl());
+    return avx2;
+  }
 #endif
+  static const KernelTable scalar =
+      MakeTable(IsaLevel::kScalar, &MatMulScalar, &GroupScalar, ScalarImpl());
   (void)level;  // non-x86 builds: scalar only
   return scalar;
 }

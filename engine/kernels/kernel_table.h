@@ -21,15 +21,22 @@ class ComputePool;
 enum class IsaLevel : uint8_t { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 std::string_view IsaLevelName(IsaLevel level);
 
-// A weight matrix stored row-major in GGUF layout: `rows` output features, each row `cols`
-// input values in `type` blocks, consecutive rows `row_bytes` apart. Borrowed (usually
-// from the model file mapping).
+// How a matrix's bytes are laid out. kRows: GGUF row-major, row r at data + r * row_bytes.
+// kInterleaved16: rows in groups of 16, each group's blocks stored column by column with the
+// 16 rows side by side (engine/kernels/interleave.h); same total bytes, group g at
+// data + 16 * g * row_bytes. Repacked once at load so a decode GEMV streams one contiguous
+// run per group with SIMD lanes holding rows.
+enum class WeightLayout : uint8_t { kRows = 0, kInterleaved16 = 1 };
+
+// A weight matrix: `rows` output features, each row `cols` input values in `type` blocks,
+// `row_bytes` per row. Borrowed (the model file mapping, or the model's repacked copy).
 struct WeightMatrix {
   GgmlType type = GgmlType::kF32;
   const uint8_t* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
   uint64_t row_bytes = 0;
+  WeightLayout layout = WeightLayout::kRows;
 };
 
 // Several products of one input, run as one: the activations are quantized once and every
@@ -72,6 +79,11 @@ struct KernelTable {
   // rows.
   void (*matmul_group)(const MatmulGroup& g, const float* x, int64_t n_tokens,
                        ComputePool& pool) = nullptr;
+
+  // Bit i set: this table has SIMD kernels for GgmlType id i in WeightLayout::kInterleaved16,
+  // so a loader should repack such matrices (rows a multiple of 16). Every table (the
+  // reference one too) computes interleaved matrices correctly; without the bit it is slow.
+  uint32_t interleaved_types = 0;
 };
 
 // Runs g with table.matmul_group when the table has one, else unfused on the calling thread:

@@ -6,6 +6,7 @@
 
 #include "base/check.h"
 #include "engine/kernels/compute_pool.h"
+#include "engine/kernels/interleave.h"
 #include "engine/kernels/ref/vec_dot_ref.h"
 
 namespace lifeline::kernels {
@@ -52,6 +53,18 @@ void ScalarTileT(const uint8_t* w, uint64_t row_bytes, int nr, const QuantizedAc
   ScalarTileFn(kType, w, row_bytes, nr, acts, t0, nt, y, ldy);
 }
 
+// w: the first of nr / 16 interleaved groups.
+template <GgmlType kType>
+void ScalarInterleavedTileT(const uint8_t* w, uint64_t row_bytes, int nr,
+                            const QuantizedActs& acts, int64_t t0, int nt, float* y, int64_t ldy) {
+  const WeightMatrix m{kType, w, nr, acts.cols(), row_bytes, WeightLayout::kInterleaved16};
+  std::vector<uint8_t> row(row_bytes);
+  for (int r = 0; r < nr; ++r) {
+    DeinterleaveRow(m, r, row.data());
+    ScalarTileFn(kType, row.data(), row_bytes, 1, acts, t0, nt, y + r, ldy);
+  }
+}
+
 // Rows [r0, r1) of w (r0 a multiple of k.max_rows, or the rows run one by one in the last
 // partial tile), all tokens.
 void RunRows(const TileKernel& k, const WeightMatrix& w, const QuantizedActs& acts, int64_t r0,
@@ -91,7 +104,11 @@ uint8_t* ThreadScratch(std::vector<uint8_t>& buf, uint64_t bytes) {
 
 uint64_t RoundUp64(uint64_t n) { return (n + 63) / 64 * 64; }
 
-bool HasGemm(const GemmKernel& g) { return g.run != nullptr || g.run_group != nullptr; }
+bool HasGemm(const GemmKernel& g, const WeightMatrix& w) {
+  const bool packs = w.layout == WeightLayout::kRows ? g.pack != nullptr
+                                                     : g.pack_interleaved != nullptr;
+  return packs && (g.run != nullptr || g.run_group != nullptr);
+}
 
 // The packed path: threads take tiles of kGemmRows rows from a shared counter, pack each
 // into their own scratch once and run every token past it. With a token-interleaved kernel
@@ -125,7 +142,12 @@ void RunGemm(const GemmKernel& g, const WeightMatrix& w, const QuantizedActs& ac
       if (tile >= n_tiles) break;
       const int64_t r0 = tile * kGemmRows;
       const int nr = static_cast<int>(std::min<int64_t>(kGemmRows, w.rows - r0));
-      g.pack(w.data + static_cast<uint64_t>(r0) * w.row_bytes, w.row_bytes, nr, w.cols, p);
+      const uint8_t* wr = w.data + static_cast<uint64_t>(r0) * w.row_bytes;
+      if (w.layout == WeightLayout::kRows) {
+        g.pack(wr, w.row_bytes, nr, w.cols, p);
+      } else {  // rows % 16 == 0: nr == kGemmRows
+        g.pack_interleaved(wr, w.row_bytes, w.cols, p);
+      }
       if (!grouped) {
         g.run(p, nr, acts, 0, n_tokens, y + r0, w.rows);
         continue;
@@ -179,6 +201,47 @@ TileKernel ScalarTile(GgmlType type) {
     default: k.fn = nullptr; break;
   }
   return k;
+}
+
+TileKernel ScalarInterleavedTile(GgmlType type) {
+  TileKernel k;
+  k.max_rows = kInterleaveRows;
+  k.max_tokens = 4;
+  k.any_rows = true;
+  switch (type) {
+    case GgmlType::kQ4_0: k.fn = &ScalarInterleavedTileT<GgmlType::kQ4_0>; break;
+    case GgmlType::kQ4_1: k.fn = &ScalarInterleavedTileT<GgmlType::kQ4_1>; break;
+    case GgmlType::kQ5_0: k.fn = &ScalarInterleavedTileT<GgmlType::kQ5_0>; break;
+    case GgmlType::kQ5_1: k.fn = &ScalarInterleavedTileT<GgmlType::kQ5_1>; break;
+    case GgmlType::kQ8_0: k.fn = &ScalarInterleavedTileT<GgmlType::kQ8_0>; break;
+    case GgmlType::kQ4_K: k.fn = &ScalarInterleavedTileT<GgmlType::kQ4_K>; break;
+    case GgmlType::kQ5_K: k.fn = &ScalarInterleavedTileT<GgmlType::kQ5_K>; break;
+    case GgmlType::kQ6_K: k.fn = &ScalarInterleavedTileT<GgmlType::kQ6_K>; break;
+    default: k.fn = nullptr; break;
+  }
+  return k;
+}
+
+namespace {
+// ScalarInterleavedTile per type id, built once (the driver keeps pointers to tiles).
+const TileKernel& ScalarInterleaved(GgmlType type) {
+  static const auto* table = [] {
+    auto* t = new TileKernel[kMaxTypeId + 1];
+    for (uint32_t id = 0; id <= kMaxTypeId; ++id) {
+      if (const auto traits = GetTypeTraits(id)) t[id] = ScalarInterleavedTile(traits->type);
+    }
+    return t;
+  }();
+  return table[static_cast<uint32_t>(type)];
+}
+}  // namespace
+
+uint32_t InterleavedTypes(const MatmulImpl& impl) {
+  uint32_t bits = 0;
+  for (uint32_t id = 0; id <= kMaxTypeId; ++id) {
+    if (impl.tiles_interleaved[id].fn != nullptr) bits |= 1u << id;
+  }
+  return bits;
 }
 
 MatmulImpl MakeScalarImpl() {
@@ -370,6 +433,12 @@ void RunMatmulGroup(const MatmulImpl& impl, const MatmulGroup& g, const float* x
     LL_CHECK(!g.row_aligned || g.w[i].rows == g.w[0].rows);
     const auto id = static_cast<uint32_t>(g.w[i].type);
     k[i] = id <= kMaxTypeId ? &impl.tiles[id] : nullptr;
+    if (g.w[i].layout == WeightLayout::kInterleaved16) {
+      LL_CHECK(g.w[i].rows % kInterleaveRows == 0);
+      k[i] = id <= kMaxTypeId && impl.tiles_interleaved[id].fn != nullptr
+                 ? &impl.tiles_interleaved[id]
+                 : &ScalarInterleaved(g.w[i].type);
+    }
     if (k[i] == nullptr || k[i]->fn == nullptr || ActFormatFor(g.w[i].type) != format) {
       fusable = false;
     }
@@ -400,7 +469,7 @@ void RunMatmulGroup(const MatmulImpl& impl, const MatmulGroup& g, const float* x
   bool any_gemm = false;
   for (int i = 0; i < g.n; ++i) {
     const GemmKernel& gk = impl.gemm[static_cast<uint32_t>(g.w[i].type)];
-    any_gemm = any_gemm || (HasGemm(gk) && n_tokens >= gk.min_tokens);
+    any_gemm = any_gemm || (HasGemm(gk, g.w[i]) && n_tokens >= gk.min_tokens);
   }
   if (!any_gemm) {
     RunGroupTiles(g, k, acts, pool);
@@ -412,7 +481,7 @@ void RunMatmulGroup(const MatmulImpl& impl, const MatmulGroup& g, const float* x
     const WeightMatrix& w = g.w[i];
     if (w.rows == 0) continue;
     const GemmKernel& gk = impl.gemm[static_cast<uint32_t>(w.type)];
-    if (HasGemm(gk) && n_tokens >= gk.min_tokens) {
+    if (HasGemm(gk, w) && n_tokens >= gk.min_tokens) {
       const int64_t macs = w.rows * w.cols * n_tokens;
       const int64_t n_tiles = (w.rows + kGemmRows - 1) / kGemmRows;
       const int64_t threads = std::min<int64_t>(

@@ -51,6 +51,11 @@ struct GemmKernel {
   // Packs rows [0, nr) of w (nr <= kGemmRows) into packed; rows nr.. are zero.
   void (*pack)(const uint8_t* w, uint64_t row_bytes, int nr, int64_t cols,
                uint8_t* packed) = nullptr;
+  // Optional: the same packed tile from one 16-row group of a WeightLayout::kInterleaved16
+  // matrix (w points at the group; nr == kGemmRows). Without it, interleaved matrices take
+  // the tiles at every batch size.
+  void (*pack_interleaved)(const uint8_t* w, uint64_t row_bytes, int64_t cols,
+                           uint8_t* packed) = nullptr;
   // y[t * ldy + r] = dot(row r, activation row t) for r < nr, t in [t0, t1).
   void (*run)(const uint8_t* packed, int nr, const QuantizedActs& acts, int64_t t0, int64_t t1,
               float* y, int64_t ldy) = nullptr;
@@ -78,6 +83,10 @@ inline constexpr int kNumActFormats = 6;
 struct MatmulImpl {
   IsaLevel isa = IsaLevel::kScalar;
   TileKernel tiles[kMaxTypeId + 1];          // indexed by GgmlType id
+  // For WeightLayout::kInterleaved16 matrices (interleave.h), indexed by GgmlType id; fn
+  // takes w at a 16-row group and nr a multiple of 16. Empty entries fall back to
+  // ScalarInterleavedTile. A filled entry makes the table ask loaders to repack that type.
+  TileKernel tiles_interleaved[kMaxTypeId + 1];
   GemmKernel gemm[kMaxTypeId + 1];           // indexed by GgmlType id; optional
   QuantizeTokenFn quantize[kNumActFormats];  // indexed by ActFormat
 };
@@ -109,6 +118,12 @@ MatmulImpl MakeScalarImpl();
 
 // The scalar twin tile for one type (what the SIMD tables use for types they do not cover).
 TileKernel ScalarTile(GgmlType type);
+// The scalar twin for interleaved matrices: each row back to GGUF layout, then ScalarTile's
+// dot. Empty for types without an interleaved layout.
+TileKernel ScalarInterleavedTile(GgmlType type);
+
+// Bit i set when impl has a SIMD interleaved tile for type id i (KernelTable::interleaved_types).
+uint32_t InterleavedTypes(const MatmulImpl& impl);
 
 // The immutable table behind KernelsFor(level) (dispatch.cpp), for tests that call the
 // quantizers or tiles of one level directly. level must be <= DetectIsa().

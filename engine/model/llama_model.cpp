@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "base/check.h"
+#include "engine/kernels/interleave.h"
 #include "engine/kernels/ref/quants_ref.h"
 #include "engine/model/attention.h"
 #include "engine/model/ops.h"
@@ -96,7 +98,8 @@ std::pair<SeqId, int64_t>* FindSeq(std::vector<std::pair<SeqId, int64_t>>& v, Se
 }  // namespace
 
 Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(std::unique_ptr<GgufFile> file,
-                                                     const KernelTable& kernels) {
+                                                     const KernelTable& kernels,
+                                                     const ModelLoadOptions& options) {
   if (file == nullptr) return InvalidArgument("LlamaModel::Load: no file");
   if (kernels.matmul == nullptr) {
     return InvalidArgument("LlamaModel::Load: kernel table has no matmul");
@@ -104,7 +107,41 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(std::unique_ptr<GgufFile> f
   std::unique_ptr<LlamaModel> m(new LlamaModel(std::move(file), kernels));
   LL_ASSIGN_OR_RETURN(m->config_, ReadModelConfig(*m->file_));
   LL_ASSIGN_OR_RETURN(m->weights_, BindLlamaWeights(*m->file_, m->config_));
+  if (options.repack) LL_RETURN_IF_ERROR(m->RepackMatrices());
   return m;
+}
+
+// Every matrix used only in products (not token_embd, whose rows the embedding lookup reads,
+// nor a classifier tied to it) is copied once into the interleaved layout when the kernel
+// table has SIMD kernels for its type.
+Status LlamaModel::RepackMatrices() {
+  auto repack = [this](WeightMatrix& w) -> Status {
+    if ((kernels_->interleaved_types >> static_cast<uint32_t>(w.type) & 1u) == 0 ||
+        !kernels::CanInterleave(w)) {
+      return Status::Ok();
+    }
+    const uint64_t bytes = static_cast<uint64_t>(w.rows) * w.row_bytes;
+    // 64-byte aligned: the kernels load whole 64-byte quads of each unit.
+    std::unique_ptr<uint8_t, AlignedFree> buf(
+        static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+    if (buf == nullptr) {
+      return ResourceExhausted("repacking weights: cannot allocate " + std::to_string(bytes) +
+                               " bytes (load with repacking off to use the file mapping only)");
+    }
+    kernels::InterleaveRows(w, buf.get());
+    w.data = buf.get();
+    w.layout = WeightLayout::kInterleaved16;
+    repacked_.push_back(std::move(buf));
+    repacked_bytes_ += bytes;
+    return Status::Ok();
+  };
+  for (LlamaLayerWeights& l : weights_.layers) {
+    for (WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      LL_RETURN_IF_ERROR(repack(*w));
+    }
+  }
+  if (!weights_.output_tied) LL_RETURN_IF_ERROR(repack(weights_.output));
+  return Status::Ok();
 }
 
 Status LlamaModel::ValidateBatch(std::span<const BatchToken> batch, LlamaContext& ctx,

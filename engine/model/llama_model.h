@@ -8,7 +8,8 @@
 //   std::vector<BatchToken> batch = {{1, 0, seq, false}, {403, 1, seq, true}};
 //   model->Eval(batch, *ctx, pool, logits);  // logits: [1, n_vocab]
 //
-// Ownership: owns the GgufFile (weights are views into its mapping); borrows the KernelTable
+// Ownership: owns the GgufFile (weights are views into its mapping, or into the model's own
+// repacked copies, see ModelLoadOptions); borrows the KernelTable
 // (immutable, must outlive the model). Run state lives in a caller-owned LlamaContext, the
 // threads in a caller-owned ComputePool.
 // Thread-safety: the model is immutable after Load; several threads may Eval concurrently with
@@ -21,8 +22,10 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "base/status.h"
 #include "engine/gguf/gguf_file.h"
@@ -43,15 +46,25 @@ struct BatchToken {
   bool want_logits = false;
 };
 
+struct ModelLoadOptions {
+  // Repack each matrix whose type the kernel table asks for (KernelTable::interleaved_types)
+  // into the row-interleaved layout, in owned memory; the file mapping of those matrices is
+  // then no longer read. false: every matrix stays a view into the mapping.
+  bool repack = true;
+};
+
 class LlamaModel {
  public:
   static Result<std::unique_ptr<LlamaModel>> Load(std::unique_ptr<GgufFile> file,
-                                                  const KernelTable& kernels);
+                                                  const KernelTable& kernels,
+                                                  const ModelLoadOptions& options = {});
 
   const ModelConfig& config() const { return config_; }
   const LlamaWeights& weights() const { return weights_; }
   const GgufFile& file() const { return *file_; }
   const KernelTable& kernels() const { return *kernels_; }
+  // Bytes of matrices repacked at load (held in owned memory, beside the file mapping).
+  uint64_t repacked_bytes() const { return repacked_bytes_; }
 
   // Runs the forward pass for every token of the batch, writing K/V into each token's
   // sequence and the logits of the tokens with want_logits, in batch order, to `logits`
@@ -82,6 +95,13 @@ class LlamaModel {
   const KernelTable* kernels_;
   ModelConfig config_;
   LlamaWeights weights_;
+  struct AlignedFree {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  Status RepackMatrices();
+
+  std::vector<std::unique_ptr<uint8_t, AlignedFree>> repacked_;  // repacked matrices' storage
+  uint64_t repacked_bytes_ = 0;
 };
 
 }  // namespace lifeline

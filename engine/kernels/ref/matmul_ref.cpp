@@ -1,6 +1,7 @@
 #include <vector>
 
 #include "engine/kernels/compute_pool.h"
+#include "engine/kernels/interleave.h"
 #include "engine/kernels/kernel_table.h"
 #include "engine/kernels/ref/quants_ref.h"
 
@@ -15,9 +16,9 @@ void MatMulRef(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y
     int64_t r0, r1;
     ComputePool::Split(w.rows, ith, nth, &r0, &r1);
     std::vector<float> row(static_cast<size_t>(w.cols));  // [cols]
+    std::vector<uint8_t> gguf_row(w.layout == WeightLayout::kRows ? 0 : w.row_bytes);
     for (int64_t r = r0; r < r1; ++r) {
-      ref::DequantizeRow(w.type, w.data + static_cast<uint64_t>(r) * w.row_bytes, row.data(),
-                         w.cols);
+      ref::DequantizeRow(w.type, kernels::GgufRow(w, r, gguf_row.data()), row.data(), w.cols);
       for (int64_t t = 0; t < n_tokens; ++t) {
         const float* xt = x + t * w.cols;
         float sum = 0.0f;
@@ -44,6 +45,7 @@ const KernelTable& ReferenceKernels() {
     KernelTable t;
     t.isa = IsaLevel::kScalar;
     t.matmul = &MatMulRef;
+    t.interleaved_types = 0;  // computes them (row by row, back to GGUF layout), slowly
     return t;
   }();
   return table;

@@ -1,0 +1,102 @@
+#include "engine/kernels/interleave.h"
+
+#include <cstring>
+
+#include "base/check.h"
+
+namespace lifeline::kernels {
+namespace {
+
+// Block layouts (ggml): Q4_0 {d, qs[16]}, Q4_1 {d, m, qs[16]}, Q5_0 {d, qh[4], qs[16]},
+// Q5_1 {d, m, qh[4], qs[16]}, Q8_0 {d, qs[32]}, Q4_K {d, dmin, scales[12], qs[128]},
+// Q5_K {d, dmin, scales[12], qh[32], qs[128]}, Q6_K {ql[128], qh[64], scales[16], d}.
+constexpr InterleaveDesc kQ4_0{1, {0, 0}, 2, 4, 0};
+constexpr InterleaveDesc kQ4_1{2, {0, 2}, 4, 4, 0};
+constexpr InterleaveDesc kQ5_0{1, {0, 0}, 2, 5, 0};
+constexpr InterleaveDesc kQ5_1{2, {0, 2}, 4, 5, 0};
+constexpr InterleaveDesc kQ8_0{1, {0, 0}, 2, 8, 0x80};
+constexpr InterleaveDesc kQ4_K{2, {0, 2}, 4, 35, 0};
+constexpr InterleaveDesc kQ5_K{2, {0, 2}, 4, 43, 0};
+constexpr InterleaveDesc kQ6_K{1, {208, 0}, 0, 52, 0};
+
+uint64_t UnitBytes(const WeightMatrix& w) {
+  return static_cast<uint64_t>(kInterleaveRows) * TypeTraits(w.type).block_bytes;
+}
+
+}  // namespace
+
+const InterleaveDesc* InterleaveDescFor(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0: return &kQ4_0;
+    case GgmlType::kQ4_1: return &kQ4_1;
+    case GgmlType::kQ5_0: return &kQ5_0;
+    case GgmlType::kQ5_1: return &kQ5_1;
+    case GgmlType::kQ8_0: return &kQ8_0;
+    case GgmlType::kQ4_K: return &kQ4_K;
+    case GgmlType::kQ5_K: return &kQ5_K;
+    case GgmlType::kQ6_K: return &kQ6_K;
+    default: return nullptr;
+  }
+}
+
+bool CanInterleave(const WeightMatrix& w) {
+  return w.layout == WeightLayout::kRows && HasInterleavedLayout(w.type) && w.rows > 0 &&
+         w.rows % kInterleaveRows == 0 && w.cols % TypeTraits(w.type).block_elems == 0;
+}
+
+void InterleaveRows(const WeightMatrix& w, uint8_t* dst) {
+  LL_CHECK(CanInterleave(w));
+  const InterleaveDesc& d = *InterleaveDescFor(w.type);
+  const int64_t bb = TypeTraits(w.type).block_bytes;
+  const int64_t nb = w.cols / TypeTraits(w.type).block_elems;
+  const uint32_t x4 = 0x01010101u * d.body_xor;
+  for (int64_t g = 0; g < w.rows / kInterleaveRows; ++g) {
+    const uint8_t* src = w.data + static_cast<uint64_t>(g) * kInterleaveRows * w.row_bytes;
+    uint8_t* out = dst + static_cast<uint64_t>(g) * kInterleaveRows * w.row_bytes;
+    for (int64_t b = 0; b < nb; ++b, out += UnitBytes(w)) {
+      for (int r = 0; r < kInterleaveRows; ++r) {
+        const uint8_t* blk = src + r * w.row_bytes + b * bb;
+        for (int f = 0; f < d.n_f16; ++f) {
+          std::memcpy(out + InterleaveF16Offset(f) + 2 * r, blk + d.f16_offset[f], 2);
+        }
+        for (int q = 0; q < d.n_quads; ++q) {
+          uint32_t v;
+          std::memcpy(&v, blk + d.body_begin + 4 * q, 4);
+          v ^= x4;
+          std::memcpy(out + InterleaveQuadOffset(d, q) + 4 * r, &v, 4);
+        }
+      }
+    }
+  }
+}
+
+void DeinterleaveRow(const WeightMatrix& w, int64_t r, uint8_t* out) {
+  LL_CHECK(w.layout == WeightLayout::kInterleaved16 && r >= 0 && r < w.rows);
+  const InterleaveDesc& d = *InterleaveDescFor(w.type);
+  const int64_t bb = TypeTraits(w.type).block_bytes;
+  const int64_t nb = w.cols / TypeTraits(w.type).block_elems;
+  const uint32_t x4 = 0x01010101u * d.body_xor;
+  const int64_t g = r / kInterleaveRows;
+  const int lane = static_cast<int>(r % kInterleaveRows);
+  const uint8_t* unit = w.data + static_cast<uint64_t>(g) * kInterleaveRows * w.row_bytes;
+  for (int64_t b = 0; b < nb; ++b, unit += UnitBytes(w)) {
+    uint8_t* blk = out + b * bb;
+    for (int f = 0; f < d.n_f16; ++f) {
+      std::memcpy(blk + d.f16_offset[f], unit + InterleaveF16Offset(f) + 2 * lane, 2);
+    }
+    for (int q = 0; q < d.n_quads; ++q) {
+      uint32_t v;
+      std::memcpy(&v, unit + InterleaveQuadOffset(d, q) + 4 * lane, 4);
+      v ^= x4;
+      std::memcpy(blk + d.body_begin + 4 * q, &v, 4);
+    }
+  }
+}
+
+const uint8_t* GgufRow(const WeightMatrix& w, int64_t r, uint8_t* tmp) {
+  if (w.layout == WeightLayout::kRows) return w.data + static_cast<uint64_t>(r) * w.row_bytes;
+  DeinterleaveRow(w, r, tmp);
+  return tmp;
+}
+
+}  // namespace lifeline::kernels
