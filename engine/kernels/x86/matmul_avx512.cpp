@@ -12,6 +12,9 @@ void FillAvx512(MatmulImpl* impl, bool use_bf16_dot) {
   avx512::FillGemmLegacy(impl);
   avx512::FillGemmKQuants(impl);
   avx512::FillGemmFloat(impl, use_bf16_dot);
+  // After the GEMM entries: these add pack_interleaved to them.
+  avx512::FillInterleavedLegacy(impl);
+  avx512::FillInterleavedKQuants(impl);
 }
 
 }  // namespace lifeline::kernels
