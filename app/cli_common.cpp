@@ -41,13 +41,24 @@ Result<const KernelTable*> SelectKernels(const std::string& isa_flag) {
   return &KernelsFor(*level);
 }
 
-Result<LoadedModel> LoadModel(const std::string& path, const KernelTable& kernels, bool mlock) {
+Result<LoadedModel> LoadModel(const std::string& path, const KernelTable& kernels, bool mlock,
+                              bool no_repack) {
+  ModelLoadOptions load;
+  load.repack = !no_repack;
+  if (const char* env = std::getenv("LIFELINE_REPACK"); env != nullptr && *env != '\0') {
+    const std::string v = env;
+    if (v == "0" || v == "off") {
+      load.repack = false;
+    } else if (v != "1" && v != "on") {
+      return InvalidArgument("LIFELINE_REPACK: unknown value '" + v + "' (expected 0, off, 1 or on)");
+    }
+  }
   GgufOpenOptions opts;
   opts.mlock = mlock;
   LL_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(path, opts));
   LoadedModel out;
   LL_ASSIGN_OR_RETURN(out.tokenizer, Tokenizer::FromGguf(*file));
-  LL_ASSIGN_OR_RETURN(out.model, LlamaModel::Load(std::move(file), kernels));
+  LL_ASSIGN_OR_RETURN(out.model, LlamaModel::Load(std::move(file), kernels, load));
   if (out.tokenizer->n_vocab() != out.model->config().n_vocab) {
     return DataLoss("tokenizer.ggml.tokens has " + std::to_string(out.tokenizer->n_vocab()) +
                     " entries but the model's vocabulary is " +

@@ -30,7 +30,12 @@ struct LoadedModel {
   std::unique_ptr<Tokenizer> tokenizer;
 };
 
-// Opens the GGUF (validating it), reads the tokenizer from its vocab, binds the weights.
-Result<LoadedModel> LoadModel(const std::string& path, const KernelTable& kernels, bool mlock);
+// Opens the GGUF (validating it), reads the tokenizer from its vocab, binds the weights, and
+// repacks the matrices the kernel table asks for (ModelLoadOptions::repack) unless
+// `no_repack` or the environment variable LIFELINE_REPACK=0 turns that off (for A/B runs and
+// memory-tight hosts: repacked matrices live in anonymous memory, not the file mapping).
+// An unknown LIFELINE_REPACK value is an InvalidArgument naming the variable.
+Result<LoadedModel> LoadModel(const std::string& path, const KernelTable& kernels, bool mlock,
+                              bool no_repack = false);
 
 }  // namespace lifeline::app

@@ -23,6 +23,7 @@ struct BenchFlags {
   int threads = 0;
   bool json = false;
   bool no_bandwidth = false;
+  bool no_repack = false;
   std::string isa;
   std::string kv_type = "f16";
 };
@@ -42,7 +43,7 @@ int RunBench(const BenchFlags& f) {
   if (!kernels.ok()) return Fail(kernels.status());
   auto kv_type = SelectKvType(f.kv_type);
   if (!kv_type.ok()) return Fail(kv_type.status());
-  auto loaded = LoadModel(f.model_path, **kernels, /*mlock=*/false);
+  auto loaded = LoadModel(f.model_path, **kernels, /*mlock=*/false, f.no_repack);
   if (!loaded.ok()) return Fail(loaded.status());
   ComputePool pool(f.threads > 0 ? f.threads : DefaultThreads());
 
@@ -70,6 +71,7 @@ int RunBench(const BenchFlags& f) {
         {"threads", pool.n_threads()},
         {"isa", isa},
         {"kv_type", KvTypeName(*kv_type)},
+        {"repacked_bytes", loaded->model->repacked_bytes()},
         {"n_prompt", f.n_prompt},
         {"n_gen", f.n_gen},
         {"reps", f.reps},
@@ -84,9 +86,10 @@ int RunBench(const BenchFlags& f) {
   }
   std::printf("model: %s\n", f.model_path.c_str());
   std::printf("size: %.2f MiB, params: %.2f M, weights read per token: %.2f MiB, isa: %s, "
-              "threads: %d, kv: %s\n",
+              "threads: %d, kv: %s, repacked: %.2f MiB\n",
               res->model_bytes / 1048576.0, res->n_params / 1e6, bytes_per_token / 1048576.0,
-              isa.c_str(), pool.n_threads(), KvTypeName(*kv_type));
+              isa.c_str(), pool.n_threads(), KvTypeName(*kv_type),
+              loaded->model->repacked_bytes() / 1048576.0);
   std::printf("| test   | tok/s median | mean +- sd       | min - max         |\n");
   std::printf("| ------ | -----------: | ---------------: | ----------------: |\n");
   if (f.n_prompt > 0) {
@@ -123,6 +126,8 @@ CommandFn RegisterBenchModel(CLI::App& root) {
       ->check(CLI::Range(0, 256));
   cmd->add_flag("--json", f->json, "Print one JSON object");
   cmd->add_flag("--no-bandwidth", f->no_bandwidth, "Skip the memory-bandwidth probe");
+  cmd->add_flag("--no-repack", f->no_repack,
+                "Keep every matrix in the file's row layout (no row-interleaved copies)");
   cmd->add_option("--isa", f->isa, "Force a kernel level: scalar, avx2, avx512");
   cmd->add_option("--kv-type", f->kv_type, "KV cache storage type: f16, f32, q8_0")
       ->capture_default_str();
