@@ -1,7 +1,8 @@
 // Matmul micro-benchmark (not a test): per weight type and thread count,
 //   GEMV (1 token) weight-streaming GB/s against the machine's measured DRAM read bandwidth,
 //     on a rotating set of copies of the matrix much larger than the last-level cache, and
-//     on one cache-resident copy;
+//     on one cache-resident copy; in the row layout and, where the table asks for it, in the
+//     row-interleaved layout a model repacks to at load ("il16");
 //   GEMM (--tokens, default 512) GFLOP/s (2 * rows * cols * tokens per call).
 // Usage: kernels_bench [--isa=scalar|avx2|avx512] [--types=q4_0,q8_0,...] [--threads=1,2]
 //                      [--rows=2048] [--cols=5632] [--tokens=512] [--min-ms=400] [--no-gemm]
@@ -24,6 +25,7 @@
 #include "engine/kernels/dispatch.h"
 #include "engine/kernels/fp16.h"
 #include "engine/kernels/ggml_type.h"
+#include "engine/kernels/interleave.h"
 #include "engine/kernels/kernel_table.h"
 #include "engine/kernels/ref/quants_ref.h"
 
@@ -189,32 +191,55 @@ void BenchType(const Options& o, GgmlType type, double dram_gbs) {
     w.row_bytes = RowBytes(type, o.cols).value();
     return w;
   };
-  for (int nt : o.threads) {
-    ComputePool pool(nt);
-    const CallTime cold = TimePerCall(o.min_ms, [&](int64_t i) {
-      k.matmul(view(static_cast<int>(i % copies)), x.data(), 1, y.data(), pool);
-    });
-    const CallTime hot = TimePerCall(o.min_ms, [&](int64_t) {
-      k.matmul(view(0), x.data(), 1, y.data(), pool);
-    });
-    const double bytes = static_cast<double>(matrix_bytes);
-    const double cold_gbs = bytes / cold.wall_s / 1e9;
-    std::printf("%-5s %-6s thr=%d | GEMV %7.1f us %5.1f GB/s (%5.1f%% of DRAM) cpu-time %5.1f GB/s"
-                " | cache-hot %5.1f GB/s cpu-time %5.1f GB/s",
-                std::string(TypeTraits(type).name).c_str(), std::string(IsaLevelName(k.isa)).c_str(),
-                nt, cold.wall_s * 1e6, cold_gbs, 100.0 * cold_gbs / dram_gbs,
-                bytes / (cold.cpu_s / nt) / 1e9, bytes / hot.wall_s / 1e9,
-                bytes / (hot.cpu_s / nt) / 1e9);
-    if (o.gemm) {
-      const CallTime gemm = TimePerCall(o.min_ms, [&](int64_t) {
-        k.matmul(view(0), x.data(), o.tokens, y.data(), pool);
-      });
-      const double flops = 2.0 * static_cast<double>(o.rows * o.cols * o.tokens);
-      std::printf(" | GEMM(%lld tok) %6.1f GFLOP/s cpu-time %6.1f", static_cast<long long>(o.tokens),
-                  flops / gemm.wall_s / 1e9, flops / (gemm.cpu_s / nt) / 1e9);
+  // The row-interleaved copy (what a model loads when the table asks for the type).
+  std::vector<uint8_t> interleaved;
+  const bool asked = (k.interleaved_types >> static_cast<uint32_t>(type) & 1u) != 0 &&
+                     kernels::CanInterleave(view(0));
+  if (asked) {
+    interleaved.resize(weights.size());
+    for (int c = 0; c < copies; ++c) {
+      kernels::InterleaveRows(view(c), interleaved.data() + static_cast<uint64_t>(c) * matrix_bytes);
     }
-    std::printf("\n");
-    std::fflush(stdout);
+  }
+  for (const bool il : {false, true}) {
+    if (il && !asked) continue;
+    auto layout_view = [&](int copy) {
+      WeightMatrix w = view(copy);
+      if (il) {
+        w.data = interleaved.data() + static_cast<uint64_t>(copy) * matrix_bytes;
+        w.layout = WeightLayout::kInterleaved16;
+      }
+      return w;
+    };
+    for (int nt : o.threads) {
+      ComputePool pool(nt);
+      const CallTime cold = TimePerCall(o.min_ms, [&](int64_t i) {
+        k.matmul(layout_view(static_cast<int>(i % copies)), x.data(), 1, y.data(), pool);
+      });
+      const CallTime hot = TimePerCall(o.min_ms, [&](int64_t) {
+        k.matmul(layout_view(0), x.data(), 1, y.data(), pool);
+      });
+      const double bytes = static_cast<double>(matrix_bytes);
+      const double cold_gbs = bytes / cold.wall_s / 1e9;
+      std::printf("%-5s %-6s %-4s thr=%d | GEMV %7.1f us %5.1f GB/s (%5.1f%% of DRAM) cpu-time "
+                  "%5.1f GB/s | cache-hot %5.1f GB/s cpu-time %5.1f GB/s",
+                  std::string(TypeTraits(type).name).c_str(),
+                  std::string(IsaLevelName(k.isa)).c_str(), il ? "il16" : "rows", nt,
+                  cold.wall_s * 1e6, cold_gbs, 100.0 * cold_gbs / dram_gbs,
+                  bytes / (cold.cpu_s / nt) / 1e9, bytes / hot.wall_s / 1e9,
+                  bytes / (hot.cpu_s / nt) / 1e9);
+      if (o.gemm) {
+        const CallTime gemm = TimePerCall(o.min_ms, [&](int64_t) {
+          k.matmul(layout_view(0), x.data(), o.tokens, y.data(), pool);
+        });
+        const double flops = 2.0 * static_cast<double>(o.rows * o.cols * o.tokens);
+        std::printf(" | GEMM(%lld tok) %6.1f GFLOP/s cpu-time %6.1f",
+                    static_cast<long long>(o.tokens), flops / gemm.wall_s / 1e9,
+                    flops / (gemm.cpu_s / nt) / 1e9);
+      }
+      std::printf("\n");
+      std::fflush(stdout);
+    }
   }
 }
 
