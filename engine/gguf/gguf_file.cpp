@@ -586,6 +586,17 @@ Result<std::unique_ptr<GgufFile>> GgufFile::FromMemory(const uint8_t* data, uint
   return f;
 }
 
+void GgufFile::ReleasePages(const uint8_t* p, uint64_t bytes) const {
+  if (!mapped_ || locked_ || p < base_ || bytes > size_ ||
+      static_cast<uint64_t>(p - base_) > size_ - bytes) {
+    return;
+  }
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
+  if (end > begin) (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 GgufFile::~GgufFile() {
   if (!mapped_) return;
   void* addr = const_cast<uint8_t*>(base_);

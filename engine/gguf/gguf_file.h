@@ -128,6 +128,12 @@ class GgufFile {
   // is not an error).
   bool locked() const { return locked_; }
 
+  // Tells the kernel the mapped pages wholly inside [p, p + bytes) will not be read again
+  // (a loader that copied those tensors elsewhere): they leave the process's resident set
+  // and are re-read from the file if touched after all. No-op for in-memory images, locked
+  // mappings, or a range outside the mapping.
+  void ReleasePages(const uint8_t* p, uint64_t bytes) const;
+
   const std::vector<GgufKv>& kvs() const { return kvs_; }
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
 

@@ -44,30 +44,64 @@ bool CanInterleave(const WeightMatrix& w) {
          w.rows % kInterleaveRows == 0 && w.cols % TypeTraits(w.type).block_elems == 0;
 }
 
-void InterleaveRows(const WeightMatrix& w, uint8_t* dst) {
-  LL_CHECK(CanInterleave(w));
-  const InterleaveDesc& d = *InterleaveDescFor(w.type);
-  const int64_t bb = TypeTraits(w.type).block_bytes;
-  const int64_t nb = w.cols / TypeTraits(w.type).block_elems;
-  const uint32_t x4 = 0x01010101u * d.body_xor;
-  for (int64_t g = 0; g < w.rows / kInterleaveRows; ++g) {
+namespace {
+
+// Groups [g0, g1) of w into dst. The descriptor's numbers are template arguments so the
+// per-row copies unroll into plain 4-byte moves: a generic loop moved ~200 MB/s, a load of a
+// 1.1B model took seconds.
+template <int kNF16, int kF0, int kF1, int kBody, int kNQuads, uint8_t kXor>
+void InterleaveGroups(const WeightMatrix& w, int64_t g0, int64_t g1, uint8_t* dst) {
+  constexpr int64_t kBlockBytes = 2 * kNF16 + 4 * kNQuads;
+  constexpr int64_t kUnitBytes = kInterleaveRows * kBlockBytes;
+  constexpr uint32_t kX4 = 0x01010101u * kXor;
+  const int64_t nb = static_cast<int64_t>(w.row_bytes) / kBlockBytes;
+  for (int64_t g = g0; g < g1; ++g) {
     const uint8_t* src = w.data + static_cast<uint64_t>(g) * kInterleaveRows * w.row_bytes;
     uint8_t* out = dst + static_cast<uint64_t>(g) * kInterleaveRows * w.row_bytes;
-    for (int64_t b = 0; b < nb; ++b, out += UnitBytes(w)) {
+    for (int64_t b = 0; b < nb; ++b, out += kUnitBytes) {
       for (int r = 0; r < kInterleaveRows; ++r) {
-        const uint8_t* blk = src + r * w.row_bytes + b * bb;
-        for (int f = 0; f < d.n_f16; ++f) {
-          std::memcpy(out + InterleaveF16Offset(f) + 2 * r, blk + d.f16_offset[f], 2);
-        }
-        for (int q = 0; q < d.n_quads; ++q) {
+        const uint8_t* blk = src + r * w.row_bytes + b * kBlockBytes;
+        std::memcpy(out + 2 * r, blk + kF0, 2);
+        if constexpr (kNF16 > 1) std::memcpy(out + 32 + 2 * r, blk + kF1, 2);
+        for (int q = 0; q < kNQuads; ++q) {
           uint32_t v;
-          std::memcpy(&v, blk + d.body_begin + 4 * q, 4);
-          v ^= x4;
-          std::memcpy(out + InterleaveQuadOffset(d, q) + 4 * r, &v, 4);
+          std::memcpy(&v, blk + kBody + 4 * q, 4);
+          v ^= kX4;
+          std::memcpy(out + 32 * kNF16 + 64 * q + 4 * r, &v, 4);
         }
       }
     }
   }
+}
+
+using GroupsFn = void (*)(const WeightMatrix&, int64_t, int64_t, uint8_t*);
+
+GroupsFn GroupsFnFor(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0: return &InterleaveGroups<1, 0, 0, 2, 4, 0>;
+    case GgmlType::kQ4_1: return &InterleaveGroups<2, 0, 2, 4, 4, 0>;
+    case GgmlType::kQ5_0: return &InterleaveGroups<1, 0, 0, 2, 5, 0>;
+    case GgmlType::kQ5_1: return &InterleaveGroups<2, 0, 2, 4, 5, 0>;
+    case GgmlType::kQ8_0: return &InterleaveGroups<1, 0, 0, 2, 8, 0x80>;
+    case GgmlType::kQ4_K: return &InterleaveGroups<2, 0, 2, 4, 35, 0>;
+    case GgmlType::kQ5_K: return &InterleaveGroups<2, 0, 2, 4, 43, 0>;
+    case GgmlType::kQ6_K: return &InterleaveGroups<1, 208, 0, 0, 52, 0>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+void InterleaveRows(const WeightMatrix& w, uint8_t* dst, int64_t g0, int64_t g1) {
+  LL_CHECK(CanInterleave(w));
+  LL_CHECK(0 <= g0 && g0 <= g1 && g1 <= w.rows / kInterleaveRows);
+  const GroupsFn fn = GroupsFnFor(w.type);
+  LL_CHECK(fn != nullptr);
+  fn(w, g0, g1, dst);
+}
+
+void InterleaveRows(const WeightMatrix& w, uint8_t* dst) {
+  InterleaveRows(w, dst, 0, w.rows / kInterleaveRows);
 }
 
 void DeinterleaveRow(const WeightMatrix& w, int64_t r, uint8_t* out) {

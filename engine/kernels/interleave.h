@@ -45,8 +45,10 @@ inline int64_t InterleaveQuadOffset(const InterleaveDesc& d, int q) { return 32 
 bool CanInterleave(const WeightMatrix& w);
 
 // Writes w (kRows) in the interleaved layout to dst (w.rows * w.row_bytes bytes). Requires
-// CanInterleave(w).
+// CanInterleave(w). The second form writes only groups [g0, g1) (rows 16 * g0 ..), so
+// callers can split a large matrix over threads.
 void InterleaveRows(const WeightMatrix& w, uint8_t* dst);
+void InterleaveRows(const WeightMatrix& w, uint8_t* dst, int64_t g0, int64_t g1);
 
 // Writes row r of an interleaved matrix back in GGUF block layout (w.row_bytes bytes).
 void DeinterleaveRow(const WeightMatrix& w, int64_t r, uint8_t* out);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -113,34 +114,53 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(std::unique_ptr<GgufFile> f
 
 // Every matrix used only in products (not token_embd, whose rows the embedding lookup reads,
 // nor a classifier tied to it) is copied once into the interleaved layout when the kernel
-// table has SIMD kernels for its type.
+// table has SIMD kernels for its type. All copies share one anonymous mapping asking for
+// transparent huge pages: 2 MiB pages make the copy fault a few hundred times instead of
+// ~150 000 times for a 600 MB model, and the decode stream misses the TLB far less. The copy
+// runs on every core; afterwards the file pages of the copied matrices are released (they
+// would otherwise stay in the process's resident set next to the copies).
 Status LlamaModel::RepackMatrices() {
-  auto repack = [this](WeightMatrix& w) -> Status {
-    if ((kernels_->interleaved_types >> static_cast<uint32_t>(w.type) & 1u) == 0 ||
-        !kernels::CanInterleave(w)) {
-      return Status::Ok();
+  std::vector<WeightMatrix*> todo;
+  auto consider = [&](WeightMatrix& w) {
+    if ((kernels_->interleaved_types >> static_cast<uint32_t>(w.type) & 1u) != 0 &&
+        kernels::CanInterleave(w)) {
+      todo.push_back(&w);
     }
-    const uint64_t bytes = static_cast<uint64_t>(w.rows) * w.row_bytes;
-    // 64-byte aligned: the kernels load whole 64-byte quads of each unit.
-    std::unique_ptr<uint8_t, AlignedFree> buf(
-        static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
-    if (buf == nullptr) {
-      return ResourceExhausted("repacking weights: cannot allocate " + std::to_string(bytes) +
-                               " bytes (load with repacking off to use the file mapping only)");
-    }
-    kernels::InterleaveRows(w, buf.get());
-    w.data = buf.get();
-    w.layout = WeightLayout::kInterleaved16;
-    repacked_.push_back(std::move(buf));
-    repacked_bytes_ += bytes;
-    return Status::Ok();
   };
   for (LlamaLayerWeights& l : weights_.layers) {
-    for (WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-      LL_RETURN_IF_ERROR(repack(*w));
-    }
+    for (WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) consider(*w);
   }
-  if (!weights_.output_tied) LL_RETURN_IF_ERROR(repack(weights_.output));
+  if (!weights_.output_tied) consider(weights_.output);
+  if (todo.empty()) return Status::Ok();
+
+  std::vector<uint64_t> offset(todo.size());
+  uint64_t total = 0;
+  for (size_t i = 0; i < todo.size(); ++i) {
+    offset[i] = total;
+    total += (static_cast<uint64_t>(todo[i]->rows) * todo[i]->row_bytes + 63) / 64 * 64;
+  }
+  LL_ASSIGN_OR_RETURN(repacked_, HugePageBuffer::Allocate(total));
+
+  const unsigned n_threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+  auto work = [&](unsigned ith) {
+    for (size_t i = 0; i < todo.size(); ++i) {
+      const int64_t groups = todo[i]->rows / kernels::kInterleaveRows;
+      const int64_t g0 = groups * ith / n_threads, g1 = groups * (ith + 1) / n_threads;
+      if (g0 < g1) kernels::InterleaveRows(*todo[i], repacked_.data() + offset[i], g0, g1);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned t = 1; t < n_threads; ++t) threads.emplace_back(work, t);
+  work(0);
+  for (std::thread& t : threads) t.join();
+
+  for (size_t i = 0; i < todo.size(); ++i) {
+    WeightMatrix& w = *todo[i];
+    file_->ReleasePages(w.data, static_cast<uint64_t>(w.rows) * w.row_bytes);
+    w.data = repacked_.data() + offset[i];
+    w.layout = WeightLayout::kInterleaved16;
+  }
+  repacked_bytes_ = total;
   return Status::Ok();
 }
 

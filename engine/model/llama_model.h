@@ -27,6 +27,7 @@
 #include <span>
 #include <vector>
 
+#include "base/huge_page_buffer.h"
 #include "base/status.h"
 #include "engine/gguf/gguf_file.h"
 #include "engine/kernels/compute_pool.h"
@@ -95,12 +96,9 @@ class LlamaModel {
   const KernelTable* kernels_;
   ModelConfig config_;
   LlamaWeights weights_;
-  struct AlignedFree {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
   Status RepackMatrices();
 
-  std::vector<std::unique_ptr<uint8_t, AlignedFree>> repacked_;  // repacked matrices' storage
+  HugePageBuffer repacked_;  // every repacked matrix, 64-byte aligned
   uint64_t repacked_bytes_ = 0;
 };
 

@@ -1,6 +1,8 @@
 // GgufFile: typed getters, Open() failures, mlock, and parse speed on a 128K-entry vocab.
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <vector>
 #include <limits>
 #include <string>
 
@@ -9,6 +11,7 @@
 #include "engine/gguf/gguf_file.h"
 #include "engine/gguf/gguf_writer.h"
 #include "gguf/gguf_test_util.h"
+#include "test_paths.h"
 
 namespace lifeline {
 namespace {
@@ -173,6 +176,28 @@ TEST(GgufLargeVocab, ParsesEveryEntry) {
   std::remove(path.c_str());
   // Recorded for the log, not asserted: timing belongs to benchmarks on a shared machine.
   RecordProperty("parse_ms", std::to_string(best_ms));
+}
+
+}  // namespace
+}  // namespace lifeline
+
+namespace lifeline {
+namespace {
+
+// Released pages of a mapped file read back the same bytes (re-read from the file); ranges
+// outside the mapping and in-memory images are ignored.
+TEST(GgufOpen, ReleasedPagesReadBackFromTheFile) {
+  auto f = GgufFile::Open(testing::SharedPath("models/stories260K.gguf"));
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  const GgufTensorInfo* t = (*f)->FindTensor("token_embd.weight");
+  ASSERT_NE(t, nullptr);
+  ASSERT_GT(t->size_bytes, 3u * 4096);  // spans whole pages
+  const std::vector<uint8_t> before(t->data, t->data + t->size_bytes);
+  (*f)->ReleasePages(t->data, t->size_bytes);
+  EXPECT_EQ(0, std::memcmp(before.data(), t->data, before.size()));
+  (*f)->ReleasePages(t->data - 1, (*f)->file_size() + 10);  // past the end: ignored
+  (*f)->ReleasePages(before.data(), before.size());          // not in the mapping: ignored
+  EXPECT_EQ(0, std::memcmp(before.data(), t->data, before.size()));
 }
 
 }  // namespace
