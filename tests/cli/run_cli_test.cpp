@@ -98,5 +98,21 @@ TEST(RunCli, BadInputsExitNonZeroWithOneLine) {
   }
 }
 
+// LIFELINE_REPACK: off and on generate the same greedy text (the repacked kernels compute the
+// same products); an unknown value is refused naming the variable.
+TEST(RunCli, RepackSwitchKeepsTheTextAndRefusesUnknownValues) {
+  const std::string cmd = LifelineBinary() + " run -q -n 12 --temp 0 -p 'Once upon a time' -m " +
+                          SharedPath("reference/models/syn-a-q8_0.gguf") + " 2>&1";
+  const auto on = RunShell("LIFELINE_REPACK=1 " + cmd);
+  const auto off = RunShell("LIFELINE_REPACK=0 " + cmd);
+  EXPECT_EQ(on.exit_code, 0) << on.out;
+  EXPECT_EQ(off.exit_code, 0) << off.out;
+  EXPECT_FALSE(on.out.empty());
+  EXPECT_EQ(on.out, off.out);
+  const auto bad = RunShell("LIFELINE_REPACK=maybe " + cmd);
+  EXPECT_EQ(bad.exit_code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("LIFELINE_REPACK: unknown value 'maybe'"), std::string::npos) << bad.out;
+}
+
 }  // namespace
 }  // namespace lifeline
