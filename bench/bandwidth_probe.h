@@ -1,7 +1,8 @@
 // Measures this machine's sustained DRAM read bandwidth: every pool thread streams its own
-// slab of a buffer much larger than the last-level cache and folds it into a checksum (so the
-// reads cannot be optimised away). The decode roofline is this figure divided by the bytes
-// of weights read per token.
+// slab of a buffer much larger than the last-level cache (huge pages, software prefetch,
+// 256-bit loads where the CPU has AVX2: the way the decode kernels stream weights) and folds
+// it into a checksum (so the reads cannot be optimised away). The decode roofline is this
+// figure divided by the bytes of weights read per token.
 //
 // Ownership: allocates and frees its buffer per call. Thread-safety: uses the caller's pool.
 #pragma once

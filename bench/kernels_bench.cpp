@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <immintrin.h>
 #include <optional>
 #include <random>
 #include <string>
@@ -103,48 +102,6 @@ std::vector<uint8_t> MakeWeights(GgmlType type, int64_t rows, int64_t cols, int 
     std::memcpy(out.data() + c * *matrix_bytes, out.data(), *matrix_bytes);
   }
   return out;
-}
-
-// A second streaming-read probe, closer to what the kernels do: 256-bit loads with software
-// prefetch ahead, each thread over its own slab of a buffer much larger than the LLC. The
-// bench reports the larger of this and MeasureReadBandwidth (bench/bandwidth_probe.h).
-__attribute__((target("avx2"))) uint64_t StreamAvx2(const uint8_t* p, uint64_t n) {
-  __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
-  for (uint64_t i = 0; i + 128 <= n; i += 128) {
-    _mm_prefetch(reinterpret_cast<const char*>(p + i + 4096), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(p + i + 4096 + 64), _MM_HINT_T0);
-    acc0 = _mm256_xor_si256(acc0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)));
-    acc1 = _mm256_xor_si256(acc1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
-    acc0 = _mm256_xor_si256(acc0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
-    acc1 = _mm256_xor_si256(acc1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
-  }
-  const __m256i x = _mm256_xor_si256(acc0, acc1);
-  return static_cast<uint64_t>(_mm256_extract_epi64(x, 0) ^ _mm256_extract_epi64(x, 3));
-}
-
-double PrefetchingReadGbs(ComputePool& pool) {
-  if (DetectIsa() < IsaLevel::kAvx2) return 0;
-  const uint64_t bytes = uint64_t{1} << 30;
-  std::vector<uint8_t> buf(bytes);
-  pool.Run([&](int ith, int nth) {
-    int64_t b, e;
-    ComputePool::Split(static_cast<int64_t>(bytes), ith, nth, &b, &e);
-    std::memset(buf.data() + b, ith + 1, static_cast<size_t>(e - b));
-  });
-  double best = 0;
-  std::vector<uint64_t> sink(static_cast<size_t>(pool.n_threads()));
-  for (int rep = 0; rep < 4; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    pool.Run([&](int ith, int nth) {
-      int64_t b, e;
-      ComputePool::Split(static_cast<int64_t>(bytes / 128), ith, nth, &b, &e);
-      sink[ith] ^= StreamAvx2(buf.data() + b * 128, static_cast<uint64_t>(e - b) * 128);
-    });
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, static_cast<double>(bytes) / s / 1e9);
-  }
-  if (sink[0] == 42) std::printf(" ");  // keeps the reads observable
-  return best;
 }
 
 struct CallTime {
@@ -262,11 +219,9 @@ int main(int argc, char** argv) {
   for (int nt : o.threads) {
     ComputePool pool(nt);
     const BandwidthResult bw = MeasureReadBandwidth(pool, uint64_t{1} << 30, 5);
-    const double pf = PrefetchingReadGbs(pool);
-    std::printf("DRAM read bandwidth, %d thread(s): probe median %.1f / max %.1f GB/s;"
-                " prefetching AVX2 stream max %.1f GB/s\n",
-                nt, bw.median_gb_per_s, bw.max_gb_per_s, pf);
-    dram_gbs = std::max({dram_gbs, bw.max_gb_per_s, pf});
+    std::printf("DRAM read bandwidth, %d thread(s): probe median %.1f / max %.1f GB/s\n", nt,
+                bw.median_gb_per_s, bw.max_gb_per_s);
+    dram_gbs = std::max(dram_gbs, bw.max_gb_per_s);
   }
   for (GgmlType t : o.types) BenchType(o, t, dram_gbs);
   return 0;
