@@ -29,6 +29,7 @@
 // the same vector ops, a few per quad.
 #include "engine/kernels/interleave.h"
 #include "engine/kernels/x86/avx512_kernels.h"
+#include "engine/kernels/x86/interleaved_avx512.h"
 #include "engine/kernels/x86/gemm_avx512.h"
 
 namespace lifeline::kernels::avx512 {
@@ -90,6 +91,7 @@ static inline void PrefetchLines(const uint8_t* unit, int first, int count) {
 }
 
 struct Q4KI {
+  static constexpr int64_t kBlockElems = kQK;
   static constexpr int64_t kUnit = 16 * 144;
   static constexpr int64_t kQuads = 64;  // after the d and dmin arrays
 
@@ -206,6 +208,7 @@ struct Q4KI {
 };
 
 struct Q6KI {
+  static constexpr int64_t kBlockElems = kQK;
   static constexpr int64_t kUnit = 16 * 210;
   static constexpr int64_t kQuads = 32;  // after the d array
   static constexpr int kQl = 0, kQh = 32, kSc = 48;  // quad indices
@@ -337,38 +340,11 @@ struct Q6KI {
 };
 
 // nr / 16 whole groups (the driver guarantees nr % 16 == 0), nt <= 4 tokens.
-template <typename L>
-void Tile(const uint8_t* w, uint64_t rb, int nr, const QuantizedActs& acts, int64_t t0, int nt,
-          float* y, int64_t ldy) {
-  ActRow a[4];
-  for (int t = 0; t < nt; ++t) a[t] = acts.Row(t0 + t);
-  const int64_t nb = acts.cols() / kQK;
-  const int64_t n_groups = nr / 16;
-  switch (nt) {
-    case 1: L::template Run<1>(w, rb, n_groups, a, nb, y, ldy); break;
-    case 2: L::template Run<2>(w, rb, n_groups, a, nb, y, ldy); break;
-    case 3: L::template Run<3>(w, rb, n_groups, a, nb, y, ldy); break;
-    case 4: L::template Run<4>(w, rb, n_groups, a, nb, y, ldy); break;
-    default: break;
-  }
-}
-
-template <typename L>
-void Register(MatmulImpl* impl, GgmlType type) {
-  TileKernel& k = impl->tiles_interleaved[static_cast<int>(type)];
-  k.fn = &Tile<L>;
-  k.max_rows = kInterleaveRows;
-  k.max_tokens = 4;
-  k.any_rows = true;
-  GemmKernel& g = impl->gemm[static_cast<int>(type)];
-  if (g.pack != nullptr) g.pack_interleaved = &L::Pack;
-}
-
 }  // namespace
 
 void FillInterleavedKQuants(MatmulImpl* impl) {
-  Register<Q4KI>(impl, GgmlType::kQ4_K);
-  Register<Q6KI>(impl, GgmlType::kQ6_K);
+  RegisterInterleaved<Q4KI>(impl, GgmlType::kQ4_K);
+  RegisterInterleaved<Q6KI>(impl, GgmlType::kQ6_K);
 }
 
 }  // namespace lifeline::kernels::avx512

@@ -15,6 +15,7 @@
 #include "engine/kernels/interleave.h"
 #include "engine/kernels/x86/avx512_kernels.h"
 #include "engine/kernels/x86/gemm_avx512.h"
+#include "engine/kernels/x86/interleaved_avx512.h"
 
 
 namespace lifeline::kernels::avx512 {
@@ -97,23 +98,6 @@ void RunGroups(const uint8_t* w, uint64_t rb, int64_t n_groups, const ActRow* a,
   }
 }
 
-// nr / 16 whole groups (the driver guarantees nr % 16 == 0), nt <= 4 tokens.
-template <typename L>
-void Tile(const uint8_t* w, uint64_t rb, int nr, const QuantizedActs& acts, int64_t t0, int nt,
-          float* y, int64_t ldy) {
-  ActRow a[4];
-  for (int t = 0; t < nt; ++t) a[t] = acts.Row(t0 + t);
-  const int64_t nb = acts.cols() / 32;
-  const int64_t n_groups = nr / 16;
-  switch (nt) {
-    case 1: RunGroups<L, 1>(w, rb, n_groups, a, nb, y, ldy); break;
-    case 2: RunGroups<L, 2>(w, rb, n_groups, a, nb, y, ldy); break;
-    case 3: RunGroups<L, 3>(w, rb, n_groups, a, nb, y, ldy); break;
-    case 4: RunGroups<L, 4>(w, rb, n_groups, a, nb, y, ldy); break;
-    default: break;
-  }
-}
-
 // The packed GEMM tile (gemm_legacy_avx512.cpp: per block 8 level quads of 64 bytes, then
 // the 16 rows' d as f32, kStride = 576 bytes) from one interleaved group.
 template <typename L>
@@ -130,22 +114,25 @@ void PackInterleaved(const uint8_t* w, uint64_t, int64_t cols, uint8_t* packed) 
   }
 }
 
+// The layout struct RegisterInterleaved (interleaved_avx512.h) takes.
 template <typename L>
-void Register(MatmulImpl* impl, GgmlType type) {
-  TileKernel& k = impl->tiles_interleaved[static_cast<int>(type)];
-  k.fn = &Tile<L>;
-  k.max_rows = kInterleaveRows;
-  k.max_tokens = 4;
-  k.any_rows = true;
-  GemmKernel& g = impl->gemm[static_cast<int>(type)];
-  if (g.pack != nullptr) g.pack_interleaved = &PackInterleaved<L>;
-}
+struct Kernels {
+  static constexpr int64_t kBlockElems = 32;
+  template <int NT>
+  static void Run(const uint8_t* w, uint64_t rb, int64_t n_groups, const ActRow* a, int64_t nb,
+                  float* y, int64_t ldy) {
+    RunGroups<L, NT>(w, rb, n_groups, a, nb, y, ldy);
+  }
+  static void Pack(const uint8_t* w, uint64_t rb, int64_t cols, uint8_t* packed) {
+    PackInterleaved<L>(w, rb, cols, packed);
+  }
+};
 
 }  // namespace
 
 void FillInterleavedLegacy(MatmulImpl* impl) {
-  Register<Q4_0I>(impl, GgmlType::kQ4_0);
-  Register<Q8_0I>(impl, GgmlType::kQ8_0);
+  RegisterInterleaved<Kernels<Q4_0I>>(impl, GgmlType::kQ4_0);
+  RegisterInterleaved<Kernels<Q8_0I>>(impl, GgmlType::kQ8_0);
 }
 
 }  // namespace lifeline::kernels::avx512

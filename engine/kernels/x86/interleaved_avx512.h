@@ -1,0 +1,49 @@
+// Shared by the AVX-512 kernel files for row-interleaved weights (interleaved_*_avx512.cpp;
+// every includer is built with the AVX-512 flags, see avx512_util.h). A layout struct L
+// provides
+//   kBlockElems                       values per block (32, or 256 for the K-quants)
+//   template <int NT> Run(w, row_bytes, n_groups, a, nb, y, ldy)
+//                                     n_groups 16-row groups x NT tokens (ActRow a[NT])
+//   Pack(w, row_bytes, cols, packed)  the packed GEMM tile of one group
+// and these turn it into the table entries.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/kernels/interleave.h"
+#include "engine/kernels/matmul_driver.h"
+#include "engine/kernels/quantize_act.h"
+
+namespace lifeline::kernels::avx512 {
+
+// TileFn for nr / 16 whole groups (the driver guarantees nr % 16 == 0), nt <= 4 tokens.
+template <typename L>
+void InterleavedTile(const uint8_t* w, uint64_t rb, int nr, const QuantizedActs& acts,
+                     int64_t t0, int nt, float* y, int64_t ldy) {
+  ActRow a[4];
+  for (int t = 0; t < nt; ++t) a[t] = acts.Row(t0 + t);
+  const int64_t nb = acts.cols() / L::kBlockElems;
+  const int64_t n_groups = nr / kInterleaveRows;
+  switch (nt) {
+    case 1: L::template Run<1>(w, rb, n_groups, a, nb, y, ldy); break;
+    case 2: L::template Run<2>(w, rb, n_groups, a, nb, y, ldy); break;
+    case 3: L::template Run<3>(w, rb, n_groups, a, nb, y, ldy); break;
+    case 4: L::template Run<4>(w, rb, n_groups, a, nb, y, ldy); break;
+    default: break;
+  }
+}
+
+// The decode tile of `type`, and the GEMM's packing from the interleaved layout where the
+// type has a packed GEMM (so fill the GEMM entries first).
+template <typename L>
+void RegisterInterleaved(MatmulImpl* impl, GgmlType type) {
+  TileKernel& k = impl->tiles_interleaved[static_cast<int>(type)];
+  k.fn = &InterleavedTile<L>;
+  k.max_rows = kInterleaveRows;
+  k.max_tokens = 4;
+  k.any_rows = true;
+  GemmKernel& g = impl->gemm[static_cast<int>(type)];
+  if (g.pack != nullptr) g.pack_interleaved = &L::Pack;
+}
+
+}  // namespace lifeline::kernels::avx512
