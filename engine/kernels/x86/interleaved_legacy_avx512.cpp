@@ -32,9 +32,7 @@ struct Q4_0I {
     const __m512i lo = _mm512_set1_epi8(0x0f);
     const __m512i hi = _mm512_set1_epi8(static_cast<char>(0xf0));
     for (int k = 0; k < 4; ++k) {
-      __m512i q = _mm512_loadu_si512(unit + 32 + 64 * k);
-      // Into a register once: left alone, GCC folds the load into both masks (two loads).
-      __asm__("" : "+v"(q));
+      const __m512i q = _mm512_loadu_si512(unit + 32 + 64 * k);
       v[k] = _mm512_and_si512(q, lo);
       v[k + 4] = _mm512_and_si512(q, hi);
     }
@@ -64,76 +62,22 @@ struct Q8_0I {
 template <typename L>
 constexpr int64_t kAheadBytes = (4096 / L::kUnit + 1) * L::kUnit;
 
-// Every line of the two units after `unit` + kAheadBytes, once (2 * kUnit is a multiple of 64).
-template <typename L>
-static inline void PrefetchPair(const uint8_t* unit) {
-  const uintptr_t ahead = reinterpret_cast<uintptr_t>(unit + kAheadBytes<L>);
-  const uint8_t* line = reinterpret_cast<const uint8_t*>(ahead & ~uintptr_t{63});
-  for (int64_t off = 0; off < 2 * L::kUnit; off += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(line + off), _MM_HINT_T0);
-  }
-}
-
-// One token, two groups at a time (decode). The loop is bound by loads, not by arithmetic:
-// per unit and token the one-group loop issues the 8 activation broadcasts, the quad loads
-// and the scale loads (~19 loads for ~30 instructions). Two groups share the 8 broadcasts
-// (held in registers), the block's isum term and d_y, so a unit costs ~11 loads.
-template <typename L>
-void RunGroupPairs1(const uint8_t* w, uint64_t rb, int64_t n_pairs, const ActRow& a,
-                    int64_t nb, float* y) {
-  const uint64_t group_bytes = 16 * rb;
-  for (int64_t p = 0; p < n_pairs; ++p) {
-    const uint8_t* ua = w + static_cast<uint64_t>(2 * p) * group_bytes;
-    const uint8_t* ub = ua + group_bytes;
-    __m512 acc_a = _mm512_setzero_ps(), acc_b = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b, ua += L::kUnit, ub += L::kUnit) {
-      if ((b & 1) == 0) {
-        PrefetchPair<L>(ua);
-        PrefetchPair<L>(ub);
-      }
-      const int32_t* yq = reinterpret_cast<const int32_t*>(a.qs + 32 * b);
-      __m512i yv[8];
-      for (int j = 0; j < 8; ++j) yv[j] = _mm512_set1_epi32(yq[j]);
-      const __m512i init = _mm512_set1_epi32(-L::kOffset * a.isum[b]);
-      const __m512 dy = _mm512_set1_ps(a.d[b]);
-      __m512i va[8], vb[8];
-      L::Levels(ua, va);
-      L::Levels(ub, vb);
-      __m512i sa0 = init, sa1 = _mm512_setzero_si512();
-      __m512i sb0 = init, sb1 = _mm512_setzero_si512();
-      for (int j = 0; j < 4; ++j) {
-        sa0 = _mm512_dpbusd_epi32(sa0, va[j], yv[j]);
-        sb0 = _mm512_dpbusd_epi32(sb0, vb[j], yv[j]);
-        sa1 = _mm512_dpbusd_epi32(sa1, va[j + 4], yv[j + 4]);
-        sb1 = _mm512_dpbusd_epi32(sb1, vb[j + 4], yv[j + 4]);
-      }
-      sa0 = _mm512_add_epi32(sa0, L::High(sa1));
-      sb0 = _mm512_add_epi32(sb0, L::High(sb1));
-      const __m512 dwa = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ua)));
-      const __m512 dwb = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ub)));
-      acc_a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sa0), _mm512_mul_ps(dwa, dy), acc_a);
-      acc_b = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sb0), _mm512_mul_ps(dwb, dy), acc_b);
-    }
-    _mm512_storeu_ps(y + 32 * p, acc_a);
-    _mm512_storeu_ps(y + 32 * p + 16, acc_b);
-  }
-}
-
 // n_groups consecutive 16-row groups, NT tokens.
 template <typename L, int NT>
 void RunGroups(const uint8_t* w, uint64_t rb, int64_t n_groups, const ActRow* a, int64_t nb,
                float* y, int64_t ldy) {
-  int64_t g0 = 0;
-  if constexpr (NT == 1) {
-    RunGroupPairs1<L>(w, rb, n_groups / 2, a[0], nb, y);
-    g0 = n_groups / 2 * 2;
-  }
-  for (int64_t g = g0; g < n_groups; ++g) {
+  for (int64_t g = 0; g < n_groups; ++g) {
     const uint8_t* unit = w + static_cast<uint64_t>(g) * 16 * rb;
     __m512 acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b, unit += L::kUnit) {
-      if ((b & 1) == 0) PrefetchPair<L>(unit);
+      if ((b & 1) == 0) {  // every line of the next two units once: 2 * kUnit is a multiple of 64
+        const uint8_t* ahead = unit + kAheadBytes<L>;
+        const uint8_t* line = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(ahead) & ~uintptr_t{63});
+        for (int64_t off = 0; off < 2 * L::kUnit; off += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(line + off), _MM_HINT_T0);
+        }
+      }
       __m512i v[8];
       L::Levels(unit, v);
       const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(unit)));
