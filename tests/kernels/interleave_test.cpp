@@ -29,6 +29,8 @@
 namespace lifeline {
 namespace {
 
+using testing::SupportedLevels;
+
 using kernels::CanInterleave;
 using kernels::DeinterleaveRow;
 using kernels::InterleaveRows;
@@ -40,14 +42,6 @@ constexpr float kGuard = -12345.0f;
 
 const GgmlType kTypes[] = {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K,
                            GgmlType::kQ5_K, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1};
-
-std::vector<IsaLevel> SupportedLevels() {
-  std::vector<IsaLevel> out;
-  for (IsaLevel l : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
-    if (l <= DetectIsa()) out.push_back(l);
-  }
-  return out;
-}
 
 // Owns the repacked bytes of a matrix.
 struct Repacked {

@@ -21,13 +21,7 @@
 namespace lifeline {
 namespace {
 
-std::vector<IsaLevel> SupportedLevels() {
-  std::vector<IsaLevel> out;
-  for (IsaLevel l : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
-    if (l <= DetectIsa()) out.push_back(l);
-  }
-  return out;
-}
+using testing::SupportedLevels;
 
 struct Mat {
   GgmlType type;

@@ -23,6 +23,8 @@
 namespace lifeline {
 namespace {
 
+using testing::SupportedLevels;
+
 using testing::AbsMagnitude;
 using testing::ActQuantBound;
 using testing::DequantMatmul;
@@ -50,14 +52,6 @@ std::vector<Shape> ShapesFor(GgmlType t) {
   if (IsFloatType(t)) return {{37, 517}, {8, 64}, {5, 1}};
   if (TypeTraits(t).block_elems == kQK_K) return {{37, 256}, {19, 1024}};
   return {{37, 64}, {19, 4096}, {3, 32}};
-}
-
-std::vector<IsaLevel> SupportedLevels() {
-  std::vector<IsaLevel> out;
-  for (IsaLevel l : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
-    if (l <= DetectIsa()) out.push_back(l);
-  }
-  return out;
 }
 
 struct Param {

@@ -7,12 +7,21 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/kernels/dispatch.h"
 #include "engine/kernels/fp16.h"
 #include "engine/kernels/quantize_act.h"
 #include "engine/kernels/ref/quants_ref.h"
 #include "engine/kernels/ref/vec_dot_ref.h"
 
 namespace lifeline::testing {
+
+std::vector<IsaLevel> SupportedLevels() {
+  std::vector<IsaLevel> out;
+  for (IsaLevel l : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+    if (l <= DetectIsa()) out.push_back(l);
+  }
+  return out;
+}
 namespace {
 
 // Byte offsets of the f16 scale fields inside one block (ggml block layouts, see

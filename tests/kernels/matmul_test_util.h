@@ -14,6 +14,9 @@
 
 namespace lifeline::testing {
 
+// The kernel levels this CPU supports, lowest first (the parity tests run each).
+std::vector<IsaLevel> SupportedLevels();
+
 std::vector<float> RandomNormal(uint32_t seed, int64_t n, float sigma = 1.0f);
 
 // rows x cols weights drawn N(0, 1), quantized row by row with ref::QuantizeRow.
