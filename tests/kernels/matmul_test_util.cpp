@@ -22,6 +22,7 @@ std::vector<IsaLevel> SupportedLevels() {
   }
   return out;
 }
+
 namespace {
 
 // Byte offsets of the f16 scale fields inside one block (ggml block layouts, see
