@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <thread>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "base/check.h"
@@ -150,7 +150,13 @@ Status LlamaModel::RepackMatrices() {
     }
   };
   std::vector<std::thread> threads;
-  for (unsigned t = 1; t < n_threads; ++t) threads.emplace_back(work, t);
+  unsigned started = 1;
+  try {
+    for (; started < n_threads; ++started) threads.emplace_back(work, started);
+  } catch (const std::system_error&) {
+    // No more threads available: this thread does the rest of the slabs itself.
+  }
+  for (unsigned t = started; t < n_threads; ++t) work(t);
   work(0);
   for (std::thread& t : threads) t.join();
 
