@@ -46,14 +46,14 @@ bool CanInterleave(const WeightMatrix& w) {
 
 namespace {
 
-// Groups [g0, g1) of w into dst. The descriptor's numbers are template arguments so the
-// per-row copies unroll into plain 4-byte moves: a generic loop moved ~200 MB/s, a load of a
-// 1.1B model took seconds.
-template <int kNF16, int kF0, int kF1, int kBody, int kNQuads, uint8_t kXor>
+// Groups [g0, g1) of w into dst. The descriptor is a template argument so the per-row
+// copies unroll into plain 4-byte moves: a loop reading it at run time moved ~200 MB/s, and
+// a load of a 1.1B model took seconds.
+template <const InterleaveDesc& D>
 void InterleaveGroups(const WeightMatrix& w, int64_t g0, int64_t g1, uint8_t* dst) {
-  constexpr int64_t kBlockBytes = 2 * kNF16 + 4 * kNQuads;
+  constexpr int64_t kBlockBytes = 2 * D.n_f16 + 4 * D.n_quads;
   constexpr int64_t kUnitBytes = kInterleaveRows * kBlockBytes;
-  constexpr uint32_t kX4 = 0x01010101u * kXor;
+  constexpr uint32_t kX4 = 0x01010101u * D.body_xor;
   const int64_t nb = static_cast<int64_t>(w.row_bytes) / kBlockBytes;
   for (int64_t g = g0; g < g1; ++g) {
     const uint8_t* src = w.data + static_cast<uint64_t>(g) * kInterleaveRows * w.row_bytes;
@@ -61,13 +61,14 @@ void InterleaveGroups(const WeightMatrix& w, int64_t g0, int64_t g1, uint8_t* ds
     for (int64_t b = 0; b < nb; ++b, out += kUnitBytes) {
       for (int r = 0; r < kInterleaveRows; ++r) {
         const uint8_t* blk = src + r * w.row_bytes + b * kBlockBytes;
-        std::memcpy(out + 2 * r, blk + kF0, 2);
-        if constexpr (kNF16 > 1) std::memcpy(out + 32 + 2 * r, blk + kF1, 2);
-        for (int q = 0; q < kNQuads; ++q) {
+        for (int f = 0; f < D.n_f16; ++f) {
+          std::memcpy(out + InterleaveF16Offset(f) + 2 * r, blk + D.f16_offset[f], 2);
+        }
+        for (int q = 0; q < D.n_quads; ++q) {
           uint32_t v;
-          std::memcpy(&v, blk + kBody + 4 * q, 4);
+          std::memcpy(&v, blk + D.body_begin + 4 * q, 4);
           v ^= kX4;
-          std::memcpy(out + 32 * kNF16 + 64 * q + 4 * r, &v, 4);
+          std::memcpy(out + 32 * D.n_f16 + 64 * q + 4 * r, &v, 4);
         }
       }
     }
@@ -78,14 +79,14 @@ using GroupsFn = void (*)(const WeightMatrix&, int64_t, int64_t, uint8_t*);
 
 GroupsFn GroupsFnFor(GgmlType type) {
   switch (type) {
-    case GgmlType::kQ4_0: return &InterleaveGroups<1, 0, 0, 2, 4, 0>;
-    case GgmlType::kQ4_1: return &InterleaveGroups<2, 0, 2, 4, 4, 0>;
-    case GgmlType::kQ5_0: return &InterleaveGroups<1, 0, 0, 2, 5, 0>;
-    case GgmlType::kQ5_1: return &InterleaveGroups<2, 0, 2, 4, 5, 0>;
-    case GgmlType::kQ8_0: return &InterleaveGroups<1, 0, 0, 2, 8, 0x80>;
-    case GgmlType::kQ4_K: return &InterleaveGroups<2, 0, 2, 4, 35, 0>;
-    case GgmlType::kQ5_K: return &InterleaveGroups<2, 0, 2, 4, 43, 0>;
-    case GgmlType::kQ6_K: return &InterleaveGroups<1, 208, 0, 0, 52, 0>;
+    case GgmlType::kQ4_0: return &InterleaveGroups<kQ4_0>;
+    case GgmlType::kQ4_1: return &InterleaveGroups<kQ4_1>;
+    case GgmlType::kQ5_0: return &InterleaveGroups<kQ5_0>;
+    case GgmlType::kQ5_1: return &InterleaveGroups<kQ5_1>;
+    case GgmlType::kQ8_0: return &InterleaveGroups<kQ8_0>;
+    case GgmlType::kQ4_K: return &InterleaveGroups<kQ4_K>;
+    case GgmlType::kQ5_K: return &InterleaveGroups<kQ5_K>;
+    case GgmlType::kQ6_K: return &InterleaveGroups<kQ6_K>;
     default: return nullptr;
   }
 }
