@@ -12,6 +12,8 @@
 //
 // GEMM packing: the packed tile of gemm_legacy_avx512.cpp (8 quads of unsigned levels + 16
 // d as f32 per block) is a mask / shift / copy of the unit, one vector op per quad.
+#include <vector>
+
 #include "engine/kernels/interleave.h"
 #include "engine/kernels/x86/avx512_kernels.h"
 #include "engine/kernels/x86/gemm_avx512.h"
@@ -63,9 +65,12 @@ template <typename L>
 constexpr int64_t kAheadBytes = (4096 / L::kUnit + 1) * L::kUnit;
 
 // n_groups consecutive 16-row groups, NT tokens.
+// init[t][b] = -offset * isum of token t's block b: each unit's block sums start from it with
+// one broadcast load (computing it in the loop took a multiply and a move from a general
+// register per unit and token).
 template <typename L, int NT>
 void RunGroups(const uint8_t* w, uint64_t rb, int64_t n_groups, const ActRow* a, int64_t nb,
-               float* y, int64_t ldy) {
+               const int32_t* const* init, float* y, int64_t ldy) {
   for (int64_t g = 0; g < n_groups; ++g) {
     const uint8_t* unit = w + static_cast<uint64_t>(g) * 16 * rb;
     __m512 acc[NT];
@@ -83,7 +88,7 @@ void RunGroups(const uint8_t* w, uint64_t rb, int64_t n_groups, const ActRow* a,
       const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(unit)));
       for (int t = 0; t < NT; ++t) {
         const uint8_t* yq = reinterpret_cast<const uint8_t*>(a[t].qs + 32 * b);
-        __m512i s0 = _mm512_set1_epi32(-L::kOffset * a[t].isum[b]);
+        __m512i s0 = _mm512_set1_epi32(init[t][b]);
         __m512i s1 = _mm512_setzero_si512();
         for (int j = 0; j < 4; ++j) {  // two independent chains: values 0..15 and 16..31
           s0 = DpbusdBcast(s0, v[j], yq + 4 * j);
@@ -121,7 +126,15 @@ struct Kernels {
   template <int NT>
   static void Run(const uint8_t* w, uint64_t rb, int64_t n_groups, const ActRow* a, int64_t nb,
                   float* y, int64_t ldy) {
-    RunGroups<L, NT>(w, rb, n_groups, a, nb, y, ldy);
+    thread_local std::vector<int32_t> init_buf;
+    if (init_buf.size() < static_cast<size_t>(NT * nb)) init_buf.resize(static_cast<size_t>(NT * nb));
+    const int32_t* init[NT];
+    for (int t = 0; t < NT; ++t) {
+      int32_t* row = init_buf.data() + t * nb;
+      for (int64_t b = 0; b < nb; ++b) row[b] = -L::kOffset * a[t].isum[b];
+      init[t] = row;
+    }
+    RunGroups<L, NT>(w, rb, n_groups, a, nb, init, y, ldy);
   }
   static void Pack(const uint8_t* w, uint64_t rb, int64_t cols, uint8_t* packed) {
     PackInterleaved<L>(w, rb, cols, packed);
