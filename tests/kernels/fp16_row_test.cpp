@@ -5,6 +5,7 @@
 // patterns; at lengths that exercise the 8-wide body and the tail.
 #include "engine/kernels/fp16_row.h"
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -48,17 +49,8 @@ TEST(Fp16Row, KnownValues) {
   EXPECT_EQ(dst[3], std::ldexp(1.0f, -24));
 }
 
-float FromBits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-uint32_t Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
+float FromBits(uint32_t u) { return std::bit_cast<float>(u); }
+uint32_t Bits(float f) { return std::bit_cast<uint32_t>(f); }
 
 std::vector<float> Fp32Cases() {
   std::vector<float> v;

@@ -35,10 +35,9 @@ using kernels::CanInterleave;
 using kernels::DeinterleaveRow;
 using kernels::InterleaveRows;
 
-// As in matmul_parity_test.cpp: float accumulation order differs from the twin's.
-constexpr double kTwinRelTol = 1e-5;
-constexpr double kAbsFloor = 1e-6;
-constexpr float kGuard = -12345.0f;
+using testing::kAbsFloor;
+using testing::kGuard;
+using testing::kTwinRelTol;
 
 const GgmlType kTypes[] = {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K,
                            GgmlType::kQ5_K, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1};

@@ -29,15 +29,9 @@ using testing::AbsMagnitude;
 using testing::ActQuantBound;
 using testing::DequantMatmul;
 using testing::TwinMatmul;
-
-// Float accumulation order differs between the twin and the SIMD kernels (lanes, tiles);
-// each order's rounding error is ~sqrt(n) * 2^-24 of sum |terms| in practice (n <= 4096:
-// < 4e-6), so 1e-5 of the magnitude is tight yet safe. Integer mistakes are off by whole
-// products, orders of magnitude beyond this.
-constexpr double kTwinRelTol = 1e-5;
-// Absolute floor for outputs whose magnitude is ~0 (an all-zero activation block).
-constexpr double kAbsFloor = 1e-6;
-constexpr float kGuard = -12345.0f;
+using testing::kAbsFloor;
+using testing::kGuard;
+using testing::kTwinRelTol;
 
 struct Shape {
   int64_t rows;

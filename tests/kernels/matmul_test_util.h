@@ -14,6 +14,16 @@
 
 namespace lifeline::testing {
 
+// Float accumulation order differs between the twin and the SIMD kernels (lanes, tiles);
+// each order's rounding error is ~sqrt(n) * 2^-24 of sum |terms| in practice (n <= 4096:
+// < 4e-6), so 1e-5 of the magnitude is tight yet safe. Integer mistakes are off by whole
+// products, orders of magnitude beyond this.
+inline constexpr double kTwinRelTol = 1e-5;
+// Absolute floor for outputs whose magnitude is ~0 (an all-zero activation block).
+inline constexpr double kAbsFloor = 1e-6;
+// Written past the end of y: any change means a kernel wrote out of bounds.
+inline constexpr float kGuard = -12345.0f;
+
 // The kernel levels this CPU supports, lowest first (the parity tests run each).
 std::vector<IsaLevel> SupportedLevels();
 
