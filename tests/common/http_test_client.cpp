@@ -266,19 +266,30 @@ std::string UrlEncode(std::string_view value) {
   return out;
 }
 
-std::optional<uint16_t> FreeLoopbackPort() {
+int ListenLoopback(int backlog, uint16_t* port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return std::nullopt;
+  if (fd < 0) return -1;
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = 0;
   socklen_t len = sizeof addr;
-  std::optional<uint16_t> port;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::listen(fd, backlog) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(fd);
+    return -1;
   }
+  *port = ntohs(addr.sin_port);
+  return fd;
+}
+
+std::optional<uint16_t> FreeLoopbackPort() {
+  uint16_t port = 0;
+  const int fd = ListenLoopback(1, &port);
+  if (fd < 0) return std::nullopt;
   ::close(fd);
   return port;
 }

@@ -97,4 +97,8 @@ std::string UrlEncode(std::string_view value);
 // there now (a connect is refused), but another process may take it before the caller binds it.
 std::optional<uint16_t> FreeLoopbackPort();
 
+// A listening socket on 127.0.0.1 at a port the kernel picks (SO_REUSEADDR), for the tests'
+// scripted servers. Returns the fd and sets *port, or -1 when socket/bind/listen fails.
+int ListenLoopback(int backlog, uint16_t* port);
+
 }  // namespace lifeline::testing

@@ -14,24 +14,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/http_test_client.h"
+
 namespace lifeline::loadgen::testing {
 
 ScriptServer::ScriptServer(ScriptFn fn) : fn_(std::move(fn)) {
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-  int one = 1;
-  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::listen(listen_fd_, 128) != 0) {
+  uint16_t port = 0;
+  listen_fd_ = lifeline::testing::ListenLoopback(128, &port);
+  if (listen_fd_ < 0) {
     std::perror("script server");
     std::abort();
   }
-  socklen_t len = sizeof addr;
-  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-  port_ = ntohs(addr.sin_port);
+  port_ = port;
   acceptor_ = std::thread([this] { AcceptLoop(); });
 }
 
