@@ -48,33 +48,24 @@ struct BiasHook {
   }
 };
 
-// Epilogue of attn_output / ffn_down: the residual add x += proj on rows [r0, r1).
-struct ResidualHook {
-  float* x;
-  const float* proj;
-  int64_t d;
+// Epilogue applying op(dst + row offset, src + row offset, count) to output rows [r0, r1) of
+// every token ([n_tokens, width] buffers): the residual add of attn_output / ffn_down
+// (x += proj) and SwiGLU of gate + up (gate = silu(gate) * up).
+template <void (*Op)(float*, const float*, int64_t)>
+struct RowsHook {
+  float* dst;
+  const float* src;
+  int64_t width;
   int64_t n_tokens;
   static void Run(const void* p, int, int64_t r0, int64_t r1) {
-    const auto& h = *static_cast<const ResidualHook*>(p);
+    const auto& h = *static_cast<const RowsHook*>(p);
     for (int64_t t = 0; t < h.n_tokens; ++t) {
-      ops::AddInPlace(h.x + t * h.d + r0, h.proj + t * h.d + r0, r1 - r0);
+      Op(h.dst + t * h.width + r0, h.src + t * h.width + r0, r1 - r0);
     }
   }
 };
-
-// Epilogue of gate + up: gate = silu(gate) * up on rows [r0, r1).
-struct SwiGluHook {
-  float* gate;
-  const float* up;
-  int64_t n_ff;
-  int64_t n_tokens;
-  static void Run(const void* p, int, int64_t r0, int64_t r1) {
-    const auto& h = *static_cast<const SwiGluHook*>(p);
-    for (int64_t t = 0; t < h.n_tokens; ++t) {
-      ops::SwiGlu(h.gate + t * h.n_ff + r0, h.up + t * h.n_ff + r0, r1 - r0);
-    }
-  }
-};
+using ResidualHook = RowsHook<&ops::AddInPlace>;
+using SwiGluHook = RowsHook<&ops::SwiGlu>;
 
 // One product y = W x with the residual add fused into its output: x_res += W x.
 void ProjectAndAdd(const KernelTable& kernels, const WeightMatrix& w, const float* in,
