@@ -28,22 +28,20 @@ void AttendTile(const AttentionKernels& kernels, const KvStorage& kv, int64_t la
                 const int32_t* blocks, int64_t kv_head, const AttentionShape& shape,
                 const float* q, int64_t q_token_stride, float* out, int64_t out_token_stride,
                 int64_t n_tokens, int64_t pos0, AttentionScratch& scratch) {
-  // Head offsets from the head dims: F16/F32 rows do not depend on how the storage was told
-  // to split them; Q8_0 rows must have been split into heads of exactly these dims.
-  const int64_t k_head_bytes = KvHeadBytes(kv.type(), shape.head_dim_k);
-  const int64_t v_head_bytes = KvHeadBytes(kv.type(), shape.head_dim_v);
-  LL_CHECK(static_cast<uint64_t>((kv_head + 1) * k_head_bytes) <= kv.k_row_bytes());
-  LL_CHECK(static_cast<uint64_t>((kv_head + 1) * v_head_bytes) <= kv.v_row_bytes());
-  LL_CHECK(kv.type() != KvType::kQ8_0 ||
-           (k_head_bytes == kv.k_head_bytes() && v_head_bytes == kv.v_head_bytes()));
+  // The storage splits rows into heads of its own dims; attention must read heads of the
+  // same dims (the model builds both from one config).
+  LL_CHECK(KvHeadBytes(kv.type(), shape.head_dim_k) == kv.k_head_bytes() &&
+           KvHeadBytes(kv.type(), shape.head_dim_v) == kv.v_head_bytes());
+  const KvStorage::HeadLayout k = kv.KHead(layer, kv_head);
+  const KvStorage::HeadLayout v = kv.VHead(layer, kv_head);
   AttnKvView view;
   view.type = KernelType(kv.type());
-  view.k_head = kv.KLayer(layer) + kv_head * k_head_bytes;
-  view.v_head = kv.VLayer(layer) + kv_head * v_head_bytes;
-  view.k_row_bytes = kv.k_row_bytes();
-  view.v_row_bytes = kv.v_row_bytes();
-  view.k_block_bytes = kv.k_row_bytes() * kKvBlockTokens;
-  view.v_block_bytes = kv.v_row_bytes() * kKvBlockTokens;
+  view.k_head = k.base;
+  view.v_head = v.base;
+  view.k_row_bytes = k.slot_bytes;
+  view.v_row_bytes = v.slot_bytes;
+  view.k_block_bytes = k.block_bytes;
+  view.v_block_bytes = v.block_bytes;
   view.blocks = blocks;
   view.block_tokens = kKvBlockTokens;
   const AttnShape s{shape.n_group, shape.head_dim_k, shape.head_dim_v, shape.scale};

@@ -125,69 +125,103 @@ Result<std::unique_ptr<KvStorage>> KvStorage::Create(const KvStorageShape& shape
                              " bytes");
   }
   s->size_bytes_ = total;
-  for (int64_t il = 0; il < shape.n_layer; ++il) {
-    // Note: left uninitialised on purpose; a slot is always written before it is read, and
-    // zeroing would commit every page of a large cache up front.
-    s->k_.emplace_back(new (std::nothrow) uint8_t[k_layer]);
-    s->v_.emplace_back(new (std::nothrow) uint8_t[v_layer]);
-    if (!s->k_.back() || !s->v_.back()) {
-      return ResourceExhausted("kv storage: allocating " + std::to_string(total) +
-                               " bytes failed");
-    }
+  // One mapping for all layers, in transparent huge pages where the kernel grants them:
+  // attention reads one head's rows a whole cache row apart, one 4 KiB page per few
+  // positions, and decode re-reads them every token after the weights have streamed through
+  // the TLB. The kernel zero-fills pages on first touch, so an unused cache commits nothing.
+  Result<HugePageBuffer> buf = HugePageBuffer::Allocate(total);
+  if (!buf.ok()) {
+    return ResourceExhausted("kv storage: allocating " + std::to_string(total) +
+                             " bytes failed");
+  }
+  s->buf_ = std::move(*buf);
+  uint8_t* p = s->buf_.data();
+  for (int64_t il = 0; il < shape.n_layer; ++il, p += per_layer) {
+    s->k_.push_back(p);
+    s->v_.push_back(p + k_layer);
   }
   return s;
 }
 
-uint8_t* KvStorage::Row(std::vector<std::unique_ptr<uint8_t[]>>& bufs, uint64_t row_bytes,
-                        int64_t layer, int32_t block, int64_t slot) {
+uint8_t* KvStorage::HeadRow(const std::vector<uint8_t*>& bufs, uint64_t row_bytes,
+                            int64_t head_bytes, int64_t layer, int32_t block, int64_t slot,
+                            int64_t head) const {
   LL_CHECK(layer >= 0 && layer < shape_.n_layer);
   LL_CHECK(block >= 0 && block < shape_.n_blocks);
   LL_CHECK(slot >= 0 && slot < kKvBlockTokens);
-  const uint64_t index =
-      static_cast<uint64_t>(block) * kKvBlockTokens + static_cast<uint64_t>(slot);
-  return bufs[static_cast<size_t>(layer)].get() + index * row_bytes;
+  LL_CHECK(head >= 0 && head < shape_.n_head_kv);
+  const uint64_t offset = static_cast<uint64_t>(block) * kKvBlockTokens * row_bytes +
+                          static_cast<uint64_t>(head * kKvBlockTokens + slot) *
+                              static_cast<uint64_t>(head_bytes);
+  return bufs[static_cast<size_t>(layer)] + offset;
 }
 
-const uint8_t* KvStorage::KLayer(int64_t layer) const {
-  LL_CHECK(layer >= 0 && layer < shape_.n_layer);
-  return k_[static_cast<size_t>(layer)].get();
+KvStorage::HeadLayout KvStorage::KHead(int64_t layer, int64_t head) const {
+  return {HeadRow(k_, k_row_bytes_, k_head_bytes_, layer, 0, 0, head),
+          kKvBlockTokens * k_row_bytes_, static_cast<uint64_t>(k_head_bytes_)};
 }
 
-const uint8_t* KvStorage::VLayer(int64_t layer) const {
-  LL_CHECK(layer >= 0 && layer < shape_.n_layer);
-  return v_[static_cast<size_t>(layer)].get();
+KvStorage::HeadLayout KvStorage::VHead(int64_t layer, int64_t head) const {
+  return {HeadRow(v_, v_row_bytes_, v_head_bytes_, layer, 0, 0, head),
+          kKvBlockTokens * v_row_bytes_, static_cast<uint64_t>(v_head_bytes_)};
 }
 
-void KvStorage::StoreRow(const float* src, uint8_t* dst, int64_t n) const {
-  if (shape_.type == KvType::kF32) {
-    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-    return;
+void KvStorage::StoreK(int64_t layer, int32_t block, int64_t slot, const float* src) {
+  const int64_t hd = shape_.k_row_elems / shape_.n_head_kv;
+  for (int64_t h = 0; h < shape_.n_head_kv; ++h) {
+    Store(src + h * hd, hd, HeadRow(k_, k_row_bytes_, k_head_bytes_, layer, block, slot, h));
   }
-  if (shape_.type == KvType::kQ8_0) {
-    LL_CHECK(n == shape_.k_row_elems || n == shape_.v_row_elems);
-    const int64_t hd = n / shape_.n_head_kv;
-    const int64_t hb = KvHeadBytes(KvType::kQ8_0, hd);
-    for (int64_t h = 0; h < shape_.n_head_kv; ++h) QuantizeHeadQ8(src + h * hd, hd, dst + h * hb);
-    return;
-  }
-  // F16C where the CPU has it: in decode this runs on one thread between two pool ops.
-  Fp32ToFp16Row(src, reinterpret_cast<uint16_t*>(dst), n);
 }
 
-void KvStorage::LoadRow(const uint8_t* src, float* dst, int64_t n) const {
-  if (shape_.type == KvType::kF32) {
-    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-    return;
+void KvStorage::StoreV(int64_t layer, int32_t block, int64_t slot, const float* src) {
+  const int64_t hd = shape_.v_row_elems / shape_.n_head_kv;
+  for (int64_t h = 0; h < shape_.n_head_kv; ++h) {
+    Store(src + h * hd, hd, HeadRow(v_, v_row_bytes_, v_head_bytes_, layer, block, slot, h));
   }
-  if (shape_.type == KvType::kQ8_0) {
-    LL_CHECK(n == shape_.k_row_elems || n == shape_.v_row_elems);
-    const int64_t hd = n / shape_.n_head_kv;
-    const int64_t hb = KvHeadBytes(KvType::kQ8_0, hd);
-    for (int64_t h = 0; h < shape_.n_head_kv; ++h) DequantizeHeadQ8(src + h * hb, hd, dst + h * hd);
-    return;
+}
+
+void KvStorage::LoadK(int64_t layer, int32_t block, int64_t slot, float* dst) const {
+  const int64_t hd = shape_.k_row_elems / shape_.n_head_kv;
+  for (int64_t h = 0; h < shape_.n_head_kv; ++h) {
+    Load(HeadRow(k_, k_row_bytes_, k_head_bytes_, layer, block, slot, h), hd, dst + h * hd);
   }
-  // Note: rows are 2-byte aligned (slot offsets are multiples of the row width in halves).
-  Fp16ToFp32Row(reinterpret_cast<const uint16_t*>(src), dst, n);
+}
+
+void KvStorage::LoadV(int64_t layer, int32_t block, int64_t slot, float* dst) const {
+  const int64_t hd = shape_.v_row_elems / shape_.n_head_kv;
+  for (int64_t h = 0; h < shape_.n_head_kv; ++h) {
+    Load(HeadRow(v_, v_row_bytes_, v_head_bytes_, layer, block, slot, h), hd, dst + h * hd);
+  }
+}
+
+void KvStorage::Store(const float* src, int64_t n, uint8_t* dst) const {
+  switch (shape_.type) {
+    case KvType::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case KvType::kQ8_0:
+      QuantizeHeadQ8(src, n, dst);
+      return;
+    case KvType::kF16:
+      // F16C where the CPU has it: in decode this runs on one thread between two pool ops.
+      Fp32ToFp16Row(src, reinterpret_cast<uint16_t*>(dst), n);
+      return;
+  }
+}
+
+void KvStorage::Load(const uint8_t* src, int64_t n, float* dst) const {
+  switch (shape_.type) {
+    case KvType::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case KvType::kQ8_0:
+      DequantizeHeadQ8(src, n, dst);
+      return;
+    case KvType::kF16:
+      // Note: head rows are 2-byte aligned (offsets are multiples of the row width in halves).
+      Fp16ToFp32Row(reinterpret_cast<const uint16_t*>(src), dst, n);
+      return;
+  }
 }
 
 }  // namespace lifeline

@@ -1,15 +1,16 @@
-// KvStorage: the memory of a paged key/value cache and nothing else. It owns one byte buffer
-// per layer for K and one for V, laid out as [block][kKvBlockTokens][row], where a row is
-// one token's K (n_head_kv heads of head_dim_k values) or V (n_head_kv heads of head_dim_v
-// values) in the storage type: F16 by default, F32, or Q8_0. Q8_0 quantizes each head on its
-// own in blocks of 32 values with an f16 scale (ggml's block_q8_0, 34 bytes; a head whose
-// dim is not a multiple of 32 ends in a partly used block), so a head's bytes never straddle
-// another head's and attention can read one KV head alone. Which block belongs to which
-// sequence is kept by the bookkeeping in kv_blocks.h; this class only answers "where is K of
-// (layer, block, slot)".
+// KvStorage: the memory of a paged key/value cache and nothing else. It owns one mapping
+// holding, per layer, a K buffer and a V buffer laid out as [block][head][kKvBlockTokens]
+// [head row]: within a block, each KV head's 16 positions are contiguous, so attention, which
+// reads one KV head at a time, streams one run of bytes per block (2 KiB for an F16 head of
+// 64) instead of picking one head's slice out of every token's row. A head row is head_dim_k
+// (K) or head_dim_v (V) values in the storage type: F16 by default, F32, or Q8_0. Q8_0
+// quantizes each head on its own in blocks of 32 values with an f16 scale (ggml's
+// block_q8_0, 34 bytes; a head whose dim is not a multiple of 32 ends in a partly used
+// block). Which block belongs to which sequence is kept by the bookkeeping in kv_blocks.h;
+// this class only answers "where is K of (layer, block, head, slot)".
 //
 // Ownership: owns its buffers. Thread-safety: Create/destroy from one thread; concurrent
-// writes to distinct (layer, block, slot) rows and concurrent reads are safe.
+// writes to distinct (layer, block, slot) positions and concurrent reads are safe.
 // Failure: Create returns ResourceExhausted when the size overflows or exceeds max_bytes;
 // an out-of-range index is a programming error (LL_CHECK aborts) since callers validate
 // positions and block ids first.
@@ -22,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/huge_page_buffer.h"
 #include "base/status.h"
 
 namespace lifeline {
@@ -60,29 +62,25 @@ class KvStorage {
   KvType type() const { return shape_.type; }
   uint64_t size_bytes() const { return size_bytes_; }
 
-  // Pointer to one token row in the storage type: K [k_row_elems], V [v_row_elems].
-  uint8_t* K(int64_t layer, int32_t block, int64_t slot) {
-    return Row(k_, k_row_bytes_, layer, block, slot);
-  }
-  uint8_t* V(int64_t layer, int32_t block, int64_t slot) {
-    return Row(v_, v_row_bytes_, layer, block, slot);
-  }
-  const uint8_t* K(int64_t layer, int32_t block, int64_t slot) const {
-    return const_cast<KvStorage*>(this)->K(layer, block, slot);
-  }
-  const uint8_t* V(int64_t layer, int32_t block, int64_t slot) const {
-    return const_cast<KvStorage*>(this)->V(layer, block, slot);
-  }
+  // One token's K [k_row_elems] / V [v_row_elems] (n_head_kv heads of head_dim values, head
+  // after head) into / out of position (block, slot) of a layer, converted to / from the
+  // storage type.
+  void StoreK(int64_t layer, int32_t block, int64_t slot, const float* src);
+  void StoreV(int64_t layer, int32_t block, int64_t slot, const float* src);
+  void LoadK(int64_t layer, int32_t block, int64_t slot, float* dst) const;
+  void LoadV(int64_t layer, int32_t block, int64_t slot, float* dst) const;
 
-  // Conversions between one f32 token row and the storage type; n is k_row_elems or
-  // v_row_elems (the row's n_head_kv heads of n / n_head_kv values each).
-  void StoreRow(const float* src, uint8_t* dst, int64_t n) const;
-  void LoadRow(const uint8_t* src, float* dst, int64_t n) const;
+  // Raw layout of one KV head of a layer for the attention kernels: the head's row of
+  // (block b, slot s) is at base + b * block_bytes + s * slot_bytes.
+  struct HeadLayout {
+    const uint8_t* base = nullptr;
+    uint64_t block_bytes = 0;
+    uint64_t slot_bytes = 0;
+  };
+  HeadLayout KHead(int64_t layer, int64_t head) const;
+  HeadLayout VHead(int64_t layer, int64_t head) const;
 
-  // Raw layout for the attention kernels: a layer's buffers, bytes between slots (rows) and
-  // between blocks, and bytes per head within a row.
-  const uint8_t* KLayer(int64_t layer) const;
-  const uint8_t* VLayer(int64_t layer) const;
+  // Bytes of one token's K / V over all heads, and of one head's row.
   uint64_t k_row_bytes() const { return k_row_bytes_; }
   uint64_t v_row_bytes() const { return v_row_bytes_; }
   int64_t k_head_bytes() const { return k_head_bytes_; }
@@ -90,8 +88,11 @@ class KvStorage {
 
  private:
   explicit KvStorage(const KvStorageShape& shape) : shape_(shape) {}
-  uint8_t* Row(std::vector<std::unique_ptr<uint8_t[]>>& bufs, uint64_t row_bytes, int64_t layer,
-               int32_t block, int64_t slot);
+  // Head h's row of (layer, block, slot) in bufs (k_ or v_) of head rows of head_bytes.
+  uint8_t* HeadRow(const std::vector<uint8_t*>& bufs, uint64_t row_bytes, int64_t head_bytes,
+                   int64_t layer, int32_t block, int64_t slot, int64_t head) const;
+  void Store(const float* src, int64_t head_dim, uint8_t* dst) const;
+  void Load(const uint8_t* src, int64_t head_dim, float* dst) const;
 
   KvStorageShape shape_;
   uint64_t k_row_bytes_ = 0;
@@ -99,8 +100,9 @@ class KvStorage {
   int64_t k_head_bytes_ = 0;
   int64_t v_head_bytes_ = 0;
   uint64_t size_bytes_ = 0;
-  std::vector<std::unique_ptr<uint8_t[]>> k_;  // [n_layer] x [n_blocks][16][k_row_elems]
-  std::vector<std::unique_ptr<uint8_t[]>> v_;  // [n_layer] x [n_blocks][16][v_row_elems]
+  HugePageBuffer buf_;       // every layer's K then V, one mapping
+  std::vector<uint8_t*> k_;  // [n_layer] -> [n_blocks][n_head_kv][16][k head row], in buf_
+  std::vector<uint8_t*> v_;  // [n_layer] -> [n_blocks][n_head_kv][16][v head row], in buf_
 };
 
 }  // namespace lifeline

@@ -325,8 +325,8 @@ void LlamaModel::AttentionBlock(int64_t il, std::span<const BatchToken> step, Ll
     const int64_t pos = step[static_cast<size_t>(t)].pos;
     const int32_t block = s.block_tables[static_cast<size_t>(t)][pos / kKvBlockTokens];
     const int64_t slot = pos % kKvBlockTokens;
-    kv.StoreRow(s.k.data() + t * c.k_dim(), kv.K(il, block, slot), c.k_dim());
-    kv.StoreRow(s.v.data() + t * c.v_dim(), kv.V(il, block, slot), c.v_dim());
+    kv.StoreK(il, block, slot, s.k.data() + t * c.k_dim());
+    kv.StoreV(il, block, slot, s.v.data() + t * c.v_dim());
   }
 
   Attend(il, step, ctx, pool);  // attn: [n, n_head * head_dim_v]

@@ -43,8 +43,8 @@ TEST(KvQ8, RoundTripWithinQuantizationStepPerHead) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<float> x(static_cast<size_t>(n_head * hd)), y(x.size());
   for (int64_t i = 0; i < n_head * hd; ++i) x[i] = nd(rng) * (i / hd == 1 ? 1000.0f : 1.0f);
-  (*kv)->StoreRow(x.data(), (*kv)->K(0, 1, 3), n_head * hd);
-  (*kv)->LoadRow((*kv)->K(0, 1, 3), y.data(), n_head * hd);
+  (*kv)->StoreK(0, 1, 3, x.data());
+  (*kv)->LoadK(0, 1, 3, y.data());
   for (int64_t h = 0; h < n_head; ++h) {
     for (int64_t b = 0; b * 32 < hd; ++b) {
       const int64_t lo = h * hd + b * 32, hi = h * hd + std::min<int64_t>(hd, b * 32 + 32);
@@ -58,8 +58,8 @@ TEST(KvQ8, RoundTripWithinQuantizationStepPerHead) {
   }
   // Zero rows stay exactly zero (scale 0, no division by zero).
   std::vector<float> z(x.size(), 0.0f);
-  (*kv)->StoreRow(z.data(), (*kv)->V(0, 0, 0), n_head * hd);
-  (*kv)->LoadRow((*kv)->V(0, 0, 0), y.data(), n_head * hd);
+  (*kv)->StoreV(0, 0, 0, z.data());
+  (*kv)->LoadV(0, 0, 0, y.data());
   for (float v : y) EXPECT_EQ(v, 0.0f);
 }
 

@@ -1,3 +1,4 @@
+#include <cstring>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -69,31 +70,52 @@ TEST(KvSequenceTable, ReserveIsAllOrNothingAndTruncateFreesWholeBlocks) {
   EXPECT_EQ(t.Release(a).code(), StatusCode::kInvalidArgument);
 }
 
-TEST(KvStorage, RowsAreDistinctAndRoundTripF16) {
+TEST(KvStorage, HeadsAreContiguousPerBlockAndRoundTripF16) {
   KvStorageShape shape;
   shape.n_layer = 2;
   shape.n_blocks = 3;
-  shape.k_row_elems = 4;
-  shape.v_row_elems = 6;
+  shape.k_row_elems = 4;  // 2 heads of 2
+  shape.v_row_elems = 6;  // 2 heads of 3
   shape.type = KvType::kF16;
+  shape.n_head_kv = 2;
   auto s = KvStorage::Create(shape, 1 << 20);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   // Size: 2 layers * 3 blocks * 16 slots * (4 + 6) values * 2 bytes.
   EXPECT_EQ((*s)->size_bytes(), 2u * 3 * 16 * 10 * 2);
-  // Adjacent slots of one block are one row apart; blocks are 16 rows apart.
-  EXPECT_EQ((*s)->K(0, 0, 1) - (*s)->K(0, 0, 0), 4 * 2);
-  EXPECT_EQ((*s)->K(0, 1, 0) - (*s)->K(0, 0, 0), 16 * 4 * 2);
-  EXPECT_EQ((*s)->V(1, 2, 15) - (*s)->V(1, 2, 14), 6 * 2);
-  EXPECT_NE((*s)->K(0, 2, 3), (*s)->K(1, 2, 3));
+  // Within a block, one head's 16 slots are adjacent head rows; the next head follows them;
+  // blocks are 16 token rows (all heads) apart.
+  const KvStorage::HeadLayout k0 = (*s)->KHead(0, 0), k1 = (*s)->KHead(0, 1);
+  EXPECT_EQ(k0.slot_bytes, 2u * 2);
+  EXPECT_EQ(k0.block_bytes, 16u * 4 * 2);
+  EXPECT_EQ(k1.base - k0.base, 16 * 2 * 2);
+  const KvStorage::HeadLayout v1 = (*s)->VHead(1, 1);
+  EXPECT_EQ(v1.slot_bytes, 3u * 2);
+  EXPECT_EQ(v1.block_bytes, 16u * 6 * 2);
+  EXPECT_NE((*s)->KHead(1, 0).base, k0.base);
 
+  // A stored token reads back head by head, and lands where the head layout says.
   const float in[4] = {1.0f, -2.5f, 0.1f, 65504.0f};
-  (*s)->StoreRow(in, (*s)->K(1, 2, 15), 4);
+  (*s)->StoreK(0, 2, 15, in);
   float out[4];
-  (*s)->LoadRow((*s)->K(1, 2, 15), out, 4);
+  (*s)->LoadK(0, 2, 15, out);
   EXPECT_EQ(out[0], 1.0f);
   EXPECT_EQ(out[1], -2.5f);
   EXPECT_NEAR(out[2], 0.1f, 0.1f * 1e-3f);  // f16 keeps ~11 significant bits
   EXPECT_EQ(out[3], 65504.0f);              // largest finite f16
+  const uint8_t* h1 = k1.base + 2 * k1.block_bytes + 15 * k1.slot_bytes;
+  uint16_t half[2];
+  std::memcpy(half, h1, sizeof(half));
+  EXPECT_EQ(half[0], Fp32ToFp16(0.1f));
+  EXPECT_EQ(half[1], Fp32ToFp16(65504.0f));
+  // Neighbouring positions are untouched: storing slot 14 then 15 of V keeps both.
+  const float va[6] = {1, 2, 3, 4, 5, 6}, vb[6] = {-1, -2, -3, -4, -5, -6};
+  (*s)->StoreV(1, 0, 14, va);
+  (*s)->StoreV(1, 0, 15, vb);
+  float got[6];
+  (*s)->LoadV(1, 0, 14, got);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(got[i], va[i]);
+  (*s)->LoadV(1, 0, 15, got);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(got[i], vb[i]);
 }
 
 TEST(KvStorage, SizeCapIsEnforced) {

@@ -159,7 +159,7 @@ TEST(Ops, SwiGluMatchesF64Silu) {
 // Online-softmax attention over a scattered block table vs a plain two-pass softmax.
 void CheckAttention(KvType type) {
   const int64_t n_kv_heads = 2, n_group = 2, hdk = 3, hdv = 5, n_kv = 37;
-  KvStorageShape shape{1, 4, n_kv_heads * hdk, n_kv_heads * hdv, type};
+  KvStorageShape shape{1, 4, n_kv_heads * hdk, n_kv_heads * hdv, type, n_kv_heads};
   auto kv = KvStorage::Create(shape, 1 << 20);
   ASSERT_TRUE(kv.ok());
   const int32_t blocks[3] = {2, 0, 3};  // positions 0-15 in block 2, 16-31 in 0, 32-36 in 3
@@ -170,8 +170,8 @@ void CheckAttention(KvType type) {
   for (float& v : V) v = nd(rng);
   for (int64_t p = 0; p < n_kv; ++p) {
     const int32_t b = blocks[p / 16];
-    (*kv)->StoreRow(&K[p * shape.k_row_elems], (*kv)->K(0, b, p % 16), shape.k_row_elems);
-    (*kv)->StoreRow(&V[p * shape.v_row_elems], (*kv)->V(0, b, p % 16), shape.v_row_elems);
+    (*kv)->StoreK(0, b, p % 16, &K[p * shape.k_row_elems]);
+    (*kv)->StoreV(0, b, p % 16, &V[p * shape.v_row_elems]);
   }
   auto stored = [&](float v) { return type == KvType::kF16 ? Fp16ToFp32(Fp32ToFp16(v)) : v; };
   std::vector<float> q(n_group * hdk);

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "base/check.h"
@@ -25,6 +26,35 @@ namespace lifeline::kernels {
 namespace {
 
 inline int64_t MinI(int64_t a, int64_t b) { return a < b ? a : b; }
+
+// KV blocks whose rows are prefetched ahead of the block being read. In decode the cache
+// rows were written one token ago and the weights streamed since have evicted them: without
+// prefetch each K/V row load waited on DRAM (85 % of this kernel's time in a decode profile
+// of the 110M model; 11 % of all decode time there).
+constexpr int64_t kPrefetchBlocks = 2;
+
+// One cache line into L1. Inline asm, not _mm_prefetch: GCC 12 deleted the intrinsic's loops
+// below as dead code (their only effect is the prefetch), leaving no prefetch at all.
+inline void PrefetchLine(const uint8_t* p) {
+  __asm__ volatile("prefetcht0 %0" : : "m"(*reinterpret_cast<const char*>(p)));
+}
+
+// Every cache line of n rows of row_bytes, stride apart: one run when they are contiguous
+// (the KV storage's layout), else row by row.
+inline void PrefetchRows(const uint8_t* p, uint64_t stride, int64_t row_bytes, int64_t n) {
+  if (stride == static_cast<uint64_t>(row_bytes)) {
+    row_bytes *= n;
+    n = 1;
+  }
+  for (int64_t r = 0; r < n; ++r, p += stride) {
+    const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
+    const uintptr_t end = reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(row_bytes);
+    for (uintptr_t line = first; line < end; line += 64) {
+      PrefetchLine(reinterpret_cast<const uint8_t*>(line));
+    }
+  }
+}
+
 inline void Fill(float* p, int64_t n, float v) {
   for (int64_t i = 0; i < n; ++i) p[i] = v;
 }
@@ -71,7 +101,17 @@ void AttendSimd(const AttnKvView& kv, const AttnShape& s, const AttnTile& tile,
 
   const int64_t last_pos = tile.pos0 + tile.n_tokens - 1;
   const int64_t n_blocks = last_pos / bt + 1;
+  const int64_t k_bytes = AttnKvHeadBytes(kv.type, s.head_dim_k);
+  const int64_t v_bytes = AttnKvHeadBytes(kv.type, s.head_dim_v);
+  auto prefetch = [&](int64_t b) {
+    const uint64_t block = static_cast<uint64_t>(kv.blocks[b]);
+    const int64_t n_slots = MinI(bt, last_pos + 1 - b * bt);
+    PrefetchRows(kv.k_head + block * kv.k_block_bytes, kv.k_row_bytes, k_bytes, n_slots);
+    PrefetchRows(kv.v_head + block * kv.v_block_bytes, kv.v_row_bytes, v_bytes, n_slots);
+  };
+  for (int64_t b = 0; b < MinI(kPrefetchBlocks, n_blocks); ++b) prefetch(b);
   for (int64_t b = 0; b < n_blocks; ++b) {
+    if (b + kPrefetchBlocks < n_blocks) prefetch(b + kPrefetchBlocks);
     const int64_t first = b * bt;
     const int64_t n_slots = MinI(bt, last_pos + 1 - first);
     const uint64_t block = static_cast<uint64_t>(kv.blocks[b]);

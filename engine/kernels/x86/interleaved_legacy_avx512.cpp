@@ -34,7 +34,11 @@ struct Q4_0I {
     const __m512i lo = _mm512_set1_epi8(0x0f);
     const __m512i hi = _mm512_set1_epi8(static_cast<char>(0xf0));
     for (int k = 0; k < 4; ++k) {
-      const __m512i q = _mm512_loadu_si512(unit + 32 + 64 * k);
+      __m512i q = _mm512_loadu_si512(unit + 32 + 64 * k);
+      // Keep q in a register: otherwise the compiler folds the load into both ANDs and every
+      // quad is read from L1 twice, and the loads, not the arithmetic, bound the tile
+      // (standalone loop in L1: 4.3 -> 3.05 ns per unit).
+      __asm__("" : "+v"(q));
       v[k] = _mm512_and_si512(q, lo);
       v[k + 4] = _mm512_and_si512(q, hi);
     }
