@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/huge_page_buffer.h"
 #include "bench/bandwidth_probe.h"
 #include "bench/bench_args.h"
 #include "engine/kernels/compute_pool.h"
@@ -148,12 +149,18 @@ void BenchType(const Options& o, GgmlType type, double dram_gbs) {
     w.row_bytes = RowBytes(type, o.cols).value();
     return w;
   };
-  // The row-interleaved copy (what a model loads when the table asks for the type).
-  std::vector<uint8_t> interleaved;
+  // The row-interleaved copy (what a model loads when the table asks for the type), in
+  // huge pages as the model's repacked weights are.
+  HugePageBuffer interleaved;
   const bool asked = (k.interleaved_types >> static_cast<uint32_t>(type) & 1u) != 0 &&
                      kernels::CanInterleave(view(0));
   if (asked) {
-    interleaved.resize(weights.size());
+    Result<HugePageBuffer> buf = HugePageBuffer::Allocate(weights.size());
+    if (!buf.ok()) {
+      std::fprintf(stderr, "kernels_bench: %s\n", buf.status().ToString().c_str());
+      std::exit(1);
+    }
+    interleaved = std::move(*buf);
     for (int c = 0; c < copies; ++c) {
       kernels::InterleaveRows(view(c), interleaved.data() + static_cast<uint64_t>(c) * matrix_bytes);
     }
