@@ -183,6 +183,21 @@ TEST(MatmulGroup, RowAlignedMatchesSeparateProducts) {
   }
 }
 
+// Decode walks each thread's slab in pieces of about 256 KiB of one matrix's rows (at least
+// 64): wide rows make many pieces per slab, so threads that finish early take pieces from
+// the back of another's slab. Every row still computed once, its epilogue after it is final.
+TEST(MatmulGroup, DecodeSlabsOfManyPieces) {
+  uint32_t seed = 700;
+  for (IsaLevel l : SupportedLevels()) {
+    for (int threads : {2, 3}) {
+      CheckGroup(l, {{GgmlType::kQ8_0, 600}, {GgmlType::kQ8_0, 200}, {GgmlType::kQ8_0, 40}},
+                 false, 4096, 1, threads, seed += 20);
+      CheckGroup(l, {{GgmlType::kQ8_0, 500}, {GgmlType::kQ8_0, 500}}, true, 4096, 1, threads,
+                 seed += 20);
+    }
+  }
+}
+
 // Different activation formats (Q8_0 and Q8_1) or a type without a tile kernel cannot share
 // one quantization: the group falls back to separate products, with the same hook contract.
 TEST(MatmulGroup, UnfusableGroupsFallBack) {
