@@ -4,15 +4,31 @@
 #include <optional>
 #include <thread>
 
+#include "base/cpu_affinity.h"
 #include "engine/gguf/gguf_file.h"
 #include "engine/kernels/dispatch.h"
 
 namespace lifeline::app {
 
 int DefaultThreads() {
-  const unsigned hw = std::thread::hardware_concurrency();
+  // The affinity mask, not the machine: under `taskset` or a container's cpuset the process
+  // may use fewer cores than the machine has, and a thread per machine core would then
+  // oversubscribe the cores it has.
+  const size_t allowed = AllowedCpus().size();
+  const unsigned hw = allowed > 0 ? static_cast<unsigned>(allowed) : std::thread::hardware_concurrency();
   if (hw == 0) return 1;
   return hw > 8 ? 8 : static_cast<int>(hw);
+}
+
+void AddPinFlags(CLI::App* cmd, PinFlags* f) {
+  cmd->add_flag("--pin", f->pin,
+                "Pin compute thread i to the i-th CPU this process may run on");
+  cmd->add_option("--cpus", f->cpus,
+                  "Pin compute threads to these CPUs, in order (e.g. 0-3,6; at least one per thread)");
+}
+
+Result<std::vector<int>> PinCpusFor(const PinFlags& f, int n_threads) {
+  return ResolvePinCpus(f.pin, f.cpus, n_threads, f.cpus.empty() ? "--pin" : "--cpus");
 }
 
 Result<KvType> SelectKvType(const std::string& kv_type_flag) {

@@ -4,6 +4,9 @@
 
 #include <memory>
 #include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
 
 #include "base/status.h"
 #include "engine/kernels/kernel_table.h"
@@ -13,8 +16,17 @@
 
 namespace lifeline::app {
 
-// min(hardware threads, 8); never more compute threads than cores by default.
+// min(CPUs this process may run on, 8); never more compute threads than cores by default.
 int DefaultThreads();
+
+// --pin / --cpus LIST, shared by the subcommands that run a compute pool.
+struct PinFlags {
+  bool pin = false;  // pin compute thread i to the i-th CPU this process may run on
+  std::string cpus;  // explicit CPU list ("0-3,6"); implies pinning
+};
+void AddPinFlags(CLI::App* cmd, PinFlags* f);
+// The pool's pin list for n_threads (empty: no pinning); errors name the flag.
+Result<std::vector<int>> PinCpusFor(const PinFlags& f, int n_threads);
 
 // The kernel table for this process: the best the CPU supports, or a lower level forced by
 // `isa_flag` ("scalar", "avx2", "avx512") or else the LIFELINE_ISA environment variable.

@@ -8,6 +8,7 @@
 
 #include "app/cli_common.h"
 #include "app/commands.h"
+#include "base/cpu_affinity.h"
 #include "bench/bandwidth_probe.h"
 #include "bench/model_bench.h"
 #include "engine/kernels/compute_pool.h"
@@ -26,6 +27,7 @@ struct BenchFlags {
   bool no_repack = false;
   std::string isa;
   std::string kv_type = "f16";
+  PinFlags pin;
 };
 
 nlohmann::json StatsJson(const ThroughputStats& s) {
@@ -45,7 +47,10 @@ int RunBench(const BenchFlags& f) {
   if (!kv_type.ok()) return Fail(kv_type.status());
   auto loaded = LoadModel(f.model_path, **kernels, /*mlock=*/false, f.no_repack);
   if (!loaded.ok()) return Fail(loaded.status());
-  ComputePool pool(f.threads > 0 ? f.threads : DefaultThreads());
+  const int threads = f.threads > 0 ? f.threads : DefaultThreads();
+  auto pin_cpus = PinCpusFor(f.pin, threads);
+  if (!pin_cpus.ok()) return Fail(pin_cpus.status());
+  ComputePool pool(threads, *pin_cpus);
 
   ModelBenchOptions opts;
   opts.n_prompt = f.n_prompt;
@@ -69,6 +74,8 @@ int RunBench(const BenchFlags& f) {
         {"params", res->n_params},
         {"weight_bytes_per_token", res->weight_bytes_per_token},
         {"threads", pool.n_threads()},
+        {"pinned_cpus", pool.pin_cpus()},
+        {"pinned_threads", pool.pinned_threads()},
         {"isa", isa},
         {"kv_type", KvTypeName(*kv_type)},
         {"repacked_bytes", loaded->model->repacked_bytes()},
@@ -90,6 +97,10 @@ int RunBench(const BenchFlags& f) {
               res->model_bytes / 1048576.0, res->n_params / 1e6, bytes_per_token / 1048576.0,
               isa.c_str(), pool.n_threads(), KvTypeName(*kv_type),
               loaded->model->repacked_bytes() / 1048576.0);
+  if (!pool.pin_cpus().empty()) {
+    std::printf("pinned to CPUs %s (%d of %d threads bound)\n",
+                CpuListString(pool.pin_cpus()).c_str(), pool.pinned_threads(), pool.n_threads());
+  }
   std::printf("| test   | tok/s median | mean +- sd       | min - max         |\n");
   std::printf("| ------ | -----------: | ---------------: | ----------------: |\n");
   if (f.n_prompt > 0) {
@@ -129,6 +140,7 @@ CommandFn RegisterBenchModel(CLI::App& root) {
   cmd->add_flag("--no-repack", f->no_repack,
                 "Keep every matrix in the file's row layout (no row-interleaved copies)");
   cmd->add_option("--isa", f->isa, "Force a kernel level: scalar, avx2, avx512");
+  AddPinFlags(cmd, &f->pin);
   cmd->add_option("--kv-type", f->kv_type, "KV cache storage type: f16, f32, q8_0")
       ->capture_default_str();
   return [f] { return RunBench(*f); };

@@ -38,6 +38,7 @@ struct RunFlags {
   bool quiet = false;
   std::string isa;
   std::string kv_type = "f16";
+  PinFlags pin;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -108,7 +109,10 @@ int RunCommand(const RunFlags& f) {
                            " tokens, the context holds " + std::to_string(n_ctx)));
   }
   const SeqId seq = (*ctx)->NewSequence();
-  ComputePool pool(f.threads > 0 ? f.threads : DefaultThreads());
+  const int threads = f.threads > 0 ? f.threads : DefaultThreads();
+  auto pin_cpus = PinCpusFor(f.pin, threads);
+  if (!pin_cpus.ok()) return Fail(pin_cpus.status());
+  ComputePool pool(threads, *pin_cpus);
   const int64_t n_vocab = model.config().n_vocab;
 
   // Prefill: one batch; logits for every position only when they are printed.
@@ -215,6 +219,7 @@ CommandFn RegisterRun(CLI::App& root) {
   cmd->add_flag("--mlock", flags->mlock, "Lock the model's pages in memory");
   cmd->add_flag("-q,--quiet", flags->quiet, "No timing summary on stderr");
   cmd->add_option("--isa", flags->isa, "Force a kernel level: scalar, avx2, avx512");
+  AddPinFlags(cmd, &flags->pin);
   cmd->add_option("--kv-type", flags->kv_type, "KV cache storage type: f16, f32, q8_0")
       ->capture_default_str();
   return [flags] { return RunCommand(*flags); };

@@ -40,6 +40,7 @@ struct ServeFlags {
   int drain_timeout_s = 10;
   std::string isa;
   std::string kv_type = "f16";
+  PinFlags pin;
   std::string slo_config;              // TOML file (docs/slo.md); empty: built-in defaults
   std::vector<std::string> cascade;    // model names, heavy -> light
   std::vector<std::string> remotes;    // NAME=URL#MODEL
@@ -186,6 +187,9 @@ int RunServe(ServeFlags f) {
   std::signal(SIGPIPE, SIG_IGN);
 
   const int threads = f.threads > 0 ? f.threads : DefaultThreads();
+  // Every model's pool gets the same list: models share the cores they are given.
+  auto pin_cpus = PinCpusFor(f.pin, threads);
+  if (!pin_cpus.ok()) return Fail(pin_cpus.status());
   std::vector<std::unique_ptr<serving::ModelEngine>> engines;
   for (const std::string& spec : f.models) {
     const auto eq = spec.find('=');
@@ -208,6 +212,7 @@ int RunServe(ServeFlags f) {
     serving::ModelEngineOptions o;
     o.name = name;
     o.threads = threads;
+    o.pin_cpus = *pin_cpus;
     o.n_ctx = f.n_ctx;
     o.kv_memory_bytes = static_cast<uint64_t>(f.kv_memory_mib) << 20;
     o.kv_type = *kv_type;
@@ -275,6 +280,7 @@ CommandFn RegisterServe(CLI::App& root) {
   cmd->add_option("-m,--model", f->models,
                   "NAME=PATH.gguf (repeatable; the first is the default). None: a synthetic model");
   cmd->add_option("-t,--threads", f->threads, "Compute threads per model (default: cores, max 8)");
+  AddPinFlags(cmd, &f->pin);
   cmd->add_option("-c,--ctx", f->n_ctx, "Positions per sequence (default min(train ctx, 4096))");
   cmd->add_option("--kv-memory", f->kv_memory_mib, "KV cache budget per model, MiB")->capture_default_str();
   cmd->add_option("--max-running", f->max_running, "Sequences per engine step")->capture_default_str();

@@ -84,6 +84,10 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
                                                          std::unique_ptr<Tokenizer> tokenizer,
                                                          const ModelEngineOptions& options) {
   if (options.threads < 1) return InvalidArgument("threads: must be >= 1");
+  if (!options.pin_cpus.empty() && static_cast<int64_t>(options.pin_cpus.size()) < options.threads) {
+    return InvalidArgument("pin_cpus: " + std::to_string(options.pin_cpus.size()) +
+                           " CPUs for " + std::to_string(options.threads) + " compute threads");
+  }
   if (options.max_running < 1) return InvalidArgument("max_running: must be >= 1");
   if (options.max_step_tokens < options.max_running) {
     return InvalidArgument("max_step_tokens (" + std::to_string(options.max_step_tokens) +
@@ -141,7 +145,7 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
   // Higher priority first, then earliest deadline (requests without one last), then arrival.
   scfg.queue_order = QueueOrder::kEdfWithinPriority;
   LL_ASSIGN_OR_RETURN(e->scheduler_, Scheduler::Create(scfg));
-  e->pool_ = std::make_unique<ComputePool>(options.threads);
+  e->pool_ = std::make_unique<ComputePool>(options.threads, options.pin_cpus);
   e->logits_.resize(static_cast<size_t>(options.max_step_tokens * cfg.n_vocab));
   e->snapshot_.kv_blocks_total = n_blocks;
   e->snapshot_.kv_blocks_free = n_blocks;

@@ -51,6 +51,7 @@ namespace lifeline::serving {
 struct ModelEngineOptions {
   std::string name = "default";
   int threads = 2;                     // compute threads of this model's pool
+  std::vector<int> pin_cpus;           // empty: unpinned; else >= threads CPU ids (ComputePool)
   int64_t n_ctx = 0;                   // positions per sequence; 0 -> min(train ctx, 4096)
   uint64_t kv_memory_bytes = 512ull << 20;  // K/V pool budget
   KvType kv_type = KvType::kF16;

@@ -1,5 +1,10 @@
 #include "engine/kernels/compute_pool.h"
 
+#include <utility>
+
+#include "base/check.h"
+#include "base/cpu_affinity.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define LL_CPU_RELAX() _mm_pause()
@@ -28,8 +33,17 @@ inline void SpinWait(int spin) {
 }
 }  // namespace
 
-ComputePool::ComputePool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+ComputePool::ComputePool(int n_threads, std::vector<int> pin_cpus)
+    : n_threads_(n_threads < 1 ? 1 : n_threads), pin_cpus_(std::move(pin_cpus)) {
+  LL_CHECK(pin_cpus_.empty() || static_cast<int>(pin_cpus_.size()) >= n_threads_);
+  for (int i = 1; i < n_threads_; ++i) {
+    workers_.emplace_back([this, i] {
+      if (!pin_cpus_.empty() && PinCurrentThread(pin_cpus_[static_cast<size_t>(i)])) {
+        pinned_.fetch_add(1, std::memory_order_acq_rel);
+      }
+      WorkerLoop(i);
+    });
+  }
 }
 
 ComputePool::~ComputePool() {
@@ -43,6 +57,12 @@ ComputePool::~ComputePool() {
 }
 
 void ComputePool::Run(const std::function<void(int, int)>& fn) {
+  if (!owner_pin_tried_) {
+    owner_pin_tried_ = true;
+    if (!pin_cpus_.empty() && PinCurrentThread(pin_cpus_[0])) {
+      pinned_.fetch_add(1, std::memory_order_acq_rel);
+    }
+  }
   if (n_threads_ == 1) {
     fn(0, 1);
     return;

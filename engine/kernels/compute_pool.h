@@ -4,6 +4,10 @@
 // progress), then sleep on a condition variable, so an idle pool costs nothing and a busy
 // decode loop pays no wake-up latency between ops.
 //
+// Pinning (asked for with a CPU list, off by default): worker ith binds itself to cpus[ith]
+// when it starts, and the thread that calls Run() is compute thread 0 and binds itself to
+// cpus[0] on its first Run(); pinned_threads() says how many bindings the OS accepted.
+//
 // Ownership: owned by the caller (one per engine loop). Thread-safety: Run() must be called
 // from one thread at a time (the owner); fn must not call Run() re-entrantly.
 #pragma once
@@ -20,12 +24,17 @@ namespace lifeline {
 
 class ComputePool {
  public:
-  explicit ComputePool(int n_threads);
+  // pin_cpus: empty (no pinning) or at least n_threads CPU ids (base/cpu_affinity.h
+  // ResolvePinCpus builds and checks one).
+  explicit ComputePool(int n_threads, std::vector<int> pin_cpus = {});
   ~ComputePool();
   ComputePool(const ComputePool&) = delete;
   ComputePool& operator=(const ComputePool&) = delete;
 
   int n_threads() const { return n_threads_; }
+  const std::vector<int>& pin_cpus() const { return pin_cpus_; }
+  // Threads bound so far (workers at start, the owner at its first Run()).
+  int pinned_threads() const { return pinned_.load(std::memory_order_acquire); }
   void Run(const std::function<void(int ith, int nth)>& fn);
 
   // Splits [0, n) into nth contiguous slabs; returns thread ith's [begin, end).
@@ -39,6 +48,9 @@ class ComputePool {
   void WorkerLoop(int ith);
 
   int n_threads_;
+  std::vector<int> pin_cpus_;
+  bool owner_pin_tried_ = false;  // touched by the owner thread only
+  std::atomic<int> pinned_{0};
   std::vector<std::thread> workers_;
   const std::function<void(int, int)>* job_ = nullptr;
   std::atomic<uint64_t> generation_{0};

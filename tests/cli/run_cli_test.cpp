@@ -50,6 +50,28 @@ TEST(RunCli, Stories260KGreedyMatchesReferenceTokensAndText) {
   EXPECT_EQ(got["text"].get<std::string>(), ref["greedy_text"].get<std::string>());
 }
 
+// --pin / --cpus bind the compute threads; output does not change, bad lists are refused
+// with the flag named.
+TEST(RunCli, PinnedThreadsGiveTheSameGreedyTokens) {
+  const auto ref = ReadJson(SharedPath("reference/logits/stories260K.p1.json"));
+  const auto r = RunShell(LifelineBinary() + " run -m " + SharedPath("models/stories260K.gguf") +
+                          " -p 'Once upon a time' -n 32 --temp 0 --json -q -t 1 --pin");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["tokens"], ref["greedy"]);
+}
+
+TEST(RunCli, BadCpuListIsAnErrorNamingTheFlag) {
+  const std::string run = LifelineBinary() + " run -m " + SharedPath("models/stories260K.gguf") +
+                          " -p 'Once upon a time' -n 4 --temp 0 -q";
+  auto r = RunShell(run + " --cpus 0-x 2>&1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("--cpus: bad CPU list entry '0-x'"), std::string::npos) << r.out;
+  r = RunShell(run + " --cpus 1023 2>&1");  // not in this machine's affinity mask
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("--cpus: CPU 1023 is not one this process may run on"), std::string::npos)
+      << r.out;
+}
+
 TEST(RunCli, PlainTextStreamsTheGreedyContinuation) {
   const auto ref = ReadJson(SharedPath("reference/logits/stories260K.p1.json"));
   const auto r = RunShell(LifelineBinary() + " run -m " + SharedPath("models/stories260K.gguf") +

@@ -12,6 +12,8 @@
 
 #include "engine/kernels/compute_pool.h"
 
+#include "base/cpu_affinity.h"
+
 namespace lifeline {
 namespace {
 
@@ -99,6 +101,34 @@ TEST(ComputePool, WakesSleepingWorkers) {
     EXPECT_EQ(n.load(), 2);
   }
 }
+
+#if defined(__linux__)
+// Pinned: worker ith runs bound to pin_cpus[ith], and the thread calling Run() (compute thread
+// 0) is bound to pin_cpus[0] from its first Run(); unpinned pools leave affinity alone.
+TEST(ComputePool, PinnedThreadsRunOnTheirListedCpu) {
+  const std::vector<int> allowed = AllowedCpus();
+  ASSERT_FALSE(allowed.empty());
+  // Reverse order so thread i's CPU is not simply CPU i; with one allowed CPU both share it.
+  const std::vector<int> cpus = {allowed.back(), allowed.front()};
+  std::vector<std::vector<int>> seen(2);
+  std::thread owner([&] {
+    ComputePool pool(2, cpus);
+    EXPECT_EQ(pool.pin_cpus(), cpus);
+    pool.Run([&](int ith, int) { seen[static_cast<size_t>(ith)] = CurrentThreadCpus(); });
+    EXPECT_EQ(pool.pinned_threads(), 2);
+  });
+  owner.join();
+  EXPECT_EQ(seen[0], (std::vector<int>{cpus[0]}));
+  EXPECT_EQ(seen[1], (std::vector<int>{cpus[1]}));
+
+  std::vector<std::vector<int>> free_seen(2);
+  ComputePool unpinned(2);
+  unpinned.Run([&](int ith, int) { free_seen[static_cast<size_t>(ith)] = CurrentThreadCpus(); });
+  EXPECT_EQ(unpinned.pinned_threads(), 0);
+  EXPECT_EQ(free_seen[0], allowed);
+  EXPECT_EQ(free_seen[1], allowed);
+}
+#endif
 
 }  // namespace
 }  // namespace lifeline
