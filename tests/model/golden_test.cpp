@@ -214,5 +214,19 @@ TEST(Golden, AllReferenceLogitsReferenceKernels) { RunAllGolden(ReferenceKernels
 // activations like llama.cpp does), held to the same tolerances.
 TEST(Golden, AllReferenceLogitsBestKernels) { RunAllGolden(BestKernels()); }
 
+// Every lower SIMD level this CPU also runs (AVX2 on an AVX-512 machine), with the matrices
+// that level repacks in its row-interleaved layout: the same tolerances, so a level that only
+// ships to other CPUs is held to the independent reference too.
+TEST(Golden, AllReferenceLogitsEveryLowerSimdLevel) {
+  int ran = 0;
+  for (IsaLevel level : {IsaLevel::kAvx2}) {
+    if (level >= DetectIsa() || level == BestKernels().isa) continue;
+    SCOPED_TRACE(std::string(IsaLevelName(level)));
+    RunAllGolden(KernelsFor(level));
+    ++ran;
+  }
+  if (ran == 0) GTEST_SKIP() << "no SIMD level below the best one on this CPU";
+}
+
 }  // namespace
 }  // namespace lifeline

@@ -9,6 +9,7 @@ void FillAvx2(MatmulImpl* impl) {
   avx2::FillKQuants(impl);
   avx2::FillFloat(impl);
   avx2::FillQuantizers(impl);
+  avx2::FillInterleavedLegacy(impl);
 }
 
 }  // namespace lifeline::kernels
