@@ -10,6 +10,7 @@ void FillAvx2(MatmulImpl* impl) {
   avx2::FillFloat(impl);
   avx2::FillQuantizers(impl);
   avx2::FillInterleavedLegacy(impl);
+  avx2::FillInterleavedKQuants(impl);
 }
 
 }  // namespace lifeline::kernels

@@ -1,0 +1,148 @@
+// AVX2 kernel for Q4_K matrices in the row-interleaved layout (interleave.h), for CPUs
+// without AVX-512: the bytes the AVX-512 tile reads (interleaved_kquant_avx512.cpp describes
+// the unit), taken as two 8-row halves of every 64-byte quad.
+//
+// Per super-block, half and token: the 12 scale bytes of the 8 rows unpack bytewise into
+// 6-bit scales and mins for all lanes at once; a sub-block's dot for the 8 rows is 8
+// vpmaddubsw of nibble levels (0..15) against the token's 4 activation bytes broadcast, added
+// in int16 (|sum| <= 8 * 2 * 15 * 127 = 30480, no overflow), then one vpmaddwd with the
+// sub-block scale as an int16 pair (sc, sc) widens and scales it in one op (|.| < 2^22). The
+// mins term is a vpmaddwd of (m_j, m_j) pairs with the token's 16-value sums. One conversion
+// and two FMAs per half and super-block; no horizontal sums. Integer sums equal the scalar
+// twin's exactly (tests/kernels/interleave_test.cpp checks every level against it).
+#include "engine/kernels/interleave.h"
+#include "engine/kernels/x86/avx2_kernels.h"
+#include "engine/kernels/x86/avx2_util.h"
+
+namespace lifeline::kernels::avx2 {
+namespace {
+
+constexpr int64_t kQK = 256;
+
+static inline __m256i Bcast4(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// vpshufb control: (byte b, byte b) of every int32 lane as two zero-extended int16.
+static inline __m256i BytePair(int b) {
+  return _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(0x80008000u | (b << 16) | b)),
+                          _mm256_setr_epi32(0, 0x00040004, 0x00080008, 0x000c000c, 0,
+                                            0x00040004, 0x00080008, 0x000c000c));
+}
+
+struct Q4KI {
+  static constexpr int64_t kUnit = 16 * 144;
+  static constexpr int64_t kQuads = 64;  // after the d and dmin arrays
+
+  // Half h of quad q of a unit: rows 8h..8h+7.
+  static inline __m256i Half(const uint8_t* unit, int q, int h) {
+    return LoadU256(unit + kQuads + 64 * q + 32 * h);
+  }
+
+  // Bytewise scale / min unpacking (ref/quant_blocks.h UnpackScaleMinK4) for the 8 lanes:
+  // sc[0] / mn[0] hold sub-blocks 0..3 (byte j of every lane), sc[1] / mn[1] sub-blocks 4..7.
+  static inline void Scales(const uint8_t* unit, int h, __m256i (&sc)[2], __m256i (&mn)[2]) {
+    const __m256i a = Half(unit, 0, h), b = Half(unit, 1, h), c = Half(unit, 2, h);
+    const __m256i m6 = _mm256_set1_epi8(0x3f);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i top2 = _mm256_set1_epi8(0x30);
+    sc[0] = _mm256_and_si256(a, m6);
+    mn[0] = _mm256_and_si256(b, m6);
+    sc[1] = _mm256_or_si256(_mm256_and_si256(c, m4), _mm256_and_si256(_mm256_srli_epi32(a, 2), top2));
+    mn[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(c, 4), m4),
+                            _mm256_and_si256(_mm256_srli_epi32(b, 2), top2));
+  }
+
+  // n_groups consecutive 16-row groups, NT tokens (1 or 2).
+  template <int NT>
+  static void Run(const uint8_t* w, uint64_t rb, int64_t n_groups, const ActRow* a, int64_t nb,
+                  float* y, int64_t ldy) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int64_t g = 0; g < n_groups; ++g) {
+      const uint8_t* unit = w + static_cast<uint64_t>(g) * 16 * rb;
+      __m256 acc[NT][2];
+      for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+      for (int64_t i = 0; i < nb; ++i, unit += kUnit) {
+        // The unit two ahead (4.5 KiB), once per unit: the second half's pass reads this unit
+        // from L1.
+        for (int l = 0; l < kUnit / 64; ++l) {
+          _mm_prefetch(reinterpret_cast<const char*>(unit + 2 * kUnit + 64 * l), _MM_HINT_T0);
+        }
+        for (int h = 0; h < 2; ++h) {
+          __m256i sc[2], mn[2];
+          Scales(unit, h, sc, mn);
+          __m256i isum[NT];  // 8 lanes x sum_j sc_j * dot_j
+          for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+          for (int k = 0; k < 4; ++k) {
+            __m256i dl[NT], dh[NT];
+            for (int t = 0; t < NT; ++t) dl[t] = dh[t] = _mm256_setzero_si256();
+            for (int j = 0; j < 8; ++j) {
+              const __m256i q = Half(unit, 3 + 8 * k + j, h);
+              const __m256i vl = _mm256_and_si256(q, m4);
+              const __m256i vh = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+              for (int t = 0; t < NT; ++t) {
+                const int8_t* yq = a[t].qs + kQK * i + 64 * k + 4 * j;
+                dl[t] = _mm256_add_epi16(dl[t], _mm256_maddubs_epi16(vl, Bcast4(yq)));
+                dh[t] = _mm256_add_epi16(dh[t], _mm256_maddubs_epi16(vh, Bcast4(yq + 32)));
+              }
+            }
+            // Sub-blocks 2k (low nibbles) and 2k + 1 (high): byte 2k % 4 and 2k % 4 + 1 of sc.
+            const __m256i s_lo = _mm256_shuffle_epi8(sc[k / 2], BytePair(2 * (k % 2)));
+            const __m256i s_hi = _mm256_shuffle_epi8(sc[k / 2], BytePair(2 * (k % 2) + 1));
+            for (int t = 0; t < NT; ++t) {
+              isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(dl[t], s_lo),
+                                                                   _mm256_madd_epi16(dh[t], s_hi)));
+            }
+          }
+          const __m256 d = _mm256_cvtph_ps(LoadU128(unit + 16 * h));
+          const __m256 dmin = _mm256_cvtph_ps(LoadU128(unit + 32 + 16 * h));
+          for (int t = 0; t < NT; ++t) {
+            // Mins: sum_j m_j * (bsum_2j + bsum_2j+1), (m_j, m_j) against (bsum_2j, bsum_2j+1).
+            const int16_t* bs = a[t].bsums + 16 * i;
+            __m256i msum = _mm256_setzero_si256();
+            for (int j = 0; j < 8; ++j) {
+              const __m256i mp = _mm256_shuffle_epi8(mn[j / 4], BytePair(j % 4));
+              msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mp, Bcast4(bs + 2 * j)));
+            }
+            const __m256 part = _mm256_fmsub_ps(_mm256_cvtepi32_ps(isum[t]), d,
+                                                _mm256_mul_ps(_mm256_cvtepi32_ps(msum), dmin));
+            acc[t][h] = _mm256_fmadd_ps(part, _mm256_set1_ps(a[t].d[i]), acc[t][h]);
+          }
+        }
+      }
+      for (int t = 0; t < NT; ++t) {
+        _mm256_storeu_ps(y + t * ldy + 16 * g, acc[t][0]);
+        _mm256_storeu_ps(y + t * ldy + 16 * g + 8, acc[t][1]);
+      }
+    }
+  }
+};
+
+// TileFn for nr / 16 whole groups (the driver guarantees nr % 16 == 0), nt <= 2 tokens.
+template <typename L>
+void InterleavedTile(const uint8_t* w, uint64_t rb, int nr, const QuantizedActs& acts,
+                     int64_t t0, int nt, float* y, int64_t ldy) {
+  ActRow a[2];
+  for (int t = 0; t < nt; ++t) a[t] = acts.Row(t0 + t);
+  const int64_t nb = acts.cols() / kQK;
+  const int64_t n_groups = nr / kInterleaveRows;
+  if (nt == 1) {
+    L::template Run<1>(w, rb, n_groups, a, nb, y, ldy);
+  } else if (nt == 2) {
+    L::template Run<2>(w, rb, n_groups, a, nb, y, ldy);
+  }
+}
+
+}  // namespace
+
+void FillInterleavedKQuants(MatmulImpl* impl) {
+  TileKernel& k = impl->tiles_interleaved[static_cast<int>(GgmlType::kQ4_K)];
+  k.fn = &InterleavedTile<Q4KI>;
+  k.max_rows = kInterleaveRows;
+  k.max_tokens = 2;
+  k.any_rows = true;
+}
+
+}  // namespace lifeline::kernels::avx2
