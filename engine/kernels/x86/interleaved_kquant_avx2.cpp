@@ -1,4 +1,4 @@
-// AVX2 kernel for Q4_K matrices in the row-interleaved layout (interleave.h), for CPUs
+// AVX2 kernels for Q4_K and Q6_K matrices in the row-interleaved layout (interleave.h), for CPUs
 // without AVX-512: the bytes the AVX-512 tile reads (interleaved_kquant_avx512.cpp describes
 // the unit), taken as two 8-row halves of every 64-byte quad.
 //
@@ -120,6 +120,128 @@ struct Q4KI {
   }
 };
 
+// Q6_K (interleaved_kquant_avx512.cpp describes the unit: the f16 d array, ql quads 0..31,
+// qh quads 32..47, the 16 int8 sub-block scales in quads 48..51). Levels are q + 32 (0..63);
+// a vpmaddubsw pair is at most 2 * 63 * 127 = 16002, so two quads add up in int16 before a
+// vpmaddwd with the sign-extended scale pair (sc, sc) widens and scales them. The offset comes
+// back once per super-block: 32 * sum_s sc_s * bsum_s, a vpmaddwd of (sc_2p, sc_2p+1) pairs
+// with the token's 16-value sums.
+struct Q6KI {
+  static constexpr int64_t kUnit = 16 * 210;
+  static constexpr int64_t kQuads = 32;  // after the d array
+  static constexpr int kQl = 0, kQh = 32, kSc = 48;  // quad indices
+
+  static inline __m256i Half(const uint8_t* unit, int q, int rh) {
+    return LoadU256(unit + kQuads + 64 * q + 32 * rh);
+  }
+
+  // Levels of values 128h + 32g + 4j..+3 for g = g0 (v_lo) and g0 + 2 (v_hi), rows 8rh..: the
+  // nibble of ql quad 16h + 8g0 + j joined with the two top bits from qh quad 32 + 8h + j.
+  static inline void Levels(const uint8_t* unit, int rh, int h, int g0, int j, __m256i* v_lo,
+                            __m256i* v_hi) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i ql = Half(unit, kQl + 16 * h + 8 * g0 + j, rh);
+    const __m256i qh = Half(unit, kQh + 8 * h + j, rh);
+    // Top bits of the wanted group moved to bits 4..5; bits that crossed into the neighbour
+    // byte's low nibble are dropped by the andnot.
+    __m256i top_lo, top_hi;
+    if (g0 == 0) {
+      const __m256i hb = _mm256_and_si256(qh, _mm256_set1_epi8(0x33));  // bits 0..1: g 0, 4..5: g 2
+      top_lo = _mm256_slli_epi32(hb, 4);
+      top_hi = hb;
+    } else {
+      const __m256i hb = _mm256_and_si256(qh, _mm256_set1_epi8(static_cast<char>(0xcc)));  // g 1, g 3
+      top_lo = _mm256_slli_epi32(hb, 2);
+      top_hi = _mm256_srli_epi32(hb, 2);
+    }
+    *v_lo = _mm256_or_si256(_mm256_and_si256(ql, m4), _mm256_andnot_si256(m4, top_lo));
+    *v_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(ql, 4), m4),
+                            _mm256_andnot_si256(m4, top_hi));
+  }
+
+  // vpshufb control: byte b of every int32 lane into the high byte of both its int16 (then
+  // vpsraw 8 gives the sign-extended pair (v, v)).
+  static inline __m256i ByteToBothHigh16(int b) {
+    const int base = static_cast<int>(0x00800080u | (b << 8) | (b << 24));
+    return _mm256_add_epi32(_mm256_set1_epi32(base),
+                            _mm256_setr_epi32(0, 0x04000400, 0x08000800, 0x0c000c00, 0,
+                                              0x04000400, 0x08000800, 0x0c000c00));
+  }
+  // Bytes (b, b + 1) of every int32 lane into the high bytes of its two int16.
+  static inline __m256i BytesToHigh16(int b) {
+    const int base = static_cast<int>(0x00800080u | (b << 8) | ((b + 1) << 24));
+    return _mm256_add_epi32(_mm256_set1_epi32(base),
+                            _mm256_setr_epi32(0, 0x04000400, 0x08000800, 0x0c000c00, 0,
+                                              0x04000400, 0x08000800, 0x0c000c00));
+  }
+
+  template <int NT>
+  static void Run(const uint8_t* w, uint64_t rb, int64_t n_groups, const ActRow* a, int64_t nb,
+                  float* y, int64_t ldy) {
+    for (int64_t g = 0; g < n_groups; ++g) {
+      const uint8_t* unit = w + static_cast<uint64_t>(g) * 16 * rb;
+      __m256 acc[NT][2];
+      for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+      for (int64_t i = 0; i < nb; ++i, unit += kUnit) {
+        // 53 lines from 64 bytes below the unit two ahead cover its 3360 bytes whether it
+        // starts at 0 or 32 mod 64 (units alternate).
+        for (int l = 0; l < 53; ++l) {
+          _mm_prefetch(reinterpret_cast<const char*>(unit + 2 * kUnit + 64 * l), _MM_HINT_T0);
+        }
+        for (int rh = 0; rh < 2; ++rh) {
+          __m256i scq[4];  // scale bytes 4m..4m+3 of every lane
+          for (int m = 0; m < 4; ++m) scq[m] = Half(unit, kSc + m, rh);
+          __m256i isum[NT];
+          for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+          for (int h = 0; h < 2; ++h) {
+            for (int g0 = 0; g0 < 2; ++g0) {
+              for (int jh = 0; jh < 2; ++jh) {
+                // Sub-blocks s_lo = 8h + 2 g0 + jh (group g0) and s_hi = s_lo + 4 (group g0 + 2).
+                const int s_lo = 8 * h + 2 * g0 + jh, s_hi = s_lo + 4;
+                const __m256i c_lo = _mm256_srai_epi16(
+                    _mm256_shuffle_epi8(scq[s_lo / 4], ByteToBothHigh16(s_lo % 4)), 8);
+                const __m256i c_hi = _mm256_srai_epi16(
+                    _mm256_shuffle_epi8(scq[s_hi / 4], ByteToBothHigh16(s_hi % 4)), 8);
+                for (int jp = 4 * jh; jp < 4 * jh + 4; jp += 2) {  // two quads per int16 sum
+                  __m256i vl0, vh0, vl1, vh1;
+                  Levels(unit, rh, h, g0, jp, &vl0, &vh0);
+                  Levels(unit, rh, h, g0, jp + 1, &vl1, &vh1);
+                  for (int t = 0; t < NT; ++t) {
+                    const int8_t* yq = a[t].qs + kQK * i + 128 * h + 32 * g0 + 4 * jp;
+                    const __m256i dl = _mm256_add_epi16(_mm256_maddubs_epi16(vl0, Bcast4(yq)),
+                                                        _mm256_maddubs_epi16(vl1, Bcast4(yq + 4)));
+                    const __m256i dh = _mm256_add_epi16(_mm256_maddubs_epi16(vh0, Bcast4(yq + 64)),
+                                                        _mm256_maddubs_epi16(vh1, Bcast4(yq + 68)));
+                    isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(dl, c_lo),
+                                                                         _mm256_madd_epi16(dh, c_hi)));
+                  }
+                }
+              }
+            }
+          }
+          const __m256 d = _mm256_cvtph_ps(LoadU128(unit + 16 * rh));
+          for (int t = 0; t < NT; ++t) {
+            // Levels were q + 32: subtract 32 * sum_s sc_s * bsum_s.
+            const int16_t* bs = a[t].bsums + 16 * i;
+            __m256i corr = _mm256_setzero_si256();
+            for (int p = 0; p < 8; ++p) {
+              const __m256i sp = _mm256_srai_epi16(
+                  _mm256_shuffle_epi8(scq[p / 2], BytesToHigh16(2 * (p % 2))), 8);
+              corr = _mm256_add_epi32(corr, _mm256_madd_epi16(sp, Bcast4(bs + 2 * p)));
+            }
+            const __m256 s = _mm256_cvtepi32_ps(_mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr, 5)));
+            acc[t][rh] = _mm256_fmadd_ps(s, _mm256_mul_ps(d, _mm256_set1_ps(a[t].d[i])), acc[t][rh]);
+          }
+        }
+      }
+      for (int t = 0; t < NT; ++t) {
+        _mm256_storeu_ps(y + t * ldy + 16 * g, acc[t][0]);
+        _mm256_storeu_ps(y + t * ldy + 16 * g + 8, acc[t][1]);
+      }
+    }
+  }
+};
+
 // TileFn for nr / 16 whole groups (the driver guarantees nr % 16 == 0), nt <= 2 tokens.
 template <typename L>
 void InterleavedTile(const uint8_t* w, uint64_t rb, int nr, const QuantizedActs& acts,
@@ -135,14 +257,20 @@ void InterleavedTile(const uint8_t* w, uint64_t rb, int nr, const QuantizedActs&
   }
 }
 
-}  // namespace
-
-void FillInterleavedKQuants(MatmulImpl* impl) {
-  TileKernel& k = impl->tiles_interleaved[static_cast<int>(GgmlType::kQ4_K)];
-  k.fn = &InterleavedTile<Q4KI>;
+template <typename L>
+void Register(MatmulImpl* impl, GgmlType type) {
+  TileKernel& k = impl->tiles_interleaved[static_cast<int>(type)];
+  k.fn = &InterleavedTile<L>;
   k.max_rows = kInterleaveRows;
   k.max_tokens = 2;
   k.any_rows = true;
+}
+
+}  // namespace
+
+void FillInterleavedKQuants(MatmulImpl* impl) {
+  Register<Q4KI>(impl, GgmlType::kQ4_K);
+  Register<Q6KI>(impl, GgmlType::kQ6_K);
 }
 
 }  // namespace lifeline::kernels::avx2
