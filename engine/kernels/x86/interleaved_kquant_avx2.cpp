@@ -13,17 +13,12 @@
 #include "engine/kernels/interleave.h"
 #include "engine/kernels/x86/avx2_kernels.h"
 #include "engine/kernels/x86/avx2_util.h"
+#include "engine/kernels/x86/interleaved_avx2.h"
 
 namespace lifeline::kernels::avx2 {
 namespace {
 
 constexpr int64_t kQK = 256;
-
-static inline __m256i Bcast4(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
 
 // vpshufb control: (byte b, byte b) of every int32 lane as two zero-extended int16.
 static inline __m256i BytePair(int b) {
@@ -33,6 +28,7 @@ static inline __m256i BytePair(int b) {
 }
 
 struct Q4KI {
+  static constexpr int64_t kBlockElems = kQK;
   static constexpr int64_t kUnit = 16 * 144;
   static constexpr int64_t kQuads = 64;  // after the d and dmin arrays
 
@@ -112,10 +108,7 @@ struct Q4KI {
           }
         }
       }
-      for (int t = 0; t < NT; ++t) {
-        _mm256_storeu_ps(y + t * ldy + 16 * g, acc[t][0]);
-        _mm256_storeu_ps(y + t * ldy + 16 * g + 8, acc[t][1]);
-      }
+      StoreGroup<NT>(acc, y, ldy, g);
     }
   }
 };
@@ -127,6 +120,7 @@ struct Q4KI {
 // back once per super-block: 32 * sum_s sc_s * bsum_s, a vpmaddwd of (sc_2p, sc_2p+1) pairs
 // with the token's 16-value sums.
 struct Q6KI {
+  static constexpr int64_t kBlockElems = kQK;
   static constexpr int64_t kUnit = 16 * 210;
   static constexpr int64_t kQuads = 32;  // after the d array
   static constexpr int kQl = 0, kQh = 32, kSc = 48;  // quad indices
@@ -234,43 +228,16 @@ struct Q6KI {
           }
         }
       }
-      for (int t = 0; t < NT; ++t) {
-        _mm256_storeu_ps(y + t * ldy + 16 * g, acc[t][0]);
-        _mm256_storeu_ps(y + t * ldy + 16 * g + 8, acc[t][1]);
-      }
+      StoreGroup<NT>(acc, y, ldy, g);
     }
   }
 };
 
-// TileFn for nr / 16 whole groups (the driver guarantees nr % 16 == 0), nt <= 2 tokens.
-template <typename L>
-void InterleavedTile(const uint8_t* w, uint64_t rb, int nr, const QuantizedActs& acts,
-                     int64_t t0, int nt, float* y, int64_t ldy) {
-  ActRow a[2];
-  for (int t = 0; t < nt; ++t) a[t] = acts.Row(t0 + t);
-  const int64_t nb = acts.cols() / kQK;
-  const int64_t n_groups = nr / kInterleaveRows;
-  if (nt == 1) {
-    L::template Run<1>(w, rb, n_groups, a, nb, y, ldy);
-  } else if (nt == 2) {
-    L::template Run<2>(w, rb, n_groups, a, nb, y, ldy);
-  }
-}
-
-template <typename L>
-void Register(MatmulImpl* impl, GgmlType type) {
-  TileKernel& k = impl->tiles_interleaved[static_cast<int>(type)];
-  k.fn = &InterleavedTile<L>;
-  k.max_rows = kInterleaveRows;
-  k.max_tokens = 2;
-  k.any_rows = true;
-}
-
 }  // namespace
 
 void FillInterleavedKQuants(MatmulImpl* impl) {
-  Register<Q4KI>(impl, GgmlType::kQ4_K);
-  Register<Q6KI>(impl, GgmlType::kQ6_K);
+  RegisterInterleaved<Q4KI>(impl, GgmlType::kQ4_K);
+  RegisterInterleaved<Q6KI>(impl, GgmlType::kQ6_K);
 }
 
 }  // namespace lifeline::kernels::avx2

@@ -22,15 +22,10 @@
 #include "engine/kernels/interleave.h"
 #include "engine/kernels/x86/avx2_kernels.h"
 #include "engine/kernels/x86/avx2_util.h"
+#include "engine/kernels/x86/interleaved_avx2.h"
 
 namespace lifeline::kernels::avx2 {
 namespace {
-
-static inline __m256i Bcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
 
 static inline __m256 LoadF16x8(const uint8_t* p) {
   return _mm256_cvtph_ps(LoadU128(p));
@@ -48,132 +43,103 @@ static inline void PrefetchPair(const uint8_t* unit) {
   }
 }
 
+// Per unit b and token t: the int32 block sums of the 16 rows (rows 0..7 in s[t][0], 8..15 in
+// s[t][1]), level offset included.
 struct Q4_0I {
+  static constexpr int64_t kBlockElems = 32;
   static constexpr int64_t kUnit = 16 * 18;
 
-  // n_groups consecutive 16-row groups, NT tokens (1 or 2: more accumulators than the 16 ymm
-  // registers hold would spill in the inner loop).
   template <int NT>
-  static void Run(const uint8_t* w, uint64_t rb, int64_t n_groups, const ActRow* a, int64_t nb,
-                  float* y, int64_t ldy) {
+  static inline void BlockSums(const uint8_t* unit, const ActRow* a, int64_t b,
+                               __m256i (&s)[NT][2]) {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     const __m256i ones = _mm256_set1_epi16(1);
-    for (int64_t g = 0; g < n_groups; ++g) {
-      const uint8_t* unit = w + static_cast<uint64_t>(g) * 16 * rb;
-      __m256 acc[NT][2];
-      for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-      for (int64_t b = 0; b < nb; ++b, unit += kUnit) {
-        if ((b & 1) == 0) PrefetchPair<kUnit>(unit);
-        __m256i s16[NT][2];
-        for (int t = 0; t < NT; ++t) s16[t][0] = s16[t][1] = _mm256_setzero_si256();
-        for (int k = 0; k < 4; ++k) {
-          __m256i lo[2], hi[2];
-          for (int h = 0; h < 2; ++h) {
-            const __m256i q = LoadU256(unit + 32 + 64 * k + 32 * h);
-            lo[h] = _mm256_and_si256(q, m4);
-            hi[h] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-          }
-          for (int t = 0; t < NT; ++t) {
-            const __m256i yl = Bcast4(a[t].qs + 32 * b + 4 * k);
-            const __m256i yh = Bcast4(a[t].qs + 32 * b + 16 + 4 * k);
-            for (int h = 0; h < 2; ++h) {
-              s16[t][h] = _mm256_add_epi16(s16[t][h], _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], yl),
-                                                                      _mm256_maddubs_epi16(hi[h], yh)));
-            }
-          }
-        }
-        const __m256 d0 = LoadF16x8(unit), d1 = LoadF16x8(unit + 16);
-        for (int t = 0; t < NT; ++t) {
-          const __m256i off = _mm256_set1_epi32(-8 * a[t].isum[b]);
-          const __m256 dy = _mm256_set1_ps(a[t].d[b]);
-          const __m256i i0 = _mm256_add_epi32(_mm256_madd_epi16(s16[t][0], ones), off);
-          const __m256i i1 = _mm256_add_epi32(_mm256_madd_epi16(s16[t][1], ones), off);
-          acc[t][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(d0, dy), acc[t][0]);
-          acc[t][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(d1, dy), acc[t][1]);
-        }
+    __m256i s16[NT][2];
+    for (int t = 0; t < NT; ++t) s16[t][0] = s16[t][1] = _mm256_setzero_si256();
+    for (int k = 0; k < 4; ++k) {
+      __m256i lo[2], hi[2];
+      for (int h = 0; h < 2; ++h) {
+        const __m256i q = LoadU256(unit + 32 + 64 * k + 32 * h);
+        lo[h] = _mm256_and_si256(q, m4);
+        hi[h] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
       }
       for (int t = 0; t < NT; ++t) {
-        _mm256_storeu_ps(y + t * ldy + 16 * g, acc[t][0]);
-        _mm256_storeu_ps(y + t * ldy + 16 * g + 8, acc[t][1]);
+        const __m256i yl = Bcast4(a[t].qs + 32 * b + 4 * k);
+        const __m256i yh = Bcast4(a[t].qs + 32 * b + 16 + 4 * k);
+        for (int h = 0; h < 2; ++h) {
+          s16[t][h] = _mm256_add_epi16(s16[t][h], _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], yl),
+                                                                  _mm256_maddubs_epi16(hi[h], yh)));
+        }
       }
+    }
+    for (int t = 0; t < NT; ++t) {
+      const __m256i off = _mm256_set1_epi32(-8 * a[t].isum[b]);
+      for (int h = 0; h < 2; ++h) s[t][h] = _mm256_add_epi32(_mm256_madd_epi16(s16[t][h], ones), off);
     }
   }
 };
 
 struct Q8_0I {
+  static constexpr int64_t kBlockElems = 32;
   static constexpr int64_t kUnit = 16 * 34;
 
   template <int NT>
-  static void Run(const uint8_t* w, uint64_t rb, int64_t n_groups, const ActRow* a, int64_t nb,
-                  float* y, int64_t ldy) {
+  static inline void BlockSums(const uint8_t* unit, const ActRow* a, int64_t b,
+                               __m256i (&s)[NT][2]) {
     const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
     const __m256i ones = _mm256_set1_epi16(1);
-    for (int64_t g = 0; g < n_groups; ++g) {
-      const uint8_t* unit = w + static_cast<uint64_t>(g) * 16 * rb;
-      __m256 acc[NT][2];
-      for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-      for (int64_t b = 0; b < nb; ++b, unit += kUnit) {
-        if ((b & 1) == 0) PrefetchPair<kUnit>(unit);
-        __m256i s32[NT][2];
-        for (int t = 0; t < NT; ++t) s32[t][0] = s32[t][1] = _mm256_setzero_si256();
-        for (int k = 0; k < 8; ++k) {
-          __m256i sw[2], aw[2];
-          for (int h = 0; h < 2; ++h) {
-            sw[h] = _mm256_xor_si256(LoadU256(unit + 32 + 64 * k + 32 * h), flip);  // signed w
-            aw[h] = _mm256_abs_epi8(sw[h]);
-          }
-          for (int t = 0; t < NT; ++t) {
-            const __m256i y4 = Bcast4(a[t].qs + 32 * b + 4 * k);
-            for (int h = 0; h < 2; ++h) {
-              const __m256i p = _mm256_maddubs_epi16(aw[h], _mm256_sign_epi8(y4, sw[h]));
-              s32[t][h] = _mm256_add_epi32(s32[t][h], _mm256_madd_epi16(p, ones));
-            }
-          }
-        }
-        const __m256 d0 = LoadF16x8(unit), d1 = LoadF16x8(unit + 16);
-        for (int t = 0; t < NT; ++t) {
-          const __m256 dy = _mm256_set1_ps(a[t].d[b]);
-          acc[t][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32[t][0]), _mm256_mul_ps(d0, dy), acc[t][0]);
-          acc[t][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32[t][1]), _mm256_mul_ps(d1, dy), acc[t][1]);
-        }
+    for (int t = 0; t < NT; ++t) s[t][0] = s[t][1] = _mm256_setzero_si256();
+    for (int k = 0; k < 8; ++k) {
+      __m256i sw[2], aw[2];
+      for (int h = 0; h < 2; ++h) {
+        sw[h] = _mm256_xor_si256(LoadU256(unit + 32 + 64 * k + 32 * h), flip);  // signed w
+        aw[h] = _mm256_abs_epi8(sw[h]);
       }
       for (int t = 0; t < NT; ++t) {
-        _mm256_storeu_ps(y + t * ldy + 16 * g, acc[t][0]);
-        _mm256_storeu_ps(y + t * ldy + 16 * g + 8, acc[t][1]);
+        const __m256i y4 = Bcast4(a[t].qs + 32 * b + 4 * k);
+        for (int h = 0; h < 2; ++h) {
+          const __m256i p = _mm256_maddubs_epi16(aw[h], _mm256_sign_epi8(y4, sw[h]));
+          s[t][h] = _mm256_add_epi32(s[t][h], _mm256_madd_epi16(p, ones));
+        }
       }
     }
   }
 };
 
-// TileFn for nr / 16 whole groups (the driver guarantees nr % 16 == 0), nt <= 2 tokens.
-template <typename L>
-void InterleavedTile(const uint8_t* w, uint64_t rb, int nr, const QuantizedActs& acts,
-                     int64_t t0, int nt, float* y, int64_t ldy) {
-  ActRow a[2];
-  for (int t = 0; t < nt; ++t) a[t] = acts.Row(t0 + t);
-  const int64_t nb = acts.cols() / 32;
-  const int64_t n_groups = nr / kInterleaveRows;
-  if (nt == 1) {
-    L::template Run<1>(w, rb, n_groups, a, nb, y, ldy);
-  } else if (nt == 2) {
-    L::template Run<2>(w, rb, n_groups, a, nb, y, ldy);
-  }
-}
+// n_groups consecutive 16-row groups, NT tokens: per unit the block sums, then one conversion
+// and one FMA per half with d_w x d_y.
+template <typename B>
+struct Groups {
+  static constexpr int64_t kBlockElems = B::kBlockElems;
 
-template <typename L>
-void Register(MatmulImpl* impl, GgmlType type) {
-  TileKernel& k = impl->tiles_interleaved[static_cast<int>(type)];
-  k.fn = &InterleavedTile<L>;
-  k.max_rows = kInterleaveRows;
-  k.max_tokens = 2;
-  k.any_rows = true;
-}
+  template <int NT>
+  static void Run(const uint8_t* w, uint64_t rb, int64_t n_groups, const ActRow* a, int64_t nb,
+                  float* y, int64_t ldy) {
+    for (int64_t g = 0; g < n_groups; ++g) {
+      const uint8_t* unit = w + static_cast<uint64_t>(g) * 16 * rb;
+      __m256 acc[NT][2];
+      for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+      for (int64_t b = 0; b < nb; ++b, unit += B::kUnit) {
+        if ((b & 1) == 0) PrefetchPair<B::kUnit>(unit);
+        __m256i s[NT][2];
+        B::template BlockSums<NT>(unit, a, b, s);
+        const __m256 d0 = LoadF16x8(unit), d1 = LoadF16x8(unit + 16);
+        for (int t = 0; t < NT; ++t) {
+          const __m256 dy = _mm256_set1_ps(a[t].d[b]);
+          acc[t][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t][0]), _mm256_mul_ps(d0, dy), acc[t][0]);
+          acc[t][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t][1]), _mm256_mul_ps(d1, dy), acc[t][1]);
+        }
+      }
+      StoreGroup<NT>(acc, y, ldy, g);
+    }
+  }
+};
 
 }  // namespace
 
 void FillInterleavedLegacy(MatmulImpl* impl) {
-  Register<Q4_0I>(impl, GgmlType::kQ4_0);
-  Register<Q8_0I>(impl, GgmlType::kQ8_0);
+  RegisterInterleaved<Groups<Q4_0I>>(impl, GgmlType::kQ4_0);
+  RegisterInterleaved<Groups<Q8_0I>>(impl, GgmlType::kQ8_0);
 }
 
 }  // namespace lifeline::kernels::avx2
