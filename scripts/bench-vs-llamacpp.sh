@@ -63,12 +63,12 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a == a) printf "%.2fx", 
 
 run_lifeline() {  # model -> "pp tg share"
   local j
-  j="$("$LIFELINE" bench-model -m "$1" -p "$N_PROMPT" -n "$N_GEN" -r 3 -t "$THREADS" --json)"
+  j="$("$LIFELINE" bench-model -m "$1" -p "$N_PROMPT" -n "$N_GEN" -r 3 -t "$THREADS" --json)" || return 1
   jq -r '"\(.pp.median) \(.tg.median) \(.decode_roofline_share)"' <<<"$j"
 }
 run_llama() {  # model -> "pp tg" (median of each test's samples)
   local j
-  j="$("$LLAMA_BENCH" -m "$1" -p "$N_PROMPT" -n "$N_GEN" -r 3 -t "$THREADS" -o json 2>/dev/null)"
+  j="$("$LLAMA_BENCH" -m "$1" -p "$N_PROMPT" -n "$N_GEN" -r 3 -t "$THREADS" -o json)" || return 1
   jq -r '
     def med: (.samples_ts // [.avg_ts]) | sort | if length % 2 == 1 then .[length / 2 | floor]
              else (.[length / 2 - 1] + .[length / 2]) / 2 end;
@@ -84,10 +84,12 @@ for m in "${MODELS[@]}"; do
   for r in $(seq 1 "$ROUNDS"); do
     for who in $( [ $((r % 2)) -eq 1 ] && echo "lifeline llama" || echo "llama lifeline"); do
       if [ "$who" = lifeline ]; then
-        read -r pp tg share < <(run_lifeline "$m")
+        res="$(run_lifeline "$m")" || { echo "bench-vs-llamacpp: lifeline bench-model failed on $m" >&2; exit 1; }
+        read -r pp tg share <<<"$res"
         ll_pp+=" $pp" ll_tg+=" $tg" ll_share+=" $share"
       else
-        read -r pp tg < <(run_llama "$m")
+        res="$(run_llama "$m")" || { echo "bench-vs-llamacpp: llama-bench failed on $m" >&2; exit 1; }
+        read -r pp tg <<<"$res"
         lc_pp+=" $pp" lc_tg+=" $tg"
       fi
     done

@@ -3,7 +3,7 @@
 # JSON shape (-o json) with known samples, and the real lifeline behind a wrapper that logs
 # each call. Checks: the two tools alternate with the order flipped every round, llama.cpp's
 # medians are read from samples_ts, each ratio is Lifeline's median over llama.cpp's, and a
-# missing llama-bench is a clear error.
+# missing or failing llama-bench is a clear error.
 # Usage: bench_vs_llamacpp_test.sh LIFELINE_BINARY MODEL.gguf
 set -euo pipefail
 LIFELINE_BIN="$1" MODEL="$2"
@@ -59,4 +59,14 @@ rc=$?
 set -e
 [ "$rc" = 2 ] || fail "exit $rc without llama-bench"
 grep -q "llama-bench not found" <<<"$err" || fail "message: $err"
+# A llama-bench that fails:
+# an error naming the tool, not a table of nan.
+printf '#!/usr/bin/env bash\nexit 4\n' > "$T/broken"
+chmod +x "$T/broken"
+set +e
+err="$(LLAMA_BENCH="$T/broken" LIFELINE="$T/lifeline" "$ROOT/scripts/bench-vs-llamacpp.sh" -r 1 -p 16 -n 8 "$MODEL" 2>&1)"
+rc=$?
+set -e
+[ "$rc" = 1 ] || fail "exit $rc with a failing llama-bench"
+grep -q "llama-bench failed on" <<<"$err" || fail "message: $err"
 echo PASS
