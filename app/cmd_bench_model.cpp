@@ -12,6 +12,7 @@
 #include "bench/bandwidth_probe.h"
 #include "bench/model_bench.h"
 #include "engine/kernels/compute_pool.h"
+#include "engine/kernels/op_profile.h"
 
 namespace lifeline::app {
 namespace {
@@ -28,6 +29,7 @@ struct BenchFlags {
   std::string isa;
   std::string kv_type = "f16";
   PinFlags pin;
+  bool profile_ops = false;
 };
 
 nlohmann::json StatsJson(const ThroughputStats& s) {
@@ -38,6 +40,24 @@ nlohmann::json StatsJson(const ThroughputStats& s) {
 int Fail(const Status& s) {
   std::fprintf(stderr, "lifeline bench-model: %s\n", s.ToString().c_str());
   return 1;
+}
+
+// The tg runs' products: per product (matrices, shape), calls, time, weight bandwidth and
+// share of the tg wall time; the rest of that time is attention, norms and the like.
+void PrintProfile(const OpProfile& profile, double tg_seconds) {
+  std::printf("tg products (wall time inside each matrix product, all tg runs):\n");
+  std::printf("| product | calls | ms | us/call | GB/s | share of tg |\n");
+  std::printf("| ------- | ----: | -: | ------: | ---: | ----------: |\n");
+  for (const OpProfileEntry& e : profile.Entries()) {
+    std::printf("| %s | %lld | %.1f | %.1f | %.1f | %.1f %% |\n", e.key.c_str(),
+                static_cast<long long>(e.calls), e.seconds * 1e3, e.seconds * 1e6 / e.calls,
+                e.gb_per_s(), tg_seconds > 0 ? 100.0 * e.seconds / tg_seconds : 0.0);
+  }
+  const double in_products = profile.TotalSeconds();
+  std::printf("products: %.1f %% of tg time; outside them (attention, RoPE, KV writes, "
+              "hand-offs between products): %.1f %%\n",
+              tg_seconds > 0 ? 100.0 * in_products / tg_seconds : 0.0,
+              tg_seconds > 0 ? 100.0 * (tg_seconds - in_products) / tg_seconds : 0.0);
 }
 
 int RunBench(const BenchFlags& f) {
@@ -57,6 +77,8 @@ int RunBench(const BenchFlags& f) {
   opts.n_gen = f.n_gen;
   opts.reps = f.reps;
   opts.kv_type = *kv_type;
+  OpProfile profile;
+  if (f.profile_ops) opts.tg_profile = &profile;
   auto res = RunModelBench(*loaded->model, pool, opts);
   if (!res.ok()) return Fail(res.status());
   BandwidthResult bw;
@@ -88,6 +110,19 @@ int RunBench(const BenchFlags& f) {
         {"decode_roofline_tokens_per_s", roofline_tps},
         {"decode_roofline_share", share},
     };
+    if (f.profile_ops) {
+      nlohmann::json ops = nlohmann::json::array();
+      for (const OpProfileEntry& e : profile.Entries()) {
+        ops.push_back({{"product", e.key},
+                       {"decode", e.decode},
+                       {"calls", e.calls},
+                       {"seconds", e.seconds},
+                       {"weight_bytes", e.weight_bytes},
+                       {"gb_per_s", e.gb_per_s()}});
+      }
+      j["tg_seconds"] = res->tg_seconds;
+      j["tg_products"] = ops;
+    }
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
@@ -113,6 +148,7 @@ int RunBench(const BenchFlags& f) {
                 static_cast<long long>(f.n_gen), res->tg.median, res->tg.mean, res->tg.stddev,
                 res->tg.min, res->tg.max);
   }
+  if (f.profile_ops && f.n_gen > 0) PrintProfile(profile, res->tg_seconds);
   if (!f.no_bandwidth) {
     std::printf("memory read bandwidth: %.1f GB/s (median of %d, %d threads); decode roofline "
                 "%.1f tok/s; tg reaches %.0f %% of it\n",
@@ -141,6 +177,8 @@ CommandFn RegisterBenchModel(CLI::App& root) {
                 "Keep every matrix in the file's row layout (no row-interleaved copies)");
   cmd->add_option("--isa", f->isa, "Force a kernel level: scalar, avx2, avx512");
   AddPinFlags(cmd, &f->pin);
+  cmd->add_flag("--profile-ops", f->profile_ops,
+                "Time every matrix product of the tg runs: per-product GB/s and share of tg time");
   cmd->add_option("--kv-type", f->kv_type, "KV cache storage type: f16, f32, q8_0")
       ->capture_default_str();
   return [f] { return RunBench(*f); };

@@ -105,12 +105,18 @@ Result<ModelBenchResult> RunModelBench(const LlamaModel& model, ComputePool& poo
     if (opts.n_gen > 0) {
       const SeqId seq = ctx->NewSequence();
       const std::vector<int32_t> ids = BenchTokens(opts.n_gen, cfg.n_vocab);
+      SetOpProfile(opts.tg_profile);
       const auto t0 = std::chrono::steady_clock::now();
-      for (int64_t i = 0; i < opts.n_gen; ++i) {
+      Status st;
+      for (int64_t i = 0; i < opts.n_gen && st.ok(); ++i) {
         const BatchToken tok{ids[i], i, seq, true};
-        LL_RETURN_IF_ERROR(model.Eval({&tok, 1}, *ctx, pool, logits));
+        st = model.Eval({&tok, 1}, *ctx, pool, logits);
       }
-      tg.push_back(static_cast<double>(opts.n_gen) / Seconds(t0));
+      const double seconds = Seconds(t0);
+      SetOpProfile(nullptr);
+      LL_RETURN_IF_ERROR(st);
+      out.tg_seconds += seconds;
+      tg.push_back(static_cast<double>(opts.n_gen) / seconds);
       LL_RETURN_IF_ERROR(ctx->ReleaseSequence(seq));
     }
   }

@@ -13,6 +13,7 @@
 
 #include "base/status.h"
 #include "engine/kernels/compute_pool.h"
+#include "engine/kernels/op_profile.h"
 #include "engine/model/llama_model.h"
 
 namespace lifeline {
@@ -22,6 +23,9 @@ struct ModelBenchOptions {
   int64_t n_gen = 128;     // 0 skips tg
   int reps = 5;
   KvType kv_type = KvType::kF16;
+  // Installed (op_profile.h) around the tg runs only; its entries are then the decode
+  // products of n_gen * reps tokens.
+  OpProfile* tg_profile = nullptr;
 };
 
 struct ThroughputStats {
@@ -32,6 +36,7 @@ struct ThroughputStats {
 struct ModelBenchResult {
   ThroughputStats pp;
   ThroughputStats tg;
+  double tg_seconds = 0;  // wall time of all tg runs (the profile's entries are a part of it)
   uint64_t weight_bytes_per_token = 0;  // matrices read once per decoded token
   uint64_t model_bytes = 0;             // all tensor data
   uint64_t n_params = 0;

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <vector>
 
 #include "base/check.h"
 #include "engine/kernels/compute_pool.h"
 #include "engine/kernels/interleave.h"
+#include "engine/kernels/op_profile.h"
 #include "engine/kernels/ref/vec_dot_ref.h"
 
 namespace lifeline::kernels {
@@ -565,8 +567,10 @@ void RunMatmul(const MatmulImpl& impl, const WeightMatrix& w, const float* x, in
 
 namespace lifeline {
 
-void RunMatmulGroup(const KernelTable& table, const MatmulGroup& g, const float* x,
-                    int64_t n_tokens, ComputePool& pool) {
+namespace {
+
+void RunMatmulGroupUntimed(const KernelTable& table, const MatmulGroup& g, const float* x,
+                           int64_t n_tokens, ComputePool& pool) {
   if (table.matmul_group != nullptr) {
     table.matmul_group(g, x, n_tokens, pool);
     return;
@@ -580,6 +584,21 @@ void RunMatmulGroup(const KernelTable& table, const MatmulGroup& g, const float*
   } else {
     for (int i = 0; i < g.n; ++i) g.epilogue(g.epilogue_ctx, i, 0, g.w[i].rows);
   }
+}
+
+}  // namespace
+
+void RunMatmulGroup(const KernelTable& table, const MatmulGroup& g, const float* x,
+                    int64_t n_tokens, ComputePool& pool) {
+  OpProfile* profile = CurrentOpProfile();
+  if (profile == nullptr) {
+    RunMatmulGroupUntimed(table, g, x, n_tokens, pool);
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  RunMatmulGroupUntimed(table, g, x, n_tokens, pool);
+  profile->Add(g, n_tokens,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
 }  // namespace lifeline

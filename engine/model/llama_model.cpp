@@ -417,7 +417,13 @@ void LlamaModel::OutputLogits(std::span<const BatchToken> step, LlamaContext& ct
     ++n_rows;
   }
   if (n_rows == 0) return;
-  kernels_->matmul(weights_.output, s.head_in.data(), n_rows, logits, pool);  // [n_rows, n_vocab]
+  // [n_rows, n_vocab]; through the group entry (one matrix, no hooks: the same kernels as
+  // KernelTable::matmul) so product timing (op_profile.h) sees the output matrix too.
+  MatmulGroup out;
+  out.n = 1;
+  out.w[0] = weights_.output;
+  out.y[0] = logits;
+  RunMatmulGroup(*kernels_, out, s.head_in.data(), n_rows, pool);
 }
 
 }  // namespace lifeline

@@ -72,6 +72,36 @@ TEST(RunCli, BadCpuListIsAnErrorNamingTheFlag) {
       << r.out;
 }
 
+// bench-model --profile-ops: the tg runs' products cover every matrix a decode step reads,
+// so their weight bytes add up to weights-read-per-token x generated tokens exactly.
+TEST(BenchModelCli, ProfiledProductsAccountForEveryWeightByte) {
+  const int64_t n_gen = 4, reps = 2;
+  const auto r = RunShell(LifelineBinary() + " bench-model -m " +
+                          SharedPath("models/stories260K.gguf") + " -p 0 -n " +
+                          std::to_string(n_gen) + " -r " + std::to_string(reps) +
+                          " -t 2 --no-bandwidth --profile-ops --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.contains("tg_products")) << r.out;
+  double bytes = 0, seconds = 0;
+  int64_t calls = 0;
+  for (const auto& e : j["tg_products"]) {
+    EXPECT_TRUE(e["decode"].get<bool>()) << e.dump();
+    bytes += e["weight_bytes"].get<double>();
+    seconds += e["seconds"].get<double>();
+    calls += e["calls"].get<int64_t>();
+  }
+  EXPECT_EQ(bytes, j["weight_bytes_per_token"].get<double>() * n_gen * reps);
+  EXPECT_GT(calls, 0);
+  EXPECT_LE(seconds, j["tg_seconds"].get<double>());
+  // Without the flag: no product table.
+  const auto plain = RunShell(LifelineBinary() + " bench-model -m " +
+                              SharedPath("models/stories260K.gguf") +
+                              " -p 0 -n 2 -r 1 --no-bandwidth --json");
+  ASSERT_EQ(plain.exit_code, 0) << plain.out;
+  EXPECT_FALSE(nlohmann::json::parse(plain.out).contains("tg_products"));
+}
+
 TEST(RunCli, PlainTextStreamsTheGreedyContinuation) {
   const auto ref = ReadJson(SharedPath("reference/logits/stories260K.p1.json"));
   const auto r = RunShell(LifelineBinary() + " run -m " + SharedPath("models/stories260K.gguf") +

@@ -1,0 +1,60 @@
+#include "engine/kernels/op_profile.h"
+
+#include <algorithm>
+
+#include "engine/kernels/ggml_type.h"
+
+namespace lifeline {
+namespace {
+std::atomic<OpProfile*> g_profile{nullptr};
+}  // namespace
+
+void SetOpProfile(OpProfile* profile) { g_profile.store(profile, std::memory_order_release); }
+
+OpProfile* CurrentOpProfile() { return g_profile.load(std::memory_order_acquire); }
+
+void OpProfile::Add(const MatmulGroup& g, int64_t n_tokens, double seconds) {
+  std::string key;
+  double bytes = 0;
+  for (int i = 0; i < g.n; ++i) {
+    if (i > 0) key += " + ";
+    key += std::string(TypeTraits(g.w[i].type).name) + " " + std::to_string(g.w[i].rows) + "x" +
+           std::to_string(g.w[i].cols);
+    bytes += static_cast<double>(g.w[i].rows) * static_cast<double>(g.w[i].row_bytes);
+  }
+  const bool decode = n_tokens == 1;
+  std::lock_guard<std::mutex> lock(mu_);
+  OpProfileEntry& e = entries_[{key, decode}];
+  if (e.calls == 0) {
+    e.key = key;
+    e.decode = decode;
+  }
+  ++e.calls;
+  e.seconds += seconds;
+  e.weight_bytes += bytes;
+}
+
+std::vector<OpProfileEntry> OpProfile::Entries() const {
+  std::vector<OpProfileEntry> out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [k, e] : entries_) out.push_back(e);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const OpProfileEntry& a, const OpProfileEntry& b) { return a.seconds > b.seconds; });
+  return out;
+}
+
+double OpProfile::TotalSeconds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  double s = 0;
+  for (const auto& [k, e] : entries_) s += e.seconds;
+  return s;
+}
+
+void OpProfile::Reset() {
+  std::lock_guard<std::mutex> lock(mu_);
+  entries_.clear();
+}
+
+}  // namespace lifeline
