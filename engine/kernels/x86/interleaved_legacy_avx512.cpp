@@ -61,12 +61,15 @@ struct Q8_0I {
   static inline void PlainLevels(const uint8_t* unit, __m512i (&v)[8]) { Levels(unit, v); }
 };
 
-// Software prefetch distance: whole units, a little over 4 KiB ahead, each line of a pair of
+// Software prefetch distance: whole units, a little over 8 KiB ahead, each line of a pair of
 // units prefetched once. Measured on the 1.1B models (decode, two threads): without prefetch
-// decode ran 20-40 % slower; 1-8 KiB ahead, and one prefetch per 64 bytes of every unit
-// instead of per line, were all within the machine's noise of each other.
+// decode ran 20-40 % slower. 4 KiB vs 8 KiB, per-product GB/s from `bench-model
+// --profile-ops`, six alternating rounds: 1.1B Q4_0 down projection 63-70 -> 70-74 GB/s, QKV
+// 59-68 -> 65-70, tg 104-118 -> 114-120 tok/s; 1.1B Q8_0 tg 58-61 -> 61-62; 110M Q4_0 tg
+// 891-907 -> 921-948. 12 and 16 KiB were no better than 8 (16 KiB worse); bursts of four
+// units every four units 6.5 KiB ahead were worse (tg 109-112).
 template <typename L>
-constexpr int64_t kAheadBytes = (4096 / L::kUnit + 1) * L::kUnit;
+constexpr int64_t kAheadBytes = (8192 / L::kUnit + 1) * L::kUnit;
 
 // n_groups consecutive 16-row groups, NT tokens.
 // init[t][b] = -offset * isum of token t's block b: each unit's block sums start from it with
