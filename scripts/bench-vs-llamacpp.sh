@@ -40,21 +40,8 @@ command -v "$LLAMA_BENCH" >/dev/null || {
 
 MODELS=("$@")
 if [ ${#MODELS[@]} -eq 0 ]; then
-  DIR="${XDG_CACHE_HOME:-$HOME/.cache}/lifeline/bench-models"
-  mkdir -p "$DIR"
-  make_model() {  # name dim layers heads kv_heads ffn type
-    local out="$DIR/$1-$7.gguf"
-    [ -f "$out" ] || "$LIFELINE" make-model --arch llama --dim "$2" --layers "$3" --heads "$4" \
-      --kv-heads "$5" --ffn "$6" --type "$7" --seed 1 -o "$out" >&2
-    echo "$out"
-  }
-  MODELS=(
-    "$(make_model 110m 768 12 12 12 2048 q8_0)"
-    "$(make_model 110m 768 12 12 12 2048 q4_0)"
-    "$(make_model 1.1b 2048 22 32 4 5632 q4_0)"
-    "$(make_model 1.1b 2048 22 32 4 5632 q4_k_m)"
-    "$(make_model 1.1b 2048 22 32 4 5632 q8_0)"
-  )
+  source scripts/bench-models.sh
+  mapfile -t MODELS < <(bench_models "$LIFELINE" "${XDG_CACHE_HOME:-$HOME/.cache}/lifeline/bench-models")
 fi
 for m in "${MODELS[@]}"; do [ -f "$m" ] || { echo "bench-vs-llamacpp: no such model: $m" >&2; exit 2; }; done
 
