@@ -14,16 +14,25 @@ void SetOpProfile(OpProfile* profile) { g_profile.store(profile, std::memory_ord
 OpProfile* CurrentOpProfile() { return g_profile.load(std::memory_order_acquire); }
 
 void OpProfile::Add(const MatmulGroup& g, int64_t n_tokens, double seconds) {
-  std::string key;
   double bytes = 0;
+  std::array<const uint8_t*, MatmulGroup::kMaxMatrices> ptrs{};
   for (int i = 0; i < g.n; ++i) {
-    if (i > 0) key += " + ";
-    key += std::string(TypeTraits(g.w[i].type).name) + " " + std::to_string(g.w[i].rows) + "x" +
-           std::to_string(g.w[i].cols);
     bytes += static_cast<double>(g.w[i].rows) * static_cast<double>(g.w[i].row_bytes);
+    ptrs[static_cast<size_t>(i)] = g.w[i].data;
   }
   const bool decode = n_tokens == 1;
   std::lock_guard<std::mutex> lock(mu_);
+  // The key string is built once per distinct group (a model has a few hundred), not per
+  // call: the profile should not add allocations to the products it times.
+  auto [it, fresh] = keys_.try_emplace(ptrs);
+  if (fresh) {
+    for (int i = 0; i < g.n; ++i) {
+      if (i > 0) it->second += " + ";
+      it->second += std::string(TypeTraits(g.w[i].type).name) + " " +
+                    std::to_string(g.w[i].rows) + "x" + std::to_string(g.w[i].cols);
+    }
+  }
+  const std::string& key = it->second;
   OpProfileEntry& e = entries_[{key, decode}];
   if (e.calls == 0) {
     e.key = key;
@@ -55,6 +64,7 @@ double OpProfile::TotalSeconds() const {
 void OpProfile::Reset() {
   std::lock_guard<std::mutex> lock(mu_);
   entries_.clear();
+  keys_.clear();
 }
 
 }  // namespace lifeline

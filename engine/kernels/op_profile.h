@@ -10,6 +10,7 @@
 // owner, and several engines may share a profile).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -41,6 +42,7 @@ class OpProfile {
  private:
   mutable std::mutex mu_;
   std::map<std::pair<std::string, bool>, OpProfileEntry> entries_;
+  std::map<std::array<const uint8_t*, MatmulGroup::kMaxMatrices>, std::string> keys_;
 };
 
 // The installed profile (nullptr: none). Install one only while no product is running.
