@@ -65,11 +65,12 @@ int RunBench(const BenchFlags& f) {
   if (!kernels.ok()) return Fail(kernels.status());
   auto kv_type = SelectKvType(f.kv_type);
   if (!kv_type.ok()) return Fail(kv_type.status());
-  auto loaded = LoadModel(f.model_path, **kernels, /*mlock=*/false, f.no_repack);
-  if (!loaded.ok()) return Fail(loaded.status());
+  // Flags are checked before the (slow) model load.
   const int threads = f.threads > 0 ? f.threads : DefaultThreads();
   auto pin_cpus = PinCpusFor(f.pin, threads);
   if (!pin_cpus.ok()) return Fail(pin_cpus.status());
+  auto loaded = LoadModel(f.model_path, **kernels, /*mlock=*/false, f.no_repack);
+  if (!loaded.ok()) return Fail(loaded.status());
   ComputePool pool(threads, *pin_cpus);
 
   ModelBenchOptions opts;

@@ -87,6 +87,10 @@ int RunCommand(const RunFlags& f) {
   if (!kernels.ok()) return Fail(kernels.status());
   auto kv_type = SelectKvType(f.kv_type);
   if (!kv_type.ok()) return Fail(kv_type.status());
+  // Flags are checked before the (slow) model load.
+  const int threads = f.threads > 0 ? f.threads : DefaultThreads();
+  auto pin_cpus = PinCpusFor(f.pin, threads);
+  if (!pin_cpus.ok()) return Fail(pin_cpus.status());
   const auto t_load = Clock::now();
   auto loaded = LoadModel(f.model_path, **kernels, f.mlock);
   if (!loaded.ok()) return Fail(loaded.status());
@@ -109,9 +113,6 @@ int RunCommand(const RunFlags& f) {
                            " tokens, the context holds " + std::to_string(n_ctx)));
   }
   const SeqId seq = (*ctx)->NewSequence();
-  const int threads = f.threads > 0 ? f.threads : DefaultThreads();
-  auto pin_cpus = PinCpusFor(f.pin, threads);
-  if (!pin_cpus.ok()) return Fail(pin_cpus.status());
   ComputePool pool(threads, *pin_cpus);
   const int64_t n_vocab = model.config().n_vocab;
 

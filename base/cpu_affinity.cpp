@@ -21,6 +21,17 @@ bool ParseId(std::string_view s, int* out) {
   return true;
 }
 
+#if defined(__linux__)
+// The ids set in an affinity mask, ascending.
+std::vector<int> CpusIn(const cpu_set_t& set) {
+  std::vector<int> cpus;
+  for (int c = 0; c <= kMaxCpuId && c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+#endif
+
 }  // namespace
 
 Result<std::vector<int>> ParseCpuList(std::string_view list, std::string_view what) {
@@ -59,16 +70,12 @@ Result<std::vector<int>> ParseCpuList(std::string_view list, std::string_view wh
 }
 
 std::vector<int> AllowedCpus() {
-  std::vector<int> cpus;
 #if defined(__linux__)
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
-  for (int c = 0; c <= kMaxCpuId && c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  }
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CpusIn(set);
 #endif
-  return cpus;
+  return {};
 }
 
 bool PinCurrentThread(int cpu) {
@@ -85,16 +92,12 @@ bool PinCurrentThread(int cpu) {
 }
 
 std::vector<int> CurrentThreadCpus() {
-  std::vector<int> cpus;
 #if defined(__linux__)
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (pthread_getaffinity_np(pthread_self(), sizeof(set), &set) != 0) return cpus;
-  for (int c = 0; c <= kMaxCpuId && c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  }
+  if (pthread_getaffinity_np(pthread_self(), sizeof(set), &set) == 0) return CpusIn(set);
 #endif
-  return cpus;
+  return {};
 }
 
 Result<std::vector<int>> ResolvePinCpus(bool pin, std::string_view cpus_flag, int n_threads,
