@@ -5,7 +5,7 @@
 // generation runs and prints the table: which products stream below the bandwidth the others
 // reach, and how much of a token is fixed per-product cost.
 //
-// Off by default: with no profile installed a product pays one relaxed atomic load.
+// Off by default: with no profile installed a product pays one atomic load.
 // Thread-safety: Set/Current are atomic; Add locks (products run one at a time per pool
 // owner, and several engines may share a profile).
 #pragma once

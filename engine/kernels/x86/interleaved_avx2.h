@@ -25,6 +25,18 @@ static inline __m256i Bcast4(const void* p) {
   return _mm256_set1_epi32(v);
 }
 
+// 8 f16 values (8 rows' scales) as f32.
+static inline __m256 LoadF16x8(const uint8_t* p) { return _mm256_cvtph_ps(LoadU128(p)); }
+
+// vpshufb control: `base` (the selector bytes of int32 lane 0) advanced to the same bytes of
+// every int32 lane; `step` is 4 in each byte position the base selects from (vpshufb indexes
+// within a 128-bit half, so lanes 4..7 repeat lanes 0..3).
+static inline __m256i PerLaneShuffle(uint32_t base, uint32_t step) {
+  const int s = static_cast<int>(step);
+  return _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(base)),
+                          _mm256_setr_epi32(0, s, 2 * s, 3 * s, 0, s, 2 * s, 3 * s));
+}
+
 // TileFn for nr / 16 whole groups (the driver guarantees nr % 16 == 0), nt <= 2 tokens.
 template <typename L>
 void InterleavedTile(const uint8_t* w, uint64_t rb, int nr, const QuantizedActs& acts,

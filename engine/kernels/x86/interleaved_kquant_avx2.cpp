@@ -22,9 +22,7 @@ constexpr int64_t kQK = 256;
 
 // vpshufb control: (byte b, byte b) of every int32 lane as two zero-extended int16.
 static inline __m256i BytePair(int b) {
-  return _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(0x80008000u | (b << 16) | b)),
-                          _mm256_setr_epi32(0, 0x00040004, 0x00080008, 0x000c000c, 0,
-                                            0x00040004, 0x00080008, 0x000c000c));
+  return PerLaneShuffle(0x80008000u | (b << 16) | b, 0x00040004u);
 }
 
 struct Q4KI {
@@ -92,8 +90,8 @@ struct Q4KI {
                                                                    _mm256_madd_epi16(dh[t], s_hi)));
             }
           }
-          const __m256 d = _mm256_cvtph_ps(LoadU128(unit + 16 * h));
-          const __m256 dmin = _mm256_cvtph_ps(LoadU128(unit + 32 + 16 * h));
+          const __m256 d = LoadF16x8(unit + 16 * h);
+          const __m256 dmin = LoadF16x8(unit + 32 + 16 * h);
           for (int t = 0; t < NT; ++t) {
             // Mins: sum_j m_j * (bsum_2j + bsum_2j+1), (m_j, m_j) against (bsum_2j, bsum_2j+1).
             const int16_t* bs = a[t].bsums + 16 * i;
@@ -156,17 +154,11 @@ struct Q6KI {
   // vpshufb control: byte b of every int32 lane into the high byte of both its int16 (then
   // vpsraw 8 gives the sign-extended pair (v, v)).
   static inline __m256i ByteToBothHigh16(int b) {
-    const int base = static_cast<int>(0x00800080u | (b << 8) | (b << 24));
-    return _mm256_add_epi32(_mm256_set1_epi32(base),
-                            _mm256_setr_epi32(0, 0x04000400, 0x08000800, 0x0c000c00, 0,
-                                              0x04000400, 0x08000800, 0x0c000c00));
+    return PerLaneShuffle(0x00800080u | (b << 8) | (b << 24), 0x04000400u);
   }
   // Bytes (b, b + 1) of every int32 lane into the high bytes of its two int16.
   static inline __m256i BytesToHigh16(int b) {
-    const int base = static_cast<int>(0x00800080u | (b << 8) | ((b + 1) << 24));
-    return _mm256_add_epi32(_mm256_set1_epi32(base),
-                            _mm256_setr_epi32(0, 0x04000400, 0x08000800, 0x0c000c00, 0,
-                                              0x04000400, 0x08000800, 0x0c000c00));
+    return PerLaneShuffle(0x00800080u | (b << 8) | ((b + 1) << 24), 0x04000400u);
   }
 
   template <int NT>
@@ -177,7 +169,7 @@ struct Q6KI {
       __m256 acc[NT][2];
       for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
       for (int64_t i = 0; i < nb; ++i, unit += kUnit) {
-        // 53 lines from 64 bytes below the unit two ahead cover its 3360 bytes whether it
+        // 53 lines from the start of the unit two ahead cover its 3360 bytes whether it
         // starts at 0 or 32 mod 64 (units alternate).
         for (int l = 0; l < 53; ++l) {
           _mm_prefetch(reinterpret_cast<const char*>(unit + 2 * kUnit + 64 * l), _MM_HINT_T0);
@@ -213,7 +205,7 @@ struct Q6KI {
               }
             }
           }
-          const __m256 d = _mm256_cvtph_ps(LoadU128(unit + 16 * rh));
+          const __m256 d = LoadF16x8(unit + 16 * rh);
           for (int t = 0; t < NT; ++t) {
             // Levels were q + 32: subtract 32 * sum_s sc_s * bsum_s.
             const int16_t* bs = a[t].bsums + 16 * i;
