@@ -52,21 +52,21 @@ ratio_ok "$(echo $r_tg)" "$a_tg" 20 || fail "tg ratio $r_tg for $a_tg / 20"
 awk -v a="$a_tg" 'BEGIN { exit !(a > 0) }' || fail "Lifeline tg median $a_tg"
 [[ "$share" =~ %\ *$ ]] || fail "share column '$share'"
 
+# expect_error RC MESSAGE LLAMA_BENCH [ARGS...]: the script exits RC and prints MESSAGE.
+expect_error() {
+  local want_rc="$1" want_msg="$2" bench="$3" err rc
+  shift 3
+  set +e
+  err="$(LLAMA_BENCH="$bench" LIFELINE="$T/lifeline" "$ROOT/scripts/bench-vs-llamacpp.sh" "$@" 2>&1)"
+  rc=$?
+  set -e
+  [ "$rc" = "$want_rc" ] || fail "exit $rc, want $want_rc ($want_msg)"
+  grep -q "$want_msg" <<<"$err" || fail "message: $err"
+}
 # No llama-bench: exit 2 with the reason, nothing run.
-set +e
-err="$(LLAMA_BENCH="$T/none" LIFELINE="$T/lifeline" "$ROOT/scripts/bench-vs-llamacpp.sh" "$MODEL" 2>&1)"
-rc=$?
-set -e
-[ "$rc" = 2 ] || fail "exit $rc without llama-bench"
-grep -q "llama-bench not found" <<<"$err" || fail "message: $err"
-# A llama-bench that fails:
-# an error naming the tool, not a table of nan.
+expect_error 2 "llama-bench not found" "$T/none" "$MODEL"
+# A llama-bench that fails: an error naming the tool, not a table of nan.
 printf '#!/usr/bin/env bash\nexit 4\n' > "$T/broken"
 chmod +x "$T/broken"
-set +e
-err="$(LLAMA_BENCH="$T/broken" LIFELINE="$T/lifeline" "$ROOT/scripts/bench-vs-llamacpp.sh" -r 1 -p 16 -n 8 "$MODEL" 2>&1)"
-rc=$?
-set -e
-[ "$rc" = 1 ] || fail "exit $rc with a failing llama-bench"
-grep -q "llama-bench failed on" <<<"$err" || fail "message: $err"
+expect_error 1 "llama-bench failed on" "$T/broken" -r 1 -p 16 -n 8 "$MODEL"
 echo PASS
