@@ -33,6 +33,8 @@ class ScriptServer {
   int port() const { return port_; }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   std::vector<std::string> requests();  // every request received (head + body)
+  // Most connections served at once, each counted from its accept to just before its last
+  // scripted write (hold_open_ms not included).
   int max_concurrent() const { return max_concurrent_.load(); }
 
  private:

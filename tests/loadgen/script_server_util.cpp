@@ -92,14 +92,24 @@ void ScriptServer::Serve(int fd) {
     requests_.push_back(req);
   }
   const Script script = fn_(req);
-  for (const ScriptStep& s : script.steps) {
+  // The response stops counting as in flight just before its last write: once that write
+  // lands, the client may open its next request at once, possibly before this thread runs
+  // again (a busy machine), which would count one client slot twice.
+  bool counted = true;
+  auto done = [&] {
+    if (counted) --concurrent_;
+    counted = false;
+  };
+  for (size_t i = 0; i < script.steps.size(); ++i) {
+    const ScriptStep& s = script.steps[i];
     if (s.delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(s.delay_ms));
+    if (i + 1 == script.steps.size()) done();
     if (!s.bytes.empty() && ::send(fd, s.bytes.data(), s.bytes.size(), MSG_NOSIGNAL) < 0) break;
   }
+  done();
   if (script.hold_open_ms > 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(script.hold_open_ms));
   }
-  --concurrent_;
   ::close(fd);
 }
 
