@@ -2,6 +2,8 @@
 // measured memory bandwidth and the share of the batch-1 decode roofline reached.
 #include <cstdio>
 #include <memory>
+#include <optional>
+#include <vector>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +27,7 @@ struct BenchFlags {
   int threads = 0;
   bool json = false;
   bool no_bandwidth = false;
+  int64_t bandwidth_mib = 1024;
   bool no_repack = false;
   std::string isa;
   std::string kv_type = "f16";
@@ -80,14 +83,41 @@ int RunBench(const BenchFlags& f) {
   opts.kv_type = *kv_type;
   OpProfile profile;
   if (f.profile_ops) opts.tg_profile = &profile;
+  // The bandwidth reference: sampled just before and just after every tg run (each sample
+  // the median of kPassesPerSample passes over the probe's buffer), so each run is compared
+  // with the bandwidth of its own minute; without tg runs, measured once at the end.
+  constexpr int kPassesPerSample = 3;
+  std::optional<BandwidthProbe> probe;
+  if (!f.no_bandwidth) {
+    auto p = BandwidthProbe::Create(pool, static_cast<uint64_t>(f.bandwidth_mib) << 20);
+    if (!p.ok()) return Fail(p.status());
+    probe.emplace(std::move(*p));
+    (void)probe->MeasurePass();  // warm-up: first reads after the touch run slower
+    opts.bandwidth_sample = [&probe] {
+      std::vector<double> passes;
+      for (int i = 0; i < kPassesPerSample; ++i) passes.push_back(probe->MeasurePass());
+      return MedianOf(passes);
+    };
+  }
   auto res = RunModelBench(*loaded->model, pool, opts);
   if (!res.ok()) return Fail(res.status());
-  BandwidthResult bw;
-  if (!f.no_bandwidth) bw = MeasureReadBandwidth(pool);
+  std::vector<double> bw_samples = res->tg_bandwidth_gb_per_s;
+  if (probe && bw_samples.empty()) bw_samples.push_back(probe->Measure(5).median_gb_per_s);
+  const double bw_gb_per_s = MedianOf(bw_samples);
 
   const double bytes_per_token = static_cast<double>(res->weight_bytes_per_token);
-  const double roofline_tps = bw.median_gb_per_s > 0 ? bw.median_gb_per_s * 1e9 / bytes_per_token : 0;
+  const double roofline_tps = bw_gb_per_s > 0 ? bw_gb_per_s * 1e9 / bytes_per_token : 0;
   const double share = roofline_tps > 0 ? res->tg.median / roofline_tps : 0;
+  // Run by run: tg run i against the mean of the samples just before and after it.
+  std::vector<double> paired;
+  const std::vector<double>& tg_runs = res->tg.tokens_per_s;
+  if (res->tg_bandwidth_gb_per_s.size() == 2 * tg_runs.size()) {
+    for (size_t i = 0; i < tg_runs.size(); ++i) {
+      const double ref = 0.5 * (bw_samples[2 * i] + bw_samples[2 * i + 1]);
+      if (ref > 0) paired.push_back(tg_runs[i] * bytes_per_token / (ref * 1e9));
+    }
+  }
+  const ThroughputStats paired_stats = Summarize(paired);
   const std::string isa(IsaLevelName((*kernels)->isa));
 
   if (f.json) {
@@ -107,10 +137,18 @@ int RunBench(const BenchFlags& f) {
         {"reps", f.reps},
         {"pp", StatsJson(res->pp)},
         {"tg", StatsJson(res->tg)},
-        {"bandwidth_gb_per_s", bw.median_gb_per_s},
+        {"bandwidth_gb_per_s", bw_gb_per_s},
+        {"bandwidth_samples_gb_per_s", bw_samples},
+        {"bandwidth_buffer_bytes", probe ? probe->buffer_bytes() : 0},
         {"decode_roofline_tokens_per_s", roofline_tps},
         {"decode_roofline_share", share},
     };
+    if (!paired.empty()) {
+      j["decode_roofline_share_paired"] = {{"samples", paired_stats.tokens_per_s},
+                                           {"median", paired_stats.median},
+                                           {"min", paired_stats.min},
+                                           {"max", paired_stats.max}};
+    }
     if (f.profile_ops) {
       nlohmann::json ops = nlohmann::json::array();
       for (const OpProfileEntry& e : profile.Entries()) {
@@ -150,10 +188,18 @@ int RunBench(const BenchFlags& f) {
                 res->tg.min, res->tg.max);
   }
   if (f.profile_ops && f.n_gen > 0) PrintProfile(profile, res->tg_seconds);
-  if (!f.no_bandwidth) {
-    std::printf("memory read bandwidth: %.1f GB/s (median of %d, %d threads); decode roofline "
-                "%.1f tok/s; tg reaches %.0f %% of it\n",
-                bw.median_gb_per_s, bw.reps, pool.n_threads(), roofline_tps, share * 100.0);
+  if (probe) {
+    std::printf("memory read bandwidth: %.1f GB/s (median of %zu samples%s, %d threads, %lld MiB); "
+                "decode roofline %.1f tok/s; tg reaches %.0f %% of it\n",
+                bw_gb_per_s, bw_samples.size(),
+                res->tg_bandwidth_gb_per_s.empty() ? "" : " taken beside the tg runs",
+                pool.n_threads(), static_cast<long long>(f.bandwidth_mib), roofline_tps,
+                share * 100.0);
+    if (!paired.empty()) {
+      std::printf("tg run by run, against the bandwidth sampled just before and after it: "
+                  "median %.0f %% (%.0f - %.0f %%)\n",
+                  paired_stats.median * 100.0, paired_stats.min * 100.0, paired_stats.max * 100.0);
+    }
   }
   return 0;
 }
@@ -174,6 +220,9 @@ CommandFn RegisterBenchModel(CLI::App& root) {
       ->check(CLI::Range(0, 256));
   cmd->add_flag("--json", f->json, "Print one JSON object");
   cmd->add_flag("--no-bandwidth", f->no_bandwidth, "Skip the memory-bandwidth probe");
+  cmd->add_option("--bandwidth-mib", f->bandwidth_mib,
+                  "Memory-bandwidth probe buffer in MiB (keep it far above the last-level cache)")
+      ->capture_default_str()->check(CLI::Range(int64_t{16}, int64_t{1} << 20));
   cmd->add_flag("--no-repack", f->no_repack,
                 "Keep every matrix in the file's row layout (no row-interleaved copies)");
   cmd->add_option("--isa", f->isa, "Force a kernel level: scalar, avx2, avx512");

@@ -68,37 +68,61 @@ uint64_t Stream(const uint64_t* p, int64_t n) {
 
 }  // namespace
 
-BandwidthResult MeasureReadBandwidth(ComputePool& pool, uint64_t buffer_bytes, int reps) {
-  BandwidthResult r;
-  const int64_t n_words = static_cast<int64_t>(buffer_bytes / sizeof(uint64_t));
-  r.buffer_bytes = static_cast<uint64_t>(n_words) * sizeof(uint64_t);
-  r.reps = reps;
-  auto mem = HugePageBuffer::Allocate(r.buffer_bytes);
-  if (!mem.ok()) return r;  // no figure: callers print 0 and skip the roofline
-  uint64_t* buf = reinterpret_cast<uint64_t*>(mem->data());
-  // First touch from the pool's threads, so pages land near the threads that read them.
+Result<BandwidthProbe> BandwidthProbe::Create(ComputePool& pool, uint64_t buffer_bytes) {
+  const uint64_t bytes = buffer_bytes / sizeof(uint64_t) * sizeof(uint64_t);
+  if (bytes == 0) return InvalidArgument("bandwidth probe: buffer of 0 bytes");
+  LL_ASSIGN_OR_RETURN(HugePageBuffer mem, HugePageBuffer::Allocate(bytes));
+  uint64_t* buf = reinterpret_cast<uint64_t*>(mem.data());
+  const int64_t n_words = static_cast<int64_t>(bytes / sizeof(uint64_t));
   pool.Run([&](int ith, int nth) {
     int64_t b, e;
     ComputePool::Split(n_words, ith, nth, &b, &e);
     for (int64_t i = b; i < e; ++i) buf[i] = static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull;
   });
-  std::vector<double> gbs;
+  return BandwidthProbe(pool, std::move(mem), bytes);
+}
+
+double BandwidthProbe::MeasurePass() {
+  const uint64_t* buf = reinterpret_cast<const uint64_t*>(mem_.data());
+  const int64_t n_words = static_cast<int64_t>(bytes_ / sizeof(uint64_t));
   std::atomic<uint64_t> sink{0};
-  for (int rep = 0; rep < reps + 1; ++rep) {  // first pass is a warm-up
-    const auto t0 = std::chrono::steady_clock::now();
-    pool.Run([&](int ith, int nth) {
-      int64_t b, e;
-      ComputePool::Split(n_words, ith, nth, &b, &e);
-      sink.fetch_xor(Stream(buf + b, e - b), std::memory_order_relaxed);
-    });
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (rep > 0) gbs.push_back(static_cast<double>(r.buffer_bytes) / s / 1e9);
+  const auto t0 = std::chrono::steady_clock::now();
+  pool_->Run([&](int ith, int nth) {
+    int64_t b, e;
+    ComputePool::Split(n_words, ith, nth, &b, &e);
+    sink.fetch_xor(Stream(buf + b, e - b), std::memory_order_relaxed);
+  });
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  checksum_ ^= sink.load();
+  return static_cast<double>(bytes_) / s / 1e9;
+}
+
+BandwidthResult BandwidthProbe::Measure(int reps) {
+  BandwidthResult r;
+  r.buffer_bytes = bytes_;
+  r.reps = reps;
+  (void)MeasurePass();  // warm-up
+  std::vector<double> gbs;
+  for (int rep = 0; rep < reps; ++rep) gbs.push_back(MeasurePass());
+  if (!gbs.empty()) {
+    r.median_gb_per_s = MedianOf(gbs);
+    r.max_gb_per_s = *std::max_element(gbs.begin(), gbs.end());
   }
-  std::sort(gbs.begin(), gbs.end());
-  r.median_gb_per_s = gbs[gbs.size() / 2];
-  r.max_gb_per_s = gbs.back();
-  r.checksum = sink.load();  // returned so the reads stay observable
+  r.checksum = checksum_;
   return r;
+}
+
+BandwidthResult MeasureReadBandwidth(ComputePool& pool, uint64_t buffer_bytes, int reps) {
+  auto probe = BandwidthProbe::Create(pool, buffer_bytes);
+  if (!probe.ok()) return BandwidthResult{};  // no figure: callers print 0 and skip the roofline
+  return probe->Measure(reps);
+}
+
+double MedianOf(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
 }  // namespace lifeline

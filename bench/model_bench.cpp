@@ -105,6 +105,7 @@ Result<ModelBenchResult> RunModelBench(const LlamaModel& model, ComputePool& poo
     if (opts.n_gen > 0) {
       const SeqId seq = ctx->NewSequence();
       const std::vector<int32_t> ids = BenchTokens(opts.n_gen, cfg.n_vocab);
+      if (opts.bandwidth_sample) out.tg_bandwidth_gb_per_s.push_back(opts.bandwidth_sample());
       SetOpProfile(opts.tg_profile);
       const auto t0 = std::chrono::steady_clock::now();
       Status st;
@@ -114,6 +115,7 @@ Result<ModelBenchResult> RunModelBench(const LlamaModel& model, ComputePool& poo
       }
       const double seconds = Seconds(t0);
       SetOpProfile(nullptr);
+      if (opts.bandwidth_sample) out.tg_bandwidth_gb_per_s.push_back(opts.bandwidth_sample());
       LL_RETURN_IF_ERROR(st);
       out.tg_seconds += seconds;
       tg.push_back(static_cast<double>(opts.n_gen) / seconds);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "base/status.h"
@@ -26,6 +27,10 @@ struct ModelBenchOptions {
   // Installed (op_profile.h) around the tg runs only; its entries are then the decode
   // products of n_gen * reps tokens.
   OpProfile* tg_profile = nullptr;
+  // Optional: called just before and just after each tg run (never while one is timed); its
+  // values (GB/s of a bandwidth probe) go to ModelBenchResult::tg_bandwidth_gb_per_s, so
+  // each run has a reference measured beside it.
+  std::function<double()> bandwidth_sample;
 };
 
 struct ThroughputStats {
@@ -37,6 +42,9 @@ struct ModelBenchResult {
   ThroughputStats pp;
   ThroughputStats tg;
   double tg_seconds = 0;  // wall time of all tg runs (the profile's entries are a part of it)
+  // bandwidth_sample just before tg run i is [2 i], just after it [2 i + 1] (empty without
+  // the callback).
+  std::vector<double> tg_bandwidth_gb_per_s;
   uint64_t weight_bytes_per_token = 0;  // matrices read once per decoded token
   uint64_t model_bytes = 0;             // all tensor data
   uint64_t n_params = 0;

@@ -51,7 +51,8 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a == a) printf "%.2fx", 
 run_lifeline() {  # model -> "pp tg share"
   local j
   j="$("$LIFELINE" bench-model -m "$1" -p "$N_PROMPT" -n "$N_GEN" -r 3 -t "$THREADS" --json)" || return 1
-  jq -r '"\(.pp.median) \(.tg.median) \(.decode_roofline_share)"' <<<"$j"
+  # The share: tg runs each against the bandwidth sampled beside them (median).
+  jq -r '"\(.pp.median) \(.tg.median) \(.decode_roofline_share_paired.median // .decode_roofline_share)"' <<<"$j"
 }
 run_llama() {  # model -> "pp tg" (median of each test's samples)
   local j

@@ -1,5 +1,6 @@
 // End-to-end `lifeline run` through the built binary, compared with reference outputs
 // recorded by an independent implementation (../shared/reference/logits).
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -100,6 +101,51 @@ TEST(BenchModelCli, ProfiledProductsAccountForEveryWeightByte) {
                               " -p 0 -n 2 -r 1 --no-bandwidth --json");
   ASSERT_EQ(plain.exit_code, 0) << plain.out;
   EXPECT_FALSE(nlohmann::json::parse(plain.out).contains("tg_products"));
+}
+
+// bench-model samples the bandwidth just before and just after every tg run, and compares
+// each run with the mean of its two samples (recomputed here from the printed samples).
+TEST(BenchModelCli, BandwidthIsSampledBesideEveryTgRun) {
+  const int reps = 3;
+  const std::string bench = LifelineBinary() + " bench-model -m " +
+                            SharedPath("models/stories260K.gguf") + " -t 2 --bandwidth-mib 16";
+  const auto r = RunShell(bench + " -p 0 -n 4 -r " + std::to_string(reps) + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto samples = j["bandwidth_samples_gb_per_s"].get<std::vector<double>>();
+  ASSERT_EQ(samples.size(), 2u * reps) << r.out;
+  for (double v : samples) EXPECT_GT(v, 0);
+  std::vector<double> sorted = samples;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_DOUBLE_EQ(j["bandwidth_gb_per_s"].get<double>(), 0.5 * (sorted[2] + sorted[3]));
+  EXPECT_EQ(j["bandwidth_buffer_bytes"].get<uint64_t>(), uint64_t{16} << 20);
+  const auto tg = j["tg"]["samples_tokens_per_s"].get<std::vector<double>>();
+  const auto paired = j["decode_roofline_share_paired"]["samples"].get<std::vector<double>>();
+  ASSERT_EQ(tg.size(), static_cast<size_t>(reps));
+  ASSERT_EQ(paired.size(), static_cast<size_t>(reps));
+  const double bytes = j["weight_bytes_per_token"].get<double>();
+  std::vector<double> want;
+  for (int i = 0; i < reps; ++i) {
+    want.push_back(tg[i] * bytes / (0.5 * (samples[2 * i] + samples[2 * i + 1]) * 1e9));
+    EXPECT_NEAR(paired[i], want.back(), 1e-12 * want.back()) << i;
+  }
+  std::sort(want.begin(), want.end());
+  EXPECT_NEAR(j["decode_roofline_share_paired"]["median"].get<double>(), want[1], 1e-12 * want[1]);
+  EXPECT_NEAR(j["decode_roofline_share"].get<double>(),
+              j["tg"]["median"].get<double>() * bytes / (j["bandwidth_gb_per_s"].get<double>() * 1e9),
+              1e-9);
+
+  // No tg runs: one measurement at the end, nothing to pair.
+  const auto pp_only = RunShell(bench + " -p 8 -n 0 -r 1 --json");
+  ASSERT_EQ(pp_only.exit_code, 0) << pp_only.out;
+  const auto jp = nlohmann::json::parse(pp_only.out);
+  EXPECT_EQ(jp["bandwidth_samples_gb_per_s"].size(), 1u);
+  EXPECT_GT(jp["bandwidth_gb_per_s"].get<double>(), 0);
+  EXPECT_FALSE(jp.contains("decode_roofline_share_paired"));
+
+  const auto bad = RunShell(bench + " -p 0 -n 1 -r 1 --bandwidth-mib 8 2>&1");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.out.find("--bandwidth-mib"), std::string::npos) << bad.out;
 }
 
 TEST(RunCli, PlainTextStreamsTheGreedyContinuation) {
