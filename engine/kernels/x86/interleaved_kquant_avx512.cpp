@@ -77,17 +77,14 @@ static inline __m512 LoadF16x16(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
-// Software prefetch of lines [first, first + count) of the unit kUnitsAhead units ahead
-// (6.8 KiB for Q4_K at 3 units, 6.6 KiB for Q6_K at 2), issued as one burst per half unit.
-// Without it a single thread streamed these units from DRAM at half the rate (~15 vs ~30
-// GB/s); a prefetch per quad load instead (same lines, spread out) measured ~30% slower for
-// Q6_K from DRAM, one burst per unit ~25% slower with the matrix in L1. Distance, decode of
-// the 1.1B models, even / odd repetitions of one process alternating two distances (median
-// ratio of 15 pairs): Q4_K 3 units against 2: +2.1, +2.0, +1.5, +1.7 % (4 units: -0.8 %);
-// Q6_K 3 units against 2: -1.6, -0.2 %.
-template <int64_t kUnit, int kUnitsAhead>
+// Software prefetch of lines [first, first + count) of the unit two units ahead (4.5 KiB for
+// Q4_K, 6.6 KiB for Q6_K), issued as one burst per half unit. Without it a single thread
+// streamed these units from DRAM at half the rate (~15 vs ~30 GB/s); a prefetch per quad
+// load instead (same lines, spread out) measured ~30% slower for Q6_K from DRAM, one burst
+// per unit ~25% slower with the matrix in L1.
+template <int64_t kUnit>
 static inline void PrefetchLines(const uint8_t* unit, int first, int count) {
-  const uint8_t* ahead = unit + kUnitsAhead * kUnit;
+  const uint8_t* ahead = unit + 2 * kUnit;
   for (int l = first; l < first + count; ++l) {
     _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * l), _MM_HINT_T0);
   }
@@ -132,7 +129,7 @@ struct Q4KI {
         for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int k = 0; k < 4; ++k) {
-          if (k % 2 == 0) PrefetchLines<kUnit, 3>(unit, 9 * k, 18);  // 36 lines
+          if (k % 2 == 0) PrefetchLines<kUnit>(unit, 9 * k, 18);  // 36 lines
           const __m512i s_lo = _mm512_slli_epi32(_mm512_shuffle_epi8(sc[k / 2], ByteOfLane(2 * (k % 2))), 4);
           const __m512i s_hi = _mm512_shuffle_epi8(sc[k / 2], ByteOfLane(2 * (k % 2) + 1));
           // Two chains per sub-block (quads 0..3 and 4..7) so consecutive vpdpbusd of one token
@@ -255,7 +252,7 @@ struct Q6KI {
         for (int h = 0; h < 2; ++h) {
           // 53 lines, 64 bytes apart from the unit's start, cover its 3360 bytes whether it
           // starts at 0 or 32 mod 64 (units alternate).
-          PrefetchLines<kUnit, 2>(unit, 27 * h, 27 - h);
+          PrefetchLines<kUnit>(unit, 27 * h, 27 - h);
 #pragma GCC unroll 8
           for (int g0 = 0; g0 < 2; ++g0) {
 #pragma GCC unroll 8
