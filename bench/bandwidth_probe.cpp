@@ -19,10 +19,11 @@ namespace {
 // Read streams the way the decode kernels read weights: sequentially, with software
 // prefetch ahead, from huge pages (the repacked weights live in them). Without the prefetch
 // and the huge pages the probe read ~15-25 % less than the kernels themselves streamed,
-// which put the decode at over 100 % of its "roofline". 16 KiB ahead read 2.5-4 % more than
-// 2 KiB (three sets of 18 alternating pairs of passes over 1 GiB, median ratios 1.028,
-// 1.040, 1.025) on the development machine while it was busy, when the 2 KiB probe had read
-// less than the decode kernels streamed; the probe should be the best reader we have.
+// which put the decode at over 100 % of its "roofline". 16 KiB ahead read more than 2 KiB
+// in sets of 18 alternating pairs of passes over 1 GiB (median ratios 1.028, 1.040, 1.025,
+// 1.004 and 1.018 with 16 KiB second in each pair, 1.022 and 1.022 with it first) on the
+// development machine while it was busy, when the 2 KiB probe had read less than the decode
+// kernels streamed; the probe should be the best reader we have.
 constexpr uint64_t kAheadBytes = 16384;
 
 // Eight independent accumulators so the loop is limited by loads, not by an add chain;
