@@ -30,10 +30,10 @@ namespace {
 // Software prefetch: every line of the two units a little over kAheadBytes ahead, issued
 // once per pair of units (the pattern of the AVX-512 tiles, interleaved_legacy_avx512.cpp).
 // Distances measured with this table forced on the Zen 5 development machine (`--isa avx2`,
-// decode, two threads, even / odd repetitions of one process alternating the two distances,
-// median ratio of 15 pairs): Q4_0 8 KiB against 4 KiB: 1.1B +4.6 / +4.3 %, 110M +2.9 %;
-// Q8_0 6 KiB against 4 KiB: 1.1B +0.0 / +3.7 %, 110M +6.6 / +2.3 % (8 KiB: 1.1B -0.8 / -2.0 %).
-// Not measured on an AVX2-only CPU.
+// decode, two threads): binaries with 4 KiB and with these distances alternated as separate
+// processes, order flipped each round, median of 8 rounds: 1.1B Q4_0 +2.5 %, 110M Q8_0
+// +2.8 %, 1.1B Q8_0 +1.0 % (8 KiB for Q8_0 had looked worse on 1.1B in a first, one-process
+// comparison). Not measured on an AVX2-only CPU.
 template <int64_t kUnit, int64_t kAheadBytes>
 static inline void PrefetchPair(const uint8_t* unit) {
   constexpr int64_t kAhead = (kAheadBytes / kUnit + 1) * kUnit;
