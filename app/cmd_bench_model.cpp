@@ -90,7 +90,10 @@ int RunBench(const BenchFlags& f) {
   std::optional<BandwidthProbe> probe;
   if (!f.no_bandwidth) {
     auto p = BandwidthProbe::Create(pool, static_cast<uint64_t>(f.bandwidth_mib) << 20);
-    if (!p.ok()) return Fail(p.status());
+    if (!p.ok()) {
+      return Fail(Status(p.status().code(), "--bandwidth-mib " + std::to_string(f.bandwidth_mib) +
+                                                ": " + p.status().message()));
+    }
     probe.emplace(std::move(*p));
     (void)probe->MeasurePass();  // warm-up: first reads after the touch run slower
     opts.bandwidth_sample = [&probe] {
