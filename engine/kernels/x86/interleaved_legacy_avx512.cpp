@@ -61,15 +61,18 @@ struct Q8_0I {
   static inline void PlainLevels(const uint8_t* unit, __m512i (&v)[8]) { Levels(unit, v); }
 };
 
-// Software prefetch distance: whole units, a little over 8 KiB ahead, each line of a pair of
+// Software prefetch distance: whole units, a little over 6 KiB ahead, each line of a pair of
 // units prefetched once. Measured on the 1.1B models (decode, two threads): without prefetch
 // decode ran 20-40 % slower. 4 KiB vs 8 KiB, per-product GB/s from `bench-model
 // --profile-ops`, six alternating rounds: 1.1B Q4_0 down projection 63-70 -> 70-74 GB/s, QKV
 // 59-68 -> 65-70, tg 104-118 -> 114-120 tok/s; 1.1B Q8_0 tg 58-61 -> 61-62; 110M Q4_0 tg
 // 891-907 -> 921-948. 12 and 16 KiB were no better than 8 (16 KiB worse); bursts of four
-// units every four units 6.5 KiB ahead were worse (tg 109-112).
+// units every four units 6.5 KiB ahead were worse (tg 109-112). 6 KiB vs 8 KiB, two binaries
+// alternated as processes with the order flipped each round (`bench-model -p 0 -n 64 -r 3`,
+// median of 8-12 rounds per set): 1.1B Q8_0 +1.4 / +6.7 / +4.1 % (the last set: every one
+// of 12 rounds faster), 1.1B Q4_0 +7.6 / +0.6 / +4.2 %, 110M Q8_0 +4.5 %, 110M Q4_0 +1.0 %.
 template <typename L>
-constexpr int64_t kAheadBytes = (8192 / L::kUnit + 1) * L::kUnit;
+constexpr int64_t kAheadBytes = (6144 / L::kUnit + 1) * L::kUnit;
 
 // n_groups consecutive 16-row groups, NT tokens.
 // init[t][b] = -offset * isum of token t's block b: each unit's block sums start from it with
