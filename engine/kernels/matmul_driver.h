@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "engine/kernels/ggml_type.h"
+#include "engine/kernels/interleave.h"
 #include "engine/kernels/kernel_table.h"
 #include "engine/kernels/quantize_act.h"
 
@@ -38,6 +39,28 @@ struct TileKernel {
   // a single-token-tile call a whole chunk of rows, saving the per-tile call overhead.
   bool any_rows = false;
 };
+
+// The TileFn of a row-interleaved SIMD layout L (x86/interleaved_avx2.h, interleaved_avx512.h):
+// nr / 16 whole groups (the driver guarantees nr % 16 == 0) and 1 <= nt <= kMaxTokens tokens,
+// each token count its own L::Run<NT> so that its accumulators stay in registers. L provides
+// kBlockElems and template <int NT> Run(w, row_bytes, n_groups, a, nb, y, ldy). Instantiated
+// only by the ISA files, with their own (internal-linkage) layouts.
+template <typename L, int kMaxTokens>
+void InterleavedGroupsTile(const uint8_t* w, uint64_t rb, int nr, const QuantizedActs& acts,
+                           int64_t t0, int nt, float* y, int64_t ldy) {
+  static_assert(kMaxTokens >= 1 && kMaxTokens <= 4, "Run<NT> is dispatched for NT <= 4");
+  ActRow a[kMaxTokens];
+  for (int t = 0; t < nt; ++t) a[t] = acts.Row(t0 + t);
+  const int64_t nb = acts.cols() / L::kBlockElems;
+  const int64_t n_groups = nr / kInterleaveRows;
+  switch (nt) {
+    case 1: L::template Run<1>(w, rb, n_groups, a, nb, y, ldy); break;
+    case 2: if constexpr (kMaxTokens >= 2) L::template Run<2>(w, rb, n_groups, a, nb, y, ldy); break;
+    case 3: if constexpr (kMaxTokens >= 3) L::template Run<3>(w, rb, n_groups, a, nb, y, ldy); break;
+    case 4: if constexpr (kMaxTokens >= 4) L::template Run<4>(w, rb, n_groups, a, nb, y, ldy); break;
+    default: break;
+  }
+}
 
 // Packed-weight GEMM for many tokens: weights are repacked, kGemmRows rows at a time, into a
 // scratch layout where SIMD lanes hold rows; the kernel then streams every token past the

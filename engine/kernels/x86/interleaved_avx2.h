@@ -18,6 +18,9 @@
 
 namespace lifeline::kernels::avx2 {
 
+// Tokens per tile: the two-token limit above.
+inline constexpr int kMaxTileTokens = 2;
+
 // 4 activation bytes (one quad's worth) in every int32 lane.
 static inline __m256i Bcast4(const void* p) {
   int32_t v;
@@ -37,27 +40,12 @@ static inline __m256i PerLaneShuffle(uint32_t base, uint32_t step) {
                           _mm256_setr_epi32(0, s, 2 * s, 3 * s, 0, s, 2 * s, 3 * s));
 }
 
-// TileFn for nr / 16 whole groups (the driver guarantees nr % 16 == 0), nt <= 2 tokens.
-template <typename L>
-void InterleavedTile(const uint8_t* w, uint64_t rb, int nr, const QuantizedActs& acts,
-                     int64_t t0, int nt, float* y, int64_t ldy) {
-  ActRow a[2];
-  for (int t = 0; t < nt; ++t) a[t] = acts.Row(t0 + t);
-  const int64_t nb = acts.cols() / L::kBlockElems;
-  const int64_t n_groups = nr / kInterleaveRows;
-  if (nt == 1) {
-    L::template Run<1>(w, rb, n_groups, a, nb, y, ldy);
-  } else if (nt == 2) {
-    L::template Run<2>(w, rb, n_groups, a, nb, y, ldy);
-  }
-}
-
 template <typename L>
 void RegisterInterleaved(MatmulImpl* impl, GgmlType type) {
   TileKernel& k = impl->tiles_interleaved[static_cast<int>(type)];
-  k.fn = &InterleavedTile<L>;
+  k.fn = &InterleavedGroupsTile<L, kMaxTileTokens>;
   k.max_rows = kInterleaveRows;
-  k.max_tokens = 2;
+  k.max_tokens = kMaxTileTokens;
   k.any_rows = true;
 }
 

@@ -16,29 +16,12 @@
 
 namespace lifeline::kernels::avx512 {
 
-// TileFn for nr / 16 whole groups (the driver guarantees nr % 16 == 0), nt <= 4 tokens.
-template <typename L>
-void InterleavedTile(const uint8_t* w, uint64_t rb, int nr, const QuantizedActs& acts,
-                     int64_t t0, int nt, float* y, int64_t ldy) {
-  ActRow a[4];
-  for (int t = 0; t < nt; ++t) a[t] = acts.Row(t0 + t);
-  const int64_t nb = acts.cols() / L::kBlockElems;
-  const int64_t n_groups = nr / kInterleaveRows;
-  switch (nt) {
-    case 1: L::template Run<1>(w, rb, n_groups, a, nb, y, ldy); break;
-    case 2: L::template Run<2>(w, rb, n_groups, a, nb, y, ldy); break;
-    case 3: L::template Run<3>(w, rb, n_groups, a, nb, y, ldy); break;
-    case 4: L::template Run<4>(w, rb, n_groups, a, nb, y, ldy); break;
-    default: break;
-  }
-}
-
 // The decode tile of `type`, and the GEMM's packing from the interleaved layout where the
 // type has a packed GEMM (so fill the GEMM entries first).
 template <typename L>
 void RegisterInterleaved(MatmulImpl* impl, GgmlType type) {
   TileKernel& k = impl->tiles_interleaved[static_cast<int>(type)];
-  k.fn = &InterleavedTile<L>;
+  k.fn = &InterleavedGroupsTile<L, 4>;
   k.max_rows = kInterleaveRows;
   k.max_tokens = 4;
   k.any_rows = true;
