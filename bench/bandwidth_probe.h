@@ -62,7 +62,8 @@ class BandwidthProbe {
 BandwidthResult MeasureReadBandwidth(ComputePool& pool, uint64_t buffer_bytes = 1ull << 30,
                                      int reps = 5);
 
-// The median of values (0 when empty); the mean of the middle two for an even count.
+// The median of values (0 when empty); the mean of the middle two for an even count. Shared
+// by the probe, bench-model's bandwidth samples and its run summaries (Summarize).
 double MedianOf(std::vector<double> values);
 
 }  // namespace lifeline

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "bench/bandwidth_probe.h"  // MedianOf
 #include "engine/model/llama_context.h"
 
 namespace lifeline {
@@ -46,7 +47,7 @@ ThroughputStats Summarize(std::vector<double> samples) {
   if (samples.empty()) return s;
   std::sort(samples.begin(), samples.end());
   const size_t n = samples.size();
-  s.median = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+  s.median = MedianOf(samples);
   s.mean = std::accumulate(samples.begin(), samples.end(), 0.0) / static_cast<double>(n);
   double var = 0;
   for (double v : samples) var += (v - s.mean) * (v - s.mean);
