@@ -184,8 +184,10 @@ TEST(MatmulGroup, RowAlignedMatchesSeparateProducts) {
 }
 
 // Decode walks each thread's slab in pieces of about 256 KiB of one matrix's rows (at least
-// 64): wide rows make many pieces per slab, so threads that finish early take pieces from
-// the back of another's slab. Every row still computed once, its epilogue after it is final.
+// 64), shrinking to ~64 KiB (at least 16) as the slab runs out: wide rows make many pieces
+// of several sizes per slab, so threads that finish early take pieces from the back of
+// another's slab, and piece edges fall inside matrices whose heights are not multiples of
+// 16. Every row still computed once, its epilogue after it is final.
 TEST(MatmulGroup, DecodeSlabsOfManyPieces) {
   uint32_t seed = 700;
   for (IsaLevel l : SupportedLevels()) {
