@@ -49,6 +49,11 @@ bool CanInterleave(const WeightMatrix& w);
 // callers can split a large matrix over threads.
 void InterleaveRows(const WeightMatrix& w, uint8_t* dst);
 void InterleaveRows(const WeightMatrix& w, uint8_t* dst, int64_t g0, int64_t g1);
+// Groups [g0, g1) with group g at dst + g * group_stride_bytes (>= 16 * row_bytes): a stride
+// of twice a group leaves every other group's place free for a second matrix of the same
+// shape (the fused gate/up matrix of llama_model.cpp).
+void InterleaveRows(const WeightMatrix& w, uint8_t* dst, int64_t g0, int64_t g1,
+                    uint64_t group_stride_bytes);
 
 // Writes row r of an interleaved matrix back in GGUF block layout (w.row_bytes bytes).
 void DeinterleaveRow(const WeightMatrix& w, int64_t r, uint8_t* out);

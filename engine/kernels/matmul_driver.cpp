@@ -313,6 +313,8 @@ namespace {
 void RunGroupTiles(const MatmulGroup& g, const TileKernel* const* k, const QuantizedActs& acts,
                    ComputePool& pool) {
   const int64_t n_tokens = acts.n_tokens();
+  // Chunk and piece edges fall on multiples of this many rows of a matrix.
+  const int64_t quantum = std::max(kChunkQuantumRows, g.epilogue_rows);
   int64_t total_rows = 0;  // rows walked by the chunk counter
   int64_t all_rows = 0;    // rows of every matrix (the work)
   for (int i = 0; i < g.n; ++i) all_rows += g.w[i].rows;
@@ -321,11 +323,9 @@ void RunGroupTiles(const MatmulGroup& g, const TileKernel* const* k, const Quant
   const int64_t macs = all_rows * acts.cols() * n_tokens;
   const int64_t useful_threads = std::min<int64_t>(
       {pool.n_threads(), std::max<int64_t>(1, macs / kMinMacsPerThread),
-       (total_rows + kChunkQuantumRows - 1) / kChunkQuantumRows});
+       (total_rows + quantum - 1) / quantum});
   const int64_t per_chunk = total_rows / (useful_threads * kChunksPerThread);
-  const int64_t chunk_rows =
-      std::max<int64_t>(1, (per_chunk + kChunkQuantumRows - 1) / kChunkQuantumRows) *
-      kChunkQuantumRows;
+  const int64_t chunk_rows = std::max<int64_t>(1, (per_chunk + quantum - 1) / quantum) * quantum;
   // first[i]: index of matrix i's first chunk (concatenated order); first[g.n]: the count.
   int64_t first[MatmulGroup::kMaxMatrices + 1] = {};
   if (g.row_aligned) {
@@ -371,12 +371,12 @@ void RunGroupTiles(const MatmulGroup& g, const TileKernel* const* k, const Quant
     const int n_mats = g.row_aligned ? 1 : g.n;
     int64_t off[MatmulGroup::kMaxMatrices + 1] = {};  // first concatenated row of matrix i
     for (int i = 0; i < n_mats; ++i) off[i + 1] = off[i] + g.w[i].rows;
-    // A concatenated row rounded down to a kChunkQuantumRows multiple of its own matrix.
+    // A concatenated row rounded down to a multiple of quantum rows of its own matrix.
     auto align = [&](int64_t b) {
       if (b >= total_rows) return total_rows;
       int i = 0;
       while (b >= off[i + 1]) ++i;
-      return off[i] + (b - off[i]) / kChunkQuantumRows * kChunkQuantumRows;
+      return off[i] + (b - off[i]) / quantum * quantum;
     };
     // Concatenated rows [c0, c1) split at matrix boundaries.
     auto do_span = [&](int64_t c0, int64_t c1) {
@@ -402,8 +402,8 @@ void RunGroupTiles(const MatmulGroup& g, const TileKernel* const* k, const Quant
     uint64_t max_row_bytes = 1;
     for (int i = 0; i < g.n; ++i) max_row_bytes = std::max(max_row_bytes, g.w[i].row_bytes);
     const int64_t steal_rows = std::max<int64_t>(
-        kMinStealRows,
-        kStealBytes / static_cast<int64_t>(max_row_bytes) / kChunkQuantumRows * kChunkQuantumRows);
+        (kMinStealRows + quantum - 1) / quantum * quantum,
+        kStealBytes / static_cast<int64_t>(max_row_bytes) / quantum * quantum);
     // Piece sizes shrink as a slab runs out (guided scheduling): a take hands out half of
     // what is left of the slab, at most steal_rows and at least min_rows (~kMinGuidedBytes).
     // The threads then meet in small pieces at the end of a product instead of one waiting
@@ -415,12 +415,12 @@ void RunGroupTiles(const MatmulGroup& g, const TileKernel* const* k, const Quant
     // ratios 1.1B Q4_0 1.02 / 1.04, Q8_0 1.01 / 1.01, Q4_K_M 1.00.
     constexpr int64_t kMinGuidedBytes = 64 * 1024;
     const int64_t min_rows = std::min<int64_t>(
-        steal_rows, std::max<int64_t>(kChunkQuantumRows, kMinGuidedBytes /
+        steal_rows, std::max<int64_t>(quantum, kMinGuidedBytes /
                                                              static_cast<int64_t>(max_row_bytes) /
-                                                             kChunkQuantumRows * kChunkQuantumRows));
-    const uint64_t steal_q = static_cast<uint64_t>(steal_rows / kChunkQuantumRows);
-    const uint64_t min_q = static_cast<uint64_t>(min_rows / kChunkQuantumRows);
-    // Front and back of a slab in one atomic word, in quanta of kChunkQuantumRows rows from
+                                                             quantum * quantum));
+    const uint64_t steal_q = static_cast<uint64_t>(steal_rows / quantum);
+    const uint64_t min_q = static_cast<uint64_t>(min_rows / quantum);
+    // Front and back of a slab in one atomic word, in quanta of `quantum` rows from
     // b0 (front low 32 bits, back high).
     struct alignas(64) Slab {
       std::atomic<uint64_t> fb{0};
@@ -433,7 +433,7 @@ void RunGroupTiles(const MatmulGroup& g, const TileKernel* const* k, const Quant
       slabs[j].b0 = j == 0 ? 0 : align(total_rows * j / n_slabs);
       slabs[j].b1 = j + 1 == n_slabs ? total_rows : align(total_rows * (j + 1) / n_slabs);
       const uint64_t quanta = static_cast<uint64_t>(
-          (slabs[j].b1 - slabs[j].b0 + kChunkQuantumRows - 1) / kChunkQuantumRows);
+          (slabs[j].b1 - slabs[j].b0 + quantum - 1) / quantum);
       slabs[j].fb.store(quanta << 32, std::memory_order_relaxed);
     }
     auto take = [&](Slab& sl, bool from_front, int64_t* c0, int64_t* c1) {
@@ -447,7 +447,7 @@ void RunGroupTiles(const MatmulGroup& g, const TileKernel* const* k, const Quant
         if (sl.fb.compare_exchange_weak(v, nv, std::memory_order_relaxed)) {
           const uint64_t q0 = from_front ? front : back - size;
           const auto row = [&](uint64_t q) {
-            return std::min(sl.b1, align(sl.b0 + static_cast<int64_t>(q) * kChunkQuantumRows));
+            return std::min(sl.b1, align(sl.b0 + static_cast<int64_t>(q) * quantum));
           };
           *c0 = std::max(sl.b0, row(q0));
           *c1 = row(q0 + size);
@@ -488,10 +488,13 @@ void RunEpilogueSplit(const MatmulGroup& g, int64_t n_tokens, ComputePool& pool)
     RunEpilogueAll(g);
     return;
   }
+  // Split in whole multiples of epilogue_rows (MatmulGroup's contract).
+  const int64_t unit = std::max<int64_t>(1, g.epilogue_rows);
   pool.Run([&](int ith, int nth) {
     for (int i = 0; i < n_mats; ++i) {
-      int64_t r0, r1;
-      ComputePool::Split(g.w[i].rows, ith, nth, &r0, &r1);
+      int64_t u0, u1;
+      ComputePool::Split((g.w[i].rows + unit - 1) / unit, ith, nth, &u0, &u1);
+      const int64_t r0 = u0 * unit, r1 = std::min(g.w[i].rows, u1 * unit);
       if (r0 < r1) g.epilogue(g.epilogue_ctx, g.row_aligned ? -1 : i, r0, r1);
     }
   });
@@ -502,6 +505,7 @@ void RunEpilogueSplit(const MatmulGroup& g, int64_t n_tokens, ComputePool& pool)
 void RunMatmulGroup(const MatmulImpl& impl, const MatmulGroup& g, const float* x,
                     int64_t n_tokens, ComputePool& pool) {
   LL_CHECK(g.n >= 1 && g.n <= MatmulGroup::kMaxMatrices);
+  LL_CHECK(g.epilogue_rows >= 0 && g.epilogue_rows % kChunkQuantumRows == 0);
   const int64_t cols = g.w[0].cols;
   const ActFormat format = ActFormatFor(g.w[0].type);
   const TileKernel* k[MatmulGroup::kMaxMatrices] = {};

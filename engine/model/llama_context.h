@@ -44,7 +44,7 @@ struct LlamaScratch {
   std::vector<float> attn;      // [B, n_head * head_dim_v] attention output
   std::vector<float> proj;      // [B, n_embd] output of attn_output / ffn_down
   std::vector<float> gate;      // [B, n_ff] gate, then silu(gate) * up
-  std::vector<float> up;        // [B, n_ff]
+  std::vector<float> up;        // [B, n_ff] up, or [B, 2 * n_ff] the fused gate/up product
   std::vector<float> rope_cos;  // [B, rope_dim / 2]
   std::vector<float> rope_sin;  // [B, rope_dim / 2]
   std::vector<float> head_in;   // [B, n_embd] final-normed rows whose logits are wanted

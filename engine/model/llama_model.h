@@ -51,6 +51,10 @@ struct ModelLoadOptions {
   // into the row-interleaved layout, in owned memory; the file mapping of those matrices is
   // then no longer read. false: every matrix stays a view into the mapping.
   bool repack = true;
+  // With repack, and gate and up of one type the table asks to repack: write them as one
+  // matrix whose 16-row groups alternate (LlamaLayerWeights::w_gate_up), so the gate+up
+  // product streams one contiguous run of weights instead of switching between two.
+  bool fuse_gate_up = true;
 };
 
 class LlamaModel {
@@ -95,7 +99,7 @@ class LlamaModel {
   const KernelTable* kernels_;
   ModelConfig config_;
   LlamaWeights weights_;
-  Status RepackMatrices();
+  Status RepackMatrices(bool fuse_gate_up);
 
   HugePageBuffer repacked_;  // every repacked matrix, 64-byte aligned
   uint64_t repacked_bytes_ = 0;

@@ -33,6 +33,11 @@ struct LlamaLayerWeights {
   WeightMatrix w_gate;           // [n_ff rows, n_embd cols]
   WeightMatrix w_up;             // [n_ff rows, n_embd cols]
   WeightMatrix w_down;           // [n_embd rows, n_ff cols]
+  // Gate and up fused at load (LlamaModel, ModelLoadOptions::fuse_gate_up): one
+  // row-interleaved matrix of 2 * n_ff rows whose 16-row groups alternate, gate rows
+  // 16k..16k+15 as rows 32k.. and up rows 16k.. as rows 32k+16... rows == 0 when not fused
+  // (w_gate and w_up then hold the weights; when fused they still describe the file's copy).
+  WeightMatrix w_gate_up;
 };
 
 struct LlamaWeights {

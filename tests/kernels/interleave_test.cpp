@@ -1,5 +1,6 @@
 // The row-interleaved weight layout (engine/kernels/interleave.h):
-//   - the repacker is a bijection: every row read back (DeinterleaveRow) equals the GGUF row;
+//   - the repacker is a bijection: every row read back (DeinterleaveRow) equals the GGUF row,
+//     also when two matrices are written group by group into one (the fused gate/up);
 //   - for every type with a layout and every ISA level this CPU supports, the table's matmul
 //     of the repacked matrix matches the scalar twins on the ORIGINAL matrix (TwinMatmul:
 //     same activation quantization, integer block sums) within the matmul parity tolerance,
@@ -109,6 +110,44 @@ TEST(Interleave, RowsReadBackExactly) {
         ASSERT_EQ(0, std::memcmp(row.data(), bytes.data() + i * w.row_bytes, w.row_bytes))
             << TypeTraits(t).name << " row " << i;
       }
+    }
+  }
+}
+
+// The strided form writes two matrices of one shape group by group into one buffer (the
+// fused gate/up matrix): read back as one interleaved matrix of twice the rows, its rows
+// 32k..32k+15 are the first matrix's rows 16k.., and rows 32k+16.. the second's.
+TEST(Interleave, TwoMatricesAlternateGroupByGroup) {
+  uint32_t seed = 100;
+  for (GgmlType t : kTypes) {
+    const int64_t rows = 48, cols = ColsFor(t, 1);
+    const auto a_bytes = testing::RandomBlockBytes(t, rows, cols, seed++);
+    const auto b_bytes = testing::RandomBlockBytes(t, rows, cols, seed++);
+    const WeightMatrix a = testing::View(t, a_bytes, rows, cols);
+    const WeightMatrix b = testing::View(t, b_bytes, rows, cols);
+    const uint64_t group_bytes = kernels::kInterleaveRows * a.row_bytes;
+    std::vector<uint8_t> fused_bytes(2 * a_bytes.size() + 64, 0xa5);  // guard tail
+    // Two halves of the groups each, as the loader's threads split them.
+    for (int64_t g0 : {0, 2}) {
+      const int64_t g1 = g0 == 0 ? 2 : rows / kernels::kInterleaveRows;
+      InterleaveRows(a, fused_bytes.data(), g0, g1, 2 * group_bytes);
+      InterleaveRows(b, fused_bytes.data() + group_bytes, g0, g1, 2 * group_bytes);
+    }
+    for (size_t i = 2 * a_bytes.size(); i < fused_bytes.size(); ++i) {
+      ASSERT_EQ(fused_bytes[i], 0xa5) << TypeTraits(t).name << ": wrote past the fused matrix";
+    }
+    WeightMatrix fused = a;
+    fused.rows = 2 * rows;
+    fused.data = fused_bytes.data();
+    fused.layout = WeightLayout::kInterleaved16;
+    std::vector<uint8_t> row(a.row_bytes);
+    for (int64_t r = 0; r < fused.rows; ++r) {
+      const int64_t group = r / kernels::kInterleaveRows;
+      const auto& src = group % 2 == 0 ? a_bytes : b_bytes;
+      const int64_t src_row = group / 2 * kernels::kInterleaveRows + r % kernels::kInterleaveRows;
+      DeinterleaveRow(fused, r, row.data());
+      ASSERT_EQ(0, std::memcmp(row.data(), src.data() + src_row * a.row_bytes, a.row_bytes))
+          << TypeTraits(t).name << " fused row " << r;
     }
   }
 }

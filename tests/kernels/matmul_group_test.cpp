@@ -41,8 +41,10 @@ struct HookLog {
   const std::vector<float>* want[3] = {};  // the final outputs, [n_tokens, rows]
   float* y[3] = {};
   int64_t rows[3] = {};
+  int64_t epilogue_rows = 0;  // MatmulGroup::epilogue_rows
   std::atomic<int> bad_mat{0};
   std::atomic<int> not_final{0};
+  std::atomic<int> misaligned{0};
 
   static void Prologue(const void* p, int64_t t0, int64_t t1) {
     const auto& h = *static_cast<const HookLog*>(p);
@@ -60,6 +62,10 @@ struct HookLog {
     }
     const int first = mat == -1 ? 0 : mat;
     const int last = mat == -1 ? h.n - 1 : mat;
+    if (h.epilogue_rows > 0 &&
+        (r0 % h.epilogue_rows != 0 || (r1 % h.epilogue_rows != 0 && r1 != h.rows[first]))) {
+      h.misaligned.fetch_add(1);
+    }
     for (int i = first; i <= last; ++i) {
       for (int64_t r = r0; r < r1; ++r) {
         (*h.row_hits[i])[static_cast<size_t>(r)].fetch_add(1);
@@ -73,9 +79,10 @@ struct HookLog {
 };
 
 void CheckGroup(IsaLevel level, const std::vector<Mat>& mats, bool row_aligned, int64_t cols,
-                int64_t n_tokens, int n_threads, uint32_t seed) {
+                int64_t n_tokens, int n_threads, uint32_t seed, int64_t epilogue_rows = 0) {
   const std::string where = std::string(IsaLevelName(level)) + " n_tokens=" +
                             std::to_string(n_tokens) + " threads=" + std::to_string(n_threads) +
+                            " epilogue_rows=" + std::to_string(epilogue_rows) +
                             " first type=" + std::string(TypeTraits(mats[0].type).name) +
                             (row_aligned ? " aligned" : " concatenated");
   const KernelTable& table = KernelsFor(level);
@@ -86,6 +93,7 @@ void CheckGroup(IsaLevel level, const std::vector<Mat>& mats, bool row_aligned, 
   MatmulGroup g;
   g.n = n;
   g.row_aligned = row_aligned;
+  g.epilogue_rows = epilogue_rows;
   for (int i = 0; i < n; ++i) {
     bytes.push_back(testing::QuantizedRandomWeights(mats[i].type, mats[i].rows, cols, seed + i));
   }
@@ -112,6 +120,7 @@ void CheckGroup(IsaLevel level, const std::vector<Mat>& mats, bool row_aligned, 
   log.cols = cols;
   log.n = n;
   log.row_aligned = row_aligned;
+  log.epilogue_rows = epilogue_rows;
   log.src = src.data();
   log.x = x.data();
   log.token_hits = &token_hits;
@@ -134,6 +143,7 @@ void CheckGroup(IsaLevel level, const std::vector<Mat>& mats, bool row_aligned, 
   EXPECT_EQ(x.back(), kGuard) << where;
   EXPECT_EQ(log.bad_mat.load(), 0) << where;
   EXPECT_EQ(log.not_final.load(), 0) << where << ": epilogue saw rows that were not final";
+  EXPECT_EQ(log.misaligned.load(), 0) << where << ": an epilogue range off epilogue_rows";
   for (int i = 0; i < n; ++i) {
     for (int64_t r = 0; r < mats[i].rows; ++r) {
       ASSERT_EQ(row_hits[i][r].load(), 1) << where << " mat=" << i << " r=" << r;
@@ -196,6 +206,24 @@ TEST(MatmulGroup, DecodeSlabsOfManyPieces) {
                  false, 4096, 1, threads, seed += 20);
       CheckGroup(l, {{GgmlType::kQ8_0, 500}, {GgmlType::kQ8_0, 500}}, true, 4096, 1, threads,
                  seed += 20);
+    }
+  }
+}
+
+// epilogue_rows = 32 (the fused gate/up matrix: SwiGLU needs a gate group and the up group
+// after it in one range): every range starts and ends on a multiple of 32 rows or at the
+// matrix end, in the decode slabs and their shrinking pieces (1 token, 2 and 3 threads), the
+// shared chunk counter (3 tokens) and the epilogue pass after the packed GEMM (40 tokens).
+// Wide rows make pieces of 32-64 rows, whose edges 16-row quanta would put mid-pair.
+TEST(MatmulGroup, EpilogueRangesKeepTheirRowMultiple) {
+  uint32_t seed = 900;
+  for (IsaLevel l : SupportedLevels()) {
+    for (int threads : {1, 2, 3}) {
+      for (int64_t n_tokens : {1, 3, 40}) {
+        CheckGroup(l, {{GgmlType::kQ8_0, 1120}}, false, 4096, n_tokens, threads, seed += 20,
+                   32);
+        CheckGroup(l, {{GgmlType::kQ4_K, 352}}, false, 512, n_tokens, threads, seed += 20, 32);
+      }
     }
   }
 }

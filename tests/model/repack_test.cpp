@@ -7,7 +7,8 @@
 //     GEMM where the level has one) match those of the same table without repacking within
 //     float-reordering noise (same activation quantization, same integer block sums; looser
 //     on AVX2, see below);
-//   - repack = false leaves every matrix a view into the file.
+//   - repack = false leaves every matrix a view into the file;
+//   - gate and up fused into one matrix give bit-identical logits to the two repacked apart.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -28,12 +29,13 @@ namespace lifeline {
 namespace {
 
 std::unique_ptr<LlamaModel> Load(const std::string& path, const KernelTable& kernels,
-                                 bool repack) {
+                                 bool repack, bool fuse_gate_up = true) {
   auto f = GgufFile::Open(path);
   EXPECT_TRUE(f.ok()) << f.status().ToString();
   if (!f.ok()) return nullptr;
   ModelLoadOptions o;
   o.repack = repack;
+  o.fuse_gate_up = fuse_gate_up;
   auto m = LlamaModel::Load(std::move(*f), kernels, o);
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   return m.ok() ? std::move(*m) : nullptr;
@@ -104,6 +106,49 @@ TEST_P(Repack, SameLogitsAndOnlyAskedMatrices) {
       const float rel_tol = level == IsaLevel::kAvx2 ? 5e-2f : 1e-4f;
       EXPECT_LE(worst, rel_tol * range) << "n_tokens " << n_tokens;
     }
+  }
+}
+
+// Gate and up fused into one matrix of alternating 16-row groups (ModelLoadOptions::
+// fuse_gate_up): on every level whose table repacks the type, each layer gets w_gate_up
+// (2 * n_ff rows, interleaved) and the logits are bit-identical to the same table with the two
+// matrices repacked apart, for the decode tiles (4 tokens, one at a time) and a 40-token
+// batch (the packed GEMM, then SwiGLU over 32-row ranges): every 16-row group is computed by
+// the same kernel either way, and the epilogue must pair each gate group with its up group.
+TEST_P(Repack, FusedGateUpGivesTheSameLogits) {
+  const std::string path = testing::SharedPath("reference/models/syn-a-" + GetParam() + ".gguf");
+  ComputePool pool(2);
+  for (IsaLevel level : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+    if (level > DetectIsa()) continue;
+    const KernelTable& kernels = KernelsFor(level);
+    SCOPED_TRACE(std::string(IsaLevelName(level)));
+    auto fused = Load(path, kernels, true, true);
+    auto apart = Load(path, kernels, true, false);
+    ASSERT_TRUE(fused && apart);
+    EXPECT_EQ(fused->repacked_bytes(), apart->repacked_bytes());
+    const ModelConfig& c = fused->config();
+    for (int64_t il = 0; il < c.n_layer; ++il) {
+      const LlamaLayerWeights& l = fused->weights().layers[static_cast<size_t>(il)];
+      const bool asked = (kernels.interleaved_types >> static_cast<uint32_t>(l.w_gate.type) & 1u) != 0 &&
+                         l.w_gate.type == l.w_up.type && c.n_ff % kernels::kInterleaveRows == 0;
+      EXPECT_EQ(l.w_gate_up.rows, asked ? 2 * c.n_ff : 0) << "layer " << il;
+      if (asked) EXPECT_EQ(l.w_gate_up.layout, WeightLayout::kInterleaved16);
+      EXPECT_EQ(apart->weights().layers[static_cast<size_t>(il)].w_gate_up.rows, 0);
+    }
+    // One token per Eval (the decode path), then one batch of 40.
+    auto ctx_a = LlamaContext::Create(c, {});
+    auto ctx_b = LlamaContext::Create(c, {});
+    ASSERT_TRUE(ctx_a.ok() && ctx_b.ok());
+    const SeqId sa = (*ctx_a)->NewSequence(), sb = (*ctx_b)->NewSequence();
+    std::vector<float> la(static_cast<size_t>(c.n_vocab)), lb(la.size());
+    for (int64_t i = 0; i < 4; ++i) {
+      const int32_t tok = static_cast<int32_t>((5 * i + 1) % c.n_vocab);
+      const BatchToken ta{tok, i, sa, true}, tb{tok, i, sb, true};
+      ASSERT_TRUE(fused->Eval({&ta, 1}, **ctx_a, pool, la).ok());
+      ASSERT_TRUE(apart->Eval({&tb, 1}, **ctx_b, pool, lb).ok());
+      ASSERT_EQ(la, lb) << "decode step " << i;
+    }
+    EXPECT_EQ(EvalAll(*fused, 40, pool), EvalAll(*apart, 40, pool)) << "40-token batch";
   }
 }
 
