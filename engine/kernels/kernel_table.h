@@ -47,8 +47,14 @@ struct WeightMatrix {
 struct MatmulGroup {
   static constexpr int kMaxMatrices = 3;
   int n = 0;                          // matrices in use, 1..kMaxMatrices
-  WeightMatrix w[kMaxMatrices];       // same cols; y[i]: [n_tokens, w[i].rows] contiguous
+  WeightMatrix w[kMaxMatrices];       // same cols; y[i]: [n_tokens, Ldy(i)], w[i].rows used
   float* y[kMaxMatrices] = {};
+  // Row stride of y[i] in floats, >= w[i].rows; 0: w[i].rows (contiguous rows). Why: a long
+  // prompt's GEMM writes 16 rows of every token per tile, and a stride that is a multiple
+  // of 4 KiB puts all those token rows in one cache set (the fused gate/up output of the
+  // 1.1B models is 11264 floats = 11 x 4 KiB wide: prefill ran ~6 % slower).
+  int64_t ldy[kMaxMatrices] = {};
+  int64_t Ldy(int i) const { return ldy[i] > 0 ? ldy[i] : w[i].rows; }
   // true: every matrix has the same rows and each epilogue call covers rows [r0, r1) of all
   // of them (mat == -1); false: rows of one matrix at a time (mat = its index).
   bool row_aligned = false;

@@ -70,7 +70,7 @@ void ScalarInterleavedTileT(const uint8_t* w, uint64_t row_bytes, int nr,
 // Rows [r0, r1) of w (r0 a multiple of k.max_rows, or the rows run one by one in the last
 // partial tile), all tokens.
 void RunRows(const TileKernel& k, const WeightMatrix& w, const QuantizedActs& acts, int64_t r0,
-             int64_t r1, float* y) {
+             int64_t r1, float* y, int64_t ldy) {
   const int64_t n_tokens = acts.n_tokens();
   const int64_t chunk_raw =
       kTokenChunkBytes / std::max<int64_t>(1, w.cols * ActBytesPerValue(acts.format()));
@@ -79,7 +79,7 @@ void RunRows(const TileKernel& k, const WeightMatrix& w, const QuantizedActs& ac
   if (k.any_rows && n_tokens <= k.max_tokens) {  // one token tile: no weight reuse to arrange
     if (r0 < r_end) {
       k.fn(w.data + static_cast<uint64_t>(r0) * w.row_bytes, w.row_bytes,
-           static_cast<int>(r_end - r0), acts, 0, static_cast<int>(n_tokens), y + r0, w.rows);
+           static_cast<int>(r_end - r0), acts, 0, static_cast<int>(n_tokens), y + r0, ldy);
     }
     return;
   }
@@ -90,7 +90,7 @@ void RunRows(const TileKernel& k, const WeightMatrix& w, const QuantizedActs& ac
       const uint8_t* wr = w.data + static_cast<uint64_t>(r) * w.row_bytes;
       for (int64_t t = tc; t < tc_end; t += k.max_tokens) {
         const int nt = static_cast<int>(std::min<int64_t>(k.max_tokens, tc_end - t));
-        k.fn(wr, w.row_bytes, nr, acts, t, nt, y + t * w.rows + r, w.rows);
+        k.fn(wr, w.row_bytes, nr, acts, t, nt, y + t * ldy + r, ldy);
       }
     }
   }
@@ -117,7 +117,7 @@ bool HasGemm(const GemmKernel& g, const WeightMatrix& w) {
 // (g.run_group) the activations are first packed once per call, in groups, split over the
 // threads; every tile then streams the groups in order (one sequential stream).
 void RunGemm(const GemmKernel& g, const WeightMatrix& w, const QuantizedActs& acts,
-             int64_t useful_threads, float* y, ComputePool& pool) {
+             int64_t useful_threads, float* y, int64_t ldy, ComputePool& pool) {
   const int64_t n_tiles = (w.rows + kGemmRows - 1) / kGemmRows;
   const uint64_t scratch_bytes = g.packed_bytes(w.cols);
   const int64_t n_tokens = acts.n_tokens();
@@ -151,14 +151,14 @@ void RunGemm(const GemmKernel& g, const WeightMatrix& w, const QuantizedActs& ac
         g.pack_interleaved(wr, w.row_bytes, w.cols, p);
       }
       if (!grouped) {
-        g.run(p, nr, acts, 0, n_tokens, y + r0, w.rows);
+        g.run(p, nr, acts, 0, n_tokens, y + r0, ldy);
         continue;
       }
       for (int64_t gi = 0; gi < n_groups; ++gi) {
         const int64_t t0 = gi * group_tokens;
         const int nt = static_cast<int>(std::min<int64_t>(group_tokens, n_tokens - t0));
         g.run_group(p, nr, packed_acts + static_cast<uint64_t>(gi) * group_bytes, nt, w.cols,
-                    y + t0 * w.rows + r0, w.rows);
+                    y + t0 * ldy + r0, ldy);
       }
     }
   };
@@ -338,11 +338,11 @@ void RunGroupTiles(const MatmulGroup& g, const TileKernel* const* k, const Quant
   // epilogue.
   auto do_rows = [&](int i, int64_t r0, int64_t r1) {
     if (g.row_aligned) {
-      for (int j = 0; j < g.n; ++j) RunRows(*k[j], g.w[j], acts, r0, r1, g.y[j]);
+      for (int j = 0; j < g.n; ++j) RunRows(*k[j], g.w[j], acts, r0, r1, g.y[j], g.Ldy(j));
       if (g.epilogue != nullptr) g.epilogue(g.epilogue_ctx, -1, r0, r1);
       return;
     }
-    RunRows(*k[i], g.w[i], acts, r0, r1, g.y[i]);
+    RunRows(*k[i], g.w[i], acts, r0, r1, g.y[i], g.Ldy(i));
     if (g.epilogue != nullptr) g.epilogue(g.epilogue_ctx, i, r0, r1);
   };
   auto do_chunk = [&](int64_t c) {
@@ -502,10 +502,25 @@ void RunEpilogueSplit(const MatmulGroup& g, int64_t n_tokens, ComputePool& pool)
 
 }  // namespace
 
+void MatmulWithStride(MatmulFn matmul, const WeightMatrix& w, const float* x, int64_t n_tokens,
+                      float* y, int64_t ldy, ComputePool& pool) {
+  if (ldy == w.rows || n_tokens <= 1) {
+    matmul(w, x, n_tokens, y, pool);
+    return;
+  }
+  thread_local std::vector<float> dense;
+  dense.resize(static_cast<size_t>(n_tokens * w.rows));
+  matmul(w, x, n_tokens, dense.data(), pool);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    std::copy_n(dense.data() + t * w.rows, w.rows, y + t * ldy);
+  }
+}
+
 void RunMatmulGroup(const MatmulImpl& impl, const MatmulGroup& g, const float* x,
                     int64_t n_tokens, ComputePool& pool) {
   LL_CHECK(g.n >= 1 && g.n <= MatmulGroup::kMaxMatrices);
   LL_CHECK(g.epilogue_rows >= 0 && g.epilogue_rows % kChunkQuantumRows == 0);
+  for (int i = 0; i < g.n; ++i) LL_CHECK(g.ldy[i] == 0 || g.ldy[i] >= g.w[i].rows);
   const int64_t cols = g.w[0].cols;
   const ActFormat format = ActFormatFor(g.w[0].type);
   const TileKernel* k[MatmulGroup::kMaxMatrices] = {};
@@ -534,9 +549,10 @@ void RunMatmulGroup(const MatmulImpl& impl, const MatmulGroup& g, const float* x
         one.n = 1;
         one.w[0] = g.w[i];
         one.y[0] = g.y[i];
+        one.ldy[0] = g.ldy[i];
         RunMatmulGroup(impl, one, x, n_tokens, pool);
       } else {
-        ReferenceKernels().matmul(g.w[i], x, n_tokens, g.y[i], pool);
+        MatmulWithStride(ReferenceKernels().matmul, g.w[i], x, n_tokens, g.y[i], g.Ldy(i), pool);
       }
     }
     if (n_tokens > 0) RunEpilogueSplit(g, n_tokens, pool);
@@ -568,12 +584,13 @@ void RunMatmulGroup(const MatmulImpl& impl, const MatmulGroup& g, const float* x
       const int64_t n_tiles = (w.rows + kGemmRows - 1) / kGemmRows;
       const int64_t threads = std::min<int64_t>(
           {pool.n_threads(), n_tiles, std::max<int64_t>(1, macs / kMinMacsPerThread)});
-      RunGemm(gk, w, acts, threads, g.y[i], pool);
+      RunGemm(gk, w, acts, threads, g.y[i], g.Ldy(i), pool);
     } else {
       MatmulGroup one;
       one.n = 1;
       one.w[0] = w;
       one.y[0] = g.y[i];
+      one.ldy[0] = g.ldy[i];
       const TileKernel* ki[1] = {k[i]};
       RunGroupTiles(one, ki, acts, pool);
     }
@@ -604,7 +621,9 @@ void RunMatmulGroupUntimed(const KernelTable& table, const MatmulGroup& g, const
   }
   if (n_tokens == 0) return;
   if (g.prologue != nullptr) g.prologue(g.prologue_ctx, 0, n_tokens);
-  for (int i = 0; i < g.n; ++i) table.matmul(g.w[i], x, n_tokens, g.y[i], pool);
+  for (int i = 0; i < g.n; ++i) {
+    kernels::MatmulWithStride(table.matmul, g.w[i], x, n_tokens, g.y[i], g.Ldy(i), pool);
+  }
   if (g.epilogue == nullptr) return;
   if (g.row_aligned) {
     g.epilogue(g.epilogue_ctx, -1, 0, g.w[0].rows);

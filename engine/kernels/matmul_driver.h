@@ -123,6 +123,14 @@ void RunMatmul(const MatmulImpl& impl, const WeightMatrix& w, const float* x, in
 void RunMatmulGroup(const MatmulImpl& impl, const MatmulGroup& g, const float* x,
                     int64_t n_tokens, ComputePool& pool);
 
+using MatmulFn = void (*)(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y,
+                          ComputePool& pool);
+
+// matmul (a KernelTable::matmul, contiguous output) writing rows ldy floats apart: through a
+// dense per-thread buffer when ldy != w.rows (the fallbacks of MatmulGroup::ldy).
+void MatmulWithStride(MatmulFn matmul, const WeightMatrix& w, const float* x, int64_t n_tokens,
+                      float* y, int64_t ldy, ComputePool& pool);
+
 // Optional per-token hook run just before a token row is quantized (MatmulGroup::prologue).
 struct Prologue {
   void (*fn)(const void* ctx, int64_t t0, int64_t t1) = nullptr;

@@ -34,6 +34,10 @@ struct ContextOptions {
   uint64_t max_scratch_bytes = 16ull << 30;  // cap on activation scratch
 };
 
+// Floats after each token's 2 * n_ff of the fused gate/up output (LlamaScratch::up): its rows
+// then start 64 bytes off any 4 KiB multiple however wide n_ff is (MatmulGroup::ldy).
+inline constexpr int64_t kGateUpPadFloats = 16;
+
 // Activation buffers for one forward step of up to B = max_batch_tokens tokens.
 struct LlamaScratch {
   std::vector<float> x;         // [B, n_embd] residual stream
@@ -44,7 +48,8 @@ struct LlamaScratch {
   std::vector<float> attn;      // [B, n_head * head_dim_v] attention output
   std::vector<float> proj;      // [B, n_embd] output of attn_output / ffn_down
   std::vector<float> gate;      // [B, n_ff] gate, then silu(gate) * up
-  std::vector<float> up;        // [B, n_ff] up, or [B, 2 * n_ff] the fused gate/up product
+  std::vector<float> up;        // [B, n_ff] up, or the fused gate/up product
+                                //   [B, 2 * n_ff + kGateUpPadFloats]
   std::vector<float> rope_cos;  // [B, rope_dim / 2]
   std::vector<float> rope_sin;  // [B, rope_dim / 2]
   std::vector<float> head_in;   // [B, n_embd] final-normed rows whose logits are wanted

@@ -68,12 +68,13 @@ struct RowsHook {
 using ResidualHook = RowsHook<&ops::AddInPlace>;
 using SwiGluHook = RowsHook<&ops::SwiGlu>;
 
-// Epilogue of the fused gate/up product (LlamaLayerWeights::w_gate_up): its output gu
-// ([n_tokens, 2 * n_ff]) holds 16 gate rows, then the same 16 rows of up, and so on; rows
-// [r0, r1) (multiples of 32: MatmulGroup::epilogue_rows) give out[t][j] = silu(gate_j) * up_j
-// for the n_ff rows j they cover.
+// Epilogue of the fused gate/up product (LlamaLayerWeights::w_gate_up): each token's row of
+// its output gu (ld_gu floats apart) holds 16 gate rows, then the same 16 rows of up, and so
+// on; rows [r0, r1) (multiples of 32: MatmulGroup::epilogue_rows) give
+// out[t][j] = silu(gate_j) * up_j ([n_tokens, n_ff]) for the n_ff rows j they cover.
 struct PairedSwiGluHook {
   float* gu;
+  int64_t ld_gu;
   float* out;
   int64_t n_ff;
   int64_t n_tokens;
@@ -81,7 +82,7 @@ struct PairedSwiGluHook {
     const auto& h = *static_cast<const PairedSwiGluHook*>(p);
     constexpr int64_t kGroup = kernels::kInterleaveRows;
     for (int64_t t = 0; t < h.n_tokens; ++t) {
-      float* row = h.gu + t * 2 * h.n_ff;
+      float* row = h.gu + t * h.ld_gu;
       for (int64_t r = r0; r < r1; r += 2 * kGroup) {
         ops::SwiGlu(row + r, row + r + kGroup, kGroup);  // in place over the gate half
         std::memcpy(h.out + t * h.n_ff + r / 2, row + r, kGroup * sizeof(float));
@@ -457,12 +458,15 @@ void LlamaModel::FeedForwardBlock(int64_t il, int64_t n, LlamaContext& ctx,
   // gate = silu(gate) * up applied per finished chunk of rows; then x += ffn_down(gate).
   const NormHook norm{s.x.data(), w.ffn_norm.data(), c.n_embd, c.rms_eps, s.xb.data()};
   if (w.w_gate_up.rows != 0) {
-    // One matrix, gate and up groups alternating (RepackMatrices): up holds its output.
-    const PairedSwiGluHook swiglu{s.up.data(), s.gate.data(), c.n_ff, n};
+    // One matrix, gate and up groups alternating (RepackMatrices): up holds its output,
+    // rows padded (kGateUpPadFloats) off a multiple of 4 KiB (MatmulGroup::ldy).
+    const int64_t ld = 2 * c.n_ff + kGateUpPadFloats;
+    const PairedSwiGluHook swiglu{s.up.data(), ld, s.gate.data(), c.n_ff, n};
     MatmulGroup fused;
     fused.n = 1;
-    fused.w[0] = w.w_gate_up;  // [n, 2 * n_ff]
+    fused.w[0] = w.w_gate_up;  // [n, 2 * n_ff] in rows of ld floats
     fused.y[0] = s.up.data();
+    fused.ldy[0] = ld;
     fused.epilogue_rows = 2 * kernels::kInterleaveRows;
     fused.prologue = &NormHook::Run;
     fused.prologue_ctx = &norm;

@@ -41,6 +41,7 @@ struct HookLog {
   const std::vector<float>* want[3] = {};  // the final outputs, [n_tokens, rows]
   float* y[3] = {};
   int64_t rows[3] = {};
+  int64_t ld[3] = {};  // row stride of y[i]
   int64_t epilogue_rows = 0;  // MatmulGroup::epilogue_rows
   std::atomic<int> bad_mat{0};
   std::atomic<int> not_final{0};
@@ -71,7 +72,7 @@ struct HookLog {
         (*h.row_hits[i])[static_cast<size_t>(r)].fetch_add(1);
         for (int64_t t = 0; t < h.n_tokens; ++t) {
           const size_t k = static_cast<size_t>(t * h.rows[i] + r);
-          if (h.y[i][k] != (*h.want[i])[k]) h.not_final.fetch_add(1);
+          if (h.y[i][t * h.ld[i] + r] != (*h.want[i])[k]) h.not_final.fetch_add(1);
         }
       }
     }
@@ -79,10 +80,12 @@ struct HookLog {
 };
 
 void CheckGroup(IsaLevel level, const std::vector<Mat>& mats, bool row_aligned, int64_t cols,
-                int64_t n_tokens, int n_threads, uint32_t seed, int64_t epilogue_rows = 0) {
+                int64_t n_tokens, int n_threads, uint32_t seed, int64_t epilogue_rows = 0,
+                int64_t pad_floats = 0) {
   const std::string where = std::string(IsaLevelName(level)) + " n_tokens=" +
                             std::to_string(n_tokens) + " threads=" + std::to_string(n_threads) +
                             " epilogue_rows=" + std::to_string(epilogue_rows) +
+                            " pad=" + std::to_string(pad_floats) +
                             " first type=" + std::string(TypeTraits(mats[0].type).name) +
                             (row_aligned ? " aligned" : " concatenated");
   const KernelTable& table = KernelsFor(level);
@@ -125,13 +128,16 @@ void CheckGroup(IsaLevel level, const std::vector<Mat>& mats, bool row_aligned, 
   log.x = x.data();
   log.token_hits = &token_hits;
   for (int i = 0; i < n; ++i) {
-    y[i].assign(static_cast<size_t>(n_tokens * mats[i].rows) + 1, kGuard);
+    const int64_t ld = mats[i].rows + pad_floats;
+    y[i].assign(static_cast<size_t>(n_tokens * ld) + 1, kGuard);
+    if (pad_floats > 0) g.ldy[i] = ld;
     row_hits[i] = std::vector<std::atomic<int>>(static_cast<size_t>(mats[i].rows));
     g.y[i] = y[i].data();
     log.row_hits[i] = &row_hits[i];
     log.want[i] = &want[i];
     log.y[i] = y[i].data();
     log.rows[i] = mats[i].rows;
+    log.ld[i] = mats[i].rows + pad_floats;
   }
   g.prologue = &HookLog::Prologue;
   g.prologue_ctx = &log;
@@ -149,8 +155,15 @@ void CheckGroup(IsaLevel level, const std::vector<Mat>& mats, bool row_aligned, 
       ASSERT_EQ(row_hits[i][r].load(), 1) << where << " mat=" << i << " r=" << r;
     }
     EXPECT_EQ(y[i].back(), kGuard) << where << ": wrote past y of matrix " << i;
-    y[i].pop_back();
-    ASSERT_EQ(y[i], want[i]) << where << " matrix " << i;
+    // Rows of ld floats: the first w.rows of each hold the product, the padding is untouched.
+    const int64_t ld = mats[i].rows + pad_floats;
+    std::vector<float> got, pad;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      got.insert(got.end(), y[i].begin() + t * ld, y[i].begin() + t * ld + mats[i].rows);
+      pad.insert(pad.end(), y[i].begin() + t * ld + mats[i].rows, y[i].begin() + (t + 1) * ld);
+    }
+    EXPECT_EQ(pad, std::vector<float>(pad.size(), kGuard)) << where << ": wrote into the padding";
+    ASSERT_EQ(got, want[i]) << where << " matrix " << i;
   }
 }
 
@@ -228,6 +241,26 @@ TEST(MatmulGroup, EpilogueRangesKeepTheirRowMultiple) {
   }
 }
 
+// Output rows ldy floats apart (MatmulGroup::ldy): the same values in the first w.rows of
+// each row, nothing written to the padding, on the decode tiles (1 token), the shared chunk
+// counter (3) and the packed GEMM (40), and through the unfused fallback (Q8_0 + Q4_1 read
+// different activation formats).
+TEST(MatmulGroup, PaddedOutputRows) {
+  uint32_t seed = 1100;
+  for (IsaLevel l : SupportedLevels()) {
+    for (int threads : {1, 2}) {
+      for (int64_t n_tokens : {1, 3, 40}) {
+        CheckGroup(l, {{GgmlType::kQ8_0, 96}, {GgmlType::kQ8_0, 37}}, false, 256, n_tokens,
+                   threads, seed += 20, 0, 16);
+        CheckGroup(l, {{GgmlType::kQ4_K, 64}, {GgmlType::kQ4_K, 64}}, true, 256, n_tokens,
+                   threads, seed += 20, 32, 5);
+        CheckGroup(l, {{GgmlType::kQ8_0, 48}, {GgmlType::kQ4_1, 32}}, false, 256, n_tokens,
+                   threads, seed += 20, 0, 16);
+      }
+    }
+  }
+}
+
 // Different activation formats (Q8_0 and Q8_1) or a type without a tile kernel cannot share
 // one quantization: the group falls back to separate products, with the same hook contract.
 TEST(MatmulGroup, UnfusableGroupsFallBack) {
@@ -254,6 +287,7 @@ TEST(MatmulGroup, RunMatmulGroupWithoutGroupEntry) {
   unfused.matmul_group = nullptr;
   std::vector<float> want(static_cast<size_t>(rows * n_tokens));
   BestKernels().matmul(w, x.data(), n_tokens, want.data(), pool);
+  const std::vector<float> product = want;
   for (float& v : want) v += 1.0f;
   std::vector<float> y(want.size());
   MatmulGroup g;
@@ -278,6 +312,21 @@ TEST(MatmulGroup, RunMatmulGroupWithoutGroupEntry) {
   RunMatmulGroup(unfused, g, x.data(), n_tokens, pool);
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(y, want);
+
+  // Output rows ldy floats apart through the same fallback: the product in the first rows of
+  // each, the padding untouched.
+  const int64_t ld = rows + 7;
+  std::vector<float> padded(static_cast<size_t>(ld * n_tokens), -7.0f);
+  g.y[0] = padded.data();
+  g.ldy[0] = ld;
+  g.epilogue = nullptr;
+  RunMatmulGroup(unfused, g, x.data(), n_tokens, pool);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t r = 0; r < ld; ++r) {
+      const float expect = r < rows ? product[static_cast<size_t>(t * rows + r)] : -7.0f;
+      ASSERT_EQ(padded[static_cast<size_t>(t * ld + r)], expect) << "t=" << t << " r=" << r;
+    }
+  }
 }
 
 }  // namespace
