@@ -60,7 +60,7 @@ Status LlamaContext::AllocateScratch(const ModelConfig& c, uint64_t max_bytes) {
   // cannot overflow; the product with B is checked).
   const uint64_t per_token =
       static_cast<uint64_t>(3 * c.n_embd + c.q_dim() + c.k_dim() + c.v_dim() +
-                            c.attn_out_dim() + 3 * c.n_ff + kGateUpPadFloats + 2 * half_rope +
+                            c.attn_out_dim() + 3 * c.n_ff + 2 * kRowPadFloats + 2 * half_rope +
                             c.n_embd);
   uint64_t total_floats = 0, total_bytes = 0;
   if (!CheckedMul(per_token, b, &total_floats) ||
@@ -78,9 +78,9 @@ Status LlamaContext::AllocateScratch(const ModelConfig& c, uint64_t max_bytes) {
     s.k.resize(n(c.k_dim()));
     s.v.resize(n(c.v_dim()));
     s.attn.resize(n(c.attn_out_dim()));
-    s.proj.resize(n(c.n_embd));
+    s.proj.resize(n(c.n_embd + kRowPadFloats));
     s.gate.resize(n(c.n_ff));
-    s.up.resize(n(2 * c.n_ff + kGateUpPadFloats));  // room for the fused gate/up output
+    s.up.resize(n(2 * c.n_ff + kRowPadFloats));  // room for the fused gate/up output
     s.rope_cos.resize(n(half_rope));
     s.rope_sin.resize(n(half_rope));
     s.head_in.resize(n(c.n_embd));

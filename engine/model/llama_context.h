@@ -34,9 +34,13 @@ struct ContextOptions {
   uint64_t max_scratch_bytes = 16ull << 30;  // cap on activation scratch
 };
 
-// Floats after each token's 2 * n_ff of the fused gate/up output (LlamaScratch::up): its rows
-// then start 64 bytes off any 4 KiB multiple however wide n_ff is (MatmulGroup::ldy).
-inline constexpr int64_t kGateUpPadFloats = 16;
+// Floats after each token's row in two buffers a long prompt's GEMM writes (proj and the
+// fused gate/up output): rows then start 64 bytes off any 4 KiB multiple whatever the
+// model's widths (MatmulGroup::ldy; 2048- and 11264-float rows are exact multiples).
+// Measured (1.1B, pp256, two binaries alternated, 4 rounds): the gate/up padding turned a
+// 0.93-0.96x regression of the fusion into 0.99-1.00x, proj's gave 1.02x more; q's (also
+// 2048 wide) changed nothing (0.98 / 1.01x), so q stays unpadded.
+inline constexpr int64_t kRowPadFloats = 16;
 
 // Activation buffers for one forward step of up to B = max_batch_tokens tokens.
 struct LlamaScratch {
@@ -46,10 +50,10 @@ struct LlamaScratch {
   std::vector<float> k;         // [B, n_head_kv * head_dim_k]
   std::vector<float> v;         // [B, n_head_kv * head_dim_v]
   std::vector<float> attn;      // [B, n_head * head_dim_v] attention output
-  std::vector<float> proj;      // [B, n_embd] output of attn_output / ffn_down
+  std::vector<float> proj;      // [B, n_embd + kRowPadFloats] output of attn_output / ffn_down
   std::vector<float> gate;      // [B, n_ff] gate, then silu(gate) * up
   std::vector<float> up;        // [B, n_ff] up, or the fused gate/up product
-                                //   [B, 2 * n_ff + kGateUpPadFloats]
+                                //   [B, 2 * n_ff + kRowPadFloats]
   std::vector<float> rope_cos;  // [B, rope_dim / 2]
   std::vector<float> rope_sin;  // [B, rope_dim / 2]
   std::vector<float> head_in;   // [B, n_embd] final-normed rows whose logits are wanted

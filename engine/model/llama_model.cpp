@@ -38,13 +38,13 @@ struct NormHook {
 struct BiasHook {
   const float* bias[MatmulGroup::kMaxMatrices];  // null: no bias for that matrix
   float* y[MatmulGroup::kMaxMatrices];
-  int64_t dim[MatmulGroup::kMaxMatrices];
+  int64_t ld[MatmulGroup::kMaxMatrices];  // row strides of y in floats
   int64_t n_tokens;
   static void Run(const void* p, int mat, int64_t r0, int64_t r1) {
     const auto& h = *static_cast<const BiasHook*>(p);
     if (h.bias[mat] == nullptr) return;
     for (int64_t t = 0; t < h.n_tokens; ++t) {
-      ops::AddInPlace(h.y[mat] + t * h.dim[mat] + r0, h.bias[mat] + r0, r1 - r0);
+      ops::AddInPlace(h.y[mat] + t * h.ld[mat] + r0, h.bias[mat] + r0, r1 - r0);
     }
   }
 };
@@ -58,10 +58,12 @@ struct RowsHook {
   const float* src;
   int64_t width;
   int64_t n_tokens;
+  int64_t src_ld = 0;  // src's row stride in floats; 0: width
   static void Run(const void* p, int, int64_t r0, int64_t r1) {
     const auto& h = *static_cast<const RowsHook*>(p);
+    const int64_t ld = h.src_ld > 0 ? h.src_ld : h.width;
     for (int64_t t = 0; t < h.n_tokens; ++t) {
-      Op(h.dst + t * h.width + r0, h.src + t * h.width + r0, r1 - r0);
+      Op(h.dst + t * h.width + r0, h.src + t * ld + r0, r1 - r0);
     }
   }
 };
@@ -91,14 +93,17 @@ struct PairedSwiGluHook {
   }
 };
 
-// One product y = W x with the residual add fused into its output: x_res += W x.
+// One product y = W x with the residual add fused into its output: x_res += W x. proj's rows
+// are w.rows + kRowPadFloats floats apart (llama_context.h).
 void ProjectAndAdd(const KernelTable& kernels, const WeightMatrix& w, const float* in,
                    int64_t n, float* proj, float* x_res, ComputePool& pool) {
-  const ResidualHook hook{x_res, proj, w.rows, n};
+  const int64_t ld = w.rows + kRowPadFloats;
+  const ResidualHook hook{x_res, proj, w.rows, n, ld};
   MatmulGroup g;
   g.n = 1;
   g.w[0] = w;
   g.y[0] = proj;
+  g.ldy[0] = ld;
   g.epilogue = &ResidualHook::Run;
   g.epilogue_ctx = &hook;
   RunMatmulGroup(kernels, g, in, n, pool);
@@ -459,8 +464,8 @@ void LlamaModel::FeedForwardBlock(int64_t il, int64_t n, LlamaContext& ctx,
   const NormHook norm{s.x.data(), w.ffn_norm.data(), c.n_embd, c.rms_eps, s.xb.data()};
   if (w.w_gate_up.rows != 0) {
     // One matrix, gate and up groups alternating (RepackMatrices): up holds its output,
-    // rows padded (kGateUpPadFloats) off a multiple of 4 KiB (MatmulGroup::ldy).
-    const int64_t ld = 2 * c.n_ff + kGateUpPadFloats;
+    // rows padded (kRowPadFloats) off a multiple of 4 KiB (MatmulGroup::ldy).
+    const int64_t ld = 2 * c.n_ff + kRowPadFloats;
     const PairedSwiGluHook swiglu{s.up.data(), ld, s.gate.data(), c.n_ff, n};
     MatmulGroup fused;
     fused.n = 1;
