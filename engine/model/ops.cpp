@@ -13,11 +13,19 @@ namespace lifeline::ops {
 
 void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out) {
   // Note: the sum of squares is accumulated in double (as ggml does) so long rows do not
-  // lose precision; the row itself stays f32.
-  double sumsq = 0.0;
-  for (int64_t i = 0; i < n; ++i) sumsq += static_cast<double>(x[i]) * x[i];
+  // lose precision; the row itself stays f32. Eight partial sums, not one: a single chain
+  // waits on the add latency for every element (2.0 us for a 2048-wide row here, 0.9 with
+  // eight; a decode token runs 45 of them on the critical path). In double, the order of
+  // the additions moves the sum by ~1e-16 relative, far below the f32 scale it feeds.
+  double acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) acc[k] += static_cast<double>(x[i + k]) * x[i + k];
+  }
+  double sumsq = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  for (; i < n; ++i) sumsq += static_cast<double>(x[i]) * x[i];
   const float scale = static_cast<float>(1.0 / std::sqrt(sumsq / static_cast<double>(n) + eps));
-  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
+  for (int64_t j = 0; j < n; ++j) out[j] = x[j] * scale * weight[j];
 }
 
 RopeParams RopeParamsFrom(const ModelConfig& c) {

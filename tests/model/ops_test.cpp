@@ -31,6 +31,25 @@ TEST(Ops, RmsNormByHand) {
   EXPECT_EQ(out[0], 0.0f);
 }
 
+// A long row (2051: the eight-way partial sums and the tail) against the formula in long
+// double, one sum: within ~3 f32 ulps (the f32 scale and two f32 products round).
+TEST(Ops, RmsNormLongRowMatchesLongDouble) {
+  const int64_t n = 2051;
+  std::vector<float> x(n), w(n), out(n);
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = static_cast<float>(std::sin(0.37 * i) * (1 + i % 7));
+    w[i] = static_cast<float>(0.5 + (i % 5) * 0.25);
+  }
+  ops::RmsNorm(x.data(), w.data(), n, 1e-5f, out.data());
+  long double sumsq = 0;
+  for (int64_t i = 0; i < n; ++i) sumsq += static_cast<long double>(x[i]) * x[i];
+  const long double scale = 1.0L / std::sqrt(sumsq / n + 1e-5L);
+  for (int64_t i = 0; i < n; ++i) {
+    const double want = static_cast<double>(x[i] * scale * w[i]);
+    EXPECT_NEAR(out[i], want, 4e-7 * std::fabs(want) + 1e-30) << "i=" << i;
+  }
+}
+
 ops::RopeParams Params(int64_t rope_dim, RopeLayout layout) {
   ops::RopeParams p;
   p.rope_dim = rope_dim;
