@@ -462,37 +462,32 @@ void LlamaModel::FeedForwardBlock(int64_t il, int64_t n, LlamaContext& ctx,
   // xb = RMSNorm(x) fused into the quantization; gate and up as one product with
   // gate = silu(gate) * up applied per finished chunk of rows; then x += ffn_down(gate).
   const NormHook norm{s.x.data(), w.ffn_norm.data(), c.n_embd, c.rms_eps, s.xb.data()};
-  if (w.w_gate_up.rows != 0) {
-    // One matrix, gate and up groups alternating (RepackMatrices): up holds its output,
-    // rows padded (kRowPadFloats) off a multiple of 4 KiB (MatmulGroup::ldy).
-    const int64_t ld = 2 * c.n_ff + kRowPadFloats;
-    const PairedSwiGluHook swiglu{s.up.data(), ld, s.gate.data(), c.n_ff, n};
-    MatmulGroup fused;
-    fused.n = 1;
-    fused.w[0] = w.w_gate_up;  // [n, 2 * n_ff] in rows of ld floats
-    fused.y[0] = s.up.data();
-    fused.ldy[0] = ld;
-    fused.epilogue_rows = 2 * kernels::kInterleaveRows;
-    fused.prologue = &NormHook::Run;
-    fused.prologue_ctx = &norm;
-    fused.epilogue = &PairedSwiGluHook::Run;
-    fused.epilogue_ctx = &swiglu;
-    RunMatmulGroup(*kernels_, fused, s.xb.data(), n, pool);
-    ProjectAndAdd(*kernels_, w.w_down, s.gate.data(), n, s.proj.data(), s.x.data(), pool);
-    return;
-  }
-  const SwiGluHook swiglu{s.gate.data(), s.up.data(), c.n_ff, n};
   MatmulGroup gate_up;
-  gate_up.n = 2;
-  gate_up.w[0] = w.w_gate;  // gate: [n, n_ff]
-  gate_up.w[1] = w.w_up;    // up:   [n, n_ff]
-  gate_up.y[0] = s.gate.data();
-  gate_up.y[1] = s.up.data();
-  gate_up.row_aligned = true;
   gate_up.prologue = &NormHook::Run;
   gate_up.prologue_ctx = &norm;
-  gate_up.epilogue = &SwiGluHook::Run;
-  gate_up.epilogue_ctx = &swiglu;
+  // Fused (RepackMatrices): one matrix, gate and up groups alternating; up holds its output,
+  // rows padded (kRowPadFloats) off a multiple of 4 KiB (MatmulGroup::ldy).
+  const int64_t ld = 2 * c.n_ff + kRowPadFloats;
+  const PairedSwiGluHook paired{s.up.data(), ld, s.gate.data(), c.n_ff, n};
+  const SwiGluHook swiglu{s.gate.data(), s.up.data(), c.n_ff, n};
+  if (w.w_gate_up.rows != 0) {
+    gate_up.n = 1;
+    gate_up.w[0] = w.w_gate_up;  // [n, 2 * n_ff] in rows of ld floats
+    gate_up.y[0] = s.up.data();
+    gate_up.ldy[0] = ld;
+    gate_up.epilogue_rows = 2 * kernels::kInterleaveRows;
+    gate_up.epilogue = &PairedSwiGluHook::Run;
+    gate_up.epilogue_ctx = &paired;
+  } else {
+    gate_up.n = 2;
+    gate_up.w[0] = w.w_gate;  // gate: [n, n_ff]
+    gate_up.w[1] = w.w_up;    // up:   [n, n_ff]
+    gate_up.y[0] = s.gate.data();
+    gate_up.y[1] = s.up.data();
+    gate_up.row_aligned = true;
+    gate_up.epilogue = &SwiGluHook::Run;
+    gate_up.epilogue_ctx = &swiglu;
+  }
   RunMatmulGroup(*kernels_, gate_up, s.xb.data(), n, pool);
   ProjectAndAdd(*kernels_, w.w_down, s.gate.data(), n, s.proj.data(), s.x.data(), pool);
 }

@@ -67,15 +67,28 @@ uint64_t ExpectedRepackBytes(const GgufFile& f, const KernelTable& kernels) {
   return bytes;
 }
 
-class Repack : public ::testing::TestWithParam<std::string> {};
+class Repack : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::string ModelPath() const {
+    return testing::SharedPath("reference/models/syn-a-" + GetParam() + ".gguf");
+  }
+};
 
-TEST_P(Repack, SameLogitsAndOnlyAskedMatrices) {
-  const std::string path = testing::SharedPath("reference/models/syn-a-" + GetParam() + ".gguf");
-  ComputePool pool(2);
+// body(kernels) for every kernel level this CPU supports, under a trace naming it.
+template <typename Body>
+void ForEachLevel(Body body) {
   for (IsaLevel level : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
     if (level > DetectIsa()) continue;
-    const KernelTable& kernels = KernelsFor(level);
     SCOPED_TRACE(std::string(IsaLevelName(level)));
+    body(KernelsFor(level));
+  }
+}
+
+TEST_P(Repack, SameLogitsAndOnlyAskedMatrices) {
+  const std::string path = ModelPath();
+  ComputePool pool(2);
+  ForEachLevel([&](const KernelTable& kernels) {
+    const IsaLevel level = kernels.isa;
     auto packed = Load(path, kernels, true);
     auto plain = Load(path, kernels, false);
     ASSERT_TRUE(packed && plain);
@@ -106,7 +119,7 @@ TEST_P(Repack, SameLogitsAndOnlyAskedMatrices) {
       const float rel_tol = level == IsaLevel::kAvx2 ? 5e-2f : 1e-4f;
       EXPECT_LE(worst, rel_tol * range) << "n_tokens " << n_tokens;
     }
-  }
+  });
 }
 
 // Gate and up fused into one matrix of alternating 16-row groups (ModelLoadOptions::
@@ -116,12 +129,9 @@ TEST_P(Repack, SameLogitsAndOnlyAskedMatrices) {
 // batch (the packed GEMM, then SwiGLU over 32-row ranges): every 16-row group is computed by
 // the same kernel either way, and the epilogue must pair each gate group with its up group.
 TEST_P(Repack, FusedGateUpGivesTheSameLogits) {
-  const std::string path = testing::SharedPath("reference/models/syn-a-" + GetParam() + ".gguf");
+  const std::string path = ModelPath();
   ComputePool pool(2);
-  for (IsaLevel level : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
-    if (level > DetectIsa()) continue;
-    const KernelTable& kernels = KernelsFor(level);
-    SCOPED_TRACE(std::string(IsaLevelName(level)));
+  ForEachLevel([&](const KernelTable& kernels) {
     auto fused = Load(path, kernels, true, true);
     auto apart = Load(path, kernels, true, false);
     ASSERT_TRUE(fused && apart);
@@ -149,7 +159,7 @@ TEST_P(Repack, FusedGateUpGivesTheSameLogits) {
       ASSERT_EQ(la, lb) << "decode step " << i;
     }
     EXPECT_EQ(EvalAll(*fused, 40, pool), EvalAll(*apart, 40, pool)) << "40-token batch";
-  }
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(SyntheticModels, Repack,
