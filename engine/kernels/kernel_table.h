@@ -61,11 +61,11 @@ struct MatmulGroup {
   // Called for every token once rows [r0, r1) of the output(s) are final (all tokens).
   // Ranges are disjoint and cover all rows; calls run concurrently on the pool's threads.
   void (*epilogue)(const void* ctx, int mat, int64_t r0, int64_t r1) = nullptr;
+  const void* epilogue_ctx = nullptr;
   // When > 0, every epilogue range starts on a multiple of this many rows of its matrix and
   // ends on one or at the matrix's last row. A multiple of 16. The fused gate/up matrix asks
   // for 32: its 16-row groups alternate gate and up, and SwiGLU needs both of a pair.
   int64_t epilogue_rows = 0;
-  const void* epilogue_ctx = nullptr;
   // Optional: writes token rows [t0, t1) of x (the group's input) just before they are
   // quantized, on the thread that quantizes them (RMSNorm fused into activation
   // quantization: the normalised row is still in L1 when it is quantized, and a long prompt's

@@ -415,13 +415,13 @@ void RunGroupTiles(const MatmulGroup& g, const TileKernel* const* k, const Quant
     // ratios 1.1B Q4_0 1.02 / 1.04, Q8_0 1.01 / 1.01, Q4_K_M 1.00.
     constexpr int64_t kMinGuidedBytes = 64 * 1024;
     const int64_t min_rows = std::min<int64_t>(
-        steal_rows, std::max<int64_t>(quantum, kMinGuidedBytes /
-                                                             static_cast<int64_t>(max_row_bytes) /
-                                                             quantum * quantum));
+        steal_rows,
+        std::max<int64_t>(quantum,
+                          kMinGuidedBytes / static_cast<int64_t>(max_row_bytes) / quantum * quantum));
     const uint64_t steal_q = static_cast<uint64_t>(steal_rows / quantum);
     const uint64_t min_q = static_cast<uint64_t>(min_rows / quantum);
-    // Front and back of a slab in one atomic word, in quanta of `quantum` rows from
-    // b0 (front low 32 bits, back high).
+    // Front and back of a slab in one atomic word, in quanta of `quantum` rows from b0
+    // (front low 32 bits, back high).
     struct alignas(64) Slab {
       std::atomic<uint64_t> fb{0};
       int64_t b0 = 0, b1 = 0;

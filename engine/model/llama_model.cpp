@@ -146,9 +146,10 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(std::unique_ptr<GgufFile> f
 // between two weight streams; measured (1.1B, tg64, two threads, per-product timing) the
 // same rows walked as two contiguous matrices streamed 8-14 % faster (Q4_0 46.6 -> 50.5
 // GB/s, Q4_K_M 43.6 -> 49.9 under the same neighbour load), while finer alternation between
-// the two matrices (every 16-128 rows) was slower still. With this fusion, two binaries
-// alternated (6 rounds, tg64, two threads): 1.1B Q4_K_M 1.068x, Q4_0 1.047x, Q8_0 1.025x,
-// 110M Q8_0 1.00x.
+// the two matrices (every 16-128 rows) was slower still. With this fusion the product read
+// 63-64 GB/s where the two row-aligned matrices read 57-60 (1.1B Q4_K_M, alternating, same
+// minutes); two binaries alternated, 6 rounds of tg64: 1.1B Q4_K_M 1.07x in a quiet hour,
+// 1.02x in a busier one, Q4_0 1.05x, Q8_0 1.03x, 110M Q8_0 1.00x.
 Status LlamaModel::RepackMatrices(bool fuse_gate_up) {
   // One copy: `a` alone, or `a` and `b` (same type and shape) alternating group by group.
   struct Copy {
