@@ -1,9 +1,14 @@
 // ComputePool: Split covers [0, n) exactly; every thread index runs exactly once per Run;
-// many back-to-back Runs (the decode loop's pattern) neither lose nor repeat work.
+// many back-to-back Runs (the decode loop's pattern) neither lose nor repeat work; no wake-up
+// is lost when a run starts while a worker goes to sleep.
 #include <atomic>
 #include <chrono>
-#include <mutex>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <mutex>
+#include <random>
 #include <set>
 #include <thread>
 #include <vector>
@@ -99,6 +104,30 @@ TEST(ComputePool, WakesSleepingWorkers) {
     std::atomic<int> n{0};
     pool.Run([&](int, int) { n.fetch_add(1); });
     EXPECT_EQ(n.load(), 2);
+  }
+}
+
+// Pauses around the length of the workers' spin (tens to hundreds of microseconds) make runs
+// start while a worker is deciding to sleep, the window in which a wake-up can be lost. A
+// lost wake-up would leave Run waiting for ever: each run has a deadline, and a missed one
+// fails the test and ends the process rather than hanging the suite. (Checked: a Run that
+// never notifies fails here within the deadline.)
+TEST(ComputePool, NoWakeUpLostNearTheSpinToSleepEdge) {
+  ComputePool pool(3);
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> pause_us(0, 400);
+  for (int run = 0; run < 400; ++run) {
+    std::this_thread::sleep_for(std::chrono::microseconds(pause_us(rng)));
+    std::atomic<int> n{0};
+    auto done = std::async(std::launch::async, [&] {
+      pool.Run([&](int, int) { n.fetch_add(1); });
+    });
+    if (done.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+      ADD_FAILURE() << "run " << run << " never finished: a worker missed its wake-up";
+      std::fflush(nullptr);
+      std::_Exit(1);
+    }
+    ASSERT_EQ(n.load(), 3) << "run " << run;
   }
 }
 
