@@ -414,10 +414,9 @@ void RunGroupTiles(const MatmulGroup& g, const TileKernel* const* k, const Quant
     // 1.9-2.6 / 2.1-2.5 / 2.7-3.9 us); two binaries alternated, 6-8 rounds each, tg64 median
     // ratios 1.1B Q4_0 1.02 / 1.04, Q8_0 1.01 / 1.01, Q4_K_M 1.00.
     constexpr int64_t kMinGuidedBytes = 64 * 1024;
-    const int64_t min_rows = std::min<int64_t>(
-        steal_rows,
-        std::max<int64_t>(quantum,
-                          kMinGuidedBytes / static_cast<int64_t>(max_row_bytes) / quantum * quantum));
+    const int64_t guided_rows =
+        kMinGuidedBytes / static_cast<int64_t>(max_row_bytes) / quantum * quantum;
+    const int64_t min_rows = std::min<int64_t>(steal_rows, std::max<int64_t>(quantum, guided_rows));
     const uint64_t steal_q = static_cast<uint64_t>(steal_rows / quantum);
     const uint64_t min_q = static_cast<uint64_t>(min_rows / quantum);
     // Front and back of a slab in one atomic word, in quanta of `quantum` rows from b0

@@ -139,7 +139,8 @@ TEST_P(Repack, FusedGateUpGivesTheSameLogits) {
     const ModelConfig& c = fused->config();
     for (int64_t il = 0; il < c.n_layer; ++il) {
       const LlamaLayerWeights& l = fused->weights().layers[static_cast<size_t>(il)];
-      const bool asked = (kernels.interleaved_types >> static_cast<uint32_t>(l.w_gate.type) & 1u) != 0 &&
+      const uint32_t type_bit = 1u << static_cast<uint32_t>(l.w_gate.type);
+      const bool asked = (kernels.interleaved_types & type_bit) != 0 &&
                          l.w_gate.type == l.w_up.type && c.n_ff % kernels::kInterleaveRows == 0;
       EXPECT_EQ(l.w_gate_up.rows, asked ? 2 * c.n_ff : 0) << "layer " << il;
       if (asked) EXPECT_EQ(l.w_gate_up.layout, WeightLayout::kInterleaved16);
