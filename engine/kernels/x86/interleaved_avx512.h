@@ -16,14 +16,17 @@
 
 namespace lifeline::kernels::avx512 {
 
+// Tokens per tile: each layout's Run<NT> keeps NT tokens' accumulators in registers.
+inline constexpr int kMaxTileTokens = 4;
+
 // The decode tile of `type`, and the GEMM's packing from the interleaved layout where the
 // type has a packed GEMM (so fill the GEMM entries first).
 template <typename L>
 void RegisterInterleaved(MatmulImpl* impl, GgmlType type) {
   TileKernel& k = impl->tiles_interleaved[static_cast<int>(type)];
-  k.fn = &InterleavedGroupsTile<L, 4>;
+  k.fn = &InterleavedGroupsTile<L, kMaxTileTokens>;
   k.max_rows = kInterleaveRows;
-  k.max_tokens = 4;
+  k.max_tokens = kMaxTileTokens;
   k.any_rows = true;
   GemmKernel& g = impl->gemm[static_cast<int>(type)];
   if (g.pack != nullptr) g.pack_interleaved = &L::Pack;
