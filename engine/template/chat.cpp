@@ -37,15 +37,18 @@ Result<ChatTemplate> ChatTemplate::Create(std::string_view source, Origin origin
   t.name_ = std::move(name);
   t.bos_token_ = std::move(bos_token);
   t.eos_token_ = std::move(eos_token);
-  // Dry run at load: a template that cannot render one user message is refused here, not
-  // on the first request.
+  return t;
+}
+
+Status ChatTemplate::DryRun() const {
   ChatInput probe;
   probe.messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", "Hello"}}});
-  auto r = t.Render(probe);
+  auto r = Render(probe);
   if (!r.ok()) {
-    return InvalidArgument(where + " fails to render one user message: " + r.status().message());
+    return InvalidArgument(std::string("chat template (") + OriginName(origin_) + " " + name_ +
+                           ") fails to render one user message: " + r.status().message());
   }
-  return t;
+  return Status::Ok();
 }
 
 Result<ChatTemplate> ChatTemplate::FromPreset(std::string_view preset, std::string bos_token,

@@ -11,7 +11,7 @@
 // Ownership: a ChatTemplate owns its parsed template; copies share it.
 // Thread-safety: Render is const and safe from any number of threads.
 // Failure: Create returns InvalidArgument naming the origin and the template line for a
-// syntax error, and for a template whose dry run (one user message) fails; Render returns the
+// syntax error; DryRun fails for a template that cannot render one user message; Render returns the
 // template's own raise_exception message (jinja::IsTemplateRaise) or the evaluation error.
 #pragma once
 
@@ -55,6 +55,10 @@ class ChatTemplate {
                                      std::string bos_token, std::string eos_token);
   static Result<ChatTemplate> FromPreset(std::string_view preset, std::string bos_token,
                                          std::string eos_token);
+
+  // Renders [{"role": "user", "content": "Hello"}]: run at load, so a template that cannot
+  // render the simplest conversation is refused at start-up rather than on each request.
+  Status DryRun() const;
 
   Result<std::string> Render(const ChatInput& input, const jinja::RenderLimits& limits = {},
                              const jinja::Clock& clock = {}) const;
