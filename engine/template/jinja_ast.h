@@ -46,6 +46,7 @@ struct Expr {
   ExprPtr a, b, c, d;                                   // operands
   std::vector<ExprPtr> args;                            // list items, call/filter/test args
   std::vector<std::pair<std::string, ExprPtr>> kwargs;  // call/filter keyword args
+  int height = 1;                                       // longest path to a leaf
 };
 
 enum class StmtKind : uint8_t {
@@ -86,6 +87,7 @@ struct Stmt {
   Body body, else_body;
   std::unique_ptr<MacroNode> macro;
   std::vector<ExprPtr> filters;  // kFilterBlock: kFilter nodes whose `a` is null
+  bool uses_loop = false;        // kFor: the body names `loop` (else no loop object is built)
 };
 
 struct ProgramNode {
@@ -95,6 +97,9 @@ struct ProgramNode {
 // Parser nesting cap (blocks inside blocks, parentheses inside parentheses): a hostile source
 // fails with an error instead of exhausting the stack.
 inline constexpr int kMaxParseDepth = 200;
+// Expression height cap: left-leaning chains (a + b + c ..., x|f|g ..., a.b.c ...) are parsed
+// iteratively but evaluated recursively, and their trees are freed recursively.
+inline constexpr int kMaxExprHeight = 500;
 
 Result<std::shared_ptr<const ProgramNode>> ParseProgram(std::string_view source,
                                                          const ParseOptions& options);

@@ -135,11 +135,27 @@ Value Interp::Lookup(const std::string& name) {
 void Interp::Assign(const std::string& name, Value v) { frames_.back().Set(name, std::move(v)); }
 
 Result<Interp::Flow> Interp::Exec(const Body& body, std::string* out) {
-  for (const StmtPtr& s : body) {
-    LL_ASSIGN_OR_RETURN(Flow f, ExecStmt(*s, out));
-    if (f != Flow::kNormal) return f;
+  if (++recursion_ > kMaxRecursion) {
+    --recursion_;
+    return ResourceExhausted("template line " + std::to_string(body.empty() ? 0 : body[0]->line) +
+                             ": evaluation nested deeper than " + std::to_string(kMaxRecursion));
   }
-  return Flow::kNormal;
+  Flow flow = Flow::kNormal;
+  Status st = Status::Ok();
+  for (const StmtPtr& s : body) {
+    auto f = ExecStmt(*s, out);
+    if (!f.ok()) {
+      st = f.status();
+      break;
+    }
+    if (*f != Flow::kNormal) {
+      flow = *f;
+      break;
+    }
+  }
+  --recursion_;
+  LL_RETURN_IF_ERROR(st);
+  return flow;
 }
 
 Result<Value> Interp::ApplyFilterChain(const std::vector<ExprPtr>& filters, Value v) {
@@ -297,8 +313,23 @@ Status Interp::ExecFor(const Stmt& s, std::string* out) {
   }
   const int64_t n = static_cast<int64_t>(items.size());
   for (int64_t i = 0; st.ok() && i < n; ++i) {
+    // Each iteration starts from a fresh scope (jinja2: a {% set %} in one iteration is not
+    // seen by the next; state that must carry over lives in a namespace()).
+    frames_[frame].vars.clear();
     st = bind(items[static_cast<size_t>(i)]);
     if (!st.ok()) break;
+    if (!s.uses_loop) {
+      auto f = Exec(s.body, out);
+      if (!f.ok()) {
+        st = f.status();
+        break;
+      }
+      if (*f == Flow::kBreak) break;
+      continue;
+    }
+    auto cycle = std::make_shared<Callable>();
+    cycle->builtin = "loop.cycle";
+    cycle->bound.push_back(Value(i));
     auto loop = std::make_shared<Dict>();
     loop->items = {{"index", Value(i + 1)},
                    {"index0", Value(i)},
@@ -310,7 +341,8 @@ Status Interp::ExecFor(const Stmt& s, std::string* out) {
                    {"depth", Value(1)},
                    {"depth0", Value(0)},
                    {"previtem", i > 0 ? items[static_cast<size_t>(i - 1)] : Value::MakeUndefined("previtem")},
-                   {"nextitem", i + 1 < n ? items[static_cast<size_t>(i + 1)] : Value::MakeUndefined("nextitem")}};
+                   {"nextitem", i + 1 < n ? items[static_cast<size_t>(i + 1)] : Value::MakeUndefined("nextitem")},
+                   {"cycle", Value(std::move(cycle))}};
     frames_[frame].Set("loop", Value(std::move(loop)));
     auto f = Exec(s.body, out);
     if (!f.ok()) {
@@ -328,6 +360,17 @@ Status Interp::ExecFor(const Stmt& s, std::string* out) {
 }
 
 Result<Value> Interp::Eval(const Expr& e) {
+  if (++recursion_ > kMaxRecursion) {
+    --recursion_;
+    return ResourceExhausted("template line " + std::to_string(e.line) +
+                             ": evaluation nested deeper than " + std::to_string(kMaxRecursion));
+  }
+  auto v = EvalNode(e);
+  --recursion_;
+  return v;
+}
+
+Result<Value> Interp::EvalNode(const Expr& e) {
   LL_RETURN_IF_ERROR(Step(e.line));
   switch (e.kind) {
     case ExprKind::kLiteral: return e.value;
@@ -638,7 +681,9 @@ Result<Value> Interp::GetAttr(const Value& obj, const std::string& name, int lin
   if (obj.is_undefined()) {
     return RuntimeError(line, "'" + obj.undefined_name() + "' is undefined");
   }
-  if (!name.empty() && name[0] == '_') return Value::MakeUndefined(name);  // sandbox
+  // Sandbox: there are no host objects to walk to; "_" names reach only a dict's own keys
+  // (as jinja2's getattr falls back to obj[name]), never a method.
+  if (!name.empty() && name[0] == '_' && !obj.is_dict()) return Value::MakeUndefined(name);
   if (IsMethod(obj, name)) {
     auto c = std::make_shared<Callable>();
     c->builtin = name;
@@ -779,6 +824,10 @@ Result<Value> Interp::Call(const Value& callee, Args args, Kwargs kwargs, int li
     return RuntimeError(line, std::string("'") + TypeName(callee) + "' object is not callable");
   }
   const Callable& c = callee.callable();
+  if (c.builtin == "loop.cycle") {
+    if (args.empty()) return RuntimeError(line, "loop.cycle needs at least one value");
+    return args[static_cast<size_t>(c.bound[0].as_int()) % args.size()];
+  }
   if (!c.bound.empty()) return CallMethod(*this, c.bound[0], c.builtin, args, kwargs, line);
   if (c.macro == nullptr) return CallBuiltin(c.builtin, std::move(args), std::move(kwargs), line);
   const MacroNode& m = *c.macro;

@@ -45,7 +45,8 @@ class Interp {
   Result<Flow> Exec(const Body& body, std::string* out);
   Result<Flow> ExecStmt(const Stmt& s, std::string* out);
   Status ExecFor(const Stmt& s, std::string* out);
-  Result<Value> Eval(const Expr& e);
+  Result<Value> Eval(const Expr& e);      // recursion-counted wrapper of EvalNode
+  Result<Value> EvalNode(const Expr& e);
   Result<Value> EvalCall(const Expr& e);
   Result<Value> EvalBinary(const std::string& op, const Value& a, const Value& b, int line);
   Result<Value> GetAttr(const Value& obj, const std::string& name, int line);
@@ -66,6 +67,10 @@ class Interp {
   uint64_t steps_ = 0;
   uint64_t built_bytes_ = 0;
   int32_t depth_ = 0;
+  // C++ recursion of Eval/Exec together: macros (max_depth) times statement and expression
+  // nesting could otherwise exceed a thread's stack; ~1 KiB of stack per level at most.
+  static constexpr int32_t kMaxRecursion = 3000;
+  int32_t recursion_ = 0;
   const Body* caller_body_ = nullptr;  // {% call %} body while its macro runs
   size_t caller_base_ = 0;
   std::chrono::steady_clock::time_point deadline_;

@@ -521,7 +521,10 @@ class Parser {
       }
       if (IsName("recursive")) return SyntaxError(Line(), "recursive for loops are not supported");
       LL_RETURN_IF_ERROR(ExpectBlockEnd());
+      const int64_t refs_before = loop_refs_;
       LL_RETURN_IF_ERROR(ParseBody({"else", "endfor"}, &s->body, &end));
+      // Any `loop` in the body (nested loops' own included) keeps the object: exact enough.
+      s->uses_loop = loop_refs_ != refs_before;
       if (end == "else") {
         LL_RETURN_IF_ERROR(ExpectBlockEnd());
         LL_RETURN_IF_ERROR(ParseBody({"endfor"}, &s->else_body, &end));
@@ -636,6 +639,22 @@ class Parser {
     return e;
   }
 
+  // Records the node's height from its children's and refuses trees taller than
+  // kMaxExprHeight.
+  Status Seal(Expr* e) const {
+    int h = 0;
+    for (const Expr* c : {e->a.get(), e->b.get(), e->c.get(), e->d.get()}) {
+      if (c != nullptr) h = std::max(h, c->height);
+    }
+    for (const ExprPtr& c : e->args) h = std::max(h, c->height);
+    for (const auto& kv : e->kwargs) h = std::max(h, kv.second->height);
+    e->height = h + 1;
+    if (e->height > kMaxExprHeight) {
+      return SyntaxError(e->line, "expression nested deeper than " + std::to_string(kMaxExprHeight));
+    }
+    return Status::Ok();
+  }
+
   // expr (, expr)*: a bare tuple where jinja2 allows one ({{ a, b }}, {% set x = a, b %}).
   Result<ExprPtr> ParseTupleExpr() {
     LL_ASSIGN_OR_RETURN(ExprPtr first, ParseExpr());
@@ -648,6 +667,7 @@ class Parser {
       LL_ASSIGN_OR_RETURN(ExprPtr e, ParseExpr());
       l->args.push_back(std::move(e));
     }
+    LL_RETURN_IF_ERROR(Seal(l.get()));
     return l;
   }
 
@@ -666,6 +686,7 @@ class Parser {
         Next();
         LL_ASSIGN_OR_RETURN(c->c, ParseExpr());
       }
+      LL_RETURN_IF_ERROR(Seal(c.get()));
       e = std::move(c);
     }
     return e;
@@ -680,6 +701,7 @@ class Parser {
       auto n = Make(ExprKind::kOr, line);
       n->a = std::move(e);
       n->b = std::move(r);
+      LL_RETURN_IF_ERROR(Seal(n.get()));
       e = std::move(n);
     }
     return e;
@@ -694,6 +716,7 @@ class Parser {
       auto n = Make(ExprKind::kAnd, line);
       n->a = std::move(e);
       n->b = std::move(r);
+      LL_RETURN_IF_ERROR(Seal(n.get()));
       e = std::move(n);
     }
     return e;
@@ -708,6 +731,7 @@ class Parser {
       LL_ASSIGN_OR_RETURN(ExprPtr a, ParseNot());
       auto n = Make(ExprKind::kNot, line);
       n->a = std::move(a);
+      LL_RETURN_IF_ERROR(Seal(n.get()));
       return n;
     }
     return ParseCompare();
@@ -738,6 +762,7 @@ class Parser {
       n->name = op;
       n->a = std::move(e);
       n->b = std::move(r);
+      LL_RETURN_IF_ERROR(Seal(n.get()));
       e = std::move(n);
       break;  // chained comparisons are not used by chat templates; one operator per level
     }
@@ -755,6 +780,7 @@ class Parser {
       n->name = op;
       n->a = std::move(e);
       n->b = std::move(r);
+      LL_RETURN_IF_ERROR(Seal(n.get()));
       e = std::move(n);
     }
     return e;
@@ -769,6 +795,7 @@ class Parser {
       auto n = Make(ExprKind::kConcat, line);
       n->a = std::move(e);
       n->b = std::move(r);
+      LL_RETURN_IF_ERROR(Seal(n.get()));
       e = std::move(n);
     }
     return e;
@@ -784,6 +811,7 @@ class Parser {
       n->name = op;
       n->a = std::move(e);
       n->b = std::move(r);
+      LL_RETURN_IF_ERROR(Seal(n.get()));
       e = std::move(n);
     }
     return e;
@@ -799,6 +827,7 @@ class Parser {
       n->name = "**";
       n->a = std::move(e);
       n->b = std::move(r);
+      LL_RETURN_IF_ERROR(Seal(n.get()));
       e = std::move(n);
     }
     return e;
@@ -814,6 +843,7 @@ class Parser {
       LL_ASSIGN_OR_RETURN(ExprPtr a, ParseUnary(false));
       node = Make(neg ? ExprKind::kNeg : ExprKind::kPos, line);
       node->a = std::move(a);
+      LL_RETURN_IF_ERROR(Seal(node.get()));
     } else {
       LL_ASSIGN_OR_RETURN(node, ParsePrimary());
     }
@@ -837,6 +867,7 @@ class Parser {
         else {
           e->kind = ExprKind::kName;
           e->name = n;
+          if (n == "loop") ++loop_refs_;
         }
         return e;
       }
@@ -879,6 +910,7 @@ class Parser {
               LL_ASSIGN_OR_RETURN(ExprPtr x, ParseExpr());
               l->args.push_back(std::move(x));
             }
+            LL_RETURN_IF_ERROR(Seal(l.get()));
             e = std::move(l);
           }
           LL_RETURN_IF_ERROR(Expect(")"));
@@ -894,6 +926,7 @@ class Parser {
             Next();
           }
           LL_RETURN_IF_ERROR(Expect("]"));
+          LL_RETURN_IF_ERROR(Seal(l.get()));
           return l;
         }
         if (t.text == "{") {
@@ -909,6 +942,7 @@ class Parser {
             Next();
           }
           LL_RETURN_IF_ERROR(Expect("}"));
+          LL_RETURN_IF_ERROR(Seal(d.get()));
           return d;
         }
         break;
@@ -935,6 +969,7 @@ class Parser {
           return SyntaxError(line, "expected an attribute name after '.', got " + Describe(Peek()));
         }
         n->a = std::move(node);
+        LL_RETURN_IF_ERROR(Seal(n.get()));
         node = std::move(n);
       } else if (IsOp("[")) {
         Next();
@@ -957,19 +992,22 @@ class Parser {
           auto n = Make(ExprKind::kGetItem, line);
           n->a = std::move(node);
           n->b = std::move(parts[0]);
-          node = std::move(n);
+          LL_RETURN_IF_ERROR(Seal(n.get()));
+        node = std::move(n);
         } else {
           auto n = Make(ExprKind::kSlice, line);
           n->a = std::move(node);
           n->b = std::move(parts[0]);
           n->c = std::move(parts[1]);
           n->d = std::move(parts[2]);
-          node = std::move(n);
+          LL_RETURN_IF_ERROR(Seal(n.get()));
+        node = std::move(n);
         }
       } else if (IsOp("(")) {
         auto n = Make(ExprKind::kCall, line);
         n->a = std::move(node);
         LL_RETURN_IF_ERROR(ParseArgs(n.get()));
+        LL_RETURN_IF_ERROR(Seal(n.get()));
         node = std::move(n);
       } else {
         return node;
@@ -1004,6 +1042,7 @@ class Parser {
     f->name = std::move(name);
     f->a = std::move(subject);
     if (IsOp("(")) LL_RETURN_IF_ERROR(ParseArgs(f.get()));
+    LL_RETURN_IF_ERROR(Seal(f.get()));
     return f;
   }
 
@@ -1038,6 +1077,7 @@ class Parser {
             t->args.push_back(std::move(arg));
           }
         }
+        LL_RETURN_IF_ERROR(Seal(t.get()));
         node = std::move(t);
       } else {
         return node;
@@ -1048,12 +1088,43 @@ class Parser {
   std::vector<Token> t_;
   size_t i_ = 0;
   int depth_ = 0;
+  int64_t loop_refs_ = 0;  // `loop` names parsed so far
 };
 
 }  // namespace
 
-Result<std::shared_ptr<const ProgramNode>> ParseProgram(std::string_view source,
+// jinja2 reads a template through str.splitlines() and joins the lines with "\n": every line
+// break (\r\n, \r, \v, \f, \x1c-\x1e, \x85, \u2028, \u2029) becomes "\n", and with
+// keep_trailing_newline off (as Hugging Face leaves it) one final line break is dropped.
+static std::string NormalizeNewlines(std::string_view src) {
+  std::string out;
+  out.reserve(src.size());
+  for (size_t i = 0; i < src.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(src[i]);
+    if (c == '\r') {
+      if (i + 1 < src.size() && src[i + 1] == '\n') ++i;
+      out.push_back('\n');
+    } else if (c == '\v' || c == '\f' || (c >= 0x1c && c <= 0x1e)) {
+      out.push_back('\n');
+    } else if (c == 0xc2 && i + 1 < src.size() && static_cast<unsigned char>(src[i + 1]) == 0x85) {
+      out.push_back('\n');
+      ++i;
+    } else if (c == 0xe2 && i + 2 < src.size() && static_cast<unsigned char>(src[i + 1]) == 0x80 &&
+               (static_cast<unsigned char>(src[i + 2]) == 0xa8 ||
+                static_cast<unsigned char>(src[i + 2]) == 0xa9)) {
+      out.push_back('\n');
+      i += 2;
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  if (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+Result<std::shared_ptr<const ProgramNode>> ParseProgram(std::string_view raw_source,
                                                          const ParseOptions& options) {
+  const std::string source = NormalizeNewlines(raw_source);
   Lexer lexer(source, options);
   LL_ASSIGN_OR_RETURN(std::vector<Token> tokens, lexer.Run());
   Parser parser(std::move(tokens));
