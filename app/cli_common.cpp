@@ -7,6 +7,7 @@
 #include "base/cpu_affinity.h"
 #include "engine/gguf/gguf_file.h"
 #include "engine/kernels/dispatch.h"
+#include "engine/template/chat.h"
 
 namespace lifeline::app {
 
@@ -29,6 +30,26 @@ void AddPinFlags(CLI::App* cmd, PinFlags* f) {
 
 Result<std::vector<int>> PinCpusFor(const PinFlags& f, int n_threads) {
   return ResolvePinCpus(f.pin, f.cpus, n_threads, f.cpus.empty() ? "--pin" : "--cpus");
+}
+
+void AddChatTemplateFlags(CLI::App* cmd, serving::ChatTemplateChoice* choice) {
+  cmd->add_option("--chat-template", choice->preset,
+                  "Use this built-in chat template instead of the GGUF's (" + chat::PresetNames() + ")");
+  cmd->add_option("--chat-template-file", choice->file,
+                  "Use the Jinja chat template in this file instead of the GGUF's");
+}
+
+Status CheckChatTemplateChoice(const serving::ChatTemplateChoice& choice) {
+  if (!choice.preset.empty() && !choice.file.empty()) {
+    return InvalidArgument("--chat-template and --chat-template-file exclude each other");
+  }
+  if (choice.preset.empty()) return Status::Ok();
+  for (const chat::Preset& p : chat::Presets()) {
+    if (choice.preset == p.name) return Status::Ok();
+  }
+  // Same wording as serving::ResolveChatTemplate gives after a load.
+  return InvalidArgument("--chat-template: unknown chat template '" + choice.preset +
+                         "'; known: " + chat::PresetNames());
 }
 
 Result<KvType> SelectKvType(const std::string& kv_type_flag) {

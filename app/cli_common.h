@@ -1,5 +1,6 @@
 // Helpers shared by the subcommands: thread-count defaults, kernel-table selection (the one
-// place the LIFELINE_ISA override is read), and loading a model + tokenizer from a path.
+// place the LIFELINE_ISA override is read), loading a model + tokenizer from a path, and the
+// chat-template flags of `run --chat` and `template`.
 #pragma once
 
 #include <memory>
@@ -13,6 +14,7 @@
 #include "engine/model/kv_storage.h"
 #include "engine/model/llama_model.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "serving/chat_setup.h"
 
 namespace lifeline::app {
 
@@ -36,6 +38,14 @@ Result<const KernelTable*> SelectKernels(const std::string& isa_flag);
 // The KV cache storage type named by --kv-type ("f16", "f32", "q8_0"); unknown names are an
 // InvalidArgument naming the flag.
 Result<KvType> SelectKvType(const std::string& kv_type_flag);
+
+// --chat-template NAME / --chat-template-file FILE: the same two flags, help texts and checks
+// wherever a command renders a chat prompt (serving::ResolveChatTemplate says which wins).
+void AddChatTemplateFlags(CLI::App* cmd, serving::ChatTemplateChoice* choice);
+// The checks that need no file, so a bad combination fails before anything slow is loaded:
+// the two flags exclude each other, and a preset name must be a known one (InvalidArgument
+// naming the flag; the known names listed).
+Status CheckChatTemplateChoice(const serving::ChatTemplateChoice& choice);
 
 struct LoadedModel {
   std::unique_ptr<LlamaModel> model;

@@ -1,5 +1,7 @@
 // lifeline run: load a model, encode a prompt, prefill it in one batch, then sample and
-// stream text until -n tokens, an end-of-generation token or the context limit.
+// stream text until -n tokens, an end-of-generation token or the context limit. With --chat
+// the prompt is a user message (after an optional --system one) rendered through the model's
+// chat template and encoded exactly as `lifeline serve` encodes a chat request.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -14,6 +16,8 @@
 #include "engine/kernels/compute_pool.h"
 #include "engine/model/llama_context.h"
 #include "engine/sampler/sampler.h"
+#include "engine/template/chat.h"
+#include "serving/chat_setup.h"
 
 namespace lifeline::app {
 namespace {
@@ -34,6 +38,9 @@ struct RunFlags {
   bool json = false;
   int logits_top = 0;
   bool no_bos = false;
+  bool chat = false;
+  std::string system;  // --system: the system message of a --chat prompt ("" = none)
+  serving::ChatTemplateChoice chat_template;
   bool mlock = false;
   bool quiet = false;
   std::string isa;
@@ -71,6 +78,46 @@ int Fail(const Status& s) {
   return 1;
 }
 
+// The chat flags only mean something together; refused before the (slow) model load.
+Status CheckChatFlags(const RunFlags& f) {
+  if (!f.chat) {
+    if (!f.system.empty()) return InvalidArgument("--system: needs --chat");
+    if (!f.chat_template.preset.empty()) return InvalidArgument("--chat-template: needs --chat");
+    if (!f.chat_template.file.empty()) return InvalidArgument("--chat-template-file: needs --chat");
+    return Status::Ok();
+  }
+  if (f.no_bos) {
+    // The server's rule decides BOS for a chat prompt (one, unless the template's text already
+    // starts with it); dropping it would make the prompt differ from what serve feeds the model.
+    return InvalidArgument("--no-bos: cannot be used with --chat (the chat template decides BOS)");
+  }
+  return CheckChatTemplateChoice(f.chat_template);
+}
+
+// The --chat prompt: [system,] user rendered with the generation prompt opened, then encoded
+// by serve's rule (special-token text parsed, no second BOS).
+Result<std::vector<int32_t>> EncodeChat(const RunFlags& f, const LlamaModel& model,
+                                        const Tokenizer& tok) {
+  LL_ASSIGN_OR_RETURN(serving::ResolvedChatTemplate resolved,
+                      serving::ResolveChatTemplate(model.file(), tok, f.chat_template));
+  if (!f.quiet) {
+    std::fprintf(stderr, "lifeline run: chat template: %s\n",
+                 serving::DescribeChatTemplate(resolved.tmpl).c_str());
+    if (!resolved.fallback_note.empty()) {
+      std::fprintf(stderr, "lifeline run: note: %s\n", resolved.fallback_note.c_str());
+    }
+  }
+  chat::ChatInput input;
+  if (!f.system.empty()) {
+    input.messages.push_back({{"role", "system"}, {"content", f.system}});
+  }
+  input.messages.push_back({{"role", "user"}, {"content", f.prompt}});
+  input.add_generation_prompt = true;
+  auto text = resolved.tmpl.Render(input);
+  if (!text.ok()) return InvalidArgument("--chat: " + text.status().message());
+  return serving::EncodeChatPrompt(tok, resolved.tmpl, *text);
+}
+
 int RunCommand(const RunFlags& f) {
   SamplerParams sp;
   sp.temperature = f.temperature;
@@ -82,6 +129,7 @@ int RunCommand(const RunFlags& f) {
   if (Status s = ValidateSamplerParams(sp); !s.ok()) return Fail(s);
   if (f.n_predict < 0) return Fail(InvalidArgument("-n: must be >= 0, got " + std::to_string(f.n_predict)));
   if (f.logits_top < 0) return Fail(InvalidArgument("--logits-top: must be >= 0"));
+  if (Status s = CheckChatFlags(f); !s.ok()) return Fail(s);
 
   auto kernels = SelectKernels(f.isa);
   if (!kernels.ok()) return Fail(kernels.status());
@@ -98,7 +146,14 @@ int RunCommand(const RunFlags& f) {
   const Tokenizer& tok = *loaded->tokenizer;
   const double load_ms = MsSince(t_load);
 
-  std::vector<int32_t> prompt = tok.Encode(f.prompt, tok.add_bos() && !f.no_bos, true);
+  std::vector<int32_t> prompt;
+  if (f.chat) {
+    auto chat_prompt = EncodeChat(f, model, tok);
+    if (!chat_prompt.ok()) return Fail(chat_prompt.status());
+    prompt = std::move(*chat_prompt);
+  } else {
+    prompt = tok.Encode(f.prompt, tok.add_bos() && !f.no_bos, true);
+  }
   if (prompt.empty()) return Fail(InvalidArgument("-p: the prompt encodes to no tokens"));
 
   ContextOptions copts;
@@ -199,7 +254,8 @@ CommandFn RegisterRun(CLI::App& root) {
   auto flags = std::make_shared<RunFlags>();
   CLI::App* cmd = root.add_subcommand("run", "Generate text from a prompt");
   cmd->add_option("-m,--model", flags->model_path, "GGUF model file")->required();
-  cmd->add_option("-p,--prompt", flags->prompt, "Prompt text (special-token text is parsed)")
+  cmd->add_option("-p,--prompt", flags->prompt,
+                  "Prompt text (special-token text is parsed); with --chat, the user message")
       ->required();
   cmd->add_option("-n,--n-predict", flags->n_predict, "Tokens to generate")->capture_default_str();
   cmd->add_option("--temp", flags->temperature, "Temperature; 0 = greedy")->capture_default_str();
@@ -216,7 +272,12 @@ CommandFn RegisterRun(CLI::App& root) {
                 "Print one JSON object {prompt_tokens, tokens, text, positions} instead of text");
   cmd->add_option("--logits-top", flags->logits_top,
                   "With --json: the K highest logits at every prompt position");
-  cmd->add_flag("--no-bos", flags->no_bos, "Do not add BOS even if the vocab asks for it");
+  cmd->add_flag("--no-bos", flags->no_bos,
+                "Do not add BOS even if the vocab asks for it (not with --chat)");
+  cmd->add_flag("--chat", flags->chat,
+                "Render -p as a user message through the chat template, as `serve` does");
+  cmd->add_option("--system", flags->system, "With --chat: a system message before the user's");
+  AddChatTemplateFlags(cmd, &flags->chat_template);
   cmd->add_flag("--mlock", flags->mlock, "Lock the model's pages in memory");
   cmd->add_flag("-q,--quiet", flags->quiet, "No timing summary on stderr");
   cmd->add_option("--isa", flags->isa, "Force a kernel level: scalar, avx2, avx512");

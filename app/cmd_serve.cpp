@@ -33,7 +33,7 @@ struct ServeFlags {
   int64_t max_step_tokens = 256;
   int32_t max_waiting = 64;
   int32_t default_max_tokens = 256;
-  std::string chat_template;
+  serving::ChatTemplateChoice chat_template;  // --chat-template / --chat-template-file
   std::string api_key;
   int io_threads = 1;
   int64_t max_body_bytes = 1 << 20;
@@ -145,6 +145,7 @@ int RunServe(ServeFlags f) {
   if (!kernels.ok()) return Fail(kernels.status());
   auto kv_type = SelectKvType(f.kv_type);
   if (!kv_type.ok()) return Fail(kv_type.status());
+  if (Status s = CheckChatTemplateChoice(f.chat_template); !s.ok()) return Fail(s);
   if (f.remote_connect_timeout_ms < 1 || f.remote_connect_timeout_ms > 3'600'000) {
     return Fail(InvalidArgument("--remote-connect-timeout-ms: must be in [1, 3600000]"));
   }
@@ -227,6 +228,10 @@ int RunServe(ServeFlags f) {
     std::fprintf(stderr, "lifeline serve: model '%s' from %s (ctx %lld, isa %s, %d threads)\n",
                  name.c_str(), path.c_str(), static_cast<long long>((*engine)->n_ctx()),
                  std::string(IsaLevelName((*kernels)->isa)).c_str(), threads);
+    std::fprintf(stderr, "lifeline serve: model '%s' chat template: %s%s%s\n", name.c_str(),
+                 serving::DescribeChatTemplate((*engine)->chat_template()).c_str(),
+                 (*engine)->chat_template_note().empty() ? "" : " -- ",
+                 (*engine)->chat_template_note().c_str());
     engines.push_back(std::move(engine).value());
   }
 
@@ -290,8 +295,7 @@ CommandFn RegisterServe(CLI::App& root) {
       ->capture_default_str();
   cmd->add_option("--default-max-tokens", f->default_max_tokens,
                   "max_tokens when a request gives none")->capture_default_str();
-  cmd->add_option("--chat-template", f->chat_template,
-                  "Override: chatml, llama2, llama3, mistral, gemma, phi3, zephyr");
+  AddChatTemplateFlags(cmd, &f->chat_template);
   cmd->add_option("--api-key", f->api_key, "Require 'Authorization: Bearer KEY' (except health)");
   cmd->add_option("--io-threads", f->io_threads, "HTTP I/O threads")->capture_default_str();
   cmd->add_option("--max-body-bytes", f->max_body_bytes, "Request body cap (413 above)")

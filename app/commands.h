@@ -13,6 +13,7 @@ using CommandFn = std::function<int()>;
 CommandFn RegisterInspect(CLI::App& root);
 CommandFn RegisterRun(CLI::App& root);
 CommandFn RegisterTokenize(CLI::App& root);
+CommandFn RegisterTemplate(CLI::App& root);
 CommandFn RegisterMakeModel(CLI::App& root);
 CommandFn RegisterQuantize(CLI::App& root);
 CommandFn RegisterBenchModel(CLI::App& root);

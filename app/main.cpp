@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   add(lifeline::app::RegisterInspect(root));
   add(lifeline::app::RegisterRun(root));
   add(lifeline::app::RegisterTokenize(root));
+  add(lifeline::app::RegisterTemplate(root));
   add(lifeline::app::RegisterMakeModel(root));
   add(lifeline::app::RegisterQuantize(root));
   add(lifeline::app::RegisterBenchModel(root));

@@ -24,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -42,10 +43,14 @@ struct ApiError {
   int retry_after_s = 0;
 };
 
-// One chat turn. `content` is the concatenated text (text parts of an array are joined).
+// One chat turn. `content` is the concatenated text (text parts of an array are joined);
+// `object` is the message as the client sent it, keys in their order (content string or text
+// parts, name, tool_calls, tool_call_id, ...), with role "developer" written as "system":
+// what the chat template sees, the way Hugging Face passes messages.
 struct ChatMessage {
   std::string role;     // "system" | "user" | "assistant" | "developer" | "tool"
   std::string content;
+  nlohmann::ordered_json object;
 };
 
 // Sampling knobs, already range-checked by the server (see server/openai.h for the table).
@@ -76,6 +81,13 @@ struct GenerationRequest {
   bool is_chat = false;
   std::string prompt;                 // completions only
   std::vector<ChatMessage> messages;  // chat only, >= 1 entry
+  // Chat only, for the template (as sent, key order kept): tools / documents (null: none),
+  // chat_template_kwargs (object; never rebinds messages, tools, documents,
+  // add_generation_prompt, bos_token, eos_token).
+  nlohmann::ordered_json tools;
+  nlohmann::ordered_json documents;
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
+  bool add_generation_prompt = true;
   std::optional<int32_t> max_tokens;  // unset: engine default (bounded by its context)
   SamplingFields sampling;
   std::vector<std::string> stop;      // <= 16 entries, each 1..1024 bytes
@@ -170,6 +182,10 @@ struct ModelInfo {
   std::string owned_by = "lifeline";
   int64_t created_unix_s = 0;
   int64_t context_length_tokens = 0;  // 0 = unknown
+  // The chat template in use: source "gguf" | "preset" | "file" ("" for a remote model, whose
+  // template lives on the remote server), and its name (preset name, file path, GGUF key).
+  std::string chat_template_source;
+  std::string chat_template_name;
 };
 
 class EngineApi {
@@ -187,6 +203,13 @@ class EngineApi {
   virtual void Cancel(RequestHandle handle) = 0;
   // Prometheus text exposition the server appends to its own /metrics output.
   virtual std::string MetricsText() const = 0;
+  // POST /apply-template: the prompt text the model named in `request` would see for this chat
+  // request (template applied, nothing tokenized or generated). The default: 404 for
+  // engines that render no templates themselves.
+  virtual std::variant<std::string, ApiError> ApplyTemplate(const GenerationRequest& request) const {
+    return ApiError{404, "not_found_error", "not_supported",
+                    "this engine does not render chat templates", "", 0};
+  }
   // The JSON body of GET /v1/slo (SLO classes, levels, events); none (the default) -> 404.
   virtual std::optional<std::string> SloStatusJson() const { return std::nullopt; }
 };

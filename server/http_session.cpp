@@ -299,6 +299,13 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
           return Respond(MetricsResponse(core_->metrics, engine.MetricsText()), match.label);
         case Route::kSlo:
           return Respond(SloResponse(engine.SloStatusJson()), match.label);
+        case Route::kApplyTemplate: {
+          std::optional<std::string_view> content_type;
+          if (auto it = req.find(http::field::content_type); it != req.end()) {
+            content_type = View(it->value());
+          }
+          return HandleApplyTemplate(content_type, req.body(), match.label);
+        }
         case Route::kCompletions:
         case Route::kChatCompletions: {
           std::optional<std::string_view> content_type;
@@ -328,6 +335,25 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
       return Respond(ErrorResponse(InternalError(std::string("internal error: ") + e.what())),
                      "other");
     }
+  }
+
+  // POST /apply-template: a chat-completions body in, {"prompt": "..."} out (llama.cpp's
+  // shape). Validated exactly as a chat request; nothing is queued or generated.
+  void HandleApplyTemplate(std::optional<std::string_view> content_type, const std::string& body,
+                           std::string_view label) {
+    EngineApi& engine = *core_->engine;
+    if (auto err = CheckContentType(content_type)) return Respond(ErrorResponse(*err), label);
+    GenerationRequest request;
+    if (auto err = ParseGenerationRequest(body, Endpoint::kChatCompletions,
+                                          core_->options.request_limits, &request)) {
+      return Respond(ErrorResponse(*err), label);
+    }
+    if (auto err = ResolveModel(engine.Models(), request.model, &request.model)) {
+      return Respond(ErrorResponse(*err), label);
+    }
+    auto prompt = engine.ApplyTemplate(request);
+    if (auto* err = std::get_if<ApiError>(&prompt)) return Respond(ErrorResponse(*err), label);
+    return Respond(JsonResponse(200, {{"prompt", std::get<std::string>(prompt)}}), label);
   }
 
   void HandleGeneration(Endpoint ep, std::optional<std::string_view> content_type,

@@ -183,6 +183,70 @@ std::optional<ApiError> ApplyMessages(const FieldSpec& spec, const json& v,
   return std::nullopt;
 }
 
+// tools / documents: arrays of objects; what they hold is the template's business (real
+// templates read function.name / description / parameters, documents' title / text).
+std::optional<ApiError> ApplyObjectArray(const FieldSpec& spec, const json& v,
+                                         const RequestLimits& limits, GenerationRequest&) {
+  const std::string name(spec.name);
+  if (!v.is_array()) return TypeError(name, "an array of objects", v);
+  if (v.size() > limits.max_tools) {
+    return InvalidRequestError(name,
+                               "'" + name + "' has " + std::to_string(v.size()) +
+                                   " entries; at most " + std::to_string(limits.max_tools),
+                               "out_of_range");
+  }
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_object()) return TypeError(name + "[" + std::to_string(i) + "]", "an object", v[i]);
+  }
+  if (name == "tools") {
+    for (size_t i = 0; i < v.size(); ++i) {
+      const std::string p = "tools[" + std::to_string(i) + "]";
+      auto type = v[i].find("type");
+      if (type == v[i].end() || *type != "function") {
+        return InvalidRequestError(p + ".type", "'" + p + ".type' must be \"function\"",
+                                   "unsupported_value");
+      }
+      auto fn = v[i].find("function");
+      if (fn == v[i].end() || !fn->is_object()) {
+        return TypeError(p + ".function", "an object", fn == v[i].end() ? json(nullptr) : *fn);
+      }
+      auto fname = fn->find("name");
+      if (fname == fn->end() || !fname->is_string() || fname->get_ref<const std::string&>().empty()) {
+        return TypeError(p + ".function.name", "a non-empty string",
+                         fname == fn->end() ? json(nullptr) : *fname);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// The globals a chat template gets from the server; chat_template_kwargs cannot rebind them.
+constexpr std::string_view kTemplateOwnGlobals[] = {"messages", "tools", "documents",
+                                                    "add_generation_prompt", "bos_token",
+                                                    "eos_token"};
+
+std::optional<ApiError> ApplyTemplateKwargs(const FieldSpec& spec, const json& v,
+                                            const RequestLimits&, GenerationRequest&) {
+  if (!v.is_object()) return TypeError(spec.name, "an object", v);
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    for (std::string_view own : kTemplateOwnGlobals) {
+      if (it.key() == own) {
+        return InvalidRequestError("chat_template_kwargs." + it.key(),
+                                   "'chat_template_kwargs." + it.key() +
+                                       "' is set by the server; it cannot be overridden",
+                                   "unsupported_value");
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ApplyAddGenerationPrompt(const FieldSpec&, const json& v,
+                                                 const RequestLimits&, GenerationRequest& out) {
+  out.add_generation_prompt = v.get<bool>();
+  return std::nullopt;
+}
+
 std::optional<ApiError> ApplyMaxTokens(const FieldSpec& spec, const json& v,
                                        const RequestLimits& limits, GenerationRequest& out) {
   const int64_t n = v.get<int64_t>();
@@ -394,6 +458,18 @@ const FieldSpec kFields[] = {
      &ApplyName<&GenerationRequest::user_role>},
     {"deadline_ms", JsonKind::kInteger, Applies::kBoth, false, 1, false, 3600000, false,
      AboveMax::kReject, "end-to-end deadline from arrival", &ApplyDeadline},
+    {"tools", JsonKind::kCustom, Applies::kChatOnly, false, 0, false, 0, false,
+     AboveMax::kReject, "array of {type: \"function\", function: {name, ...}}; shown to the "
+     "model through its chat template", &ApplyObjectArray},
+    {"documents", JsonKind::kCustom, Applies::kChatOnly, false, 0, false, 0, false,
+     AboveMax::kReject, "array of objects for templates with a documents (RAG) section",
+     &ApplyObjectArray},
+    {"chat_template_kwargs", JsonKind::kCustom, Applies::kChatOnly, false, 0, false, 0, false,
+     AboveMax::kReject, "extra template variables, e.g. {\"enable_thinking\": false}",
+     &ApplyTemplateKwargs},
+    {"add_generation_prompt", JsonKind::kBoolean, Applies::kChatOnly, false, 0, false, 0, false,
+     AboveMax::kReject, "end the prompt with the assistant turn's opener (default true)",
+     &ApplyAddGenerationPrompt},
     // Accepted on both endpoints so one body works for either; completions are never trimmed.
     {"allow_context_trim", JsonKind::kBoolean, Applies::kBoth, false, 0, false, 0, false,
      AboveMax::kReject, "chat: old turns may be dropped under SLO pressure (level >= 2)",
@@ -502,6 +578,29 @@ std::optional<ApiError> ParseJsonStrict(std::string_view body, json* out) {
   return std::nullopt;
 }
 
+// The template's inputs keep the client's key order (tojson and dict iteration show it, as
+// in Python), so they come from a second, ordered parse of the already validated body.
+void AttachTemplateInputs(std::string_view body, GenerationRequest* out) {
+  using ojson = nlohmann::ordered_json;
+  ojson doc = ojson::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object()) return;
+  if (auto m = doc.find("messages"); m != doc.end() && m->is_array() &&
+                                     m->size() == out->messages.size()) {
+    for (size_t i = 0; i < out->messages.size(); ++i) {
+      ojson obj = std::move((*m)[i]);
+      // OpenAI's "developer" role is the newer name of "system", which templates know.
+      if (out->messages[i].role == "developer") obj["role"] = "system";
+      out->messages[i].object = std::move(obj);
+    }
+  }
+  auto take = [&](const char* key, ojson* dst) {
+    if (auto it = doc.find(key); it != doc.end() && !it->is_null()) *dst = std::move(*it);
+  };
+  take("tools", &out->tools);
+  take("documents", &out->documents);
+  take("chat_template_kwargs", &out->chat_template_kwargs);
+}
+
 }  // namespace
 
 std::span<const FieldSpec> RequestFields() { return kFields; }
@@ -563,6 +662,7 @@ std::optional<ApiError> ParseGenerationRequest(std::string_view body, Endpoint e
     if (auto err = CheckKind(spec, *it, &clamped, &use_clamped)) return err;
     if (auto err = spec.apply(spec, use_clamped ? clamped : *it, limits, *out)) return err;
   }
+  if (out->is_chat) AttachTemplateInputs(body, out);
   // Cross-field rule (as OpenAI): stream_options only makes sense for a stream.
   auto so = doc.find("stream_options");
   if (so != doc.end() && !so->is_null() && !out->stream) {

@@ -36,6 +36,7 @@ struct RequestLimits {
   size_t max_stop_sequences = 16;      // entries in `stop`
   size_t max_stop_bytes = 1024;        // bytes per stop sequence
   size_t max_messages = 4096;          // entries in `messages`
+  size_t max_tools = 256;              // entries in `tools` (and in `documents`)
   size_t max_name_bytes = 256;         // model, slo_class, user_role
 };
 

@@ -16,6 +16,7 @@ constexpr RouteSpec kRoutes[] = {
     {"/readyz", "GET", Route::kReady, true},
     {"/metrics", "GET", Route::kMetrics, false},
     {"/v1/slo", "GET", Route::kSlo, false},
+    {"/apply-template", "POST", Route::kApplyTemplate, false},
 };
 
 std::string_view PathOf(std::string_view target) {
@@ -167,6 +168,10 @@ HttpResponse ModelsResponse(const std::vector<ModelInfo>& models) {
                             {"owned_by", m.owned_by}};
     if (m.context_length_tokens > 0) {
       entry["meta"] = {{"context_length", m.context_length_tokens}};
+    }
+    if (!m.chat_template_source.empty()) {
+      entry["meta"]["chat_template"] = {{"source", m.chat_template_source},
+                                        {"name", m.chat_template_name}};
     }
     data.push_back(std::move(entry));
   }

@@ -2,7 +2,8 @@
 // the handlers of the small endpoints (/health, /ready, /v1/models, /metrics). Generation
 // routes are only matched here; the connection code runs them because they stream.
 //
-// Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health and
+// Routes: POST /v1/completions, POST /v1/chat/completions, POST /apply-template (a chat body
+// -> {"prompt": the rendered template}), GET /v1/models, GET /health and
 // /livez (always 200 while the process answers), GET /ready and /readyz (200 when the engine
 // is ready and the server is not draining, else 503 type "unavailable"), GET /metrics.
 // A known path with another method is 405 (with Allow); anything else is 404.
@@ -29,7 +30,9 @@
 
 namespace lifeline::server {
 
-enum class Route : uint8_t { kCompletions, kChatCompletions, kModels, kHealth, kReady, kMetrics, kSlo };
+enum class Route : uint8_t {
+  kCompletions, kChatCompletions, kModels, kHealth, kReady, kMetrics, kSlo, kApplyTemplate
+};
 
 struct RouteSpec {
   std::string_view path;

@@ -157,6 +157,8 @@ std::vector<server::ModelInfo> EngineService::Models() const {
     m.id = e->name();
     m.created_unix_s = created_unix_s_;
     m.context_length_tokens = e->n_ctx();
+    m.chat_template_source = chat::OriginName(e->chat_template().origin());
+    m.chat_template_name = e->chat_template().name();
     out.push_back(m);
   }
   for (const auto& r : remotes_) {
@@ -167,6 +169,20 @@ std::vector<server::ModelInfo> EngineService::Models() const {
     out.push_back(m);
   }
   return out;
+}
+
+std::variant<std::string, server::ApiError> EngineService::ApplyTemplate(
+    const server::GenerationRequest& request) const {
+  if (const ModelEngine* e = Find(request.model)) return e->ApplyTemplate(request);
+  if (FindRemote(request.model) != nullptr) {
+    return server::ApiError{400, "invalid_request_error", "not_supported",
+                            "model '" + request.model +
+                                "' is served by a remote backend; its chat template is applied "
+                                "there",
+                            "model", 0};
+  }
+  return server::ApiError{404, "not_found_error", "model_not_found",
+                          "model '" + request.model + "' does not exist", "model", 0};
 }
 
 bool EngineService::Ready() const {

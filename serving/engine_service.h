@@ -65,6 +65,8 @@ class EngineService final : public server::EngineApi {
   void Cancel(server::RequestHandle handle) override;
   std::string MetricsText() const override;
   std::optional<std::string> SloStatusJson() const override;
+  std::variant<std::string, server::ApiError> ApplyTemplate(
+      const server::GenerationRequest& request) const override;
 
   ModelEngine* Find(const std::string& name) const;
   RemoteBackend* FindRemote(const std::string& name) const;

@@ -98,11 +98,11 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
   std::unique_ptr<ModelEngine> e(new ModelEngine(std::move(model), std::move(tokenizer), options));
   const ModelConfig& cfg = e->model_->config();
 
-  if (!options.chat_template.empty()) {
-    LL_ASSIGN_OR_RETURN(e->template_family_, chat_template::FromName(options.chat_template));
-  } else {
-    auto tmpl = e->model_->file().GetString("tokenizer.chat_template");
-    e->template_family_ = chat_template::Detect(tmpl.ok() ? *tmpl : std::string_view());
+  {
+    LL_ASSIGN_OR_RETURN(ResolvedChatTemplate t,
+                        ResolveChatTemplate(e->model_->file(), *e->tokenizer_, options.chat_template));
+    e->chat_template_.emplace(std::move(t.tmpl));
+    e->chat_template_note_ = std::move(t.fallback_note);
   }
 
   // KV pool from the memory budget: bytes per 16-position block across all layers.
@@ -178,47 +178,67 @@ EngineSnapshot ModelEngine::Snapshot() const {
   return snapshot_;
 }
 
-namespace {
-
-std::vector<chat_template::Message> TemplateMessages(const server::GenerationRequest& req) {
-  std::vector<chat_template::Message> msgs;
-  msgs.reserve(req.messages.size());
-  for (const auto& m : req.messages) {
-    // OpenAI's "developer" role is the newer name of "system".
-    msgs.push_back({m.role == "developer" ? "system" : m.role, m.content});
+Result<std::string> ModelEngine::RenderChat(const server::GenerationRequest& req,
+                                            const std::vector<uint8_t>* drop) const {
+  chat::ChatInput in;
+  for (size_t i = 0; i < req.messages.size(); ++i) {
+    if (drop != nullptr && (*drop)[i] != 0) continue;
+    const server::ChatMessage& m = req.messages[i];
+    if (m.object.is_object()) {
+      in.messages.push_back(m.object);
+    } else {  // built in-process (tests, tools) without the client's JSON: role + content
+      in.messages.push_back({{"role", m.role == "developer" ? "system" : m.role},
+                             {"content", m.content}});
+    }
   }
-  return msgs;
+  in.tools = req.tools;
+  in.documents = req.documents;
+  in.add_generation_prompt = req.add_generation_prompt;
+  in.kwargs = req.chat_template_kwargs.is_object() ? req.chat_template_kwargs
+                                                   : nlohmann::ordered_json::object();
+  return chat_template_->Render(in);
 }
 
-}  // namespace
-
-Result<std::string> ModelEngine::RenderChat(std::span<const chat_template::Message> msgs) const {
-  const int32_t eos = tokenizer_->eos_id();
-  const std::string eos_text = eos >= 0 ? std::string(tokenizer_->TokenText(eos)) : "";
-  return chat_template::Render(template_family_, msgs, /*add_generation_prompt=*/true,
-                               /*bos_token=*/"", eos_text);
+std::vector<int32_t> ModelEngine::EncodePrompt(const server::GenerationRequest& req,
+                                               const std::string& text) const {
+  // Special-token text is parsed: templates and completion prompts use it (as llama.cpp's
+  // server does). Byte cap already enforced by the HTTP body limit.
+  if (req.is_chat) return EncodeChatPrompt(*tokenizer_, *chat_template_, text);
+  return tokenizer_->Encode(text, tokenizer_->add_bos(), /*parse_special=*/true);
 }
 
 Result<std::string> ModelEngine::RenderPrompt(const server::GenerationRequest& req,
                                               ApiError* error) const {
   if (!req.is_chat) return req.prompt;
-  auto text = RenderChat(TemplateMessages(req));
+  auto text = RenderChat(req, nullptr);
   if (!text.ok()) {
-    // Render names messages[i].role in its message; keep that as the param where present.
     const std::string& m = text.status().message();
-    std::string param = "messages";
-    if (auto p = m.find("messages["); p != std::string::npos) {
-      auto end = m.find_first_of(" :", p);
-      param = m.substr(p, end == std::string::npos ? std::string::npos : end - p);
+    if (text.status().code() == StatusCode::kResourceExhausted) {
+      *error = ServerError(500, "internal_error", "template_error",
+                           "model '" + options_.name + "': the chat template exceeded its " +
+                               "evaluation budget: " + m,
+                           0);
+    } else {
+      // The template refused this conversation (its raise_exception) or cannot evaluate it
+      // (e.g. content parts where it concatenates strings): the request's to change.
+      *error = BadRequest("model '" + options_.name + "' chat template: " + m, "messages",
+                          "template_error");
     }
-    *error = BadRequest(m, param);
   }
   return text;
 }
 
+std::variant<std::string, server::ApiError> ModelEngine::ApplyTemplate(
+    const server::GenerationRequest& req) const {
+  ApiError err;
+  auto text = RenderPrompt(req, &err);
+  if (!text.ok()) return err;
+  return std::move(*text);
+}
+
 bool ModelEngine::TrimContext(const server::GenerationRequest& req, int64_t budget_tokens,
                               std::vector<int32_t>* prompt, Trim* trim) const {
-  const std::vector<chat_template::Message> msgs = TemplateMessages(req);
+  const std::vector<server::ChatMessage>& msgs = req.messages;
   // Kept: every system message and the last user turn (the last user message and anything
   // after it). Optional: the other messages before it, grouped into turns that each start at
   // a user message, so a question is never kept without its answer or the reverse.
@@ -232,7 +252,7 @@ bool ModelEngine::TrimContext(const server::GenerationRequest& req, int64_t budg
   if (last_user == msgs.size()) return false;
   std::vector<std::vector<size_t>> turns;
   for (size_t i = 0; i < last_user; ++i) {
-    if (msgs[i].role == "system") continue;
+    if (msgs[i].role == "system" || msgs[i].role == "developer") continue;
     if (turns.empty() || msgs[i].role == "user") turns.emplace_back();
     turns.back().push_back(i);
   }
@@ -244,13 +264,9 @@ bool ModelEngine::TrimContext(const server::GenerationRequest& req, int64_t budg
     for (size_t t = 0; t < k; ++t) {
       for (size_t i : turns[t]) drop[i] = 1;
     }
-    std::vector<chat_template::Message> kept;
-    for (size_t i = 0; i < msgs.size(); ++i) {
-      if (drop[i] == 0) kept.push_back(msgs[i]);
-    }
-    auto text = RenderChat(kept);
+    auto text = RenderChat(req, &drop);
     if (!text.ok()) return std::nullopt;
-    return tokenizer_->Encode(*text, tokenizer_->add_bos(), /*parse_special=*/true);
+    return EncodePrompt(req, *text);
   };
   // Fewer turns never means more tokens, so a binary search needs O(log turns) renders.
   size_t lo = 1, hi = turns.size();
@@ -318,9 +334,7 @@ std::optional<ApiError> ModelEngine::Submit(server::RequestHandle handle,
   if (!text.ok()) return err;
   live->timing.Charge(&live->timing.template_ms, Clock::now());
 
-  // Special-token text is parsed: templates and completion prompts use it (as llama.cpp's
-  // server does). Byte cap already enforced by the HTTP body limit.
-  live->prompt = tokenizer_->Encode(*text, tokenizer_->add_bos(), /*parse_special=*/true);
+  live->prompt = EncodePrompt(req, *text);
   if (req.is_chat && req.allow_context_trim && slo != nullptr && slo_.knobs != nullptr) {
     std::shared_ptr<const slo::Knobs> knobs = slo_.knobs->Load();
     if (knobs != nullptr && knobs->LevelOf(slo->slo_class) >= slo::Level::kTrimContext) {

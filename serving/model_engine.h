@@ -37,10 +37,10 @@
 #include "engine/kernels/compute_pool.h"
 #include "engine/model/llama_context.h"
 #include "engine/model/llama_model.h"
-#include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "scheduler/scheduler.h"
 #include "server/engine_api.h"
+#include "serving/chat_setup.h"
 #include "serving/request_timing.h"
 #include "slo/admission.h"
 #include "slo/controller.h"
@@ -59,7 +59,7 @@ struct ModelEngineOptions {
   int64_t max_step_tokens = 256;       // tokens per step (decodes + prefill chunks)
   int32_t max_waiting = 64;            // queued requests before 429
   int32_t default_max_tokens = 256;    // when a request gives no max_tokens
-  std::string chat_template;           // "" = detect from the GGUF, else a family name
+  ChatTemplateChoice chat_template;    // {preset, file}; both "" = the GGUF's (else chatml)
   std::chrono::milliseconds heartbeat_stale{2000};  // Healthy() false when older
 };
 
@@ -153,6 +153,13 @@ class ModelEngine {
   int64_t n_ctx() const { return n_ctx_; }
   const LlamaModel& model() const { return *model_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const chat::ChatTemplate& chat_template() const { return *chat_template_; }
+  // Non-empty when the GGUF had no chat template and the chatml preset is used.
+  const std::string& chat_template_note() const { return chat_template_note_; }
+  // POST /apply-template: the rendered chat prompt of `req`, or the error a chat request
+  // with this body would get.
+  std::variant<std::string, server::ApiError> ApplyTemplate(
+      const server::GenerationRequest& req) const;
 
  private:
   struct Live;      // per-request engine-thread state (model_engine.cpp)
@@ -165,7 +172,13 @@ class ModelEngine {
               const ModelEngineOptions& options);
   Result<std::string> RenderPrompt(const server::GenerationRequest& req,
                                    server::ApiError* error) const;
-  Result<std::string> RenderChat(std::span<const chat_template::Message> msgs) const;
+  // The chat prompt of `req` through the model's template; `drop[i] != 0` leaves message i
+  // out (context trimming). Template failures become a 400 naming the template's message
+  // (500 when the template hit its own evaluation budget).
+  Result<std::string> RenderChat(const server::GenerationRequest& req,
+                                 const std::vector<uint8_t>* drop) const;
+  std::vector<int32_t> EncodePrompt(const server::GenerationRequest& req,
+                                    const std::string& text) const;
   // Level >= trim_context: drops the oldest turns between the system message(s) and the last
   // user turn until the prompt fits `budget_tokens` (or only system + last turn are left).
   // Returns false (and leaves *prompt) when there is nothing to drop.
@@ -201,7 +214,8 @@ class ModelEngine {
   ModelEngineOptions options_;
   std::unique_ptr<LlamaModel> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
-  chat_template::Family template_family_ = chat_template::Family::kChatML;
+  std::optional<chat::ChatTemplate> chat_template_;  // set by Create
+  std::string chat_template_note_;                   // ResolvedChatTemplate::fallback_note
   int64_t n_ctx_ = 0;
   int64_t capacity_tokens_ = 0;  // whole KV pool, positions
 

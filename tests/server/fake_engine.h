@@ -51,6 +51,21 @@ class FakeEngine final : public EngineApi {
     return std::string(R"({"object":"slo.status","classes":[]})");
   }
 
+  // A stand-in template: "<role>content" per message, "<assistant>" when asked for; a
+  // message whose content is "raise" fails as a template's raise_exception would (400).
+  std::variant<std::string, ApiError> ApplyTemplate(const GenerationRequest& request) const override {
+    std::string out;
+    for (const ChatMessage& m : request.messages) {
+      if (m.content == "raise") {
+        return ApiError{400, "invalid_request_error", "template_error", "template raised: no",
+                        "messages", 0};
+      }
+      out += "<" + m.role + ">" + m.content;
+    }
+    if (request.add_generation_prompt) out += "<assistant>";
+    return out;
+  }
+
   std::vector<GenerationRequest> submitted() const;
   int accepted() const;
   int cancels_for(RequestHandle handle) const;

@@ -280,6 +280,34 @@ TEST_F(ServerTest, ErrorMidStreamIsATerminalEventWithoutDone) {
   EXPECT_EQ(server_->Ledger().errored_by_code.at("decode_failed"), 1u);
 }
 
+// POST /apply-template: a chat body in, {"prompt"} out, validated like a chat request; the
+// engine's refusal (a template's raise) is its 400.
+TEST_F(ServerTest, ApplyTemplateAnswersThePromptTheEngineRenders) {
+  auto ok = Roundtrip(PostRequest("/apply-template",
+      R"({"messages":[{"role":"system","content":"s"},{"role":"user","content":"u"}]})"));
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(nlohmann::json::parse(ok->body), nlohmann::json({{"prompt", "<system>s<user>u<assistant>"}}));
+  auto no_gen = Roundtrip(PostRequest("/apply-template",
+      R"({"messages":[{"role":"user","content":"u"}],"add_generation_prompt":false})"));
+  ASSERT_TRUE(no_gen);
+  EXPECT_EQ(nlohmann::json::parse(no_gen->body)["prompt"], "<user>u");
+  auto raised = Roundtrip(PostRequest("/apply-template",
+      R"({"messages":[{"role":"user","content":"raise"}]})"));
+  ASSERT_TRUE(raised);
+  EXPECT_EQ(raised->status, 400);
+  EXPECT_EQ(nlohmann::json::parse(raised->body)["error"]["code"], "template_error");
+  auto bad = Roundtrip(PostRequest("/apply-template", R"({"messages":[{"role":"wizard","content":"u"}]})"));
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(nlohmann::json::parse(bad->body)["error"]["param"], "messages[0].role");
+  auto unknown = Roundtrip(PostRequest("/apply-template",
+      R"({"model":"nope","messages":[{"role":"user","content":"u"}]})"));
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404);
+  EXPECT_EQ(engine_.accepted(), 0);  // nothing was submitted for generation
+}
+
 TEST_F(ServerTest, ApiKeyProtectsEveryRouteButHealthAndReadiness) {
   server_->Stop();
   ServerOptions o = TestOptions();
@@ -287,7 +315,8 @@ TEST_F(ServerTest, ApiKeyProtectsEveryRouteButHealthAndReadiness) {
   StartServer(o);
   for (const RouteSpec& r : RouteTable()) {
     SCOPED_TRACE(std::string(r.method) + " " + std::string(r.path));
-    const std::string body = r.route == Route::kChatCompletions ? kChat : kCompletion;
+    const std::string body =
+        r.route == Route::kChatCompletions || r.route == Route::kApplyTemplate ? kChat : kCompletion;
     auto make = [&](const std::string& headers) {
       return r.method == "POST" ? PostRequest(r.path, body, headers) : GetRequest(r.path, headers);
     };

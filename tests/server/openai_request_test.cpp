@@ -148,6 +148,68 @@ TEST(ParseGenerationRequest, ChatMessages) {
                  "messages", "above max_messages");
 }
 
+// What the chat template sees: each message as sent (key order kept, tool_calls and
+// tool_call_id included, "developer" as "system"), tools / documents / chat_template_kwargs
+// as sent, add_generation_prompt.
+TEST(ParseGenerationRequest, TemplateInputsKeepTheClientsObjects) {
+  Parsed p = Parse(R"({"messages":[{"role":"developer","content":"be brief"},
+      {"role":"user","content":[{"type":"text","text":"a"}],"name":"ann"},
+      {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function",
+        "function":{"name":"f","arguments":"{\"z\":1,\"a\":2}"}}]},
+      {"role":"tool","tool_call_id":"c1","content":"42"}],
+    "tools":[{"type":"function","function":{"name":"f","parameters":{"zeta":1,"alpha":2}}}],
+    "documents":[{"title":"t","text":"x"}],
+    "chat_template_kwargs":{"enable_thinking":false},
+    "add_generation_prompt":false})",
+                   Endpoint::kChatCompletions);
+  ASSERT_FALSE(p.error) << p.error->message;
+  const GenerationRequest& r = p.request;
+  ASSERT_EQ(r.messages.size(), 4u);
+  EXPECT_EQ(r.messages[0].object.dump(), R"({"role":"system","content":"be brief"})");
+  EXPECT_EQ(r.messages[1].object.dump(),
+            R"({"role":"user","content":[{"type":"text","text":"a"}],"name":"ann"})");
+  EXPECT_EQ(r.messages[2].object["tool_calls"][0]["function"]["name"], "f");
+  EXPECT_EQ(r.messages[3].object.dump(), R"({"role":"tool","tool_call_id":"c1","content":"42"})");
+  // Not sorted: "zeta" before "alpha", as the client wrote it.
+  EXPECT_EQ(r.tools.dump(),
+            R"([{"type":"function","function":{"name":"f","parameters":{"zeta":1,"alpha":2}}}])");
+  EXPECT_EQ(r.documents.dump(), R"([{"title":"t","text":"x"}])");
+  EXPECT_EQ(r.chat_template_kwargs.dump(), R"({"enable_thinking":false})");
+  EXPECT_FALSE(r.add_generation_prompt);
+
+  Parsed plain = Parse(R"({"messages":[{"role":"user","content":"hi"}]})", Endpoint::kChatCompletions);
+  ASSERT_FALSE(plain.error);
+  EXPECT_TRUE(plain.request.tools.is_null());
+  EXPECT_TRUE(plain.request.documents.is_null());
+  EXPECT_TRUE(plain.request.add_generation_prompt);
+}
+
+TEST(ParseGenerationRequest, TemplateInputsAreValidated) {
+  const Endpoint chat = Endpoint::kChatCompletions;
+  ExpectBadParam(ParseWith("tools", R"({"type":"function"})", chat), "tools", "tools object");
+  ExpectBadParam(ParseWith("tools", R"(["f"])", chat), "tools[0]", "tool string");
+  ExpectBadParam(ParseWith("tools", R"([{"type":"retrieval"}])", chat), "tools[0].type",
+                 "tool type");
+  ExpectBadParam(ParseWith("tools", R"([{"type":"function"}])", chat), "tools[0].function",
+                 "tool without function");
+  ExpectBadParam(ParseWith("tools", R"([{"type":"function","function":{"name":""}}])", chat),
+                 "tools[0].function.name", "empty function name");
+  ExpectBadParam(ParseWith("documents", R"("text")", chat), "documents", "documents string");
+  ExpectBadParam(ParseWith("chat_template_kwargs", "[1]", chat), "chat_template_kwargs",
+                 "kwargs array");
+  for (const char* own : {"messages", "tools", "documents", "add_generation_prompt", "bos_token",
+                          "eos_token"}) {
+    ExpectBadParam(ParseWith("chat_template_kwargs", std::string("{\"") + own + "\":1}", chat),
+                   std::string("chat_template_kwargs.") + own, own);
+  }
+  ExpectBadParam(ParseWith("add_generation_prompt", "1", chat), "add_generation_prompt", "int");
+  std::string many = "[";
+  for (int i = 0; i < 257; ++i) {
+    many += std::string(i ? "," : "") + R"({"type":"function","function":{"name":"f"}})";
+  }
+  ExpectBadParam(ParseWith("tools", many + "]", chat), "tools", "257 tools (cap 256)");
+}
+
 struct FieldCase {
   std::string field;
   std::vector<std::string> accepted;  // JSON literals
@@ -300,7 +362,8 @@ TEST(ParseGenerationRequest, FieldTableCoversTheDocumentedFields) {
       "model", "prompt", "messages", "max_tokens", "max_completion_tokens", "temperature",
       "top_p", "top_k", "min_p", "seed", "stop", "presence_penalty", "frequency_penalty",
       "repeat_penalty", "stream", "stream_options", "ignore_eos", "n", "slo_class", "user_role",
-      "deadline_ms", "allow_context_trim"};
+      "deadline_ms", "allow_context_trim", "tools", "documents", "chat_template_kwargs",
+      "add_generation_prompt"};
   for (const std::string& name : documented) {
     bool found = false;
     for (const FieldSpec& f : RequestFields()) found = found || f.name == name;
@@ -311,7 +374,8 @@ TEST(ParseGenerationRequest, FieldTableCoversTheDocumentedFields) {
     const Endpoint ep = f.applies == Applies::kChatOnly ? Endpoint::kChatCompletions
                                                         : Endpoint::kCompletions;
     const std::string wrong = f.kind == JsonKind::kString ? "{}" : "{\"x\":1}";
-    if (f.name == "stream_options") continue;  // an object is its right type
+    // An object is these fields' right type.
+    if (f.name == "stream_options" || f.name == "chat_template_kwargs") continue;
     ExpectBadParam(ParseWith(std::string(f.name), wrong, ep), std::string(f.name),
                    std::string(f.name) + " as an object");
   }

@@ -29,7 +29,6 @@
 #include "engine/gguf/gguf_file.h"
 #include "engine/kernels/kernel_table.h"
 #include "engine/model/llama_model.h"
-#include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "serving/model_engine.h"
 #include "slo/admission.h"
@@ -54,7 +53,7 @@ std::unique_ptr<ModelEngine> MakeEngine(int32_t max_running = 4) {
   o.name = "m";
   o.max_running = max_running;
   o.max_step_tokens = 256;
-  o.chat_template = "chatml";
+  o.chat_template.preset = "chatml";
   return lifeline::testing::MakeStoriesEngine(o);
 }
 
@@ -293,17 +292,15 @@ server::GenerationRequest Chat(bool allow_trim) {
   return r;
 }
 
-// Prompt tokens of the conversation's messages at `keep` (indices), rendered as the engine
-// does (ChatML, generation prompt, BOS per the tokenizer, special tokens parsed).
+// Prompt tokens of the conversation's messages at `keep` (indices), in the ChatML layout the
+// chatml preset renders (written out here, not through the template engine), with the
+// generation prompt, BOS per the tokenizer and special tokens parsed.
 int64_t PromptTokens(const Tokenizer& tok, const std::vector<size_t>& keep) {
   const auto conv = Conversation();
-  std::vector<chat_template::Message> msgs;
-  for (size_t i : keep) msgs.push_back({conv[i].role, conv[i].content});
-  const int32_t eos = tok.eos_id();
-  auto text = chat_template::Render(chat_template::Family::kChatML, msgs, true, "",
-                                    eos >= 0 ? std::string(tok.TokenText(eos)) : "");
-  EXPECT_TRUE(text.ok());
-  return static_cast<int64_t>(tok.Encode(*text, tok.add_bos(), true).size());
+  std::string text;
+  for (size_t i : keep) text += "<|im_start|>" + conv[i].role + "\n" + conv[i].content + "<|im_end|>\n";
+  text += "<|im_start|>assistant\n";
+  return static_cast<int64_t>(tok.Encode(text, tok.add_bos(), true).size());
 }
 
 server::GenerationEvent RunTrim(ModelEngine& engine, slo::KnobBoard& board, slo::Level level,
