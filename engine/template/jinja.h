@@ -10,10 +10,11 @@
 // Unicode code points as str's do.
 //
 // Sandbox: a template reaches only the globals it is given and the built-in filters, tests and
-// methods; there is no attribute walk to host objects (names starting with "_" are refused, as
-// jinja2's sandbox does), no file or environment access. Every render runs under RenderLimits:
-// output bytes, evaluation steps, call/recursion depth and wall time; a render that hits one
-// fails with ResourceExhausted naming the limit and the template line.
+// methods; there is no attribute walk to host objects (attributes starting with "_" reach
+// nothing but a dict's own keys, as in jinja2's sandbox), no file or environment access. Every
+// render runs under RenderLimits: output bytes, bytes of strings built, evaluation steps (each
+// statement, expression node and loop iteration), macro depth and CPU time; a render that
+// hits one fails with ResourceExhausted naming the limit and the template line.
 //
 // Errors: Parse returns InvalidArgument "template line L: ..." for syntax errors. Render
 // returns InvalidArgument "template line L: ..." for evaluation errors (unknown filter, wrong
@@ -47,7 +48,7 @@ struct RenderLimits {
   uint64_t max_built_bytes = 64u << 20;  // all strings built during the render, together
   uint64_t max_steps = 2'000'000;        // statements + expression nodes evaluated
   int32_t max_depth = 64;                // nested macro calls / filter blocks / deep values
-  double max_time_ms = 250.0;            // wall clock for one render
+  double max_time_ms = 50.0;             // CPU time of the rendering thread for one render
 };
 
 // Where strftime_now reads the time; defaults to the system clock. Tests inject a fixed one.

@@ -15,6 +15,7 @@ using Args = std::vector<Value>;
 using Kwargs = std::vector<std::pair<std::string, Value>>;
 
 Status RuntimeError(int line, const std::string& what);
+double ThreadCpuMs();
 
 class Interp {
  public:
@@ -73,7 +74,7 @@ class Interp {
   int32_t recursion_ = 0;
   const Body* caller_body_ = nullptr;  // {% call %} body while its macro runs
   size_t caller_base_ = 0;
-  std::chrono::steady_clock::time_point deadline_;
+  double deadline_cpu_ms_ = 0;  // ThreadCpuMs() at which the render stops
 };
 
 Result<Value> ApplyFilter(Interp& in, const std::string& name, const Value& subject,
