@@ -45,6 +45,14 @@ Status ChatTemplate::DryRun() const {
   probe.messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", "Hello"}}});
   auto r = Render(probe);
   if (!r.ok()) {
+    // Tool-use templates (Hermes' and Command R's "tool_use") loop over `tools` and only
+    // render when a request has some: one sample tool must then do.
+    probe.tools = nlohmann::ordered_json::parse(
+        R"([{"type": "function", "function": {"name": "get_time", "description": "The time.",
+             "parameters": {"type": "object", "properties": {}, "required": []}}}])");
+    if (Render(probe).ok()) return Status::Ok();
+  }
+  if (!r.ok()) {
     return InvalidArgument(std::string("chat template (") + OriginName(origin_) + " " + name_ +
                            ") fails to render one user message: " + r.status().message());
   }

@@ -56,8 +56,9 @@ class ChatTemplate {
   static Result<ChatTemplate> FromPreset(std::string_view preset, std::string bos_token,
                                          std::string eos_token);
 
-  // Renders [{"role": "user", "content": "Hello"}]: run at load, so a template that cannot
-  // render the simplest conversation is refused at start-up rather than on each request.
+  // Renders [{"role": "user", "content": "Hello"}] (and, for tool-use templates that need
+  // tools, the same with one sample tool): run at load, so a template that cannot render the
+  // simplest conversation is refused at start-up rather than on each request.
   Status DryRun() const;
 
   Result<std::string> Render(const ChatInput& input, const jinja::RenderLimits& limits = {},

@@ -15,7 +15,7 @@ namespace lifeline::jinja {
 enum class ExprKind : uint8_t {
   kLiteral,   // value
   kName,      // name
-  kList,      // args (also tuples)
+  kList,      // args; name "tuple" for (a, b) and bare a, b
   kDict,      // kwargs: keys are the evaluated `args[2i]`, values `args[2i+1]`
   kGetAttr,   // a.name
   kGetItem,   // a[b]
@@ -28,7 +28,7 @@ enum class ExprKind : uint8_t {
   kPos,       // +a
   kBinary,    // a op b: + - * / // % **
   kConcat,    // a ~ b
-  kCompare,   // a op b: == != < > <= >= in "not in"
+  kCompare,   // a ops[0] args[0] ops[1] args[1] ...: == != < > <= >= in "not in"
   kAnd,       // a and b
   kOr,        // a or b
   kCond,      // a if b else c (c null: undefined)
@@ -46,6 +46,7 @@ struct Expr {
   ExprPtr a, b, c, d;                                   // operands
   std::vector<ExprPtr> args;                            // list items, call/filter/test args
   std::vector<std::pair<std::string, ExprPtr>> kwargs;  // call/filter keyword args
+  std::vector<std::string> ops;                         // kCompare operators
   int height = 1;                                       // longest path to a leaf
 };
 

@@ -305,7 +305,7 @@ Result<List> Iterate(const Value& v, int line) {
     case Value::kDict:
       if (!v.dict().is_namespace) {
         List l;
-        for (const auto& kv : v.dict().items) l.push_back(Value(kv.first));
+        for (size_t i = 0; i < v.dict().items.size(); ++i) l.push_back(v.dict().KeyAt(i));
         return l;
       }
       [[fallthrough]];
@@ -371,7 +371,7 @@ Result<bool> ApplyTest(Interp& in, const std::string& name, const Value& v, cons
   if (name == "in") {
     LL_ASSIGN_OR_RETURN(Value seq, arg0());
     if (seq.is_string()) return v.is_string() && seq.str().find(v.str()) != std::string::npos;
-    if (seq.is_dict()) return v.is_string() && seq.dict().Find(v.str()) != nullptr;
+    if (seq.is_dict()) return seq.dict().Find(KeyId(v)) != nullptr;
     if (seq.is_list()) {
       for (const Value& x : seq.list()) {
         if (Equal(v, x)) return true;
@@ -386,10 +386,6 @@ Result<bool> ApplyTest(Interp& in, const std::string& name, const Value& v, cons
 Result<Value> ApplyFilter(Interp& in, const std::string& name, const Value& v, const Args& args,
                           const Kwargs& kw, int line) {
   LL_RETURN_IF_ERROR(in.Step(line));
-  auto need_string = [&](const Value& x) -> Status {
-    if (x.is_undefined()) return RuntimeError(line, "'" + x.undefined_name() + "' is undefined");
-    return Status::Ok();
-  };
   auto built = [&](std::string s) -> Result<Value> {
     LL_RETURN_IF_ERROR(in.Built(s.size(), line));
     return Value(std::move(s));
@@ -421,8 +417,7 @@ Result<Value> ApplyFilter(Interp& in, const std::string& name, const Value& v, c
     }
     return built(std::move(out));
   }
-  if (name == "trim") {
-    LL_RETURN_IF_ERROR(need_string(v));
+  if (name == "trim") {  // soft_str: an undefined value trims to ""
     const Value* chars = Arg(args, kw, 0, "chars");
     std::string c = chars != nullptr && chars->is_string() ? chars->str() : "";
     return Value(Strip(Str(v), chars != nullptr && chars->is_string() ? &c : nullptr, true, true));
@@ -498,7 +493,10 @@ Result<Value> ApplyFilter(Interp& in, const std::string& name, const Value& v, c
       return RuntimeError(line, std::string("items: '") + TypeName(v) + "' is not a mapping");
     }
     List l;
-    for (const auto& [k, x] : v.dict().items) l.push_back(Value(List{Value(k), x}));
+    const Dict& d = v.dict();
+    for (size_t i = 0; i < d.items.size(); ++i) {
+      l.push_back(Value::Tuple(List{d.KeyAt(i), d.items[i].second}));
+    }
     return Value(std::move(l));
   }
   if (name == "reverse") {
@@ -511,6 +509,11 @@ Result<Value> ApplyFilter(Interp& in, const std::string& name, const Value& v, c
     LL_ASSIGN_OR_RETURN(List items, Iterate(v, line));
     std::reverse(items.begin(), items.end());
     return Value(std::move(items));
+  }
+  if (name == "selectattr" || name == "rejectattr" || name == "select" || name == "reject" ||
+      name == "map") {
+    // jinja2 yields nothing for a false value (None, false, 0, "", undefined) here.
+    if (!v.Truthy()) return Value(List{});
   }
   if (name == "selectattr" || name == "rejectattr" || name == "select" || name == "reject") {
     const bool by_attr = name == "selectattr" || name == "rejectattr";
@@ -664,7 +667,10 @@ Result<Value> ApplyFilter(Interp& in, const std::string& name, const Value& v, c
     List items;
     if (is_dictsort) {
       if (!v.is_dict()) return RuntimeError(line, "dictsort needs a mapping");
-      for (const auto& [k, x] : v.dict().items) items.push_back(Value(List{Value(k), x}));
+      const Dict& d = v.dict();
+      for (size_t i = 0; i < d.items.size(); ++i) {
+        items.push_back(Value::Tuple(List{d.KeyAt(i), d.items[i].second}));
+      }
     } else {
       LL_ASSIGN_OR_RETURN(items, Iterate(v, line));
     }
@@ -964,6 +970,57 @@ Result<Value> CallMethod(Interp& in, const Value& obj, const std::string& name,
       return Value(std::move(out));
     }
     if (name == "splitlines") return StrList(SplitLines(s));
+    if (name == "format") {  // str.format: {} {0} {name}, !r / !s, {{ and }}; no format specs
+      std::string out;
+      size_t auto_index = 0;
+      for (size_t i = 0; i < s.size(); ++i) {
+        const char c = s[i];
+        if (c == '}' ) {
+          if (i + 1 < s.size() && s[i + 1] == '}') ++i;
+          else return RuntimeError(line, "str.format: single '}' encountered in format string");
+          out.push_back('}');
+          continue;
+        }
+        if (c != '{') {
+          out.push_back(c);
+          continue;
+        }
+        if (i + 1 < s.size() && s[i + 1] == '{') {
+          out.push_back('{');
+          ++i;
+          continue;
+        }
+        const size_t close = s.find('}', i);
+        if (close == std::string::npos) return RuntimeError(line, "str.format: unmatched '{'");
+        std::string field = s.substr(i + 1, close - i - 1);
+        i = close;
+        char conv = 's';
+        if (const size_t bang = field.find('!'); bang != std::string::npos) {
+          if (bang + 2 != field.size() || (field[bang + 1] != 'r' && field[bang + 1] != 's')) {
+            return RuntimeError(line, "str.format: only !r and !s conversions are supported");
+          }
+          conv = field[bang + 1];
+          field.resize(bang);
+        }
+        if (field.find(':') != std::string::npos || field.find('.') != std::string::npos ||
+            field.find('[') != std::string::npos) {
+          return RuntimeError(line, "str.format: format specs and field attributes are not supported");
+        }
+        const Value* arg = nullptr;
+        if (field.empty() || std::all_of(field.begin(), field.end(), [](char d) { return d >= '0' && d <= '9'; })) {
+          const size_t idx = field.empty() ? auto_index++ : std::strtoull(field.c_str(), nullptr, 10);
+          if (idx >= args.size()) return RuntimeError(line, "str.format: replacement index " + std::to_string(idx) + " out of range");
+          arg = &args[idx];
+        } else {
+          arg = Kw(kw, field);
+          if (arg == nullptr) return RuntimeError(line, "str.format: no keyword argument '" + field + "'");
+        }
+        out += conv == 'r' ? Repr(*arg) : Str(*arg);
+        LL_RETURN_IF_ERROR(in.Built(0, line));
+      }
+      LL_RETURN_IF_ERROR(in.Built(out.size(), line));
+      return Value(std::move(out));
+    }
     if (name == "removeprefix" || name == "removesuffix") {
       const std::string* a = str_arg(0, "prefix");
       if (a == nullptr) return RuntimeError(line, name + " needs a string");
@@ -1005,23 +1062,28 @@ Result<Value> CallMethod(Interp& in, const Value& obj, const std::string& name,
     const Dict& d = obj.dict();
     if (name == "items") {
       List l;
-      for (const auto& [k, x] : d.items) l.push_back(Value(List{Value(k), x}));
+      for (size_t i = 0; i < d.items.size(); ++i) {
+        l.push_back(Value::Tuple(List{d.KeyAt(i), d.items[i].second}));
+      }
       return Value(std::move(l));
     }
     if (name == "keys" || name == "values") {
       List l;
-      for (const auto& [k, x] : d.items) l.push_back(name == "keys" ? Value(k) : x);
+      for (size_t i = 0; i < d.items.size(); ++i) {
+        l.push_back(name == "keys" ? d.KeyAt(i) : d.items[i].second);
+      }
       return Value(std::move(l));
     }
     if (name == "get") {
       if (args.empty()) return RuntimeError(line, "get needs a key");
-      const Value* x = args[0].is_string() ? d.Find(args[0].str()) : nullptr;
+      const Value* x = d.Find(KeyId(args[0]));
       if (x != nullptr) return *x;
       return args.size() > 1 ? args[1] : Value(None{});
     }
     if (name == "copy") {
       auto c = std::make_shared<Dict>();
       c->items = d.items;
+      c->typed_keys = d.typed_keys;
       return Value(std::move(c));
     }
     return unsafe();

@@ -2,6 +2,7 @@
 // node is charged to the step budget, every string built to the byte budgets.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <ctime>
 
 #include "engine/template/jinja_interp.h"
@@ -61,9 +62,10 @@ Status Interp::Step(int line, uint64_t n) {
   }
   if ((steps_ & 1023) < n || n > 1023) {
     if (ThreadCpuMs() > deadline_cpu_ms_) {
+      char ms[32];
+      std::snprintf(ms, sizeof(ms), "%g", limits_.max_time_ms);
       return ResourceExhausted("template line " + std::to_string(line) +
-                               ": evaluation exceeded max_time_ms (" +
-                               std::to_string(limits_.max_time_ms) + ")");
+                               ": evaluation exceeded max_time_ms (" + ms + " ms of CPU)");
     }
   }
   return Status::Ok();
@@ -267,12 +269,14 @@ Result<Interp::Flow> Interp::ExecStmt(const Stmt& s, std::string* out) {
     case StmtKind::kBlock: return Exec(s.body, out);
     case StmtKind::kCallBlock: {
       const Body* saved = caller_body_;
-      const size_t saved_base = caller_base_;
+      const size_t saved_top = caller_base_, saved_site = caller_site_base_;
       caller_body_ = &s.body;
-      caller_base_ = frames_.size();
+      caller_base_ = frames_.size();       // frames [caller_site_base_, caller_base_) are the
+      caller_site_base_ = frame_base_;     // call site's scope, which caller() runs in
       auto v = Eval(*s.expr);
       caller_body_ = saved;
-      caller_base_ = saved_base;
+      caller_base_ = saved_top;
+      caller_site_base_ = saved_site;
       LL_RETURN_IF_ERROR(v.status());
       const std::string text = ToStr(*v);
       LL_RETURN_IF_ERROR(Append(out, text, s.line));
@@ -391,7 +395,7 @@ Result<Value> Interp::EvalNode(const Expr& e) {
         LL_ASSIGN_OR_RETURN(Value v, Eval(*a));
         l.push_back(std::move(v));
       }
-      Value v(std::move(l));
+      Value v = e.name == "tuple" ? Value::Tuple(std::move(l)) : Value(std::move(l));
       if (v.depth() > kMaxValueDepth) {
         return RuntimeError(e.line, "value nested deeper than " + std::to_string(kMaxValueDepth));
       }
@@ -402,7 +406,10 @@ Result<Value> Interp::EvalNode(const Expr& e) {
       for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
         LL_ASSIGN_OR_RETURN(Value k, Eval(*e.args[i]));
         LL_ASSIGN_OR_RETURN(Value v, Eval(*e.args[i + 1]));
-        d->Set(k.is_string() ? k.str() : ToStr(k), std::move(v));
+        if (!k.is_string() && !k.is_number() && !k.is_none()) {
+          return RuntimeError(e.line, std::string("unhashable dict key of type '") + TypeName(k) + "'");
+        }
+        d->SetKey(k, std::move(v));
       }
       Value v(std::move(d));
       if (v.depth() > kMaxValueDepth) {
@@ -492,50 +499,14 @@ Result<Value> Interp::EvalNode(const Expr& e) {
       return Value(std::move(sa));
     }
     case ExprKind::kCompare: {
-      LL_ASSIGN_OR_RETURN(Value a, Eval(*e.a));
-      LL_ASSIGN_OR_RETURN(Value b, Eval(*e.b));
-      const std::string& op = e.name;
-      if (op == "==") return Value(Equal(a, b));
-      if (op == "!=") return Value(!Equal(a, b));
-      if (op == "in" || op == "not in") {
-        bool found = false;
-        if (b.is_string()) {
-          if (!a.is_string()) {
-            return RuntimeError(e.line, std::string("'in <string>' requires string as left operand, not ") + TypeName(a));
-          }
-          found = b.str().find(a.str()) != std::string::npos;
-        } else if (b.is_list()) {
-          for (const Value& x : b.list()) {
-            if (Equal(a, x)) {
-              found = true;
-              break;
-            }
-          }
-          LL_RETURN_IF_ERROR(Step(e.line, b.list().size() / 16));
-        } else if (b.is_dict()) {
-          found = a.is_string() && b.dict().Find(a.str()) != nullptr;
-        } else if (b.is_undefined()) {
-          found = false;
-        } else {
-          return RuntimeError(e.line, std::string("argument of type '") + TypeName(b) + "' is not iterable");
-        }
-        return Value(op == "in" ? found : !found);
+      LL_ASSIGN_OR_RETURN(Value left, Eval(*e.a));
+      for (size_t i = 0; i < e.ops.size(); ++i) {
+        LL_ASSIGN_OR_RETURN(Value right, Eval(*e.args[i]));
+        LL_ASSIGN_OR_RETURN(bool r, Compare(e.ops[i], left, right, e.line));
+        if (!r) return Value(false);
+        left = std::move(right);
       }
-      if (a.is_undefined() || b.is_undefined()) {
-        return RuntimeError(e.line, "'" + (a.is_undefined() ? a.undefined_name() : b.undefined_name()) + "' is undefined");
-      }
-      Result<bool> r = false;
-      if (op == "<") r = Less(a, b);
-      else if (op == ">") r = Less(b, a);
-      else if (op == "<=") {
-        r = Less(b, a);
-        if (r.ok()) r = !*r;
-      } else if (op == ">=") {
-        r = Less(a, b);
-        if (r.ok()) r = !*r;
-      }
-      if (!r.ok()) return RuntimeError(e.line, r.status().message());
-      return Value(*r);
+      return Value(true);
     }
     case ExprKind::kAnd: {
       LL_ASSIGN_OR_RETURN(Value a, Eval(*e.a));
@@ -555,6 +526,50 @@ Result<Value> Interp::EvalNode(const Expr& e) {
     }
   }
   return RuntimeError(e.line, "unknown expression");
+}
+
+Result<bool> Interp::Compare(const std::string& op, const Value& a, const Value& b, int line) {
+  if (op == "==") return Equal(a, b);
+  if (op == "!=") return !Equal(a, b);
+  if (op == "in" || op == "not in") {
+    bool found = false;
+    if (b.is_string()) {
+      if (!a.is_string()) {
+        return RuntimeError(line, std::string("'in <string>' requires string as left operand, not ") + TypeName(a));
+      }
+      found = b.str().find(a.str()) != std::string::npos;
+    } else if (b.is_list()) {
+      for (const Value& x : b.list()) {
+        if (Equal(a, x)) {
+          found = true;
+          break;
+        }
+      }
+      LL_RETURN_IF_ERROR(Step(line, b.list().size() / 16));
+    } else if (b.is_dict() && !b.dict().is_namespace) {
+      found = b.dict().Find(KeyId(a)) != nullptr;
+    } else if (b.is_undefined()) {
+      found = false;  // jinja2's Undefined iterates as empty
+    } else {
+      return RuntimeError(line, std::string("argument of type '") + TypeName(b) + "' is not iterable");
+    }
+    return op == "in" ? found : !found;
+  }
+  if (a.is_undefined() || b.is_undefined()) {
+    return RuntimeError(line, "'" + (a.is_undefined() ? a.undefined_name() : b.undefined_name()) + "' is undefined");
+  }
+  Result<bool> r = false;
+  if (op == "<") r = Less(a, b);
+  else if (op == ">") r = Less(b, a);
+  else if (op == "<=") {
+    r = Less(b, a);
+    if (r.ok()) r = !*r;
+  } else if (op == ">=") {
+    r = Less(a, b);
+    if (r.ok()) r = !*r;
+  }
+  if (!r.ok()) return RuntimeError(line, r.status().message());
+  return *r;
 }
 
 Result<Value> Interp::EvalBinary(const std::string& op, const Value& a, const Value& b, int line) {
@@ -629,8 +644,14 @@ Result<Value> Interp::EvalBinary(const std::string& op, const Value& a, const Va
     return type_error();
   }
   if (!nums) {
-    if (op == "%" && a.is_string()) {
-      return RuntimeError(line, "printf-style '%' string formatting is not supported");
+    if (op == "%" && a.is_string()) {  // 'x=%s' % v, 'a%sb%s' % (x, y)
+      Args args;
+      if (b.is_list() && b.is_tuple()) {
+        args = b.list();
+      } else {
+        args.push_back(b);
+      }
+      return ApplyFilter(*this, "format", a, args, {}, line);
     }
     return type_error();
   }
@@ -710,10 +731,10 @@ Result<Value> Interp::GetItem(const Value& obj, const Value& key, int line) {
     return RuntimeError(line, "'" + obj.undefined_name() + "' is undefined");
   }
   if (obj.is_dict()) {
-    if (key.is_string()) {
-      if (const Value* v = obj.dict().Find(key.str())) return *v;
-      return Value::MakeUndefined(key.str());
-    }
+    if (const Value* v = obj.dict().Find(KeyId(key))) return *v;
+    // jinja2's getitem falls back to getattr: d['items'] on a dict without that key is the
+    // items method (JSON schemas without "items" meet this in real templates).
+    if (key.is_string() && IsMethod(obj, key.str())) return GetAttr(obj, key.str(), line);
     return Value::MakeUndefined(ToStr(key));
   }
   if ((obj.is_list() || obj.is_string()) && (key.kind() == Value::kInt || key.kind() == Value::kBool)) {
@@ -888,7 +909,7 @@ Result<Value> Interp::Call(const Value& callee, Args args, Kwargs kwargs, int li
       frames_.back().Set(m.params[i], Value::MakeUndefined(m.params[i]));
     }
   }
-  frames_.back().Set("varargs", Value(std::move(varargs)));
+  frames_.back().Set("varargs", Value::Tuple(std::move(varargs)));
   frames_.back().Set("kwargs", Value(std::move(extra)));
   std::string out;
   if (st.ok()) {
@@ -948,7 +969,7 @@ Result<Value> Interp::CallBuiltin(const std::string& name, Args args, Kwargs kwa
     d->is_namespace = name == "namespace";
     for (const Value& a : args) {
       if (!a.is_dict()) return RuntimeError(line, name + "() takes keyword arguments or a dict");
-      for (const auto& kv : a.dict().items) d->Set(kv.first, kv.second);
+      for (size_t i = 0; i < a.dict().items.size(); ++i) d->SetKey(a.dict().KeyAt(i), a.dict().items[i].second);
     }
     for (auto& [k, v] : kwargs) d->Set(k, std::move(v));
     return Value(std::move(d));
@@ -969,13 +990,22 @@ Result<Value> Interp::CallBuiltin(const std::string& name, Args args, Kwargs kwa
   }
   if (name == "caller") {
     if (caller_body_ == nullptr) return RuntimeError(line, "'caller' is undefined");
+    // The body runs in the scope of the {% call %}: the macro's frames are set aside meanwhile.
     std::string out;
     const Body* body = caller_body_;
+    const size_t top = std::min(caller_base_, frames_.size());
+    std::vector<Frame> hidden(std::make_move_iterator(frames_.begin() + static_cast<std::ptrdiff_t>(top)),
+                              std::make_move_iterator(frames_.end()));
+    frames_.resize(top);
     const size_t saved_base = frame_base_;
-    frame_base_ = std::min(caller_base_, frames_.size());
+    frame_base_ = caller_site_base_;
+    frames_.emplace_back();
     auto f = Exec(*body, &out);
+    frames_.resize(top);
+    for (Frame& fr : hidden) frames_.push_back(std::move(fr));
     frame_base_ = saved_base;
     LL_RETURN_IF_ERROR(f.status());
+    LL_RETURN_IF_ERROR(Built(out.size(), line));
     return Value(std::move(out));
   }
   (void)Kwarg;
@@ -992,10 +1022,33 @@ Result<Template> Template::Parse(std::string_view source, const ParseOptions& op
   return t;
 }
 
+namespace {
+
+// Nesting of a JSON value, walked without recursion (a hostile 10^5-deep array must not
+// overflow the stack here, nor later in the recursive conversion and destruction of Values).
+size_t JsonDepth(const nlohmann::ordered_json& root) {
+  std::vector<std::pair<const nlohmann::ordered_json*, size_t>> stack{{&root, 1}};
+  size_t deepest = 0;
+  while (!stack.empty()) {
+    auto [j, d] = stack.back();
+    stack.pop_back();
+    if (!j->is_structured()) continue;
+    deepest = std::max(deepest, d);
+    for (const auto& child : *j) stack.emplace_back(&child, d + 1);
+  }
+  return deepest;
+}
+
+}  // namespace
+
 Result<std::string> Template::Render(const nlohmann::ordered_json& globals,
                                      const RenderLimits& limits, const Clock& clock) const {
   if (!program_) return InvalidArgument("template: not parsed");
   if (!globals.is_object()) return InvalidArgument("template globals must be a JSON object");
+  if (JsonDepth(globals) > kMaxValueDepth) {
+    return InvalidArgument("template globals are nested deeper than " +
+                           std::to_string(kMaxValueDepth) + " levels");
+  }
   Interp interp(*program_, globals, limits, clock);
   return interp.Run();
 }

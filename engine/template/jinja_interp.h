@@ -49,6 +49,7 @@ class Interp {
   Result<Value> Eval(const Expr& e);      // recursion-counted wrapper of EvalNode
   Result<Value> EvalNode(const Expr& e);
   Result<Value> EvalCall(const Expr& e);
+  Result<bool> Compare(const std::string& op, const Value& a, const Value& b, int line);
   Result<Value> EvalBinary(const std::string& op, const Value& a, const Value& b, int line);
   Result<Value> GetAttr(const Value& obj, const std::string& name, int line);
   Result<Value> GetItem(const Value& obj, const Value& key, int line);
@@ -73,7 +74,8 @@ class Interp {
   static constexpr int32_t kMaxRecursion = 3000;
   int32_t recursion_ = 0;
   const Body* caller_body_ = nullptr;  // {% call %} body while its macro runs
-  size_t caller_base_ = 0;
+  size_t caller_base_ = 0;       // frames_.size() at the {% call %}
+  size_t caller_site_base_ = 0;  // frame_base_ at the {% call %}
   double deadline_cpu_ms_ = 0;  // ThreadCpuMs() at which the render stops
 };
 

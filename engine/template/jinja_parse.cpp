@@ -660,6 +660,7 @@ class Parser {
     LL_ASSIGN_OR_RETURN(ExprPtr first, ParseExpr());
     if (!IsOp(",")) return first;
     auto l = Make(ExprKind::kList, first->line);
+    l->name = "tuple";
     l->args.push_back(std::move(first));
     while (IsOp(",")) {
       Next();
@@ -737,9 +738,11 @@ class Parser {
     return ParseCompare();
   }
 
+  // a < b <= c ...: one kCompare node, operands a then args, operators in ops (Python's
+  // chain: a < b and b <= c, each operand evaluated once).
   Result<ExprPtr> ParseCompare() {
     LL_ASSIGN_OR_RETURN(ExprPtr e, ParseMath1());
-    ExprPtr chain;  // a < b < c is (a < b) and (b < c); b is evaluated twice (side-effect free)
+    ExprPtr node;
     while (true) {
       std::string op;
       const int line = Line();
@@ -758,16 +761,16 @@ class Parser {
         break;
       }
       LL_ASSIGN_OR_RETURN(ExprPtr r, ParseMath1());
-      auto n = Make(ExprKind::kCompare, line);
-      n->name = op;
-      n->a = std::move(e);
-      n->b = std::move(r);
-      LL_RETURN_IF_ERROR(Seal(n.get()));
-      e = std::move(n);
-      break;  // chained comparisons are not used by chat templates; one operator per level
+      if (!node) {
+        node = Make(ExprKind::kCompare, line);
+        node->a = std::move(e);
+      }
+      node->ops.push_back(std::move(op));
+      node->args.push_back(std::move(r));
     }
-    (void)chain;
-    return e;
+    if (!node) return e;
+    LL_RETURN_IF_ERROR(Seal(node.get()));
+    return node;
   }
 
   Result<ExprPtr> ParseMath1() {
@@ -898,11 +901,14 @@ class Parser {
           Next();
           if (IsOp(")")) {
             Next();
-            return Make(ExprKind::kList, line);
+            auto empty = Make(ExprKind::kList, line);
+            empty->name = "tuple";
+            return empty;
           }
           LL_ASSIGN_OR_RETURN(ExprPtr e, ParseExpr());
           if (IsOp(",")) {
             auto l = Make(ExprKind::kList, line);
+            l->name = "tuple";
             l->args.push_back(std::move(e));
             while (IsOp(",")) {
               Next();

@@ -22,7 +22,46 @@ void Dict::Set(std::string key, Value v) {
       return;
     }
   }
+  if (!typed_keys.empty()) typed_keys.push_back(Value(key));
   items.emplace_back(std::move(key), std::move(v));
+}
+
+std::string KeyId(const Value& key) {
+  switch (key.kind()) {
+    case Value::kString: return key.str();
+    case Value::kBool:
+    case Value::kInt: return "\x01n" + std::to_string(key.ToInt());
+    case Value::kFloat: {
+      const double d = key.as_float();
+      if (d == std::floor(d) && d > -9.2e18 && d < 9.2e18) {
+        return "\x01n" + std::to_string(static_cast<int64_t>(d));
+      }
+      return "\x01f" + FloatRepr(d);
+    }
+    case Value::kNone: return "\x01None";
+    default: return "\x01" + ToStr(key);
+  }
+}
+
+void Dict::SetKey(const Value& key, Value v) {
+  if (key.is_string() && typed_keys.empty()) return Set(key.str(), std::move(v));
+  std::string id = KeyId(key);
+  for (auto& [k, old] : items) {
+    if (k == id) {
+      old = std::move(v);  // Python keeps the first key object, replaces the value
+      return;
+    }
+  }
+  if (typed_keys.empty()) {
+    for (const auto& kv : items) typed_keys.push_back(Value(kv.first));
+  }
+  typed_keys.push_back(key);
+  items.emplace_back(std::move(id), std::move(v));
+}
+
+Value Dict::KeyAt(size_t i) const {
+  if (!typed_keys.empty()) return typed_keys[i];
+  return Value(items[i].first);
 }
 
 void Value::SetDepth() {
@@ -284,19 +323,32 @@ struct JsonWriter {
           *out += "{}";
           return Status::Ok();
         }
-        std::vector<const std::pair<std::string, Value>*> order;
-        for (const auto& kv : d.items) order.push_back(&kv);
+        // json.dumps turns keys into strings: 1 -> "1", True -> "true", None -> "null".
+        std::vector<std::pair<std::string, const Value*>> order;
+        for (size_t i = 0; i < d.items.size(); ++i) {
+          const Value k = d.KeyAt(i);
+          std::string ks;
+          switch (k.kind()) {
+            case Value::kString: ks = k.str(); break;
+            case Value::kBool: ks = k.as_bool() ? "true" : "false"; break;
+            case Value::kNone: ks = "null"; break;
+            case Value::kInt: ks = std::to_string(k.as_int()); break;
+            case Value::kFloat: ks = FloatRepr(k.as_float()); break;
+            default: return InvalidArgument("tojson: keys must be str, int, float, bool or None");
+          }
+          order.emplace_back(std::move(ks), &d.items[i].second);
+        }
         if (sort_keys) {
           std::stable_sort(order.begin(), order.end(),
-                           [](auto* a, auto* b) { return a->first < b->first; });
+                           [](const auto& a, const auto& b) { return a.first < b.first; });
         }
         out->push_back('{');
         for (size_t i = 0; i < order.size(); ++i) {
           if (i > 0) *out += item_sep;
           newline(level + 1);
-          AppendJsonString(order[i]->first, out);
+          AppendJsonString(order[i].first, out);
           *out += key_sep;
-          LL_RETURN_IF_ERROR(Write(order[i]->second, level + 1, out));
+          LL_RETURN_IF_ERROR(Write(*order[i].second, level + 1, out));
         }
         newline(level);
         out->push_back('}');
@@ -328,13 +380,14 @@ std::string ToStr(const Value& v) {
     case Value::kFloat: return FloatRepr(v.as_float());
     case Value::kString: return v.str();
     case Value::kList: {
-      std::string out = "[";
+      std::string out = v.is_tuple() ? "(" : "[";
       const List& l = v.list();
       for (size_t i = 0; i < l.size(); ++i) {
         if (i > 0) out += ", ";
         out += Repr(l[i]);
       }
-      return out + "]";
+      if (v.is_tuple() && l.size() == 1) out += ",";
+      return out + (v.is_tuple() ? ")" : "]");
     }
     case Value::kDict: {
       const Dict& d = v.dict();
@@ -342,7 +395,7 @@ std::string ToStr(const Value& v) {
       std::string out = "{";
       for (size_t i = 0; i < d.items.size(); ++i) {
         if (i > 0) out += ", ";
-        out += StrRepr(d.items[i].first);
+        out += Repr(d.KeyAt(i));
         out += ": ";
         out += Repr(d.items[i].second);
       }

@@ -26,12 +26,20 @@ using List = std::vector<Value>;
 
 // Insertion-ordered string-keyed map (Python dict order). Chat-template dicts are small, so a
 // linear search beats hashing; hostile templates are bounded by the step budget instead.
+// Keys are strings in all but rare template literals ({1: "a"}): a non-string key is stored
+// under KeyId (numbers equal in Python share one: 1, 1.0 and true), with the key itself in
+// typed_keys (parallel to items, empty while every key is a string).
 struct Dict {
   std::vector<std::pair<std::string, Value>> items;
+  std::vector<Value> typed_keys;
   bool is_namespace = false;  // namespace(): the one mutable object ({% set ns.x = ... %})
   const Value* Find(std::string_view key) const;
   void Set(std::string key, Value v);
+  void SetKey(const Value& key, Value v);  // any hashable key
+  Value KeyAt(size_t i) const;             // the key of items[i] as the template sees it
 };
+// The items key a Value is stored under (the string itself for strings).
+std::string KeyId(const Value& key);
 
 // A macro bound to its definition; builtin globals are dispatched by name instead.
 struct Callable {
@@ -66,6 +74,9 @@ class Value {
   Value(std::shared_ptr<Dict> d) : v_(std::move(d)) { SetDepth(); }
   Value(std::shared_ptr<Callable> c) : v_(std::move(c)) {}
   static Value MakeUndefined(std::string name) { Value v; v.v_ = Undefined{std::move(name)}; return v; }
+  // A tuple: a list that prints as (a, b) (dict items, dictsort pairs, literals in parens).
+  static Value Tuple(List l) { Value v(std::move(l)); v.tuple_ = true; return v; }
+  bool is_tuple() const { return tuple_; }
 
   Kind kind() const { return static_cast<Kind>(v_.index()); }
   bool is_undefined() const { return kind() == kUndefined; }
@@ -103,6 +114,7 @@ class Value {
   void SetDepth();
   Storage v_;
   uint32_t depth_ = 0;
+  bool tuple_ = false;
 };
 
 inline constexpr uint32_t kMaxValueDepth = 256;
