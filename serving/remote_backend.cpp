@@ -82,15 +82,29 @@ std::string UpstreamErrorMessage(std::string_view body) {
 }
 
 // The JSON body sent upstream: the request's own fields, OpenAI names; non-standard knobs
-// (top_k, min_p, repeat_penalty, ignore_eos) only when they differ from their defaults.
+// (top_k, min_p, repeat_penalty, ignore_eos, chat_template_kwargs, documents,
+// add_generation_prompt) only when they differ from their defaults. Chat messages and tools go
+// as the client sent them, key order kept: the remote server applies its own template to them.
 std::string UpstreamBody(const server::GenerationRequest& r, const std::string& remote_model,
                          std::optional<int64_t> max_tokens) {
-  json b;
+  nlohmann::ordered_json b;
   b["model"] = remote_model;
   if (r.is_chat) {
-    json msgs = json::array();
-    for (const auto& m : r.messages) msgs.push_back({{"role", m.role}, {"content", m.content}});
+    nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
+    for (const auto& m : r.messages) {
+      if (m.object.is_object()) {
+        msgs.push_back(m.object);
+      } else {
+        msgs.push_back({{"role", m.role}, {"content", m.content}});
+      }
+    }
     b["messages"] = std::move(msgs);
+    if (!r.tools.is_null()) b["tools"] = r.tools;
+    if (!r.documents.is_null()) b["documents"] = r.documents;
+    if (r.chat_template_kwargs.is_object() && !r.chat_template_kwargs.empty()) {
+      b["chat_template_kwargs"] = r.chat_template_kwargs;
+    }
+    if (!r.add_generation_prompt) b["add_generation_prompt"] = false;
   } else {
     b["prompt"] = r.prompt;
   }
@@ -108,7 +122,7 @@ std::string UpstreamBody(const server::GenerationRequest& r, const std::string& 
   if (s.repeat_penalty != 1.0) b["repeat_penalty"] = s.repeat_penalty;
   if (!r.stop.empty()) b["stop"] = r.stop;
   if (r.ignore_eos) b["ignore_eos"] = true;
-  return b.dump(-1, ' ', false, json::error_handler_t::replace);
+  return b.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 }  // namespace

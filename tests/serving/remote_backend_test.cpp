@@ -242,6 +242,39 @@ TEST(RemoteBackendTest, ChatDeltasAndMissingUsageFallBackToEventCount) {
   EXPECT_FALSE(body.contains("prompt"));
 }
 
+// The remote applies its own chat template, so it gets the messages, tools and template
+// kwargs as the client sent them, key order kept.
+TEST(RemoteBackendTest, ChatObjectsToolsAndKwargsGoUpstreamAsSent) {
+  FakeUpstream up([](const FakeUpstream::Conn& c, const std::string&) {
+    c.Send(kSseHead);
+    c.Send("data: {\"choices\":[{\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\n");
+    c.Send("data: [DONE]\n\n");
+  });
+  auto b = Make(Options(up.Url()));
+  ASSERT_NE(b, nullptr);
+  Collector c;
+  server::GenerationRequest r = Completion("", 8);
+  r.is_chat = true;
+  r.messages = {{"assistant", "", nlohmann::ordered_json::parse(
+                    R"({"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]})")},
+                {"tool", "42", nlohmann::ordered_json::parse(
+                    R"({"role":"tool","tool_call_id":"c1","content":"42"})")}};
+  r.tools = nlohmann::ordered_json::parse(
+      R"([{"type":"function","function":{"name":"f","parameters":{"zeta":1,"alpha":2}}}])");
+  r.chat_template_kwargs = {{"enable_thinking", false}};
+  auto done = RunOne(*b, c, r);
+  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  const std::string body = FakeUpstream::Body(up.Requests().at(0));
+  EXPECT_NE(body.find(R"("messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c1")"),
+            std::string::npos) << body;
+  EXPECT_NE(body.find(R"({"role":"tool","tool_call_id":"c1","content":"42"})"), std::string::npos)
+      << body;
+  EXPECT_NE(body.find(R"("parameters":{"zeta":1,"alpha":2})"), std::string::npos) << body;
+  EXPECT_NE(body.find(R"("chat_template_kwargs":{"enable_thinking":false})"), std::string::npos)
+      << body;
+  EXPECT_EQ(body.find("add_generation_prompt"), std::string::npos) << body;  // the default
+}
+
 TEST(RemoteBackendTest, Http500WithOpenAiErrorBodyIsOneUpstreamError) {
   FakeUpstream up([](const FakeUpstream::Conn& c, const std::string&) {
     const std::string body =
