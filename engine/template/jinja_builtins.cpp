@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "engine/template/jinja_interp.h"
+#include "engine/template/jinja_utf8.h"
 
 namespace lifeline::jinja {
 namespace {
@@ -23,21 +24,11 @@ const Value* Arg(const Args& args, const Kwargs& kw, size_t i, std::string_view 
   return Kw(kw, name);
 }
 
-uint32_t DecodeAt(std::string_view s, size_t* i) {
-  const auto b0 = static_cast<unsigned char>(s[*i]);
-  int len = b0 < 0x80 ? 1 : (b0 >> 5) == 0x6 ? 2 : (b0 >> 4) == 0xe ? 3 : (b0 >> 3) == 0x1e ? 4 : 1;
-  if (*i + static_cast<size_t>(len) > s.size()) len = 1;
-  uint32_t cp = len == 1 ? b0 : len == 2 ? (b0 & 0x1f) : len == 3 ? (b0 & 0x0f) : (b0 & 0x07);
-  for (int k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[*i + k]) & 0x3f);
-  *i += static_cast<size_t>(len);
-  return cp;
-}
-
 std::vector<std::string> CodePoints(std::string_view s) {
   std::vector<std::string> out;
   for (size_t i = 0; i < s.size();) {
     const size_t start = i;
-    DecodeAt(s, &i);
+    DecodeUtf8At(s, &i);
     out.emplace_back(s.substr(start, i - start));
   }
   return out;
@@ -54,7 +45,7 @@ bool PySpace(uint32_t cp) {
 std::string Strip(std::string_view s, const std::string* chars, bool left, bool right) {
   std::vector<uint32_t> set;
   if (chars != nullptr) {
-    for (size_t i = 0; i < chars->size();) set.push_back(DecodeAt(*chars, &i));
+    for (size_t i = 0; i < chars->size();) set.push_back(DecodeUtf8At(*chars, &i));
   }
   auto strip_cp = [&](uint32_t cp) {
     return chars == nullptr ? PySpace(cp) : std::find(set.begin(), set.end(), cp) != set.end();
@@ -63,7 +54,7 @@ std::string Strip(std::string_view s, const std::string* chars, bool left, bool 
   if (left) {
     while (b < e) {
       size_t i = b;
-      if (!strip_cp(DecodeAt(s, &i))) break;
+      if (!strip_cp(DecodeUtf8At(s, &i))) break;
       b = i;
     }
   }
@@ -72,7 +63,7 @@ std::string Strip(std::string_view s, const std::string* chars, bool left, bool 
       size_t start = e - 1;
       while (start > b && (static_cast<unsigned char>(s[start]) & 0xc0) == 0x80) --start;
       size_t i = start;
-      if (!strip_cp(DecodeAt(s, &i))) break;
+      if (!strip_cp(DecodeUtf8At(s, &i))) break;
       e = start;
     }
   }
@@ -140,7 +131,7 @@ std::vector<std::string> SplitWhitespace(std::string_view s, int64_t maxsplit) {
     size_t j = i;
     while (j < s.size()) {
       size_t k = j;
-      if (!PySpace(DecodeAt(s, &k))) break;
+      if (!PySpace(DecodeUtf8At(s, &k))) break;
       j = k;
     }
     i = j;
@@ -151,7 +142,7 @@ std::vector<std::string> SplitWhitespace(std::string_view s, int64_t maxsplit) {
     }
     while (j < s.size()) {
       size_t k = j;
-      if (PySpace(DecodeAt(s, &k))) break;
+      if (PySpace(DecodeUtf8At(s, &k))) break;
       j = k;
     }
     out.emplace_back(s.substr(i, j - i));
@@ -278,7 +269,7 @@ std::string EscapeNonAscii(const std::string& s) {
       out.push_back(s[i++]);
       continue;
     }
-    uint32_t cp = DecodeAt(s, &i);
+    uint32_t cp = DecodeUtf8At(s, &i);
     char buf[16];
     if (cp >= 0x10000) {
       cp -= 0x10000;

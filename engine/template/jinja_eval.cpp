@@ -166,18 +166,23 @@ Result<Interp::Flow> Interp::Exec(const Body& body, std::string* out) {
   return flow;
 }
 
+Status Interp::EvalArgs(const Expr& e, Args* args, Kwargs* kwargs) {
+  for (const ExprPtr& a : e.args) {
+    LL_ASSIGN_OR_RETURN(Value x, Eval(*a));
+    args->push_back(std::move(x));
+  }
+  for (const auto& [k, a] : e.kwargs) {
+    LL_ASSIGN_OR_RETURN(Value x, Eval(*a));
+    kwargs->emplace_back(k, std::move(x));
+  }
+  return Status::Ok();
+}
+
 Result<Value> Interp::ApplyFilterChain(const std::vector<ExprPtr>& filters, Value v) {
   for (const ExprPtr& f : filters) {
     Args args;
     Kwargs kwargs;
-    for (const ExprPtr& a : f->args) {
-      LL_ASSIGN_OR_RETURN(Value x, Eval(*a));
-      args.push_back(std::move(x));
-    }
-    for (const auto& [k, a] : f->kwargs) {
-      LL_ASSIGN_OR_RETURN(Value x, Eval(*a));
-      kwargs.emplace_back(k, std::move(x));
-    }
+    LL_RETURN_IF_ERROR(EvalArgs(*f, &args, &kwargs));
     LL_ASSIGN_OR_RETURN(v, ApplyFilter(*this, f->name, v, args, kwargs, f->line));
   }
   return v;
@@ -438,14 +443,7 @@ Result<Value> Interp::EvalNode(const Expr& e) {
       }
       Args args;
       Kwargs kwargs;
-      for (const ExprPtr& a : e.args) {
-        LL_ASSIGN_OR_RETURN(Value x, Eval(*a));
-        args.push_back(std::move(x));
-      }
-      for (const auto& [k, a] : e.kwargs) {
-        LL_ASSIGN_OR_RETURN(Value x, Eval(*a));
-        kwargs.emplace_back(k, std::move(x));
-      }
+      LL_RETURN_IF_ERROR(EvalArgs(e, &args, &kwargs));
       LL_ASSIGN_OR_RETURN(Value v, ApplyFilter(*this, e.name, subject, args, kwargs, e.line));
       if (v.depth() > kMaxValueDepth) {
         return RuntimeError(e.line, "value nested deeper than " + std::to_string(kMaxValueDepth));
@@ -812,17 +810,7 @@ Result<Value> Interp::Slice(const Value& obj, const Expr& e) {
 Result<Value> Interp::EvalCall(const Expr& e) {
   Args args;
   Kwargs kwargs;
-  auto eval_args = [&]() -> Status {
-    for (const ExprPtr& a : e.args) {
-      LL_ASSIGN_OR_RETURN(Value x, Eval(*a));
-      args.push_back(std::move(x));
-    }
-    for (const auto& [k, a] : e.kwargs) {
-      LL_ASSIGN_OR_RETURN(Value x, Eval(*a));
-      kwargs.emplace_back(k, std::move(x));
-    }
-    return Status::Ok();
-  };
+  auto eval_args = [&]() { return EvalArgs(e, &args, &kwargs); };
   if (e.a->kind == ExprKind::kGetAttr) {  // obj.method(...) without a bound-method value
     LL_ASSIGN_OR_RETURN(Value obj, Eval(*e.a->a));
     if (obj.is_undefined()) {

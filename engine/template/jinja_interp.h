@@ -49,6 +49,7 @@ class Interp {
   Result<Value> Eval(const Expr& e);      // recursion-counted wrapper of EvalNode
   Result<Value> EvalNode(const Expr& e);
   Result<Value> EvalCall(const Expr& e);
+  Status EvalArgs(const Expr& e, Args* args, Kwargs* kwargs);  // call/filter arguments
   Result<bool> Compare(const std::string& op, const Value& a, const Value& b, int line);
   Result<Value> EvalBinary(const std::string& op, const Value& a, const Value& b, int line);
   Result<Value> GetAttr(const Value& obj, const std::string& name, int line);

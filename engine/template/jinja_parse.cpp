@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/template/jinja_ast.h"
+#include "engine/template/jinja_utf8.h"
 
 namespace lifeline::jinja {
 namespace {
@@ -29,24 +30,6 @@ Status SyntaxError(int line, const std::string& what) {
 }
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
-
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xc0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xe0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
-  } else {
-    out->push_back(static_cast<char>(0xf0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3f)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
-  }
-}
 
 class Lexer {
  public:
@@ -693,13 +676,19 @@ class Parser {
     return e;
   }
 
-  Result<ExprPtr> ParseOr(bool no_cond) {
-    LL_ASSIGN_OR_RETURN(ExprPtr e, ParseAnd());
-    while (IsName("or")) {
+  // One left-associative level: operand (op operand)*, where `op` matches the next token and
+  // says which node kind and operator name it makes (false: the level ends).
+  template <typename Operand, typename Op>
+  Result<ExprPtr> ParseLeftAssoc(Operand operand, Op op) {
+    LL_ASSIGN_OR_RETURN(ExprPtr e, (this->*operand)());
+    ExprKind kind;
+    std::string name;
+    while (op(&kind, &name)) {
       const int line = Line();
       Next();
-      LL_ASSIGN_OR_RETURN(ExprPtr r, ParseAnd());
-      auto n = Make(ExprKind::kOr, line);
+      LL_ASSIGN_OR_RETURN(ExprPtr r, (this->*operand)());
+      auto n = Make(kind, line);
+      n->name = std::move(name);
       n->a = std::move(e);
       n->b = std::move(r);
       LL_RETURN_IF_ERROR(Seal(n.get()));
@@ -708,19 +697,29 @@ class Parser {
     return e;
   }
 
-  Result<ExprPtr> ParseAnd() {
-    LL_ASSIGN_OR_RETURN(ExprPtr e, ParseNot());
-    while (IsName("and")) {
-      const int line = Line();
-      Next();
-      LL_ASSIGN_OR_RETURN(ExprPtr r, ParseNot());
-      auto n = Make(ExprKind::kAnd, line);
-      n->a = std::move(e);
-      n->b = std::move(r);
-      LL_RETURN_IF_ERROR(Seal(n.get()));
-      e = std::move(n);
+  bool OpIs(std::initializer_list<const char*> ops, ExprKind k, ExprKind* kind, std::string* name) const {
+    for (const char* o : ops) {
+      if (IsOp(o)) {
+        *kind = k;
+        *name = o;
+        return true;
+      }
     }
-    return e;
+    return false;
+  }
+
+  Result<ExprPtr> ParseOr(bool /*no_cond*/) {
+    return ParseLeftAssoc(&Parser::ParseAnd, [this](ExprKind* k, std::string*) {
+      *k = ExprKind::kOr;
+      return IsName("or");
+    });
+  }
+
+  Result<ExprPtr> ParseAnd() {
+    return ParseLeftAssoc(&Parser::ParseNot, [this](ExprKind* k, std::string*) {
+      *k = ExprKind::kAnd;
+      return IsName("and");
+    });
   }
 
   Result<ExprPtr> ParseNot() {
@@ -774,67 +773,30 @@ class Parser {
   }
 
   Result<ExprPtr> ParseMath1() {
-    LL_ASSIGN_OR_RETURN(ExprPtr e, ParseConcat());
-    while (IsOp("+") || IsOp("-")) {
-      const int line = Line();
-      const std::string op = Next().text;
-      LL_ASSIGN_OR_RETURN(ExprPtr r, ParseConcat());
-      auto n = Make(ExprKind::kBinary, line);
-      n->name = op;
-      n->a = std::move(e);
-      n->b = std::move(r);
-      LL_RETURN_IF_ERROR(Seal(n.get()));
-      e = std::move(n);
-    }
-    return e;
+    return ParseLeftAssoc(&Parser::ParseConcat, [this](ExprKind* k, std::string* n) {
+      return OpIs({"+", "-"}, ExprKind::kBinary, k, n);
+    });
   }
 
   Result<ExprPtr> ParseConcat() {
-    LL_ASSIGN_OR_RETURN(ExprPtr e, ParseMath2());
-    while (IsOp("~")) {
-      const int line = Line();
-      Next();
-      LL_ASSIGN_OR_RETURN(ExprPtr r, ParseMath2());
-      auto n = Make(ExprKind::kConcat, line);
-      n->a = std::move(e);
-      n->b = std::move(r);
-      LL_RETURN_IF_ERROR(Seal(n.get()));
-      e = std::move(n);
-    }
-    return e;
+    return ParseLeftAssoc(&Parser::ParseMath2, [this](ExprKind* k, std::string* n) {
+      return OpIs({"~"}, ExprKind::kConcat, k, n);
+    });
   }
 
   Result<ExprPtr> ParseMath2() {
-    LL_ASSIGN_OR_RETURN(ExprPtr e, ParsePow());
-    while (IsOp("*") || IsOp("/") || IsOp("//") || IsOp("%")) {
-      const int line = Line();
-      const std::string op = Next().text;
-      LL_ASSIGN_OR_RETURN(ExprPtr r, ParsePow());
-      auto n = Make(ExprKind::kBinary, line);
-      n->name = op;
-      n->a = std::move(e);
-      n->b = std::move(r);
-      LL_RETURN_IF_ERROR(Seal(n.get()));
-      e = std::move(n);
-    }
-    return e;
+    return ParseLeftAssoc(&Parser::ParseMath2Operand, [this](ExprKind* k, std::string* n) {
+      return OpIs({"*", "/", "//", "%"}, ExprKind::kBinary, k, n);
+    });
   }
+  Result<ExprPtr> ParseMath2Operand() { return ParsePow(); }
 
   Result<ExprPtr> ParsePow() {
-    LL_ASSIGN_OR_RETURN(ExprPtr e, ParseUnary(true));
-    while (IsOp("**")) {
-      const int line = Line();
-      Next();
-      LL_ASSIGN_OR_RETURN(ExprPtr r, ParseUnary(true));
-      auto n = Make(ExprKind::kBinary, line);
-      n->name = "**";
-      n->a = std::move(e);
-      n->b = std::move(r);
-      LL_RETURN_IF_ERROR(Seal(n.get()));
-      e = std::move(n);
-    }
-    return e;
+    return ParseLeftAssoc(&Parser::ParsePowOperand, [this](ExprKind* k, std::string* n) {
+      return OpIs({"**"}, ExprKind::kBinary, k, n);
+    });
   }
+  Result<ExprPtr> ParsePowOperand() { return ParseUnary(true); }
 
   Result<ExprPtr> ParseUnary(bool with_filter) {
     DepthGuard g(&depth_);

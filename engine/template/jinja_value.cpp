@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "engine/template/jinja_utf8.h"
+
 namespace lifeline::jinja {
 
 const Value* Dict::Find(std::string_view key) const {
@@ -197,17 +199,6 @@ std::string FloatRepr(double d) {
 
 namespace {
 
-// Decodes one UTF-8 code point at s[i] (advancing i); invalid bytes decode as themselves.
-uint32_t NextCodePoint(std::string_view s, size_t* i) {
-  const auto b0 = static_cast<unsigned char>(s[*i]);
-  int len = b0 < 0x80 ? 1 : (b0 >> 5) == 0x6 ? 2 : (b0 >> 4) == 0xe ? 3 : (b0 >> 3) == 0x1e ? 4 : 1;
-  if (*i + static_cast<size_t>(len) > s.size()) len = 1;
-  uint32_t cp = len == 1 ? b0 : len == 2 ? (b0 & 0x1f) : len == 3 ? (b0 & 0x0f) : (b0 & 0x07);
-  for (int k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[*i + k]) & 0x3f);
-  *i += static_cast<size_t>(len);
-  return cp;
-}
-
 // Python's str.isprintable() is false for these (the ones a chat conversation can carry).
 bool NonPrintable(uint32_t cp) {
   return cp < 0x20 || (cp >= 0x7f && cp <= 0xa0) || cp == 0xad || cp == 0x2028 ||
@@ -223,7 +214,7 @@ std::string StrRepr(std::string_view s) {
   std::string out(1, q);
   for (size_t i = 0; i < s.size();) {
     const size_t start = i;
-    const uint32_t cp = NextCodePoint(s, &i);
+    const uint32_t cp = DecodeUtf8At(s, &i);
     char buf[16];
     if (cp == '\\') {
       out += "\\\\";
