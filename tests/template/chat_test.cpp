@@ -1,5 +1,6 @@
 // The chat layer: presets, globals as Hugging Face passes them, reserved kwargs, the dry run.
 #include "engine/template/chat.h"
+#include "template/jinja_test_util.h"
 
 #include <filesystem>
 #include <fstream>
@@ -13,12 +14,7 @@ namespace {
 using ojson = nlohmann::ordered_json;
 
 std::string ReadTemplate(const std::string& name) {
-  std::ifstream f(std::filesystem::path(__FILE__).parent_path() / "data" / "templates" /
-                      (name + ".jinja"),
-                  std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  return jinja::ReadFileBytes(jinja::TemplateDataDir() / "templates" / (name + ".jinja"));
 }
 
 TEST(ChatPresets, EveryPresetParsesAndRendersOneUserMessage) {

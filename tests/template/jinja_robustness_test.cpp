@@ -13,20 +13,12 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/template/jinja.h"
+#include "template/jinja_test_util.h"
 
 namespace lifeline::jinja {
 namespace {
 
 using ojson = nlohmann::ordered_json;
-
-std::filesystem::path DataDir() { return std::filesystem::path(__FILE__).parent_path() / "data"; }
-
-std::string ReadFile(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 // Without a step per iteration this runs 8 million empty iterations unbudgeted and succeeds.
 TEST(JinjaBudget, EmptyNestedLoopsPayPerIteration) {
@@ -45,11 +37,11 @@ TEST(JinjaBudget, EmptyNestedLoopsPayPerIteration) {
 
 TEST(JinjaRobustness, MutatedRealTemplatesNeverCrash) {
   std::vector<std::string> sources;
-  for (const auto& e : std::filesystem::directory_iterator(DataDir() / "templates")) {
-    if (e.path().extension() == ".jinja") sources.push_back(ReadFile(e.path()));
+  for (const auto& e : std::filesystem::directory_iterator(TemplateDataDir() / "templates")) {
+    if (e.path().extension() == ".jinja") sources.push_back(ReadFileBytes(e.path()));
   }
   ASSERT_GE(sources.size(), 20u);
-  const ojson convs = ojson::parse(ReadFile(DataDir() / "conversations.json"));
+  const ojson convs = ojson::parse(ReadFileBytes(TemplateDataDir() / "conversations.json"));
   ASSERT_TRUE(convs.is_array());
   static const char* kSplices[] = {"{%", "%}", "{{", "}}", "{#", "#}", "-", "(", ")", "[", "]",
                                    "{", "}", "'", "\"", "|", ".", "~", "*", "**", " if ",

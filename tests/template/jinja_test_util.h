@@ -3,6 +3,9 @@
 
 #include <cctype>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <string_view>
 
@@ -15,6 +18,19 @@ namespace lifeline::jinja {
 
 // Globals keep their insertion order, as Python dicts do (the interpreter takes ordered_json).
 using Json = nlohmann::ordered_json;
+
+// tests/template/data: the real templates, conversations and jinja2's renderings.
+inline std::filesystem::path TemplateDataDir() {
+  return std::filesystem::path(__FILE__).parent_path() / "data";
+}
+
+// A whole file, bytes as they are ("" if unreadable).
+inline std::string ReadFileBytes(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
 
 // Globals written as JSON text.
 inline Json J(std::string_view text) { return Json::parse(text); }

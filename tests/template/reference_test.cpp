@@ -11,20 +11,12 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/template/chat.h"
+#include "template/jinja_test_util.h"
 
 namespace lifeline::chat {
 namespace {
 
 using ojson = nlohmann::ordered_json;
-
-std::filesystem::path DataDir() { return std::filesystem::path(__FILE__).parent_path() / "data"; }
-
-std::string ReadFile(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 // The instant gen_reference.py's strftime_now formats.
 std::chrono::system_clock::time_point FixedNow() {
@@ -42,8 +34,9 @@ ChatInput InputFor(const ojson& conv) {
 }
 
 TEST(ChatTemplateReference, EveryRealTemplateRendersLikeJinja2) {
-  const ojson ref = ojson::parse(ReadFile(DataDir() / "reference.json"));
-  const ojson convs = ojson::parse(ReadFile(DataDir() / "conversations.json"));
+  const auto data = jinja::TemplateDataDir();
+  const ojson ref = ojson::parse(jinja::ReadFileBytes(data / "reference.json"));
+  const ojson convs = ojson::parse(jinja::ReadFileBytes(data / "conversations.json"));
   std::map<std::string, ojson> by_name;
   for (const ojson& c : convs) by_name[c.at("name").get<std::string>()] = c;
   ASSERT_GE(ref.at("cases").size(), 100u);
@@ -55,7 +48,7 @@ TEST(ChatTemplateReference, EveryRealTemplateRendersLikeJinja2) {
     SCOPED_TRACE(name + " x " + conv);
     auto it = templates.find(name);
     if (it == templates.end()) {
-      auto t = ChatTemplate::Create(ReadFile(DataDir() / "templates" / (name + ".jinja")),
+      auto t = ChatTemplate::Create(jinja::ReadFileBytes(data / "templates" / (name + ".jinja")),
                                     Origin::kFile, name, c.at("bos_token"), c.at("eos_token"));
       ASSERT_TRUE(t.ok()) << t.status().message();
       it = templates.emplace(name, std::move(*t)).first;
