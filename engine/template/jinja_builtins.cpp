@@ -151,6 +151,15 @@ std::vector<std::string> SplitWhitespace(std::string_view s, int64_t maxsplit) {
   return out;
 }
 
+std::string JoinWords(const std::vector<std::string>& words) {
+  std::string out;
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (i > 0) out.push_back(' ');
+    out += words[i];
+  }
+  return out;
+}
+
 std::vector<std::string> SplitOn(std::string_view s, std::string_view sep, int64_t maxsplit) {
   std::vector<std::string> out;
   size_t start = 0;
@@ -393,20 +402,38 @@ Result<Value> ApplyFilter(Interp& in, const std::string& name, const Value& v, c
     return Value(n);
   }
   if (name == "string") return built(Str(v));
-  if (name == "safe" || name == "forceescape") return v.is_string() ? v : Value(Str(v));
-  if (name == "e" || name == "escape") {
-    std::string out;
-    for (char c : Str(v)) {
-      switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&#34;"; break;
-        case '\'': out += "&#39;"; break;
-        default: out.push_back(c);
+  if (name == "safe") return Value::Markup(Str(v));
+  if (name == "e" || name == "escape") {  // a Markup is already escaped
+    if (v.is_string() && v.is_markup()) return v;
+    LL_RETURN_IF_ERROR(in.Built(Str(v).size() * 6, line));
+    return Value::Markup(HtmlEscape(Str(v)));
+  }
+  if (name == "forceescape") {
+    LL_RETURN_IF_ERROR(in.Built(Str(v).size() * 6, line));
+    return Value::Markup(HtmlEscape(Str(v)));
+  }
+  if (name == "striptags") {  // Markup.striptags: no comments or tags, entities back, spaces one
+    std::string text = Str(v), out;
+    for (size_t i = 0; i < text.size();) {
+      if (text.compare(i, 4, "<!--") == 0) {
+        const size_t end = text.find("-->", i + 4);
+        i = end == std::string::npos ? text.size() : end + 3;
+      } else if (text[i] == '<') {
+        const size_t end = text.find('>', i + 1);
+        if (end == std::string::npos) {
+          out.push_back(text[i++]);
+        } else {
+          i = end + 1;
+        }
+      } else {
+        out.push_back(text[i++]);
       }
     }
-    return built(std::move(out));
+    static const std::pair<const char*, const char*> kEntities[] = {
+        {"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""}, {"&#34;", "\""}, {"&#39;", "'"},
+        {"&amp;", "&"}};
+    for (const auto& [from, to] : kEntities) out = Replace(out, from, to, -1);
+    return Value(Strip(JoinWords(SplitWhitespace(out, -1)), nullptr, true, true));
   }
   if (name == "trim") {  // soft_str: an undefined value trims to ""
     const Value* chars = Arg(args, kw, 0, "chars");
@@ -920,6 +947,11 @@ Result<Value> CallMethod(Interp& in, const Value& obj, const std::string& name,
                                   ? (args[1].str().size() - args[0].str().size() + 1)
                                   : 1;
       LL_RETURN_IF_ERROR(in.Built(std::min<uint64_t>(s.size() * growth, s.size() + 1), line));
+      if (obj.is_markup()) {  // Markup.replace escapes its arguments
+        std::string r = Replace(s, EscapeForMarkup(args[0]), EscapeForMarkup(args[1]), count);
+        LL_RETURN_IF_ERROR(in.Built(r.size(), line));
+        return Value::Markup(std::move(r));
+      }
       std::string r = Replace(s, args[0].str(), args[1].str(), count);
       LL_RETURN_IF_ERROR(in.Built(r.size(), line));
       return Value(std::move(r));
@@ -949,6 +981,15 @@ Result<Value> CallMethod(Interp& in, const Value& obj, const std::string& name,
       if (args.empty()) return RuntimeError(line, "join needs an iterable");
       LL_ASSIGN_OR_RETURN(List items, Iterate(args[0], line));
       std::string out;
+      if (obj.is_markup()) {  // Markup.join escapes what it joins
+        for (size_t i = 0; i < items.size(); ++i) {
+          if (i > 0) out += s;
+          out += EscapeForMarkup(items[i]);
+          LL_RETURN_IF_ERROR(in.Built(0, line));
+        }
+        LL_RETURN_IF_ERROR(in.Built(out.size(), line));
+        return Value::Markup(std::move(out));
+      }
       for (size_t i = 0; i < items.size(); ++i) {
         if (!items[i].is_string()) {
           return RuntimeError(line, "sequence item " + std::to_string(i) + ": expected str instance, " + TypeName(items[i]) + " found");

@@ -589,6 +589,11 @@ Result<Value> Interp::EvalBinary(const std::string& op, const Value& a, const Va
       return Value(r);
     }
     if (a.is_string() && b.is_string()) {
+      if (a.is_markup() || b.is_markup()) {  // Markup + str escapes the str, either side
+        std::string r = EscapeForMarkup(a) + EscapeForMarkup(b);
+        LL_RETURN_IF_ERROR(Built(r.size(), line));
+        return Value::Markup(std::move(r));
+      }
       LL_RETURN_IF_ERROR(Built(a.str().size() + b.str().size(), line));
       return Value(a.str() + b.str());
     }
@@ -648,6 +653,13 @@ Result<Value> Interp::EvalBinary(const std::string& op, const Value& a, const Va
         args = b.list();
       } else {
         args.push_back(b);
+      }
+      if (a.is_markup()) {  // Markup % args escapes string arguments
+        for (Value& x : args) {
+          if (x.is_string() && !x.is_markup()) x = Value(HtmlEscape(x.str()));
+        }
+        LL_ASSIGN_OR_RETURN(Value r, ApplyFilter(*this, "format", a, args, {}, line));
+        return Value::Markup(r.str());
       }
       return ApplyFilter(*this, "format", a, args, {}, line);
     }

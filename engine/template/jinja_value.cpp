@@ -356,6 +356,27 @@ struct JsonWriter {
 
 }  // namespace
 
+std::string HtmlEscape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&#34;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::string EscapeForMarkup(const Value& v) {
+  if (v.is_string() && v.is_markup()) return v.str();
+  return HtmlEscape(v.is_string() ? v.str() : ToStr(v));
+}
+
 std::string Repr(const Value& v) {
   if (v.is_string()) return StrRepr(v.str());
   if (v.is_undefined()) return "Undefined";

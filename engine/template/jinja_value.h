@@ -77,6 +77,11 @@ class Value {
   // A tuple: a list that prints as (a, b) (dict items, dictsort pairs, literals in parens).
   static Value Tuple(List l) { Value v(std::move(l)); v.tuple_ = true; return v; }
   bool is_tuple() const { return tuple_; }
+  // Markup (markupsafe): a string marked safe by |safe or |escape. With autoescape off, as
+  // Hugging Face renders, it matters only where markupsafe acts: `+` and `%` with it, and its
+  // join / replace, HTML-escape the plain strings they take in.
+  static Value Markup(std::string s) { Value v(std::move(s)); v.markup_ = true; return v; }
+  bool is_markup() const { return markup_; }
 
   Kind kind() const { return static_cast<Kind>(v_.index()); }
   bool is_undefined() const { return kind() == kUndefined; }
@@ -115,9 +120,16 @@ class Value {
   Storage v_;
   uint32_t depth_ = 0;
   bool tuple_ = false;
+  bool markup_ = false;
 };
 
 inline constexpr uint32_t kMaxValueDepth = 256;
+
+// markupsafe.escape: & < > ' " as &amp; &lt; &gt; &#39; &#34;.
+std::string HtmlEscape(std::string_view s);
+// What markupsafe does to an operand joining a Markup: a Markup stays, anything else is
+// str()-ed and escaped.
+std::string EscapeForMarkup(const Value& v);
 
 // Python's str(v): what {{ v }} prints ("None", "True", "[1, 'a']", repr of floats).
 std::string ToStr(const Value& v);

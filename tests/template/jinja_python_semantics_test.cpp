@@ -57,5 +57,21 @@ TEST(JinjaPythonSemantics, GetItemFallsBackToAMethod) {
             "True False");
 }
 
+// functionary-medium-v3.1 builds tool descriptions with "..."|safe + name.
+TEST(JinjaPythonSemantics, SafeStringsEscapeWhatTheyAreAddedTo) {
+  EXPECT_EQ(R("{{ \"a\"|safe + \"<b>\" }}|{{ \"<\" + (\"x\"|safe) }}|{{ (\"a<\"|safe) + \"<\" + \"<\" }}|{% set x = \"a\"|safe %}{{ x + \"&\" }}"),
+            "a&lt;b&gt;|&lt;x|a<&lt;&lt;|a&amp;");
+}
+
+TEST(JinjaPythonSemantics, SafeStringMethodsAndTildeAsMarkupsafe) {
+  EXPECT_EQ(R("{{ (\"%s\"|safe) % \"<\" }}|{{ (\"a\"|safe).join([\"<\",\">\"]) }}|{{ (\"x\"|safe).replace(\"x\",\"<\") }}|{{ \"<&>\"|forceescape }}|{{ (\"a\"|safe) ~ \"<\" }}"),
+            "&lt;|&lt;a&gt;|&lt;|&lt;&amp;&gt;|a<");
+}
+
+TEST(JinjaPythonSemantics, StriptagsAndEscapingTwice) {
+  EXPECT_EQ(R("[{{ \"<a href='x'>link</a>  &amp;\\n more <!-- c --> text\"|striptags }}]|{{ \"<\"|e|e }}"),
+            "[link & more text]|&lt;");
+}
+
 }  // namespace
 }  // namespace lifeline::jinja
