@@ -100,7 +100,9 @@ struct GenerationRequest {
   // Chat only: at ladder level >= trim_context the engine may drop the oldest turns between
   // the system prompt(s) and the last user turn so the prompt fits its budget (docs/slo.md).
   bool allow_context_trim = false;
-  std::string request_id;             // "cmpl-..." / "chatcmpl-...", also in logs
+  // The client's X-Request-Id when it sent a valid one, else the response id ("cmpl-..." /
+  // "chatcmpl-..."); what logs and a remote member's X-Request-Id carry.
+  std::string request_id;
   RequestTimeline timeline;
 };
 
@@ -188,6 +190,22 @@ struct ModelInfo {
   std::string chat_template_name;
 };
 
+// POST /tokenize (llama.cpp's shape), already validated by the server: `model` resolved,
+// `content` a string (bounded by max_body_bytes).
+struct TokenizeRequest {
+  std::string model;
+  std::string content;
+  bool add_special = false;   // prepend BOS where the vocab adds one (as a prompt gets it)
+  bool parse_special = true;  // control-token text (e.g. "<s>") becomes those ids
+};
+
+// POST /detokenize: `tokens` are integers in [0, 2^31) (at most max_detokenize_tokens); the
+// engine checks them against its vocabulary.
+struct DetokenizeRequest {
+  std::string model;
+  std::vector<int32_t> tokens;
+};
+
 class EngineApi {
  public:
   virtual ~EngineApi() = default;
@@ -209,6 +227,18 @@ class EngineApi {
   virtual std::variant<std::string, ApiError> ApplyTemplate(const GenerationRequest& request) const {
     return ApiError{404, "not_found_error", "not_supported",
                     "this engine does not render chat templates", "", 0};
+  }
+  // POST /tokenize and /detokenize: the model's tokenizer, on the calling I/O thread (nothing
+  // is queued). Errors name the field (`tokens[i]` outside the vocabulary: 400). The
+  // defaults: 404 for engines without a tokenizer of their own.
+  virtual std::variant<std::vector<int32_t>, ApiError> Tokenize(
+      const TokenizeRequest& request) const {
+    return ApiError{404, "not_found_error", "not_supported", "this engine does not tokenize",
+                    "", 0};
+  }
+  virtual std::variant<std::string, ApiError> Detokenize(const DetokenizeRequest& request) const {
+    return ApiError{404, "not_found_error", "not_supported", "this engine does not detokenize",
+                    "", 0};
   }
   // The JSON body of GET /v1/slo (SLO classes, levels, events); none (the default) -> 404.
   virtual std::optional<std::string> SloStatusJson() const { return std::nullopt; }

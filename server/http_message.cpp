@@ -53,12 +53,12 @@ std::string Head(const HttpResponse& r, bool keep_alive) {
 
 }  // namespace
 
-std::string SerializeResponse(const HttpResponse& r, bool keep_alive) {
+std::string SerializeResponse(const HttpResponse& r, bool keep_alive, bool head) {
   std::string out = Head(r, keep_alive);
   out += "Content-Length: ";
   out += std::to_string(r.body.size());
   out += "\r\n\r\n";
-  out += r.body;
+  if (!head) out += r.body;
   return out;
 }
 

@@ -25,7 +25,9 @@ struct HttpResponse {
 std::string_view StatusReason(int status);
 
 // Status line, Content-Type, Content-Length, Connection, extra headers, blank line, body.
-std::string SerializeResponse(const HttpResponse& response, bool keep_alive);
+// For a HEAD request (`head`) everything but the body: Content-Length stays the GET body's
+// size, which the client knows not to read (RFC 9110 9.3.2), so keep-alive framing holds.
+std::string SerializeResponse(const HttpResponse& response, bool keep_alive, bool head = false);
 
 // Head of a streamed response (no Content-Length). With `chunked` (HTTP/1.1) the body is sent
 // as ChunkFrame()s ending in kLastChunk; otherwise (HTTP/1.0) it is delimited by close.

@@ -27,6 +27,7 @@
 #include "server/responses.h"
 #include "server/router.h"
 #include "server/server_core.h"
+#include "server/token_endpoints.h"
 
 namespace lifeline::server {
 namespace {
@@ -45,6 +46,15 @@ constexpr auto kLingerTime = std::chrono::milliseconds(500);
 constexpr size_t kLingerMaxBytes = 4 * 1024 * 1024;
 
 std::string_view View(beast::string_view s) { return {s.data(), s.size()}; }
+
+// "<prefix><salt hex><serial hex>": unique per server, unguessable across restarts.
+std::string NewRequestId(ServerCore& core, const char* prefix) {
+  char buf[48];
+  const uint64_t n = core.next_id.fetch_add(1);
+  std::snprintf(buf, sizeof buf, "%s%016llx%08llx", prefix,
+                static_cast<unsigned long long>(core.id_salt), static_cast<unsigned long long>(n));
+  return buf;
+}
 
 double MsBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
@@ -116,6 +126,8 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     parser_->body_limit(limits_.max_body_bytes);
     read_timed_out_ = false;
     cors_.clear();
+    head_ = false;
+    request_id_.clear();
     if (raw_reading_) {
       // The disconnect monitor of the previous exchange is still reading. If it already
       // buffered a pipelined request, stop it and parse; otherwise it becomes the idle wait.
@@ -200,6 +212,10 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
   void OnHeader(ErrorCode ec) {
     DisarmReadDeadline();
     if (phase_ == Phase::kClosed) return;
+    // Even a refusal of the header (a Content-Length over the limit is reported here as 413;
+    // 431; 408) is framed for HEAD and carries the client's id when those parsed. The parser
+    // holds only complete fields, so a cut-off id is never echoed.
+    NoteRequestHead(parser_->get());
     if (ec) return OnReadError(ec, "header");
     timeline_.headers_read = Clock::now();
     const auto& req = parser_->get();
@@ -212,6 +228,15 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     ArmReadDeadline(limits_.body_read_timeout);
     http::async_read(socket_, buffer_, *parser_,
                      [self = shared_from_this()](ErrorCode ec, size_t) { self->OnBody(ec); });
+  }
+
+  template <class Request>
+  void NoteRequestHead(const Request& req) {
+    head_ = req.method() == http::verb::head;
+    auto it = req.find("x-request-id");
+    if (it != req.end() && ValidClientRequestId(View(it->value()))) {
+      request_id_ = std::string(View(it->value()));
+    }
   }
 
   void OnBody(ErrorCode ec) {
@@ -288,6 +313,10 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
         }
       }
       EngineApi& engine = *core_->engine;
+      std::optional<std::string_view> content_type;
+      if (auto it = req.find(http::field::content_type); it != req.end()) {
+        content_type = View(it->value());
+      }
       switch (match.spec->route) {
         case Route::kHealth:
           return Respond(HealthResponse(), match.label);
@@ -295,23 +324,24 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
           return Respond(ReadyResponse(engine.Ready(), core_->draining.load()), match.label);
         case Route::kModels:
           return Respond(ModelsResponse(engine.Models()), match.label);
+        case Route::kModel:
+          return Respond(ModelResponse(engine.Models(), match.id), match.label);
+        case Route::kTokenize:
+          return Respond(TokenizeResponse(engine, content_type, req.body(),
+                                          core_->options.request_limits),
+                         match.label);
+        case Route::kDetokenize:
+          return Respond(DetokenizeResponse(engine, content_type, req.body(),
+                                            core_->options.request_limits),
+                         match.label);
         case Route::kMetrics:
           return Respond(MetricsResponse(core_->metrics, engine.MetricsText()), match.label);
         case Route::kSlo:
           return Respond(SloResponse(engine.SloStatusJson()), match.label);
-        case Route::kApplyTemplate: {
-          std::optional<std::string_view> content_type;
-          if (auto it = req.find(http::field::content_type); it != req.end()) {
-            content_type = View(it->value());
-          }
+        case Route::kApplyTemplate:
           return HandleApplyTemplate(content_type, req.body(), match.label);
-        }
         case Route::kCompletions:
         case Route::kChatCompletions: {
-          std::optional<std::string_view> content_type;
-          if (auto it = req.find(http::field::content_type); it != req.end()) {
-            content_type = View(it->value());
-          }
           const Endpoint ep = match.spec->route == Route::kCompletions
                                   ? Endpoint::kCompletions
                                   : Endpoint::kChatCompletions;
@@ -361,6 +391,11 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
                         const std::optional<std::string>& slo_class_header = std::nullopt,
                         const std::optional<std::string>& user_role_header = std::nullopt) {
     EngineApi& engine = *core_->engine;
+    // The body's "id"; also the X-Request-Id of every answer to this request (errors too)
+    // unless the client sent its own, which then is the request_id the engine logs.
+    const std::string response_id =
+        NewRequestId(*core_, ep == Endpoint::kChatCompletions ? "chatcmpl-" : "cmpl-");
+    if (request_id_.empty()) request_id_ = response_id;
     if (core_->draining.load()) {
       return Respond(ErrorResponse(UnavailableError("server is shutting down", "shutting_down",
                                                     limits_.retry_after_s)),
@@ -383,14 +418,14 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     }
     timeline_.validated = Clock::now();
     request.timeline = timeline_;
-    request.request_id = NewRequestId(request.is_chat);
+    request.request_id = request_id_;
 
     auto ex = std::make_shared<Exchange>();
     ex->serial = ++exchange_serial_;
     ex->stream = request.stream;
     ex->include_usage = request.include_usage;
     ex->route_label = std::string(label);
-    ex->ctx.id = request.request_id;
+    ex->ctx.id = response_id;
     ex->ctx.model = request.model;
     ex->ctx.created_unix_s = static_cast<int64_t>(std::time(nullptr));
     ex->ctx.is_chat = request.is_chat;
@@ -421,15 +456,6 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
         self->OnEngineEvent(serial, std::move(event));
       });
     };
-  }
-
-  std::string NewRequestId(bool chat) {
-    char buf[48];
-    const uint64_t n = core_->next_id.fetch_add(1);
-    std::snprintf(buf, sizeof buf, "%s%016llx%08llx", chat ? "chatcmpl-" : "cmpl-",
-                  static_cast<unsigned long long>(core_->id_salt),
-                  static_cast<unsigned long long>(n));
-    return buf;
   }
 
   // ---- Engine events -------------------------------------------------------------------
@@ -488,7 +514,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
       if (std::string st = ServerTimingHeader(timings); !st.empty()) {
         r.headers.emplace_back("Server-Timing", st);
       }
-      r.headers.emplace_back("X-Request-Id", ex.ctx.id);
+      r.headers.emplace_back("X-Request-Id", request_id_);
       r.headers.emplace_back("X-Served-Model", ex.ctx.model);
       return Respond(std::move(r), ex.route_label);
     }
@@ -522,7 +548,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     head.headers = cors_;
     head.headers.emplace_back("Cache-Control", "no-cache");
     head.headers.emplace_back("X-Accel-Buffering", "no");
-    head.headers.emplace_back("X-Request-Id", exchange_->ctx.id);
+    head.headers.emplace_back("X-Request-Id", request_id_);
     head.headers.emplace_back("X-Served-Model", exchange_->ctx.model);
     core_->metrics.CountResponse(exchange_->route_label, 200);
     Send(SerializeStreamHead(head, /*chunked=*/!http10_, keep_alive_));
@@ -621,14 +647,23 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
   // ---- Responses and writing -----------------------------------------------------------
 
   void Respond(HttpResponse response, std::string_view label) {
-    bool has_cors = false;
-    for (const auto& h : response.headers) has_cors |= h.first == "Access-Control-Allow-Origin";
+    bool has_cors = false, has_id = false;
+    for (const auto& h : response.headers) {
+      has_cors |= h.first == "Access-Control-Allow-Origin";
+      has_id |= h.first == "X-Request-Id";
+    }
     if (!has_cors) response.headers.insert(response.headers.end(), cors_.begin(), cors_.end());
+    // Every answer names its request, so a client can quote it (errors and small endpoints
+    // included); without a client id or a generation id, a fresh one.
+    if (!has_id) {
+      if (request_id_.empty()) request_id_ = NewRequestId(*core_, "req-");
+      response.headers.emplace_back("X-Request-Id", request_id_);
+    }
     core_->metrics.CountResponse(label, response.status);
     if (exchange_) ReleaseExchange();
     phase_ = Phase::kResponding;
     after_write_ = keep_alive_ ? AfterWrite::kNextRequest : AfterWrite::kLingerClose;
-    Send(SerializeResponse(response, keep_alive_));
+    Send(SerializeResponse(response, keep_alive_, head_));
   }
 
   void RespondAndClose(const ApiError& error) {
@@ -757,6 +792,8 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
 
   bool keep_alive_ = true;
   bool http10_ = false;
+  bool head_ = false;        // this request is HEAD: GET's answer without the body
+  std::string request_id_;   // X-Request-Id of this request's answers ("" = not chosen yet)
   std::vector<std::pair<std::string, std::string>> cors_;
 
   std::string out_pending_;   // queued, not yet handed to the socket
@@ -783,8 +820,10 @@ void RejectConnection(const std::shared_ptr<ServerCore>& core, tcp::socket socke
       "too many open connections (max_connections = " +
           std::to_string(core->options.limits.max_connections) + ")",
       "too_many_connections", core->options.limits.retry_after_s);
+  HttpResponse response = ErrorResponse(err);
+  response.headers.emplace_back("X-Request-Id", NewRequestId(*core, "req-"));
   auto state = std::make_shared<std::pair<tcp::socket, std::string>>(
-      std::move(socket), SerializeResponse(ErrorResponse(err), /*keep_alive=*/false));
+      std::move(socket), SerializeResponse(response, /*keep_alive=*/false));
   net::async_write(state->first, net::buffer(state->second), [state](ErrorCode, size_t) {
     ErrorCode ec;
     state->first.shutdown(tcp::socket::shutdown_send, ec);

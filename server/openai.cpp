@@ -624,9 +624,8 @@ std::optional<ApiError> CheckContentType(std::optional<std::string_view> content
   return std::nullopt;
 }
 
-std::optional<ApiError> ParseGenerationRequest(std::string_view body, Endpoint endpoint,
-                                               const RequestLimits& limits,
-                                               GenerationRequest* out) {
+std::optional<ApiError> ParseJsonObject(std::string_view body, const RequestLimits& limits,
+                                        json* out) {
   if (auto bad = FindInvalidUtf8(body)) {
     return InvalidRequestError("", "request body is not valid UTF-8 (byte offset " +
                                        std::to_string(*bad) + ")",
@@ -638,13 +637,20 @@ std::optional<ApiError> ParseGenerationRequest(std::string_view body, Endpoint e
                                        " levels (byte offset " + std::to_string(scan.offset) + ")",
                                "json_too_deep");
   }
-  json doc;
-  if (auto err = ParseJsonStrict(body, &doc)) return err;
-  if (!doc.is_object()) {
+  if (auto err = ParseJsonStrict(body, out)) return err;
+  if (!out->is_object()) {
     return InvalidRequestError("", std::string("request body must be a JSON object, got ") +
-                                       doc.type_name(),
+                                       out->type_name(),
                                "invalid_type");
   }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseGenerationRequest(std::string_view body, Endpoint endpoint,
+                                               const RequestLimits& limits,
+                                               GenerationRequest* out) {
+  json doc;
+  if (auto err = ParseJsonObject(body, limits, &doc)) return err;
   out->is_chat = endpoint == Endpoint::kChatCompletions;
   for (const FieldSpec& spec : kFields) {
     if (!AppliesTo(spec, endpoint)) continue;

@@ -38,6 +38,7 @@ struct RequestLimits {
   size_t max_messages = 4096;          // entries in `messages`
   size_t max_tools = 256;              // entries in `tools` (and in `documents`)
   size_t max_name_bytes = 256;         // model, slo_class, user_role
+  size_t max_detokenize_tokens = 1000000;  // entries in POST /detokenize's `tokens`
 };
 
 // --- Errors -------------------------------------------------------------------------------
@@ -84,6 +85,11 @@ std::span<const FieldSpec> RequestFields();
 
 // Validates `content_type` (media type application/json, parameters allowed). 415 otherwise.
 std::optional<ApiError> CheckContentType(std::optional<std::string_view> content_type);
+
+// The body checks every JSON endpoint shares, in the order above: UTF-8, nesting depth, strict
+// JSON without duplicate keys, a top-level object. On success `*out` is that object.
+std::optional<ApiError> ParseJsonObject(std::string_view body, const RequestLimits& limits,
+                                        nlohmann::json* out);
 
 // Parses and validates `body` for `endpoint` into `out` (fields not set keep their defaults;
 // request_id, model resolution and the timeline are left to the caller).

@@ -10,6 +10,7 @@ constexpr RouteSpec kRoutes[] = {
     {"/v1/completions", "POST", Route::kCompletions, false},
     {"/v1/chat/completions", "POST", Route::kChatCompletions, false},
     {"/v1/models", "GET", Route::kModels, false},
+    {"/v1/models/{id}", "GET", Route::kModel, false},
     {"/health", "GET", Route::kHealth, true},
     {"/livez", "GET", Route::kHealth, true},
     {"/ready", "GET", Route::kReady, true},
@@ -17,7 +18,26 @@ constexpr RouteSpec kRoutes[] = {
     {"/metrics", "GET", Route::kMetrics, false},
     {"/v1/slo", "GET", Route::kSlo, false},
     {"/apply-template", "POST", Route::kApplyTemplate, false},
+    {"/tokenize", "POST", Route::kTokenize, false},
+    {"/detokenize", "POST", Route::kDetokenize, false},
 };
+
+// Exact paths compare whole; a "{id}" pattern takes any non-empty rest of the path as the id
+// (ids such as "org/model" contain '/'; the lookup decides whether it names anything).
+bool PathMatches(const RouteSpec& r, std::string_view path, std::string_view* id) {
+  if (!r.path.ends_with(kIdParam)) return r.path == path;
+  const std::string_view prefix = r.path.substr(0, r.path.size() - kIdParam.size());
+  if (!path.starts_with(prefix) || path.size() == prefix.size()) return false;
+  *id = path.substr(prefix.size());
+  return true;
+}
+
+// "GET" also allows HEAD (answered as GET without the body).
+void AddAllowed(std::string* allow, std::string_view method) {
+  if (!allow->empty()) *allow += ", ";
+  *allow += method;
+  if (method == "GET") *allow += ", HEAD";
+}
 
 std::string_view PathOf(std::string_view target) {
   return target.substr(0, target.find_first_of("?#"));
@@ -51,17 +71,19 @@ HttpResponse SloResponse(const std::optional<std::string>& status_json) {
 
 RouteMatch MatchRoute(std::string_view method, std::string_view target) {
   const std::string_view path = PathOf(target);
+  const std::string_view as_method = method == "HEAD" ? std::string_view("GET") : method;
   RouteMatch m;
   for (const RouteSpec& r : kRoutes) {
-    if (r.path != path) continue;
+    std::string_view id;
+    if (!PathMatches(r, path, &id)) continue;
     m.label = r.path;
-    if (r.method == method) {
+    if (r.method == as_method) {
       m.spec = &r;
+      m.id = id;
       m.error.reset();
       return m;
     }
-    if (!m.allow.empty()) m.allow += ", ";
-    m.allow += r.method;
+    AddAllowed(&m.allow, r.method);
   }
   if (!m.label.empty()) {
     m.error = ApiError{405, "invalid_request_error", "method_not_allowed",
@@ -75,6 +97,16 @@ RouteMatch MatchRoute(std::string_view method, std::string_view target) {
                                   std::string(path.substr(0, 256)),
                           "route_not_found");
   return m;
+}
+
+bool ValidClientRequestId(std::string_view id) {
+  if (id.empty() || id.size() > kMaxClientRequestIdBytes) return false;
+  for (char c : id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == ':' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
 }
 
 bool ConstantTimeEquals(std::string_view given, std::string_view expected) {
@@ -130,9 +162,8 @@ std::optional<HttpResponse> PreflightResponse(std::string_view target,
   const std::string_view path = PathOf(target);
   std::string methods;
   for (const RouteSpec& r : kRoutes) {
-    if (r.path != path) continue;
-    if (!methods.empty()) methods += ", ";
-    methods += r.method;
+    std::string_view id;
+    if (PathMatches(r, path, &id)) AddAllowed(&methods, r.method);
   }
   if (methods.empty()) return std::nullopt;
   HttpResponse r;
@@ -159,23 +190,40 @@ HttpResponse ReadyResponse(bool engine_ready, bool draining) {
   return JsonResponse(200, {{"status", "ready"}});
 }
 
+namespace {
+
+nlohmann::json ModelJson(const ModelInfo& m) {
+  nlohmann::json entry = {{"id", m.id},
+                          {"object", "model"},
+                          {"created", m.created_unix_s},
+                          {"owned_by", m.owned_by}};
+  if (m.context_length_tokens > 0) {
+    entry["meta"] = {{"context_length", m.context_length_tokens}};
+  }
+  if (!m.chat_template_source.empty()) {
+    entry["meta"]["chat_template"] = {{"source", m.chat_template_source},
+                                      {"name", m.chat_template_name}};
+  }
+  return entry;
+}
+
+}  // namespace
+
 HttpResponse ModelsResponse(const std::vector<ModelInfo>& models) {
   nlohmann::json data = nlohmann::json::array();
-  for (const ModelInfo& m : models) {
-    nlohmann::json entry = {{"id", m.id},
-                            {"object", "model"},
-                            {"created", m.created_unix_s},
-                            {"owned_by", m.owned_by}};
-    if (m.context_length_tokens > 0) {
-      entry["meta"] = {{"context_length", m.context_length_tokens}};
-    }
-    if (!m.chat_template_source.empty()) {
-      entry["meta"]["chat_template"] = {{"source", m.chat_template_source},
-                                        {"name", m.chat_template_name}};
-    }
-    data.push_back(std::move(entry));
-  }
+  for (const ModelInfo& m : models) data.push_back(ModelJson(m));
   return JsonResponse(200, {{"object", "list"}, {"data", std::move(data)}});
+}
+
+HttpResponse ModelResponse(const std::vector<ModelInfo>& models, std::string_view id) {
+  for (const ModelInfo& m : models) {
+    if (m.id == id) return JsonResponse(200, ModelJson(m));
+  }
+  return ErrorResponse(NotFoundError("model",
+                                     "model '" + std::string(id.substr(0, 256)) +
+                                         "' does not exist (ids are compared literally, without "
+                                         "percent-decoding; see GET /v1/models)",
+                                     "model_not_found"));
 }
 
 HttpResponse MetricsResponse(const ServerMetrics& metrics, const std::string& engine_text) {

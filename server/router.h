@@ -1,11 +1,14 @@
 // The route table (method, path, public or key-protected), API-key checking, CORS headers and
-// the handlers of the small endpoints (/health, /ready, /v1/models, /metrics). Generation
+// the handlers of the small endpoints (/health, /ready, /v1/models[/{id}], /metrics). Generation
 // routes are only matched here; the connection code runs them because they stream.
 //
 // Routes: POST /v1/completions, POST /v1/chat/completions, POST /apply-template (a chat body
-// -> {"prompt": the rendered template}), GET /v1/models, GET /health and
-// /livez (always 200 while the process answers), GET /ready and /readyz (200 when the engine
-// is ready and the server is not draining, else 503 type "unavailable"), GET /metrics.
+// -> {"prompt": the rendered template}), POST /tokenize and /detokenize (token_endpoints.h),
+// GET /v1/models, GET /v1/models/{id} (one model object; the id is the rest of the path, '/'
+// included, compared literally: no percent-decoding), GET /health and /livez (always 200
+// while the process answers), GET /ready and /readyz (200 when the engine is ready and the
+// server is not draining, else 503 type "unavailable"), GET /metrics, GET /v1/slo.
+// HEAD is accepted wherever GET is (the caller sends GET's status and headers, no body).
 // A known path with another method is 405 (with Allow); anything else is 404.
 //
 // Auth: with an API key configured every route except health and readiness needs exactly one
@@ -31,11 +34,16 @@
 namespace lifeline::server {
 
 enum class Route : uint8_t {
-  kCompletions, kChatCompletions, kModels, kHealth, kReady, kMetrics, kSlo, kApplyTemplate
+  kCompletions, kChatCompletions, kModels, kModel, kHealth, kReady, kMetrics, kSlo,
+  kApplyTemplate, kTokenize, kDetokenize
 };
 
+// A path ending in "{id}" is a prefix route: it matches the text before "{id}" followed by a
+// non-empty rest, the id. The pattern itself is the metrics label, so ids never become labels.
+inline constexpr std::string_view kIdParam = "{id}";
+
 struct RouteSpec {
-  std::string_view path;
+  std::string_view path;     // exact path, or a pattern ending in kIdParam
   std::string_view method;
   Route route;
   bool public_access;  // reachable without the API key (health and readiness only)
@@ -48,10 +56,16 @@ struct RouteMatch {
   std::optional<ApiError> error;    // 404 unknown path, 405 known path with another method
   std::string_view label;           // metrics label: the route path, or "other"
   std::string allow;                // for 405: the methods the path accepts
+  std::string_view id;              // a prefix route's id (a view into `target`)
 };
 
-// `target` may carry a query string; it is ignored for matching.
+// `target` may carry a query string; it is ignored for matching. HEAD matches GET routes.
 RouteMatch MatchRoute(std::string_view method, std::string_view target);
+
+// A client's X-Request-Id is kept when it is 1..128 characters of [A-Za-z0-9._:-]: safe to
+// echo in a header and to write into logs unescaped. Anything else is ignored.
+inline constexpr size_t kMaxClientRequestIdBytes = 128;
+bool ValidClientRequestId(std::string_view id);
 
 // Compares in time that depends only on `expected`'s length.
 bool ConstantTimeEquals(std::string_view given, std::string_view expected);
@@ -73,6 +87,9 @@ std::optional<HttpResponse> PreflightResponse(std::string_view target,
 HttpResponse HealthResponse();
 HttpResponse ReadyResponse(bool engine_ready, bool draining);
 HttpResponse ModelsResponse(const std::vector<ModelInfo>& models);
+// GET /v1/models/{id}: the entry of `models` with that id (the shape of a /v1/models entry),
+// else 404 model_not_found naming `model`.
+HttpResponse ModelResponse(const std::vector<ModelInfo>& models, std::string_view id);
 HttpResponse MetricsResponse(const ServerMetrics& metrics, const std::string& engine_text);
 // GET /v1/slo: the engine's SLO status JSON, or 404 when the engine has no SLO control plane.
 HttpResponse SloResponse(const std::optional<std::string>& status_json);

@@ -171,18 +171,38 @@ std::vector<server::ModelInfo> EngineService::Models() const {
   return out;
 }
 
-std::variant<std::string, server::ApiError> EngineService::ApplyTemplate(
-    const server::GenerationRequest& request) const {
-  if (const ModelEngine* e = Find(request.model)) return e->ApplyTemplate(request);
-  if (FindRemote(request.model) != nullptr) {
+std::variant<const ModelEngine*, server::ApiError> EngineService::LocalFor(
+    const std::string& model, const std::string& what) const {
+  if (const ModelEngine* e = Find(model)) return e;
+  if (FindRemote(model) != nullptr) {
     return server::ApiError{400, "invalid_request_error", "not_supported",
-                            "model '" + request.model +
-                                "' is served by a remote backend; its chat template is applied "
-                                "there",
+                            "model '" + model + "' is served by a remote backend; its " + what +
+                                " lives there",
                             "model", 0};
   }
   return server::ApiError{404, "not_found_error", "model_not_found",
-                          "model '" + request.model + "' does not exist", "model", 0};
+                          "model '" + model + "' does not exist", "model", 0};
+}
+
+std::variant<std::string, server::ApiError> EngineService::ApplyTemplate(
+    const server::GenerationRequest& request) const {
+  auto e = LocalFor(request.model, "chat template");
+  if (auto* err = std::get_if<server::ApiError>(&e)) return *err;
+  return std::get<const ModelEngine*>(e)->ApplyTemplate(request);
+}
+
+std::variant<std::vector<int32_t>, server::ApiError> EngineService::Tokenize(
+    const server::TokenizeRequest& request) const {
+  auto e = LocalFor(request.model, "tokenizer");
+  if (auto* err = std::get_if<server::ApiError>(&e)) return *err;
+  return std::get<const ModelEngine*>(e)->Tokenize(request);
+}
+
+std::variant<std::string, server::ApiError> EngineService::Detokenize(
+    const server::DetokenizeRequest& request) const {
+  auto e = LocalFor(request.model, "tokenizer");
+  if (auto* err = std::get_if<server::ApiError>(&e)) return *err;
+  return std::get<const ModelEngine*>(e)->Detokenize(request);
 }
 
 bool EngineService::Ready() const {

@@ -67,6 +67,10 @@ class EngineService final : public server::EngineApi {
   std::optional<std::string> SloStatusJson() const override;
   std::variant<std::string, server::ApiError> ApplyTemplate(
       const server::GenerationRequest& request) const override;
+  std::variant<std::vector<int32_t>, server::ApiError> Tokenize(
+      const server::TokenizeRequest& request) const override;
+  std::variant<std::string, server::ApiError> Detokenize(
+      const server::DetokenizeRequest& request) const override;
 
   ModelEngine* Find(const std::string& name) const;
   RemoteBackend* FindRemote(const std::string& name) const;
@@ -83,6 +87,10 @@ class EngineService final : public server::EngineApi {
     size_t local_index = 0;  // into engines_ / speeds_ when local
   };
   const Member* FindMember(const std::string& name) const;
+  // The local engine serving `model` for a request that needs this server's own template or
+  // tokenizer (`what`); else 400 for a remote member, 404 for an unknown name.
+  std::variant<const ModelEngine*, server::ApiError> LocalFor(const std::string& model,
+                                                              const std::string& what) const;
   server::SubmitResult SubmitLocal(const Member& m, int32_t hops, const Member* next,
                                    server::RequestHandle handle,
                                    const server::GenerationRequest& request,

@@ -160,6 +160,15 @@ class ModelEngine {
   // with this body would get.
   std::variant<std::string, server::ApiError> ApplyTemplate(
       const server::GenerationRequest& req) const;
+  // POST /tokenize: the ids a completion prompt of this text gets with add_special (BOS per
+  // the vocab, no EOS) -- the same Encode call.
+  std::variant<std::vector<int32_t>, server::ApiError> Tokenize(
+      const server::TokenizeRequest& req) const;
+  // POST /detokenize: SentencePiece's decoding, so Detokenize(Tokenize(x)) == x: control
+  // tokens (BOS) add nothing, and an SPM vocab's dummy-prefix space before the first piece is
+  // dropped. 400 naming tokens[i] and the vocabulary size for an id outside it.
+  std::variant<std::string, server::ApiError> Detokenize(
+      const server::DetokenizeRequest& req) const;
 
  private:
   struct Live;      // per-request engine-thread state (model_engine.cpp)

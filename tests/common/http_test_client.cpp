@@ -128,7 +128,8 @@ bool HttpTestClient::WaitForClose(std::chrono::milliseconds timeout) {
   }
 }
 
-std::optional<HttpReply> HttpTestClient::ReadResponse(std::chrono::milliseconds timeout) {
+std::optional<HttpReply> HttpTestClient::ReadResponse(std::chrono::milliseconds timeout,
+                                                      bool to_head) {
   const auto deadline = Clock::now() + timeout;
   size_t head_end;
   while ((head_end = buf_.find("\r\n\r\n")) == std::string::npos) {
@@ -137,10 +138,12 @@ std::optional<HttpReply> HttpTestClient::ReadResponse(std::chrono::milliseconds 
   HttpReply reply;
   if (!ParseHead(buf_.substr(0, head_end), &reply)) return std::nullopt;
   buf_.erase(0, head_end + 4);
-  if (reply.status == 100) return ReadResponse(timeout);  // interim response
+  if (reply.status == 100) return ReadResponse(timeout, to_head);  // interim response
   const std::string te = Lower(reply.Header("transfer-encoding"));
   const std::string cl = reply.Header("content-length");
-  if (te == "chunked") {
+  if (to_head) {
+    // No body follows; anything still buffered belongs to the next response.
+  } else if (te == "chunked") {
     for (;;) {
       size_t eol;
       while ((eol = buf_.find("\r\n")) == std::string::npos) {
@@ -184,6 +187,11 @@ std::string PostRequest(std::string_view path, std::string_view body,
 
 std::string GetRequest(std::string_view path, std::string_view extra_headers) {
   return "GET " + std::string(path) + " HTTP/1.1\r\nHost: localhost\r\n" +
+         std::string(extra_headers) + "\r\n";
+}
+
+std::string HeadRequest(std::string_view path, std::string_view extra_headers) {
+  return "HEAD " + std::string(path) + " HTTP/1.1\r\nHost: localhost\r\n" +
          std::string(extra_headers) + "\r\n";
 }
 

@@ -46,9 +46,10 @@ class HttpTestClient {
   // Sends all bytes; false if not connected or the peer reset the connection.
   bool Send(std::string_view bytes);
   // Reads one complete response (through the last chunk of a chunked body); a 100 Continue
-  // interim response is skipped.
+  // interim response is skipped. `to_head`: the answer to a HEAD request, which has no body
+  // whatever its Content-Length says, so only the head is read (as a real client does).
   std::optional<HttpReply> ReadResponse(
-      std::chrono::milliseconds timeout = std::chrono::seconds(5));
+      std::chrono::milliseconds timeout = std::chrono::seconds(5), bool to_head = false);
   // Reads until `needle` appears in the raw bytes received so far (or timeout / close).
   bool ReadUntil(std::string_view needle, std::chrono::milliseconds timeout) {
     return ReadUntilCount(needle, 1, timeout);
@@ -77,6 +78,7 @@ std::string PostRequest(std::string_view path, std::string_view body,
                         std::string_view extra_headers = "",
                         std::string_view content_type = "application/json");
 std::string GetRequest(std::string_view path, std::string_view extra_headers = "");
+std::string HeadRequest(std::string_view path, std::string_view extra_headers = "");
 
 // One request on a fresh connection; nullopt if the connection or the read failed.
 std::optional<HttpReply> Roundtrip(uint16_t port, const std::string& request,

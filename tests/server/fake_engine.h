@@ -66,6 +66,16 @@ class FakeEngine final : public EngineApi {
     return out;
   }
 
+  // A stand-in tokenizer over a 257-id vocabulary: every byte is its own id, 256 is "BOS"
+  // (prepended with add_special; the text "<s>" with parse_special). Detokenize inverts it
+  // (256 contributes nothing); ids >= 257 are 400 naming tokens[i], as a real vocab's are.
+  static constexpr int32_t kFakeBos = 256;
+  static constexpr int32_t kFakeVocab = 257;
+  std::variant<std::vector<int32_t>, ApiError> Tokenize(const TokenizeRequest& request) const override;
+  std::variant<std::string, ApiError> Detokenize(const DetokenizeRequest& request) const override;
+  // The model the last Tokenize / Detokenize was routed to (after the server resolved it).
+  std::string last_token_model() const;
+
   std::vector<GenerationRequest> submitted() const;
   int accepted() const;
   int cancels_for(RequestHandle handle) const;
@@ -97,6 +107,7 @@ class FakeEngine final : public EngineApi {
   RequestHandle next_handle_ = 1;
   int accepted_ = 0;
   int terminals_ = 0;
+  mutable std::string last_token_model_;
   std::thread worker_;
 };
 

@@ -74,6 +74,49 @@ std::string FakeEngine::MetricsText() const {
   return "# TYPE fake_engine_steps_total counter\nfake_engine_steps_total 42\n";
 }
 
+std::variant<std::vector<int32_t>, ApiError> FakeEngine::Tokenize(
+    const TokenizeRequest& request) const {
+  {
+    std::lock_guard lock(mu_);
+    last_token_model_ = request.model;
+  }
+  std::vector<int32_t> ids;
+  if (request.add_special) ids.push_back(kFakeBos);
+  const std::string& text = request.content;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (request.parse_special && text.compare(i, 3, "<s>") == 0) {
+      ids.push_back(kFakeBos);
+      i += 2;
+      continue;
+    }
+    ids.push_back(static_cast<unsigned char>(text[i]));
+  }
+  return ids;
+}
+
+std::variant<std::string, ApiError> FakeEngine::Detokenize(const DetokenizeRequest& request) const {
+  {
+    std::lock_guard lock(mu_);
+    last_token_model_ = request.model;
+  }
+  std::string out;
+  for (size_t i = 0; i < request.tokens.size(); ++i) {
+    const int32_t id = request.tokens[i];
+    if (id >= kFakeVocab) {
+      const std::string param = "tokens[" + std::to_string(i) + "]";
+      return ApiError{400, "invalid_request_error", "out_of_range",
+                      "'" + param + "' is outside the vocabulary ([0, 257))", param, 0};
+    }
+    if (id != kFakeBos) out += static_cast<char>(id);
+  }
+  return out;
+}
+
+std::string FakeEngine::last_token_model() const {
+  std::lock_guard lock(mu_);
+  return last_token_model_;
+}
+
 std::vector<GenerationRequest> FakeEngine::submitted() const {
   std::lock_guard lock(mu_);
   return submitted_;

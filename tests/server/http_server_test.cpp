@@ -315,10 +315,13 @@ TEST_F(ServerTest, ApiKeyProtectsEveryRouteButHealthAndReadiness) {
   StartServer(o);
   for (const RouteSpec& r : RouteTable()) {
     SCOPED_TRACE(std::string(r.method) + " " + std::string(r.path));
-    const std::string body =
-        r.route == Route::kChatCompletions || r.route == Route::kApplyTemplate ? kChat : kCompletion;
+    std::string body = kCompletion;
+    if (r.route == Route::kChatCompletions || r.route == Route::kApplyTemplate) body = kChat;
+    if (r.route == Route::kTokenize) body = R"({"content":"hi"})";
+    if (r.route == Route::kDetokenize) body = R"({"tokens":[104,105]})";
+    const std::string path = r.route == Route::kModel ? "/v1/models/fake-model" : std::string(r.path);
     auto make = [&](const std::string& headers) {
-      return r.method == "POST" ? PostRequest(r.path, body, headers) : GetRequest(r.path, headers);
+      return r.method == "POST" ? PostRequest(path, body, headers) : GetRequest(path, headers);
     };
     auto none = Roundtrip(make(""));
     auto wrong = Roundtrip(make("Authorization: Bearer s3cret-kez\r\n"));

@@ -28,6 +28,93 @@ TEST(MatchRoute, KnownRoutesUnknownPathsAndWrongMethods) {
   EXPECT_EQ(MatchRoute("DELETE", "/health").error->http_status, 405);
 }
 
+TEST(MatchRoute, ModelIdIsAPrefixRouteWithTheRestOfThePath) {
+  RouteMatch one = MatchRoute("GET", "/v1/models/stories");
+  ASSERT_TRUE(one.spec) << one.error->message;
+  EXPECT_EQ(one.spec->route, Route::kModel);
+  EXPECT_EQ(one.id, "stories");
+  EXPECT_EQ(one.label, "/v1/models/{id}");  // bounded metric labels
+  RouteMatch org = MatchRoute("GET", "/v1/models/org/model-7B.q4_0?verbose=1#x");
+  ASSERT_TRUE(org.spec);
+  EXPECT_EQ(org.id, "org/model-7B.q4_0");
+  EXPECT_EQ(MatchRoute("GET", "/v1/models").spec->route, Route::kModels);  // exact stays exact
+  EXPECT_EQ(MatchRoute("GET", "/v1/models/").error->http_status, 404);    // no id
+  EXPECT_EQ(MatchRoute("GET", "/v1/modelsx").error->http_status, 404);
+  RouteMatch post = MatchRoute("POST", "/v1/models/stories");
+  ASSERT_TRUE(post.error);
+  EXPECT_EQ(post.error->http_status, 405);
+  EXPECT_EQ(post.allow, "GET, HEAD");
+  EXPECT_EQ(post.label, "/v1/models/{id}");
+}
+
+TEST(MatchRoute, HeadMatchesEveryGetRouteAndOnlyThose) {
+  for (const RouteSpec& r : RouteTable()) {
+    const std::string path =
+        r.path.ends_with(kIdParam) ? "/v1/models/m" : std::string(r.path);
+    RouteMatch head = MatchRoute("HEAD", path);
+    if (r.method == "GET") {
+      ASSERT_TRUE(head.spec) << r.path;
+      EXPECT_EQ(head.spec->route, r.route);
+    } else {
+      ASSERT_TRUE(head.error) << r.path;
+      EXPECT_EQ(head.error->http_status, 405);
+      EXPECT_EQ(head.allow, r.method);
+    }
+  }
+  EXPECT_EQ(MatchRoute("DELETE", "/health").allow, "GET, HEAD");
+  EXPECT_EQ(MatchRoute("HEAD", "/nope").error->http_status, 404);
+  EXPECT_EQ(MatchRoute("POST", "/tokenize").spec->route, Route::kTokenize);
+  EXPECT_EQ(MatchRoute("POST", "/detokenize").spec->route, Route::kDetokenize);
+  const std::vector<std::string> origins = {"http://ok.example"};
+  auto pre = PreflightResponse("/v1/models/x", "http://ok.example", origins);
+  ASSERT_TRUE(pre);
+  bool found = false;
+  for (const auto& [name, value] : pre->headers) {
+    if (name == "Access-Control-Allow-Methods") {
+      found = true;
+      EXPECT_EQ(value, "GET, HEAD");
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST(HttpMessage, HeadResponseKeepsContentLengthAndDropsTheBody) {
+  HttpResponse r = JsonResponse(200, {{"status", "ok"}});
+  const std::string get = SerializeResponse(r, true);
+  const std::string head = SerializeResponse(r, true, /*head=*/true);
+  EXPECT_EQ(get, head + r.body);
+  EXPECT_NE(head.find("Content-Length: " + std::to_string(r.body.size()) + "\r\n"),
+            std::string::npos);
+  EXPECT_TRUE(head.ends_with("\r\n\r\n"));
+}
+
+TEST(ClientRequestId, OneTo128OfTheSafeCharacters) {
+  EXPECT_TRUE(ValidClientRequestId("a"));
+  EXPECT_TRUE(ValidClientRequestId("AZaz09._:-"));
+  EXPECT_TRUE(ValidClientRequestId(std::string(128, 'x')));
+  EXPECT_FALSE(ValidClientRequestId(""));
+  EXPECT_FALSE(ValidClientRequestId(std::string(129, 'x')));
+  for (const char* bad : {"a b", "a/b", "a;b", "a\"b", "a\r\nX-Evil: 1", "caf\xC3\xA9", "a,b"}) {
+    EXPECT_FALSE(ValidClientRequestId(bad)) << bad;
+  }
+}
+
+TEST(SmallEndpoints, OneModelOr404NamingModel) {
+  const std::vector<ModelInfo> models = {{"a", "me", 5, 2048, "gguf", "tokenizer.chat_template"},
+                                         {"org/b", "me", 6, 0, "", ""}};
+  const json list = json::parse(ModelsResponse(models).body);
+  HttpResponse a = ModelResponse(models, "a");
+  EXPECT_EQ(a.status, 200);
+  EXPECT_EQ(json::parse(a.body), list["data"][0]);
+  EXPECT_EQ(json::parse(ModelResponse(models, "org/b").body), list["data"][1]);
+  HttpResponse missing = ModelResponse(models, "c");
+  EXPECT_EQ(missing.status, 404);
+  const json e = json::parse(missing.body)["error"];
+  EXPECT_EQ(e["code"], "model_not_found");
+  EXPECT_EQ(e["param"], "model");
+  EXPECT_EQ(e["type"], "not_found_error");
+}
+
 TEST(RouteTable, OnlyHealthAndReadinessArePublic) {
   const std::set<std::string_view> expected_public = {"/health", "/livez", "/ready", "/readyz"};
   for (const RouteSpec& r : RouteTable()) {
