@@ -35,7 +35,7 @@ Result<ResolvedChatTemplate> ResolveChatTemplate(const GgufFile& file, const Tok
   }
   std::string bos = TokenTextOrEmpty(tokenizer, tokenizer.bos_id());
   std::string eos = TokenTextOrEmpty(tokenizer, tokenizer.eos_id());
-  ResolvedChatTemplate out{chat::ChatTemplate(), ""};
+  ResolvedChatTemplate out{chat::ChatTemplate(), "", ""};
   Result<chat::ChatTemplate> t = InvalidArgument("unset");
   if (!choice.file.empty()) {
     LL_ASSIGN_OR_RETURN(std::string source, ReadTemplateFile(choice.file));
@@ -61,10 +61,12 @@ Result<ResolvedChatTemplate> ResolveChatTemplate(const GgufFile& file, const Tok
   }
   LL_RETURN_IF_ERROR(t.status());
   if (Status s = t->DryRun(); !s.ok()) {
-    const char* hint = t->origin() == chat::Origin::kGguf
-                           ? " (pass --chat-template NAME or --chat-template-file FILE)"
-                           : "";
-    return InvalidArgument(s.message() + hint);
+    // Said, not fatal: a template may refuse the probe yet render what clients send (one that
+    // insists on a system message, say); each request it cannot render gets its own 400.
+    out.dry_run_error = s.message();
+    if (t->origin() == chat::Origin::kGguf) {
+      out.dry_run_error += " (pass --chat-template NAME or --chat-template-file FILE)";
+    }
   }
   out.tmpl = std::move(*t);
   return out;

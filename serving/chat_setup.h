@@ -5,7 +5,9 @@
 // GGUF's `tokenizer.chat_template`, else the chatml preset (a GGUF without a template; said in
 // `fallback_note` so start-up logs show it). bos_token / eos_token are the texts of the
 // vocabulary's BOS / EOS tokens. The chosen template is dry-run (one user message) before it
-// is returned, so a template that cannot render the simplest conversation fails at start-up.
+// is returned; a failure is reported in `dry_run_error` for the start-up log (a template that
+// cannot render that may still render the conversations its clients send), and a template
+// that does not parse is an error.
 //
 // Failure: InvalidArgument naming the flag (--chat-template, --chat-template-file) or the GGUF
 // key and, for template errors, the template line; NotFound for a missing file.
@@ -33,6 +35,7 @@ inline constexpr uint64_t kMaxChatTemplateBytes = 1u << 20;
 struct ResolvedChatTemplate {
   chat::ChatTemplate tmpl;
   std::string fallback_note;  // non-empty when the GGUF had no template and chatml is used
+  std::string dry_run_error;  // non-empty when one user message failed to render
 };
 
 Result<ResolvedChatTemplate> ResolveChatTemplate(const GgufFile& file, const Tokenizer& tokenizer,

@@ -103,6 +103,10 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
                         ResolveChatTemplate(e->model_->file(), *e->tokenizer_, options.chat_template));
     e->chat_template_.emplace(std::move(t.tmpl));
     e->chat_template_note_ = std::move(t.fallback_note);
+    if (!t.dry_run_error.empty()) {
+      if (!e->chat_template_note_.empty()) e->chat_template_note_ += "; ";
+      e->chat_template_note_ += "warning: " + t.dry_run_error;
+    }
   }
 
   // KV pool from the memory budget: bytes per 16-position block across all layers.

@@ -154,7 +154,8 @@ class ModelEngine {
   const LlamaModel& model() const { return *model_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const chat::ChatTemplate& chat_template() const { return *chat_template_; }
-  // Non-empty when the GGUF had no chat template and the chatml preset is used.
+  // Non-empty when the GGUF had no chat template and the chatml preset is used, or when the
+  // template failed its dry run (a warning for the start-up log).
   const std::string& chat_template_note() const { return chat_template_note_; }
   // POST /apply-template: the rendered chat prompt of `req`, or the error a chat request
   // with this body would get.

@@ -208,5 +208,40 @@ TEST_F(FileTemplateTest, ARaisingTemplateIsA400WithItsMessage) {
   EXPECT_EQ(models->Json()["data"][0]["meta"]["chat_template"]["source"], "file");
 }
 
+// A template that refuses the start-up probe (it insists on a system message) still serves:
+// the log warns, conversations it renders work, the others are 400 with its message.
+class ProbeRefusingTemplateTest : public LiveServerTest {
+ protected:
+  static void SetUpTestSuite() {
+    path_ = std::filesystem::temp_directory_path() /
+            ("lifeline-needs-system-" + std::to_string(::getpid()) + ".jinja");
+    std::ofstream(path_) << "{% if messages[0].role != 'system' %}"
+                            "{{ raise_exception('a system message comes first') }}{% endif %}"
+                            "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+                            "<|im_end|>\n{% endfor %}<|im_start|>assistant\n";
+  }
+  static void TearDownTestSuite() { std::filesystem::remove(path_); }
+  std::vector<std::string> ServeArgs() const override {
+    return {"--model", "stories=" + ModelPath("stories260K.gguf"), "--threads", "1",
+            "--kv-memory", "16", "--chat-template-file", path_.string()};
+  }
+  static std::filesystem::path path_;
+};
+std::filesystem::path ProbeRefusingTemplateTest::path_;
+
+TEST_F(ProbeRefusingTemplateTest, ServesWithAWarningAndRefusesPerRequest) {
+  EXPECT_NE(server().StderrText().find("warning: chat template (file"), std::string::npos)
+      << server().StderrText();
+  auto ok = PostRaw(port(), "/v1/chat/completions",
+                    R"({"model":"stories","max_tokens":2,"messages":[{"role":"system","content":"s"},{"role":"user","content":"u"}]})");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  auto refused = PostRaw(port(), "/v1/chat/completions",
+                         R"({"model":"stories","max_tokens":2,"messages":[{"role":"user","content":"u"}]})");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 400) << refused->body;
+  EXPECT_NE(refused->body.find("a system message comes first"), std::string::npos) << refused->body;
+}
+
 }  // namespace
 }  // namespace lifeline::integration
