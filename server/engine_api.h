@@ -50,7 +50,7 @@ struct ApiError {
 struct ChatMessage {
   std::string role;     // "system" | "user" | "assistant" | "developer" | "tool"
   std::string content;
-  nlohmann::ordered_json object;
+  nlohmann::ordered_json object = nullptr;  // null: built in-process, role + content only
 };
 
 // Sampling knobs, already range-checked by the server (see server/openai.h for the table).
@@ -186,8 +186,8 @@ struct ModelInfo {
   int64_t context_length_tokens = 0;  // 0 = unknown
   // The chat template in use: source "gguf" | "preset" | "file" ("" for a remote model, whose
   // template lives on the remote server), and its name (preset name, file path, GGUF key).
-  std::string chat_template_source;
-  std::string chat_template_name;
+  std::string chat_template_source = "";
+  std::string chat_template_name = "";
 };
 
 // POST /tokenize (llama.cpp's shape), already validated by the server: `model` resolved,
