@@ -15,11 +15,14 @@
 //   kLlamaSep     after a Llama call: ';' and whitespace, then maybe another call.
 //
 // A byte that ends a mode without belonging to it is stepped again in the next mode (Step
-// returns false); text given back (a held separator) is re-queued in front of the input.
+// returns false); bytes given back (whitespace and a partial tag held after a Hermes call) are
+// stepped again before it. Every byte is stepped a bounded number of times, so parsing is
+// linear in the output.
 #include "engine/toolcall/parser.h"
 
 #include <algorithm>
 #include <array>
+#include <exception>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -296,20 +299,24 @@ struct ToolCallStreamParser::Impl {
     return true;
   }
 
-  void CompleteJson() {
-    ojson v = ojson::parse(json, nullptr, /*allow_exceptions=*/false);
-    std::optional<std::vector<ToolCall>> found;
-    if (!v.is_discarded()) {
-      if (!name.empty()) {  // Mistral name[ARGS]{...}
-        if (v.is_object()) {
-          found.emplace();
-          found->push_back(ToolCall{"", name, v.dump(-1, ' ', false,
-                                                     ojson::error_handler_t::replace)});
-        }
-      } else {
-        found = CallsFromValue(v, IsMistral(format) || format == ToolCallFormat::kGeneric);
+  // The calls the complete JSON holds, if it is what the format expects there.
+  std::optional<std::vector<ToolCall>> CallsFromJson() const {
+    try {
+      ojson v = ojson::parse(json, nullptr, /*allow_exceptions=*/false);
+      if (v.is_discarded()) return std::nullopt;
+      if (name.empty()) {
+        return CallsFromValue(v, IsMistral(format) || format == ToolCallFormat::kGeneric);
       }
+      if (!v.is_object()) return std::nullopt;  // Mistral name[ARGS]{...}
+      return std::vector<ToolCall>{
+          ToolCall{"", name, v.dump(-1, ' ', false, ojson::error_handler_t::replace)}};
+    } catch (const std::exception&) {  // nlohmann promises not to; stay total regardless
+      return std::nullopt;
     }
+  }
+
+  void CompleteJson() {
+    std::optional<std::vector<ToolCall>> found = CallsFromJson();
     if (!found) {
       Fail(true);
       return;
@@ -462,14 +469,25 @@ struct ToolCallStreamParser::Impl {
     return true;
   }
 
-  void Requeue(const std::string& s) { in.insert(in_pos, s); }
+  // Bytes given back are stepped before the byte that gave them back (still unconsumed).
+  void Requeue(const std::string& s) {
+    redo.erase(0, redo_pos);
+    redo.insert(0, s);
+    redo_pos = 0;
+  }
 
-  void Run() {
-    while (in_pos < in.size()) {
-      if (Step(in[in_pos])) ++in_pos;
+  void Run(std::string_view chunk) {
+    size_t pos = 0;
+    while (true) {
+      if (redo_pos < redo.size()) {
+        if (Step(redo[redo_pos])) ++redo_pos;
+        continue;
+      }
+      redo.clear();
+      redo_pos = 0;
+      if (pos >= chunk.size()) break;
+      if (Step(chunk[pos])) ++pos;
     }
-    in.clear();
-    in_pos = 0;
   }
 
   void End() {
@@ -510,8 +528,8 @@ struct ToolCallStreamParser::Impl {
   bool malformed = false;
   bool think_seen = false;
 
-  std::string in;  // bytes to step (a chunk, and anything given back)
-  size_t in_pos = 0;
+  std::string redo;  // bytes given back, stepped before the rest of the chunk
+  size_t redo_pos = 0;
 
   std::string hold;  // kContent / kThink: a tail that may start a marker
   std::string seg;   // the current call's raw text, content if it fails
@@ -540,8 +558,7 @@ std::vector<ToolCallDelta> ToolCallStreamParser::Push(std::string_view text_delt
     d.text.assign(text_delta);
     return {std::move(d)};
   }
-  p.in.append(text_delta);
-  p.Run();
+  p.Run(text_delta);
   p.FlushContent();
   return std::exchange(p.out, {});
 }
