@@ -37,7 +37,9 @@ struct GrammarLimits {
   int32_t max_nesting = 128;         // parenthesis depth
   int32_t max_repetition = 2000;     // m and n of {m,n}
   int32_t max_states = 262144;       // automaton states after expansion, all rules together
-  // Matcher caps, per step (one byte of output). Text that would need more is not allowed.
+  // Matcher caps. A byte needing more than max_closure_steps is not allowed (by the mask too).
+  // Past max_stacks or max_stack_depth, Accept fails with ResourceExhausted and the state is
+  // unchanged; masks cannot see these two (a position's mask ignores what is below it).
   int32_t max_stacks = 1024;          // parse stacks alive at once (ambiguity)
   int32_t max_stack_depth = 2048;     // nested rule calls (e.g. JSON nesting x 2)
   int32_t max_closure_steps = 65536;  // rule pushes / pops explored for one byte

@@ -53,7 +53,8 @@ struct GrammarMatcher::Impl {
   void Start() {
     int32_t f = arena.Add(-1, g->rule_start(g->root_rule));
     bool bottom = false;
-    if (!walker->stepper().Expand(arena, f, &stacks, &bottom)) {
+    if (!walker->stepper().Expand(arena, f, &stacks, &bottom) ||
+        static_cast<int64_t>(stacks.size()) > g->limits.max_stacks) {
       stacks.clear();
       capped = true;
       return;
@@ -132,7 +133,10 @@ struct GrammarMatcher::Impl {
 
   // Runs `bytes` through the stacks. On success *stacks_out / *bottom_out describe the state
   // after them (frames left in the arena); on failure the arena is restored.
-  Status Run(std::string_view bytes, std::vector<int32_t>* stacks_out, bool* bottom_out) const {
+  // With enforce_caps, more than max_stacks stacks after a byte is ResourceExhausted; without
+  // (IsAllowed), the answer is the mask's, which cannot see that cap.
+  Status Run(std::string_view bytes, std::vector<int32_t>* stacks_out, bool* bottom_out,
+             bool enforce_caps) const {
     const size_t mark = arena.Mark();
     cur = stacks;
     bool bottom = can_end;
@@ -144,11 +148,11 @@ struct GrammarMatcher::Impl {
         return InvalidArgument("grammar: byte " + std::to_string(i) + " follows a complete text");
       }
       bottom = false;
-      if (!stepper.Advance(arena, cur.data(), cur.size(), b, &next, &bottom)) {
+      if (!stepper.Advance(arena, cur.data(), cur.size(), b, &next, &bottom) ||
+          (enforce_caps && static_cast<int64_t>(next.size()) > g->limits.max_stacks)) {
         arena.Reset(mark);
         return ResourceExhausted(
-            "grammar: the parse needs more than max_stacks / max_stack_depth / "
-            "max_closure_steps");
+            "grammar: the parse needs more than max_stacks / max_closure_steps");
       }
       if (next.empty() && !bottom) {
         arena.Reset(mark);
@@ -239,7 +243,7 @@ bool GrammarMatcher::IsAllowed(int32_t token) const {
   const size_t mark = m.arena.Mark();
   std::vector<int32_t> after;
   bool bottom = false;
-  bool ok = m.Run(bytes, &after, &bottom).ok();
+  bool ok = m.Run(bytes, &after, &bottom, /*enforce_caps=*/false).ok();
   m.arena.Reset(mark);
   return ok;
 }
@@ -251,6 +255,7 @@ Status GrammarMatcher::Accept(int32_t token) {
                            std::to_string(m.vocab->n_vocab()) + ")");
   }
   if (m.finished) return InvalidArgument("grammar: generation already ended");
+  if (m.capped) return status();
   if (m.vocab->is_eog(token)) {
     if (!m.can_end) {
       return InvalidArgument("grammar: end of generation (token " + std::to_string(token) +
@@ -273,14 +278,33 @@ Status GrammarMatcher::Accept(int32_t token) {
 Status GrammarMatcher::AcceptBytes(std::string_view bytes) {
   Impl& m = *impl_;
   if (m.finished) return InvalidArgument("grammar: generation already ended");
+  if (m.capped) return status();
   if (bytes.empty()) return Status::Ok();
   std::vector<int32_t> after;
   bool bottom = false;
-  LL_RETURN_IF_ERROR(m.Run(bytes, &after, &bottom));
+  const size_t mark = m.arena.Mark();
+  LL_RETURN_IF_ERROR(m.Run(bytes, &after, &bottom, /*enforce_caps=*/true));
+  // Nesting is checked here rather than inside the byte step, so that a mask never depends on
+  // how deep the stack below a position is (position masks are computed from one frame).
+  for (int32_t top : after) {
+    if (m.arena[top].depth > m.g->limits.max_stack_depth) {
+      m.arena.Reset(mark);
+      return ResourceExhausted("grammar: the text nests rules more than " +
+                               std::to_string(m.g->limits.max_stack_depth) +
+                               " deep (max_stack_depth)");
+    }
+  }
   m.stacks = std::move(after);
   m.can_end = bottom;
   if (m.arena.size() > kCompactFrames) m.Compact();
   return Status::Ok();
+}
+
+Status GrammarMatcher::status() const {
+  if (!impl_->capped) return Status::Ok();
+  return ResourceExhausted(
+      "grammar: the start of the grammar needs more than max_stacks / "
+      "max_closure_steps");
 }
 
 bool GrammarMatcher::CanEnd() const { return impl_->can_end || impl_->finished; }

@@ -64,6 +64,10 @@ class GrammarMatcher {
   Status Accept(int32_t token);
   Status AcceptBytes(std::string_view bytes);
 
+  // OK, or ResourceExhausted when the initial parse state already exceeded a GrammarLimits cap
+  // (a hostile, hugely ambiguous grammar): nothing is then allowed and Accept fails.
+  Status status() const;
+
   bool CanEnd() const;
   bool MustEnd() const;
   bool finished() const;  // an EOG token was accepted

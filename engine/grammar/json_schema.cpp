@@ -445,14 +445,22 @@ class Converter {
         t[i] = expr;
       }
     }
-    std::string s_expr = extras ? "( " + extra_kv + (t_tail.empty() ? "" : " " + t_tail) + " )?" : "";
-    for (size_t i = n; i-- > 0;) {
-      std::string first = kvs[i] + (t[i + 1].empty() ? "" : " " + t[i + 1]);
-      if (required[i]) {
-        s_expr = first;
-      } else {
-        s_expr = "( " + first + (s_expr.empty() ? " )?" : " | " + s_expr + " )");
-      }
+    // S(0) flattened: the first property written is some optional one before the first
+    // required one, or that required one; with no required property, possibly none at all.
+    std::vector<std::string> alts;
+    bool has_required = false;
+    for (size_t i = 0; i < n && !has_required; ++i) {
+      alts.push_back(kvs[i] + (t[i + 1].empty() ? "" : " " + t[i + 1]));
+      has_required = required[i];
+    }
+    if (!has_required && extras) alts.push_back(extra_kv + (t_tail.empty() ? "" : " " + t_tail));
+    std::string s_expr;
+    if (alts.size() == 1 && has_required) {
+      s_expr = alts[0];
+    } else if (!alts.empty()) {
+      s_expr = "(";
+      for (size_t i = 0; i < alts.size(); ++i) s_expr += (i ? " | " : " ") + alts[i];
+      s_expr += has_required ? " )" : " )?";
     }
     std::string body = "\"{\" " + sp + " " + (s_expr.empty() ? "" : s_expr + " ") + "\"}\" " + sp;
     LL_RETURN_IF_ERROR(SetRule(name, body));

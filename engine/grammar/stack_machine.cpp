@@ -7,7 +7,6 @@ namespace lifeline::grammar {
 bool StackStepper::Closure(FrameArena& arena, int32_t f, std::vector<int32_t>* out, bool* bottom) {
   todo_.clear();
   todo_.push_back(f);
-  const int32_t max_depth = g_.limits.max_stack_depth;
   while (!todo_.empty()) {
     if (--budget_ < 0) return false;
     int32_t cur = todo_.back();
@@ -17,7 +16,6 @@ bool StackStepper::Closure(FrameArena& arena, int32_t f, std::vector<int32_t>* o
     if (s.has_bytes()) out->push_back(cur);
     for (uint32_t i = s.ref_begin; i < s.ref_end; ++i) {
       const RefEdge& r = g_.refs[i];
-      if (fr.depth + 1 > max_depth) break;  // deeper nesting than allowed: not an option
       int32_t ret = arena.Add(fr.parent, r.target);
       todo_.push_back(arena.Add(ret, g_.rule_start(r.rule)));
     }
@@ -49,11 +47,6 @@ bool StackStepper::Advance(FrameArena& arena, const int32_t* in, size_t n, uint8
     }
   }
   if (out->size() > 1) Dedup(arena, out);
-  if (static_cast<int64_t>(out->size()) > g_.limits.max_stacks) {
-    out->clear();
-    *bottom = false;
-    return false;
-  }
   return true;
 }
 

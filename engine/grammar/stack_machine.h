@@ -69,7 +69,8 @@ class StackStepper {
   }
 
   // Advances every stack of in[0..n) by `byte`; `out` receives the waiting stacks, without
-  // duplicates. False when a cap was hit (max_stacks, max_closure_steps): `out` is cleared.
+  // duplicates. False when max_closure_steps was hit: `out` is cleared. (max_stacks is the
+  // matcher's to enforce: a walk from one position cannot see how many stacks there are.)
   bool Advance(FrameArena& arena, const int32_t* in, size_t n, uint8_t byte,
                std::vector<int32_t>* out, bool* bottom);
 
