@@ -16,10 +16,10 @@
 namespace lifeline::grammar {
 namespace {
 
-// Rules at most this many estimated NFA states, not recursive and without unbounded
-// repetition, are copied into their callers: matching them then needs no push/pop, and the
-// token masks of the caller's positions see through them (e.g. `space` after a string).
-constexpr int64_t kInlineMaxStates = 96;
+// Rules of at most this many NFA states, not recursive and without unbounded repetition, are
+// copied into their callers: matching them then needs no push/pop, and the token masks of the
+// caller's positions see through them (e.g. `space` after a string, `char` inside it).
+constexpr int64_t kInlineMaxStates = 128;
 constexpr int kMaxInlineDepth = 32;
 // Fingerprints cover a rule and all it can call; past this many states they are skipped.
 constexpr int32_t kFingerprintMaxStates = 4096;
@@ -34,7 +34,8 @@ struct NfaState {
 
 class Compiler {
  public:
-  Compiler(const GbnfAst& ast, const GrammarLimits& limits) : ast_(ast), limits_(limits) {}
+  Compiler(const GbnfAst& ast, const GrammarLimits& limits)
+      : ast_(ast), limits_(limits), state_cap_(limits.max_states) {}
 
   Result<std::shared_ptr<const Grammar>> Run() {
     int32_t root = -1;
@@ -53,6 +54,7 @@ class Compiler {
     }
     g->root_rule = 0;
     LL_RETURN_IF_ERROR(CheckTermination());
+    ComputeFollowSets();
     ComputeFingerprints();
     return std::shared_ptr<const Grammar>(std::move(g));
   }
@@ -124,50 +126,43 @@ class Compiler {
     }
   }
 
-  // Estimated NFA states of a node with inlinable rules expanded (saturating); sets *loops
-  // when it contains an unbounded repetition.
-  int64_t Estimate(int32_t node, bool* loops, int depth) {
-    const AstNode& n = ast_.nodes[node];
-    auto sat = [](int64_t v) { return std::min<int64_t>(v, int64_t{1} << 40); };
-    switch (n.kind) {
-      case AstKind::kEmpty: return 0;
-      case AstKind::kLiteral: return sat(static_cast<int64_t>(n.ranges.size()) * 4);
-      case AstKind::kClass: return sat(static_cast<int64_t>(n.ranges.size()) * 8 + 2);
-      case AstKind::kRef: return Inlinable(n.ref, depth + 1) ? RuleEstimate(n.ref, depth + 1) : 1;
-      case AstKind::kSeq:
-      case AstKind::kAlt: {
-        int64_t s = 2;
-        for (int32_t k : n.kids) s = sat(s + Estimate(k, loops, depth) + 1);
-        return s;
-      }
-      case AstKind::kRepeat: {
-        int64_t k = Estimate(n.kids[0], loops, depth);
-        if (n.max < 0) *loops = true;
-        int64_t copies = n.max < 0 ? n.min + 1 : n.max;
-        return sat(k * std::max<int64_t>(copies, 1) + copies + 2);
-      }
+  bool HasUnboundedRepetition(int32_t node) const {
+    std::vector<int32_t> todo{node};
+    while (!todo.empty()) {
+      const AstNode& n = ast_.nodes[todo.back()];
+      todo.pop_back();
+      if (n.kind == AstKind::kRepeat && n.max < 0) return true;
+      for (int32_t k : n.kids) todo.push_back(k);
     }
-    return 0;
+    return false;
   }
 
-  // `depth` counts rule references followed; past kMaxInlineDepth a rule counts as too big, so
-  // a long chain of small rules cannot drive the recursion arbitrarily deep.
-  int64_t RuleEstimate(int32_t rule, int depth) {
-    auto it = estimate_.find(rule);
-    if (it != estimate_.end()) return it->second;
-    if (depth > kMaxInlineDepth) return kInlineMaxStates + 1;
-    bool loops = false;
-    int64_t e = Estimate(ast_.rule_body[rule], &loops, depth);
-    estimate_[rule] = e;
-    loops_[rule] = loops;
-    return e;
-  }
-
-  bool Inlinable(int32_t rule, int depth = 0) {
+  // Whether references to `rule` are replaced by a copy of its automaton: not recursive, no
+  // unbounded repetition, and at most kInlineMaxStates NFA states when built alone (measured
+  // by building it into a scratch automaton under that cap).
+  bool Inlinable(int32_t rule) {
     if (recursive_[rule] || ast_.rule_names[rule] == "root") return false;
-    int64_t e = RuleEstimate(rule, depth);
-    auto lp = loops_.find(rule);
-    return lp != loops_.end() && !lp->second && e <= kInlineMaxStates;
+    auto it = inline_.find(rule);
+    if (it != inline_.end()) return it->second;
+    if (inline_depth_ >= kMaxInlineDepth) return false;  // not memoized: depends on the path
+    bool ok = false;
+    if (!HasUnboundedRepetition(ast_.rule_body[rule])) {
+      std::vector<NfaState> saved;
+      saved.swap(nfa_);
+      const bool saved_overflow = overflow_;
+      const int64_t saved_cap = state_cap_;
+      overflow_ = false;
+      state_cap_ = kInlineMaxStates;
+      ++inline_depth_;
+      Build(ast_.rule_body[rule], NewState(), 0);
+      --inline_depth_;
+      ok = !overflow_;
+      nfa_.swap(saved);
+      overflow_ = saved_overflow;
+      state_cap_ = saved_cap;
+    }
+    inline_[rule] = ok;
+    return ok;
   }
 
   int32_t CompiledId(int32_t ast_rule) {
@@ -185,7 +180,7 @@ class Compiler {
 
   int32_t NewState() {
     nfa_.emplace_back();
-    if (static_cast<int64_t>(nfa_.size()) > limits_.max_states) overflow_ = true;
+    if (static_cast<int64_t>(nfa_.size()) > state_cap_) overflow_ = true;
     return static_cast<int32_t>(nfa_.size() - 1);
   }
 
@@ -230,7 +225,7 @@ class Compiler {
       case AstKind::kRef: {
         // Depth guard: inlining follows only non-recursive rules, so this is at most the
         // number of rules deep; the cap keeps the native stack bounded regardless.
-        if (Inlinable(n.ref) && depth < 256) return Build(ast_.rule_body[n.ref], s, depth + 1);
+        if (depth < 256 && Inlinable(n.ref)) return Build(ast_.rule_body[n.ref], s, depth + 1);
         int32_t t = NewState();
         nfa_[s].refs.push_back({CompiledId(n.ref), t});
         return t;
@@ -470,6 +465,62 @@ class Compiler {
     return Status::Ok();
   }
 
+  // FIRST per state (bytes consumable first, through calls and skipping nullable calls), then
+  // FOLLOW per rule, both as fixpoints (no recursion: the skip graph is acyclic by now, but may
+  // be deep).
+  void ComputeFollowSets() {
+    Grammar& g = *g_;
+    using Bits = std::array<uint64_t, 4>;
+    const size_t n = g.states.size();
+    std::vector<Bits> first(n, Bits{});
+    std::vector<bool> ends(n, false);
+    auto merge = [](Bits* into, const Bits& from) {
+      bool changed = false;
+      for (int i = 0; i < 4; ++i) {
+        uint64_t v = (*into)[i] | from[i];
+        changed |= v != (*into)[i];
+        (*into)[i] = v;
+      }
+      return changed;
+    };
+    for (size_t s = 0; s < n; ++s) {
+      const DfaState& st = g.states[s];
+      ends[s] = st.final;
+      for (uint32_t e = st.edge_begin; e < st.edge_end; ++e)
+        for (int b = g.edges[e].lo; b <= g.edges[e].hi; ++b) first[s][b >> 6] |= uint64_t{1} << (b & 63);
+    }
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t s = n; s-- > 0;) {
+        const DfaState& st = g.states[s];
+        for (uint32_t k = st.ref_begin; k < st.ref_end; ++k) {
+          const RefEdge& r = g.refs[k];
+          const int32_t q0 = g.rule_start(r.rule);
+          changed |= merge(&first[s], first[q0]);
+          if (ends[q0]) {
+            changed |= merge(&first[s], first[r.target]);
+            if (ends[r.target] && !ends[s]) {
+              ends[s] = true;
+              changed = true;
+            }
+          }
+        }
+      }
+    }
+    g.rule_follow.assign(g.rule_names.size(), Bits{});
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t s = 0; s < n; ++s) {
+        const DfaState& st = g.states[s];
+        for (uint32_t k = st.ref_begin; k < st.ref_end; ++k) {
+          const RefEdge& r = g.refs[k];
+          changed |= merge(&g.rule_follow[r.rule], first[r.target]);
+          if (ends[r.target]) changed |= merge(&g.rule_follow[r.rule], g.rule_follow[st.rule]);
+        }
+      }
+    }
+  }
+
   static uint64_t Mix(uint64_t h, uint64_t v, uint64_t seed) {
     uint64_t x = (h ^ (v + seed)) * 0x9E3779B97F4A7C15ull;
     x ^= x >> 32;
@@ -527,8 +578,9 @@ class Compiler {
   const GrammarLimits& limits_;
   Grammar* g_ = nullptr;
   std::vector<bool> recursive_;
-  std::unordered_map<int32_t, int64_t> estimate_;
-  std::unordered_map<int32_t, bool> loops_;
+  std::unordered_map<int32_t, bool> inline_;
+  int inline_depth_ = 0;
+  int64_t state_cap_ = 0;  // NFA states allowed: max_states, or the inlining cap while measuring
   std::unordered_map<int32_t, int32_t> compiled_;
   std::vector<int32_t> ast_of_compiled_;
   std::deque<int32_t> pending_;

@@ -9,6 +9,7 @@
 // Immutable after ParseGbnf; shared by all matchers.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -44,6 +45,10 @@ struct Grammar {
   // ignored); {0, 0} when that closure is too large to fingerprint (masks are then not shared
   // across grammars).
   std::vector<uint64_t> rule_fp_lo, rule_fp_hi;
+  // Bytes that can come right after the rule returns, in any caller (a 256-bit set; the end of
+  // the text is not a byte). A token that finishes a rule and continues with another byte can
+  // only be valid when that byte is in the set, whatever the caller is.
+  std::vector<std::array<uint64_t, 4>> rule_follow;
   std::vector<DfaState> states;
   std::vector<ByteEdge> edges;
   std::vector<RefEdge> refs;
@@ -51,6 +56,9 @@ struct Grammar {
   GrammarLimits limits;
 
   int32_t rule_start(int32_t rule) const { return rule_first_state[rule]; }
+  bool Follows(int32_t rule, uint8_t byte) const {
+    return (rule_follow[rule][byte >> 6] >> (byte & 63)) & 1;
+  }
   // Next state on `byte` from `state`, or -1.
   int32_t Next(int32_t state, uint8_t byte) const {
     const DfaState& s = states[state];

@@ -32,7 +32,12 @@ struct GrammarMatcher::Impl {
   bool finished = false;
   bool capped = false;  // a matcher cap was hit at start
   mutable std::unique_ptr<TokenWalker> walker;
-  std::unordered_map<int32_t, std::shared_ptr<const PositionMask>> masks;  // by state
+  // A position's mask and, for this grammar, the trie of its tokens that outlive the rule.
+  struct Local {
+    std::shared_ptr<const PositionMask> mask;
+    VocabTrie suffixes;
+  };
+  std::unordered_map<int32_t, std::shared_ptr<const Local>> masks;  // by state
   MatcherStats stats;
   mutable std::vector<int32_t> cur, next;
   std::vector<int32_t> parents, group;
@@ -63,22 +68,23 @@ struct GrammarMatcher::Impl {
     can_end = bottom;
   }
 
-  const PositionMask& MaskOf(int32_t state) {
+  const Local& MaskOf(int32_t state) {
     auto it = masks.find(state);
     if (it != masks.end()) return *it->second;
     const int32_t rule = g->states[state].rule;
     MaskKey key{g->rule_fp_lo[rule], g->rule_fp_hi[rule], state - g->rule_first_state[rule]};
     const bool shareable = (key.lo | key.hi) != 0;
-    std::shared_ptr<const PositionMask> m;
-    if (shareable) m = vocab->memo().Find(key);
-    if (m) {
+    auto local = std::make_shared<Local>();
+    if (shareable) local->mask = vocab->memo().Find(key);
+    if (local->mask) {
       ++stats.positions_shared;
     } else {
-      m = walker->BuildMask(state);
+      local->mask = walker->BuildMask(state);
       ++stats.positions_built;
-      if (shareable) vocab->memo().Insert(key, m);
+      if (shareable) vocab->memo().Insert(key, local->mask);
     }
-    return *masks.emplace(state, std::move(m)).first->second;
+    if (!local->mask->escapes.empty()) local->suffixes = walker->SuffixTrie(*local->mask, rule);
+    return *masks.emplace(state, std::move(local)).first->second;
   }
 
   int32_t ComputeBits() {
@@ -105,13 +111,14 @@ struct GrammarMatcher::Impl {
 
   // Tokens allowed from the stacks in `group`, all with their top frame at `state`.
   void AddPosition(int32_t state) {
-    const PositionMask& m = MaskOf(state);
+    const Local& local = MaskOf(state);
+    const PositionMask& m = *local.mask;
     if (!m.bits.empty()) {
       for (size_t w = 0; w < bits.size(); ++w) bits[w] |= m.bits[w];
     } else {
       for (int32_t id : m.ids) SetBit(bits.data(), id);
     }
-    if (m.escapes.empty()) return;
+    if (local.suffixes.n_nodes() <= 1) return;
     // Tokens that outlive the top frame: walk them again from the frames below it.
     const size_t mark = arena.Mark();
     parents.clear();
@@ -123,10 +130,8 @@ struct GrammarMatcher::Impl {
     }
     if (parents.size() > 1) stepper.Dedup(arena, &parents);
     if (!parents.empty()) {
-      for (int32_t node : m.escapes) {
-        walker->WalkBelow(arena, parents, node, bits.data());
-        ++stats.escape_walks;
-      }
+      walker->WalkTrie(arena, parents, local.suffixes, bits.data());
+      ++stats.suffix_walks;
     }
     arena.Reset(mark);
   }

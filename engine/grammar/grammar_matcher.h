@@ -37,7 +37,7 @@ struct MatcherStats {
   int64_t masks = 0;             // masks computed
   int64_t positions_built = 0;   // position masks computed by a trie walk
   int64_t positions_shared = 0;  // position masks found in the vocabulary's memo
-  int64_t escape_walks = 0;      // runtime walks below escape nodes
+  int64_t suffix_walks = 0;      // run-time walks of tokens that outlive a position's rule
 };
 
 class GrammarMatcher {

@@ -11,57 +11,48 @@ namespace lifeline::grammar {
 GrammarVocab::GrammarVocab() = default;
 GrammarVocab::~GrammarVocab() = default;
 
-namespace {
-
-// Sorted token ids -> preorder trie. Equal byte strings share a node; in sorted order a
-// prefix comes before its extensions, so each token ends on the current path.
-std::unique_ptr<VocabTrie> BuildTrie(const std::vector<std::string>& bytes,
-                                     std::vector<int32_t> ids) {
-  std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
-    int c = bytes[a].compare(bytes[b]);
-    return c != 0 ? c < 0 : a < b;
-  });
-  auto t = std::make_unique<VocabTrie>();
-  t->byte.push_back(0);
-  t->depth.push_back(0);
-  t->end.push_back(0);
-  std::vector<int32_t> path{0};      // path[d] = node at depth d
-  std::vector<int32_t> token_node;   // node of each token, in `ids` order
-  const std::string* prev = nullptr;
-  for (int32_t id : ids) {
-    const std::string& s = bytes[id];
+// Sorted entries -> preorder trie. In sorted order a prefix comes before its extensions, so each
+// entry ends on the current path.
+VocabTrie BuildTrie(std::vector<std::pair<std::string_view, int32_t>> entries) {
+  std::sort(entries.begin(), entries.end());
+  entries.erase(std::unique(entries.begin(), entries.end()), entries.end());
+  VocabTrie t;
+  t.byte.push_back(0);
+  t.depth.push_back(0);
+  t.end.push_back(0);
+  std::vector<int32_t> path{0};     // path[d] = node at depth d
+  std::vector<int32_t> entry_node;  // node of each entry, in sorted order
+  std::string_view prev;
+  for (const auto& [s, id] : entries) {
     size_t common = 0;
-    if (prev) {
-      size_t lim = std::min(prev->size(), s.size());
-      while (common < lim && (*prev)[common] == s[common]) ++common;
-    }
+    const size_t lim = std::min(prev.size(), s.size());
+    while (common < lim && prev[common] == s[common]) ++common;
     while (path.size() > common + 1) {
-      t->end[path.back()] = t->n_nodes();
+      t.end[path.back()] = t.n_nodes();
       path.pop_back();
     }
     for (size_t d = common; d < s.size(); ++d) {
-      t->byte.push_back(static_cast<uint8_t>(s[d]));
-      t->depth.push_back(static_cast<uint16_t>(d + 1));
-      t->end.push_back(0);
-      path.push_back(t->n_nodes() - 1);
+      t.byte.push_back(static_cast<uint8_t>(s[d]));
+      t.depth.push_back(static_cast<uint16_t>(d + 1));
+      t.end.push_back(0);
+      path.push_back(t.n_nodes() - 1);
     }
-    token_node.push_back(path[s.size()]);
-    t->max_depth = std::max<int32_t>(t->max_depth, static_cast<int32_t>(s.size()));
-    prev = &s;
+    entry_node.push_back(path[s.size()]);
+    t.max_depth = std::max<int32_t>(t.max_depth, static_cast<int32_t>(s.size()));
+    prev = s;
   }
   while (!path.empty()) {
-    t->end[path.back()] = t->n_nodes();
+    t.end[path.back()] = t.n_nodes();
     path.pop_back();
   }
-  // Tokens are appended in node order, so each node's tokens are one contiguous run.
-  t->tok_begin.assign(t->byte.size() + 1, 0);
-  for (int32_t node : token_node) ++t->tok_begin[node + 1];
-  std::partial_sum(t->tok_begin.begin(), t->tok_begin.end(), t->tok_begin.begin());
-  t->tokens = std::move(ids);
+  // Entries are appended in node order, so each node's tokens are one contiguous run.
+  t.tok_begin.assign(t.byte.size() + 1, 0);
+  for (int32_t node : entry_node) ++t.tok_begin[node + 1];
+  std::partial_sum(t.tok_begin.begin(), t.tok_begin.end(), t.tok_begin.begin());
+  t.tokens.reserve(entries.size());
+  for (const auto& e : entries) t.tokens.push_back(e.second);
   return t;
 }
-
-}  // namespace
 
 Result<std::shared_ptr<const GrammarVocab>> GrammarVocab::Build(
     std::vector<std::string> token_bytes, std::vector<int32_t> eog_ids,
@@ -90,7 +81,10 @@ Result<std::shared_ptr<const GrammarVocab>> GrammarVocab::Build(
     if (len > 0 && len <= max_len && !v->is_eog_[id]) in_trie.push_back(static_cast<int32_t>(id));
   }
   v->token_bytes_ = std::move(token_bytes);
-  v->trie_ = BuildTrie(v->token_bytes_, std::move(in_trie));
+  std::vector<std::pair<std::string_view, int32_t>> entries;
+  entries.reserve(in_trie.size());
+  for (int32_t id : in_trie) entries.emplace_back(v->token_bytes_[id], id);
+  v->trie_ = std::make_unique<VocabTrie>(BuildTrie(std::move(entries)));
   v->memo_ = std::make_unique<MaskMemo>(options.mask_memo_bytes);
   return std::shared_ptr<const GrammarVocab>(std::move(v));
 }

@@ -5,9 +5,14 @@
 // by one trie walk from a stack holding only that frame):
 //   accepted: tokens whose bytes are all consumed while the frame (or rules it calls) is still
 //             matching, or exactly when it finishes: allowed whatever the caller is;
-//   escapes:  trie nodes at which the frame finished with the node's children still to come:
-//             those tokens depend on the caller, so at run time they are walked again from the
-//             caller's stacks (rarely many: inside a JSON string only tokens with `"` escape);
+//   escapes:  trie nodes at which the frame finished with children still to come: those tokens
+//             depend on the caller. Per grammar (the matcher does it once per position), the
+//             children whose byte can follow the rule there (its FOLLOW set) are gathered into
+//             a trie of the remaining bytes (one entry per token and finishing point), walked
+//             at run time from the caller's stacks once for all such tokens: inside a JSON
+//             string the tokens `",` `"}` `name":` ... share a handful of suffixes.
+// The mask itself does not depend on FOLLOW, so grammars with different callers of the same
+// rule share it.
 //   all other tokens are refused whatever the caller is.
 #pragma once
 
@@ -15,6 +20,8 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <string_view>
+#include <utility>
 #include <unordered_map>
 #include <vector>
 
@@ -31,10 +38,13 @@ struct VocabTrie {
   int32_t n_nodes() const { return static_cast<int32_t>(byte.size()); }
 };
 
+// Entries (bytes, token id) -> trie; equal byte strings share a node.
+VocabTrie BuildTrie(std::vector<std::pair<std::string_view, int32_t>> entries);
+
 struct PositionMask {
   std::vector<uint64_t> bits;     // accepted tokens as a bitset (dense masks) ...
   std::vector<int32_t> ids;       // ... or as a sorted id list (sparse masks)
-  std::vector<int32_t> escapes;   // trie nodes
+  std::vector<int32_t> escapes;   // vocabulary trie nodes
   int64_t walk_nodes = 0;         // trie nodes visited to compute it
   int64_t bytes() const {
     return static_cast<int64_t>(sizeof(PositionMask) + bits.size() * 8 + ids.size() * 4 +
