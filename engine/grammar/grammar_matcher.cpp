@@ -317,6 +317,17 @@ bool GrammarMatcher::MustEnd() const {
   return impl_->finished || (impl_->can_end && impl_->stacks.empty());
 }
 bool GrammarMatcher::finished() const { return impl_->finished; }
+int32_t GrammarMatcher::Precompute() {
+  int32_t n = 0;
+  const Grammar& g = *impl_->g;
+  for (int32_t s = 0; s < static_cast<int32_t>(g.states.size()); ++s) {
+    if (!g.states[s].has_bytes()) continue;
+    impl_->MaskOf(s);
+    ++n;
+  }
+  return n;
+}
+
 const MatcherStats& GrammarMatcher::stats() const { return impl_->stats; }
 
 }  // namespace lifeline::grammar

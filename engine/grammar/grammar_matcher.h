@@ -72,6 +72,12 @@ class GrammarMatcher {
   bool MustEnd() const;
   bool finished() const;  // an EOG token was accepted
 
+  // Computes the mask of every position of the grammar now and leaves it in the vocabulary's
+  // memo: e.g. once at model load with the json_object grammar, so that no request pays the
+  // first trie walks inside a JSON string (a few ms each on a 128k vocabulary). Returns the
+  // number of positions.
+  int32_t Precompute();
+
   const MatcherStats& stats() const;
 
  private:

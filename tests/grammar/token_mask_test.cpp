@@ -239,6 +239,25 @@ TEST(TokenMask, PositionMasksAreSharedAcrossMatchersAndGrammars) {
   EXPECT_GT(s3.positions_shared, 0);
 }
 
+TEST(TokenMask, PrecomputeFillsTheMemoForLaterRequests) {
+  const RealVocab& v = Spm32k();
+  if (!v.vocab) GTEST_SKIP() << "llama-2-tiny-random.gguf not found";
+  auto vocab = GrammarVocab::Build(v.pieces, v.eog);
+  ASSERT_TRUE(vocab.ok());
+  auto g = testing::MustParse(JsonObjectGbnf());
+  GrammarMatcher pre(g, *vocab);
+  EXPECT_GT(pre.Precompute(), 100);
+  EXPECT_GT(pre.stats().positions_built, 100);
+  GrammarMatcher m(g, *vocab);
+  std::vector<uint8_t> mask;
+  for (char c : std::string(kObjectDoc)) {
+    m.FillAllowed(&mask);
+    ASSERT_TRUE(m.AcceptBytes(std::string(1, c)).ok());
+  }
+  EXPECT_EQ(m.stats().positions_built, 0);
+  EXPECT_GT(m.stats().positions_shared, 10);
+}
+
 TEST(TokenMask, CopiedMatcherIsIndependent) {
   const RealVocab& v = Spm32k();
   if (!v.vocab) GTEST_SKIP() << "llama-2-tiny-random.gguf not found";
