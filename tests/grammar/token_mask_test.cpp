@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <thread>
 
 #include "grammar/grammar_test_util.h"
 #include "test_paths.h"
@@ -256,6 +257,33 @@ TEST(TokenMask, PrecomputeFillsTheMemoForLaterRequests) {
   }
   EXPECT_EQ(m.stats().positions_built, 0);
   EXPECT_GT(m.stats().positions_shared, 10);
+}
+
+// One vocabulary (and its memo) shared by matchers on several threads, as by the engine loops
+// of models with the same vocabulary: masks equal those of a single-threaded run.
+TEST(TokenMask, SharedVocabularyAcrossThreads) {
+  const RealVocab& v = Spm32k();
+  if (!v.vocab) GTEST_SKIP() << "llama-2-tiny-random.gguf not found";
+  auto g = testing::SchemaGrammar(kSchema);
+  auto masks_of = [&](const std::shared_ptr<const GrammarVocab>& vocab) {
+    std::vector<std::vector<uint8_t>> out;
+    GrammarMatcher m(g, vocab);
+    for (char c : std::string(kSchemaDoc)) {
+      out.emplace_back();
+      m.FillAllowed(&out.back());
+      if (!m.AcceptBytes(std::string(1, c)).ok()) break;
+    }
+    return out;
+  };
+  auto solo = GrammarVocab::Build(v.pieces, v.eog);
+  auto shared = GrammarVocab::Build(v.pieces, v.eog);
+  ASSERT_TRUE(solo.ok() && shared.ok());
+  const auto expected = masks_of(*solo);
+  std::vector<std::vector<std::vector<uint8_t>>> got(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) threads.emplace_back([&, t] { got[t] = masks_of(*shared); });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(got[t], expected) << "thread " << t;
 }
 
 TEST(TokenMask, CopiedMatcherIsIndependent) {
