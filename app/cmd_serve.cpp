@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "app/cli_common.h"
 #include "app/commands.h"
 #include "server/http_server.h"
+#include "server/router.h"
 #include "serving/engine_service.h"
 #include "tools/make_model.h"
 
@@ -34,7 +36,9 @@ struct ServeFlags {
   int32_t max_waiting = 64;
   int32_t default_max_tokens = 256;
   serving::ChatTemplateChoice chat_template;  // --chat-template / --chat-template-file
-  std::string api_key;
+  std::vector<std::string> api_keys;   // --api-key, repeatable
+  std::string api_key_file;            // more keys, one per line
+  std::vector<std::string> cors_origins;
   int io_threads = 1;
   int64_t max_body_bytes = 1 << 20;
   int drain_timeout_s = 10;
@@ -101,6 +105,34 @@ Result<slo::SloConfig> ApplyCascade(const ServeFlags& f, slo::SloConfig config,
   }
   config.models = std::move(ordered);
   return config;
+}
+
+// --api-key values and the keys of --api-key-file, together.
+Result<std::vector<std::string>> ApiKeys(const ServeFlags& f) {
+  std::vector<std::string> keys;
+  for (const std::string& k : f.api_keys) {
+    LL_ASSIGN_OR_RETURN(std::vector<std::string> one, server::ParseApiKeys(k, "--api-key"));
+    if (one.size() != 1 || one[0] != k) {
+      return InvalidArgument("--api-key: a key is 1..256 visible ASCII characters without spaces");
+    }
+    keys.push_back(k);
+  }
+  if (!f.api_key_file.empty()) {
+    std::ifstream in(f.api_key_file, std::ios::binary);
+    if (!in) return NotFound("--api-key-file: cannot read " + f.api_key_file);
+    std::string text;
+    constexpr size_t kMaxFileBytes = 1 << 20;
+    text.resize(kMaxFileBytes + 1);
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxFileBytes) {
+      return InvalidArgument("--api-key-file: " + f.api_key_file + " is larger than 1 MiB");
+    }
+    LL_ASSIGN_OR_RETURN(std::vector<std::string> more,
+                        server::ParseApiKeys(text, "--api-key-file " + f.api_key_file));
+    keys.insert(keys.end(), more.begin(), more.end());
+  }
+  return keys;
 }
 
 int Fail(const Status& s) {
@@ -177,6 +209,11 @@ int RunServe(ServeFlags f) {
     f.models.push_back("default=" + *path);
   }
   if (f.port < 0 || f.port > 65535) return Fail(InvalidArgument("--port: must be in [0, 65535]"));
+  for (const std::string& origin : f.cors_origins) {
+    if (Status s = server::CheckCorsOrigin(origin); !s.ok()) return Fail(s);
+  }
+  auto api_keys = ApiKeys(f);
+  if (!api_keys.ok()) return Fail(api_keys.status());
   if (f.kv_memory_mib < 1) return Fail(InvalidArgument("--kv-memory: must be >= 1 MiB"));
 
   // Signals are handled by sigwait on this thread; block them before any thread starts.
@@ -247,7 +284,8 @@ int RunServe(ServeFlags f) {
   so.bind_address = f.host;
   so.port = static_cast<uint16_t>(f.port);
   so.io_threads = f.io_threads;
-  so.api_key = f.api_key;
+  so.api_keys = std::move(api_keys).value();
+  so.cors_allowed_origins = f.cors_origins;
   so.limits.max_body_bytes = static_cast<size_t>(f.max_body_bytes);
   so.limits.drain_timeout = std::chrono::seconds(f.drain_timeout_s);
   server::HttpServer http(so, &service);
@@ -296,7 +334,12 @@ CommandFn RegisterServe(CLI::App& root) {
   cmd->add_option("--default-max-tokens", f->default_max_tokens,
                   "max_tokens when a request gives none")->capture_default_str();
   AddChatTemplateFlags(cmd, &f->chat_template);
-  cmd->add_option("--api-key", f->api_key, "Require 'Authorization: Bearer KEY' (except health)");
+  cmd->add_option("--api-key", f->api_keys,
+                  "Require 'Authorization: Bearer KEY' (except health); repeatable");
+  cmd->add_option("--api-key-file", f->api_key_file,
+                  "More accepted keys, one per line ('#' comments)");
+  cmd->add_option("--cors-origin", f->cors_origins,
+                  "Allow browser calls from this origin (http(s)://host[:port], or *); repeatable");
   cmd->add_option("--io-threads", f->io_threads, "HTTP I/O threads")->capture_default_str();
   cmd->add_option("--max-body-bytes", f->max_body_bytes, "Request body cap (413 above)")
       ->capture_default_str();

@@ -65,6 +65,25 @@ struct SamplingFields {
   double repeat_penalty = 1.0;     // (0, 10]; 1 disables
 };
 
+// One prompt of a completions request: text, or token ids sent by the client (checked
+// against the vocabulary by the engine).
+struct PromptInput {
+  std::string text;
+  std::vector<int32_t> tokens;
+  bool is_tokens = false;
+};
+
+// What the generated text must be (response_format, or llama.cpp's `grammar` /
+// `json_schema` fields): enforced token by token by a grammar over the vocabulary.
+struct OutputConstraint {
+  enum class Kind : uint8_t { kNone, kJsonObject, kJsonSchema, kGrammar };
+  Kind kind = Kind::kNone;
+  nlohmann::ordered_json schema;  // kJsonSchema: the schema, key order as sent
+  bool strict = false;            // response_format.json_schema.strict
+  std::string grammar;            // kGrammar: GBNF text
+  std::string param;              // the field it came from, named in errors
+};
+
 // The request timeline as far as the server has seen it (steady clock).
 struct RequestTimeline {
   using Clock = std::chrono::steady_clock;
@@ -79,7 +98,8 @@ struct RequestTimeline {
 struct GenerationRequest {
   std::string model;                  // resolved id (never empty when submitted)
   bool is_chat = false;
-  std::string prompt;                 // completions only
+  bool is_infill = false;             // POST /infill (prompts[0] is input_prefix)
+  std::vector<PromptInput> prompts;   // completions: >= 1 (an array of prompts: one each)
   std::vector<ChatMessage> messages;  // chat only, >= 1 entry
   // Chat only, for the template (as sent, key order kept): tools / documents (null: none),
   // chat_template_kwargs (object; never rebinds messages, tools, documents,
@@ -88,6 +108,19 @@ struct GenerationRequest {
   nlohmann::ordered_json documents;
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   bool add_generation_prompt = true;
+  // Chat only: tool_choice as sent ("auto" | "none" | "required" | {"type":"function",...};
+  // null: auto when there are tools) and parallel_tool_calls.
+  nlohmann::ordered_json tool_choice;
+  bool parallel_tool_calls = true;
+  OutputConstraint constraint;
+  // Completions: fill-in-the-middle text after the cursor (`suffix`, /infill's input_suffix).
+  std::optional<std::string> suffix;
+  bool echo = false;                  // completions: the prompt text starts each choice
+  int32_t n = 1;                      // choices per prompt, 1..16
+  bool logprobs = false;              // per-token log-probabilities in the answer
+  int32_t top_logprobs = 0;           // alternatives per token (chat 0..20, completions 0..5)
+  // Token id -> added logit, in [-100, 100] (-100 bans, as OpenAI); ids checked by the engine.
+  std::vector<std::pair<int32_t, float>> logit_bias;
   std::optional<int32_t> max_tokens;  // unset: engine default (bounded by its context)
   SamplingFields sampling;
   std::vector<std::string> stop;      // <= 16 entries, each 1..1024 bytes
@@ -109,16 +142,35 @@ struct GenerationRequest {
 struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens served from the prefix cache
+};
+
+// One generated token's log-probability (log-softmax of the logits the sampler saw, before
+// temperature) and the most likely alternatives at that step. `token` holds the token's own
+// bytes (maybe half a UTF-8 character).
+struct LogprobEntry {
+  std::string token;
+  float logprob = 0;
+};
+struct TokenLogprobs {
+  std::string token;
+  float logprob = 0;
+  std::vector<LogprobEntry> top;  // highest first, at most top_logprobs
 };
 
 // One event from the engine. Token events carry UTF-8 text deltas (possibly empty while the
 // detokenizer holds back half a character); invalid UTF-8 is replaced, never fatal.
 struct GenerationEvent {
-  enum class Kind : uint8_t { kToken, kDone, kError };
+  // kChoiceDone (only for requests with several choices): choice `index` finished with
+  // `finish_reason`; not terminal. The terminal kDone follows once every choice has finished
+  // (its finish_reason then applies to choices without a kChoiceDone of their own).
+  enum class Kind : uint8_t { kToken, kDone, kError, kChoiceDone };
   Kind kind = Kind::kToken;
+  int32_t index = 0;  // kToken / kChoiceDone: the choice
   // kToken
   std::string text;
   int32_t token_id = -1;
+  std::vector<TokenLogprobs> logprobs;  // the tokens this text came from (logprobs requested)
   // kDone
   std::string finish_reason;  // "stop" | "length" | "deadline" | ...
   Usage usage;
@@ -152,7 +204,14 @@ struct GenerationEvent {
     e.error = std::move(error);
     return e;
   }
-  bool terminal() const { return kind != Kind::kToken; }
+  static GenerationEvent ChoiceDone(int32_t index, std::string finish_reason) {
+    GenerationEvent e;
+    e.kind = Kind::kChoiceDone;
+    e.index = index;
+    e.finish_reason = std::move(finish_reason);
+    return e;
+  }
+  bool terminal() const { return kind == Kind::kDone || kind == Kind::kError; }
 };
 
 using RequestHandle = uint64_t;
@@ -188,6 +247,9 @@ struct ModelInfo {
   // template lives on the remote server), and its name (preset name, file path, GGUF key).
   std::string chat_template_source = "";
   std::string chat_template_name = "";
+  // How the chat template writes tool calls (engine/toolcall's format names: "hermes",
+  // "llama3_json", ...; "" when unknown or remote): the server parses calls in that syntax.
+  std::string tool_call_format = "";
 };
 
 // POST /tokenize (llama.cpp's shape), already validated by the server: `model` resolved,

@@ -58,7 +58,7 @@ struct ServerOptions {
   std::string bind_address = "127.0.0.1";  // loopback by default
   uint16_t port = 8080;                    // 0 = pick a free port (see HttpServer::port())
   int io_threads = 1;
-  std::string api_key;                     // empty = no auth
+  std::vector<std::string> api_keys;       // empty = no auth; any one of them is accepted
   std::vector<std::string> cors_allowed_origins;  // empty = CORS off
   ServerLimits limits;
   RequestLimits request_limits;

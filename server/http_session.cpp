@@ -22,6 +22,8 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 
+#include "engine/toolcall/format.h"
+#include "server/choice_assembler.h"
 #include "server/http_message.h"
 #include "server/openai.h"
 #include "server/responses.h"
@@ -68,8 +70,7 @@ struct Exchange {
   bool include_usage = false;
   std::string route_label;
   CompletionContext ctx;
-  std::string text;            // non-streaming: accumulated output  // [completion bytes]
-  bool first_delta = true;
+  std::unique_ptr<ChoiceAssembler> assembler;  // the choices' text, logprobs, tool calls
   bool finished = false;       // terminal outcome recorded in the ledger
   bool cancel_sent = false;
 };
@@ -291,7 +292,12 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     const std::string target(View(req.target()));
     try {
       if (method == "OPTIONS") {
-        if (auto pre = PreflightResponse(target, origin, core_->options.cors_allowed_origins)) {
+        std::optional<std::string_view> requested;
+        if (auto it = req.find(http::field::access_control_request_headers); it != req.end()) {
+          requested = View(it->value());
+        }
+        if (auto pre = PreflightResponse(target, origin, core_->options.cors_allowed_origins,
+                                         requested)) {
           return Respond(std::move(*pre), "preflight");
         }
       }
@@ -306,7 +312,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
         for (const auto& field : req) {
           if (field.name() == http::field::authorization) auth.push_back(View(field.value()));
         }
-        if (auto err = CheckApiKey(core_->options.api_key, auth)) {
+        if (auto err = CheckApiKey(core_->options.api_keys, auth)) {
           HttpResponse r = ErrorResponse(*err);
           r.headers.emplace_back("WWW-Authenticate", "Bearer");
           return Respond(std::move(r), match.label);
@@ -341,10 +347,11 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
         case Route::kApplyTemplate:
           return HandleApplyTemplate(content_type, req.body(), match.label);
         case Route::kCompletions:
-        case Route::kChatCompletions: {
-          const Endpoint ep = match.spec->route == Route::kCompletions
-                                  ? Endpoint::kCompletions
-                                  : Endpoint::kChatCompletions;
+        case Route::kChatCompletions:
+        case Route::kInfill: {
+          const Endpoint ep = match.spec->route == Route::kCompletions ? Endpoint::kCompletions
+                              : match.spec->route == Route::kInfill    ? Endpoint::kInfill
+                                                                       : Endpoint::kChatCompletions;
           // X-SLO-Class / X-User-Role override the body's slo_class / user_role.
           std::optional<std::string> slo_class, user_role;
           for (const auto& field : req) {
@@ -429,12 +436,31 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     ex->ctx.model = request.model;
     ex->ctx.created_unix_s = static_cast<int64_t>(std::time(nullptr));
     ex->ctx.is_chat = request.is_chat;
+    AssemblerOptions ao;
+    ao.n_choices = request.n * (request.is_chat ? 1 : static_cast<int32_t>(request.prompts.size()));
+    ao.logprobs = request.logprobs;
+    ao.infill = ep == Endpoint::kInfill;
+    const bool tools_in_play = request.is_chat && request.tools.is_array() &&
+                               !request.tools.empty() &&
+                               !(request.tool_choice.is_string() && request.tool_choice == "none");
 
     SubmitResult submitted = engine.Submit(std::move(request), MakeSink(ex->serial));
     if (!submitted.accepted()) return Respond(ErrorResponse(*submitted.error), label);
     core_->metrics.CountAccepted();
     ex->handle = submitted.handle;
     if (!submitted.served_model.empty()) ex->ctx.model = submitted.served_model;
+    if (tools_in_play) {
+      // The serving model's template says how its calls look.
+      for (const ModelInfo& m : engine.Models()) {
+        if (m.id == ex->ctx.model) {
+          ao.tool_format = toolcall::ToolCallFormatFromName(m.tool_call_format)
+                               .value_or(toolcall::ToolCallFormat::kNone);
+        }
+      }
+      ao.tool_call_id_seed = std::hash<std::string>{}(response_id) ^ exchange_serial_;
+    }
+    ao.ctx = ex->ctx;
+    ex->assembler = std::make_unique<ChoiceAssembler>(std::move(ao));
     exchange_ = std::move(ex);
     self_ref_ = shared_from_this();  // the engine's events need us alive; dropped at the end
     phase_ = Phase::kExchange;
@@ -465,7 +491,10 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     if (phase_ == Phase::kClosed) return;
     switch (event.kind) {
       case GenerationEvent::Kind::kToken:
-        return OnToken(event.text);
+        return OnToken(event);
+      case GenerationEvent::Kind::kChoiceDone:
+        return SendChunks(exchange_->assembler->OnChoiceDone(event.index, event.finish_reason,
+                                                             exchange_->stream));
       case GenerationEvent::Kind::kDone:
         return OnDone(event);
       case GenerationEvent::Kind::kError:
@@ -473,19 +502,19 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     }
   }
 
-  void OnToken(const std::string& text) {
+  void OnToken(const GenerationEvent& event) {
     Exchange& ex = *exchange_;
-    if (!ex.stream) {
-      ex.text += text;
-      return;
-    }
-    if (text.empty()) return;
+    SendChunks(ex.assembler->OnToken(event, ex.stream));
+  }
+
+  // Streaming: each chunk as one SSE event (nothing for a non-streamed answer).
+  void SendChunks(const std::vector<nlohmann::json>& chunks) {
+    if (chunks.empty() || !exchange_->stream) return;
     if (PendingBytes() > limits_.max_stream_buffer_bytes) {
       return Abort(CancelReason::kSlowReader);
     }
     EnsureStreamHead();
-    SendFrame(SseEvent(StreamDeltaJson(ex.ctx, text, ex.first_delta)));
-    ex.first_delta = false;
+    for (const nlohmann::json& chunk : chunks) SendFrame(SseEvent(chunk));
   }
 
   nlohmann::json MergedTimings(const GenerationEvent& event) const {
@@ -509,8 +538,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     EndExchangeTimers();
     const nlohmann::json timings = MergedTimings(event);
     if (!ex.stream) {
-      HttpResponse r = JsonResponse(
-          200, FinalResponseJson(ex.ctx, ex.text, event.finish_reason, event.usage, timings));
+      HttpResponse r = JsonResponse(200, ex.assembler->FinalBody(event, timings));
       if (std::string st = ServerTimingHeader(timings); !st.empty()) {
         r.headers.emplace_back("Server-Timing", st);
       }
@@ -519,9 +547,9 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
       return Respond(std::move(r), ex.route_label);
     }
     EnsureStreamHead();
-    SendFrame(SseEvent(StreamFinishJson(ex.ctx, event.finish_reason,
-                                        ex.include_usage ? nullptr : &timings)));
-    if (ex.include_usage) SendFrame(SseEvent(StreamUsageJson(ex.ctx, event.usage, &timings)));
+    for (const nlohmann::json& chunk : ex.assembler->StreamEnd(event, ex.include_usage, timings)) {
+      SendFrame(SseEvent(chunk));
+    }
     SendFrame(kSseDone);
     EndStream(/*reusable=*/true);
   }

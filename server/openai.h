@@ -8,9 +8,9 @@
 // must be valid UTF-8 (400 invalid_utf8); nesting must stay within `max_json_depth` (400
 // json_too_deep, checked by a scan before parsing); the JSON must parse strictly (400
 // invalid_json: trailing garbage, NaN, truncation) without duplicate keys (400 duplicate_key);
-// the top level must be an object (400). Unknown fields are ignored (clients send vendor
-// extensions); known-but-unsupported fields with non-default values (n, best_of, logprobs,
-// top_logprobs, echo) are rejected with 400 rather than silently ignored.
+// the top level must be an object (400). Nothing is silently ignored: a field the endpoint does
+// not read (unknown, another endpoint's, or an OpenAI feature Lifeline lacks) is 400
+// `unknown_parameter` naming it, as OpenAI answers; values a field cannot honour are 400 too.
 //
 // Ownership: pure functions over borrowed input; results are returned by value.
 // Thread-safety: no shared state. Failure: std::optional<ApiError> naming `param`.
@@ -27,7 +27,9 @@
 
 namespace lifeline::server {
 
-enum class Endpoint : uint8_t { kCompletions, kChatCompletions };
+// POST /v1/completions, /v1/chat/completions, /infill (llama.cpp's fill-in-the-middle route:
+// completions fields plus input_prefix / input_suffix).
+enum class Endpoint : uint8_t { kCompletions, kChatCompletions, kInfill };
 
 // Request-shape limits. Defaults are the documented ones; the server takes them from flags.
 struct RequestLimits {
@@ -39,6 +41,11 @@ struct RequestLimits {
   size_t max_tools = 256;              // entries in `tools` (and in `documents`)
   size_t max_name_bytes = 256;         // model, slo_class, user_role
   size_t max_detokenize_tokens = 1000000;  // entries in POST /detokenize's `tokens`
+  size_t max_prompts = 64;             // prompts in a completions `prompt` array
+  int32_t max_choices = 16;            // `n`; prompts x n at most max_choices_total
+  int32_t max_choices_total = 64;
+  size_t max_logit_bias = 1024;        // entries in `logit_bias`
+  size_t max_prompt_token_ids = 1000000;  // ids in a token-id prompt
 };
 
 // --- Errors -------------------------------------------------------------------------------
@@ -58,7 +65,9 @@ enum class JsonKind : uint8_t {
   kBoolean,
   kCustom,         // structure checked by the field's own parser (prompt, messages, stop, ...)
 };
-enum class Applies : uint8_t { kBoth, kCompletionsOnly, kChatOnly };
+// Which endpoints read a field: kAll (every generation endpoint), kText (completions and
+// infill: the text-completion answer shape), or one endpoint.
+enum class Applies : uint8_t { kAll, kText, kCompletionsOnly, kChatOnly, kInfillOnly };
 enum class AboveMax : uint8_t { kReject, kClamp };
 
 struct FieldSpec;

@@ -11,23 +11,6 @@ using json = nlohmann::json;
 
 namespace {
 
-json Envelope(const CompletionContext& ctx, bool chunk) {
-  const char* object = ctx.is_chat ? (chunk ? "chat.completion.chunk" : "chat.completion")
-                                   : "text_completion";
-  return json{{"id", ctx.id}, {"object", object}, {"created", ctx.created_unix_s},
-              {"model", ctx.model}};
-}
-
-json UsageJson(const Usage& u) {
-  return json{{"prompt_tokens", u.prompt_tokens},
-              {"completion_tokens", u.completion_tokens},
-              {"total_tokens", u.prompt_tokens + u.completion_tokens}};
-}
-
-json FinishReason(std::string_view reason) {
-  return reason.empty() ? json(nullptr) : json(std::string(reason));
-}
-
 std::string FormatMs(double ms) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.3f", ms);
@@ -44,58 +27,18 @@ bool IsTokenChar(char c) {
 
 }  // namespace
 
-json FinalResponseJson(const CompletionContext& ctx, std::string_view text,
-                       std::string_view finish_reason, const Usage& usage, const json& timings) {
-  json out = Envelope(ctx, /*chunk=*/false);
-  json choice = {{"index", 0}, {"finish_reason", FinishReason(finish_reason)}};
-  if (ctx.is_chat) {
-    choice["message"] = {{"role", "assistant"}, {"content", std::string(text)}};
-  } else {
-    choice["text"] = std::string(text);
-    choice["logprobs"] = nullptr;
-  }
-  out["choices"] = json::array({std::move(choice)});
-  out["usage"] = UsageJson(usage);
-  out["timings"] = timings.is_object() ? timings : json::object();
-  return out;
+json ResponseEnvelope(const CompletionContext& ctx, bool chunk) {
+  const char* object = ctx.is_chat ? (chunk ? "chat.completion.chunk" : "chat.completion")
+                                   : "text_completion";
+  return json{{"id", ctx.id}, {"object", object}, {"created", ctx.created_unix_s},
+              {"model", ctx.model}};
 }
 
-json StreamDeltaJson(const CompletionContext& ctx, std::string_view text, bool first_chunk) {
-  json out = Envelope(ctx, /*chunk=*/true);
-  json choice = {{"index", 0}, {"finish_reason", nullptr}};
-  if (ctx.is_chat) {
-    json delta = {{"content", std::string(text)}};
-    if (first_chunk) delta["role"] = "assistant";
-    choice["delta"] = std::move(delta);
-  } else {
-    choice["text"] = std::string(text);
-    choice["logprobs"] = nullptr;
-  }
-  out["choices"] = json::array({std::move(choice)});
-  return out;
-}
-
-json StreamFinishJson(const CompletionContext& ctx, std::string_view finish_reason,
-                      const json* timings) {
-  json out = Envelope(ctx, /*chunk=*/true);
-  json choice = {{"index", 0}, {"finish_reason", FinishReason(finish_reason)}};
-  if (ctx.is_chat) {
-    choice["delta"] = json::object();
-  } else {
-    choice["text"] = "";
-    choice["logprobs"] = nullptr;
-  }
-  out["choices"] = json::array({std::move(choice)});
-  if (timings != nullptr) out["timings"] = *timings;
-  return out;
-}
-
-json StreamUsageJson(const CompletionContext& ctx, const Usage& usage, const json* timings) {
-  json out = Envelope(ctx, /*chunk=*/true);
-  out["choices"] = json::array();
-  out["usage"] = UsageJson(usage);
-  if (timings != nullptr) out["timings"] = *timings;
-  return out;
+json UsageJson(const Usage& u) {
+  return json{{"prompt_tokens", u.prompt_tokens},
+              {"completion_tokens", u.completion_tokens},
+              {"total_tokens", u.prompt_tokens + u.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
 std::string SseEvent(const json& payload) {

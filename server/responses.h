@@ -1,5 +1,6 @@
-// OpenAI response bodies: text_completion / chat.completion objects, their streaming chunk
-// forms, SSE framing, and the W3C Server-Timing header built from the engine's timings.
+// Pieces of OpenAI response bodies (the envelope, usage; the choices are built by
+// choice_assembler.h), SSE framing, and the W3C Server-Timing header built from the engine's
+// timings.
 //
 // Ownership: pure builders returning values. Thread-safety: no shared state. Failure: none;
 // text that is not valid UTF-8 is replaced when serialized (DumpJson), never thrown.
@@ -21,21 +22,10 @@ struct CompletionContext {
   bool is_chat = false;
 };
 
-// Non-streaming body: {id, object, created, model, choices[{index, text | message, finish_reason}],
-// usage{prompt_tokens, completion_tokens, total_tokens}, timings}.
-nlohmann::json FinalResponseJson(const CompletionContext& ctx, std::string_view text,
-                                 std::string_view finish_reason, const Usage& usage,
-                                 const nlohmann::json& timings);
-
-// One streamed text delta. Chat uses `delta` (the first one also carries role "assistant").
-nlohmann::json StreamDeltaJson(const CompletionContext& ctx, std::string_view text,
-                               bool first_chunk);
-// The chunk carrying finish_reason (empty delta for chat); `timings` attached when not null.
-nlohmann::json StreamFinishJson(const CompletionContext& ctx, std::string_view finish_reason,
-                                const nlohmann::json* timings);
-// The optional usage chunk (stream_options.include_usage): empty choices plus usage.
-nlohmann::json StreamUsageJson(const CompletionContext& ctx, const Usage& usage,
-                               const nlohmann::json* timings);
+// {id, object, created, model}: "chat.completion(.chunk)" or "text_completion".
+nlohmann::json ResponseEnvelope(const CompletionContext& ctx, bool chunk);
+// {prompt_tokens, completion_tokens, total_tokens, prompt_tokens_details: {cached_tokens}}.
+nlohmann::json UsageJson(const Usage& usage);
 
 // "data: <json>\n\n"
 std::string SseEvent(const nlohmann::json& payload);

@@ -20,6 +20,7 @@ constexpr RouteSpec kRoutes[] = {
     {"/apply-template", "POST", Route::kApplyTemplate, false},
     {"/tokenize", "POST", Route::kTokenize, false},
     {"/detokenize", "POST", Route::kDetokenize, false},
+    {"/infill", "POST", Route::kInfill, false},
 };
 
 // Exact paths compare whole; a "{id}" pattern takes any non-empty rest of the path as the id
@@ -120,9 +121,9 @@ bool ConstantTimeEquals(std::string_view given, std::string_view expected) {
   return diff == 0;
 }
 
-std::optional<ApiError> CheckApiKey(std::string_view api_key,
+std::optional<ApiError> CheckApiKey(std::span<const std::string> api_keys,
                                     std::span<const std::string_view> authorization) {
-  if (api_key.empty()) return std::nullopt;
+  if (api_keys.empty()) return std::nullopt;
   if (authorization.empty()) {
     return Unauthorized("missing API key: send 'Authorization: Bearer <key>'");
   }
@@ -134,10 +135,117 @@ std::optional<ApiError> CheckApiKey(std::string_view api_key,
   if (value.size() < kScheme.size() || !IEqualsAscii(value.substr(0, kScheme.size()), kScheme)) {
     return Unauthorized("Authorization must use the Bearer scheme");
   }
-  if (!ConstantTimeEquals(value.substr(kScheme.size()), api_key)) {
-    return Unauthorized("invalid API key");
+  // Every key is compared (no early exit), so the time does not tell which key was close.
+  bool match = false;
+  for (const std::string& key : api_keys) {
+    match |= ConstantTimeEquals(value.substr(kScheme.size()), key);
   }
+  if (!match) return Unauthorized("invalid API key");
   return std::nullopt;
+}
+
+namespace {
+
+// Response headers a browser script may read (CORS hides the rest).
+constexpr std::string_view kExposedHeaders =
+    "X-Request-Id, X-Served-Model, Server-Timing, Retry-After, X-Lifeline-Truncated";
+// Request headers a preflight always allows: the API's own and the OpenAI SDK's.
+constexpr std::string_view kAllowedHeaders =
+    "Authorization, Content-Type, X-Request-Id, X-SLO-Class, X-User-Role";
+constexpr std::string_view kStainlessPrefix = "x-stainless-";
+constexpr size_t kMaxRequestedHeaderBytes = 64;
+
+bool IsTokenChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         c == '-' || c == '_' || c == '.';
+}
+
+// The SDK's X-Stainless-* headers named in Access-Control-Request-Headers (each a plain
+// token of bounded length), so its preflight passes without allowing arbitrary headers.
+std::string StainlessHeaders(std::optional<std::string_view> requested) {
+  std::string out;
+  if (!requested) return out;
+  std::string_view rest = *requested;
+  size_t n = 0;
+  while (!rest.empty() && n < 32) {
+    const size_t comma = rest.find(',');
+    std::string_view name = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    while (!name.empty() && (name.front() == ' ' || name.front() == '\t')) name.remove_prefix(1);
+    while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.remove_suffix(1);
+    if (name.size() <= kStainlessPrefix.size() || name.size() > kMaxRequestedHeaderBytes ||
+        !IEqualsAscii(name.substr(0, kStainlessPrefix.size()), kStainlessPrefix)) {
+      continue;
+    }
+    bool token = true;
+    for (char c : name) token &= IsTokenChar(c);
+    if (!token) continue;
+    out += ", ";
+    out += name;
+    ++n;
+  }
+  return out;
+}
+
+}  // namespace
+
+Status CheckCorsOrigin(std::string_view origin) {
+  if (origin == "*") return Status::Ok();
+  auto bad = [&](std::string_view why) {
+    return InvalidArgument("--cors-origin: '" + std::string(origin.substr(0, 256)) + "' " +
+                           std::string(why) + " (expected * or http(s)://host[:port])");
+  };
+  std::string_view rest;
+  if (origin.starts_with("http://")) {
+    rest = origin.substr(7);
+  } else if (origin.starts_with("https://")) {
+    rest = origin.substr(8);
+  } else {
+    return bad("has no http:// or https:// scheme");
+  }
+  if (rest.empty()) return bad("has no host");
+  if (origin.size() > 512) return bad("is longer than 512 bytes");
+  for (char c : rest) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '-' || c == ':' || c == '[' || c == ']';
+    if (!ok) return bad("may hold only a host and a port");
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> ParseApiKeys(std::string_view text, std::string_view source) {
+  constexpr size_t kMaxKeyBytes = 256;
+  constexpr size_t kMaxKeys = 4096;
+  std::vector<std::string> keys;
+  size_t line_no = 0;
+  while (!text.empty()) {
+    ++line_no;
+    const size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) {
+      line.remove_suffix(1);
+    }
+    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+    if (line.empty() || line.front() == '#') continue;
+    const std::string where = std::string(source) + " line " + std::to_string(line_no);
+    if (line.size() > kMaxKeyBytes) {
+      return InvalidArgument(where + ": key is " + std::to_string(line.size()) +
+                             " bytes; at most " + std::to_string(kMaxKeyBytes));
+    }
+    for (char c : line) {
+      if (c <= ' ' || c >= 0x7f) {
+        return InvalidArgument(where + ": a key is visible ASCII without spaces");
+      }
+    }
+    if (keys.size() == kMaxKeys) {
+      return InvalidArgument(std::string(source) + ": more than " + std::to_string(kMaxKeys) +
+                             " keys");
+    }
+    keys.emplace_back(line);
+  }
+  if (keys.empty()) return InvalidArgument(std::string(source) + ": no key in the file");
+  return keys;
 }
 
 std::vector<std::pair<std::string, std::string>> CorsHeaders(
@@ -145,18 +253,26 @@ std::vector<std::pair<std::string, std::string>> CorsHeaders(
   std::vector<std::pair<std::string, std::string>> headers;
   if (!origin || allowed_origins.empty()) return headers;
   for (const std::string& allowed : allowed_origins) {
+    if (allowed == "*") {
+      // Any origin: no credentials are involved (the API key travels in a header the
+      // preflight allows), so the plain wildcard is what browsers expect.
+      headers.emplace_back("Access-Control-Allow-Origin", "*");
+      break;
+    }
     if (allowed == *origin) {
       headers.emplace_back("Access-Control-Allow-Origin", allowed);
       headers.emplace_back("Vary", "Origin");
       break;
     }
   }
+  if (!headers.empty()) headers.emplace_back("Access-Control-Expose-Headers", kExposedHeaders);
   return headers;
 }
 
 std::optional<HttpResponse> PreflightResponse(std::string_view target,
                                               std::optional<std::string_view> origin,
-                                              std::span<const std::string> allowed_origins) {
+                                              std::span<const std::string> allowed_origins,
+                                              std::optional<std::string_view> requested_headers) {
   auto cors = CorsHeaders(origin, allowed_origins);
   if (cors.empty()) return std::nullopt;
   const std::string_view path = PathOf(target);
@@ -171,7 +287,8 @@ std::optional<HttpResponse> PreflightResponse(std::string_view target,
   r.content_type.clear();
   r.headers = std::move(cors);
   r.headers.emplace_back("Access-Control-Allow-Methods", methods);
-  r.headers.emplace_back("Access-Control-Allow-Headers", "Authorization, Content-Type");
+  r.headers.emplace_back("Access-Control-Allow-Headers",
+                         std::string(kAllowedHeaders) + StainlessHeaders(requested_headers));
   r.headers.emplace_back("Access-Control-Max-Age", "600");
   return r;
 }
@@ -203,6 +320,9 @@ nlohmann::json ModelJson(const ModelInfo& m) {
   if (!m.chat_template_source.empty()) {
     entry["meta"]["chat_template"] = {{"source", m.chat_template_source},
                                       {"name", m.chat_template_name}};
+  }
+  if (!m.tool_call_format.empty()) {
+    entry["meta"]["tool_call_format"] = m.tool_call_format;
   }
   return entry;
 }

@@ -4,6 +4,8 @@
 //
 // Routes: POST /v1/completions, POST /v1/chat/completions, POST /apply-template (a chat body
 // -> {"prompt": the rendered template}), POST /tokenize and /detokenize (token_endpoints.h),
+// POST /infill (llama.cpp's fill-in-the-middle route: a text completion of input_prefix /
+// input_suffix),
 // GET /v1/models, GET /v1/models/{id} (one model object; the id is the rest of the path, '/'
 // included, compared literally: no percent-decoding), GET /health and /livez (always 200
 // while the process answers), GET /ready and /readyz (200 when the engine is ready and the
@@ -11,10 +13,11 @@
 // HEAD is accepted wherever GET is (the caller sends GET's status and headers, no body).
 // A known path with another method is 405 (with Allow); anything else is 404.
 //
-// Auth: with an API key configured every route except health and readiness needs exactly one
-// `Authorization: Bearer <key>` header; the key compares case-sensitively in time independent
-// of where the first mismatch is. CORS is off unless origins are allow-listed; an allowed
-// Origin is echoed (never "*", never with credentials).
+// Auth: with API keys configured every route except health and readiness needs exactly one
+// `Authorization: Bearer <key>` header naming one of them; keys compare case-sensitively in
+// time independent of where the first mismatch is. CORS is off unless origins are
+// allow-listed; an allowed Origin is echoed ("*" only when the list holds "*"; never with
+// credentials).
 //
 // Ownership: the table is static and immutable. Thread-safety: pure functions. Failure:
 // std::optional<ApiError> / HttpResponse values.
@@ -27,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
 #include "server/engine_api.h"
 #include "server/http_message.h"
 #include "server/server_metrics.h"
@@ -35,7 +39,7 @@ namespace lifeline::server {
 
 enum class Route : uint8_t {
   kCompletions, kChatCompletions, kModels, kModel, kHealth, kReady, kMetrics, kSlo,
-  kApplyTemplate, kTokenize, kDetokenize
+  kApplyTemplate, kTokenize, kDetokenize, kInfill
 };
 
 // A path ending in "{id}" is a prefix route: it matches the text before "{id}" followed by a
@@ -71,18 +75,31 @@ bool ValidClientRequestId(std::string_view id);
 bool ConstantTimeEquals(std::string_view given, std::string_view expected);
 
 // `authorization` holds every Authorization header value of the request. Returns 401
-// (authentication_error) unless exactly one is "Bearer <api_key>".
-std::optional<ApiError> CheckApiKey(std::string_view api_key,
+// (authentication_error) unless exactly one is "Bearer <key>" for one of `api_keys`; no keys
+// means no authentication.
+std::optional<ApiError> CheckApiKey(std::span<const std::string> api_keys,
                                     std::span<const std::string_view> authorization);
 
-// CORS headers for an allow-listed Origin (empty when off or not allowed).
+// `serve --cors-origin` values: "*" or an origin as browsers send it, "http(s)://host[:port]"
+// (no path, no trailing slash, no userinfo). InvalidArgument naming the flag otherwise.
+Status CheckCorsOrigin(std::string_view origin);
+// `serve --api-key-file` contents: one key per line; blank lines and lines starting with '#'
+// are skipped, surrounding spaces trimmed. A key is 1..256 visible ASCII characters without
+// spaces. Errors name `source` and the line.
+Result<std::vector<std::string>> ParseApiKeys(std::string_view text, std::string_view source);
+
+// CORS headers for an allow-listed Origin (empty when off or not allowed): the origin echoed
+// (or "*" when "*" is on the list) and the response headers scripts may read.
 std::vector<std::pair<std::string, std::string>> CorsHeaders(
     std::optional<std::string_view> origin, std::span<const std::string> allowed_origins);
 // A 204 preflight answer for OPTIONS on a known path from an allowed origin; nullopt otherwise
-// (then OPTIONS is an ordinary 405).
-std::optional<HttpResponse> PreflightResponse(std::string_view target,
-                                              std::optional<std::string_view> origin,
-                                              std::span<const std::string> allowed_origins);
+// (then OPTIONS is an ordinary 405). Allowed request headers: Authorization, Content-Type,
+// X-Request-Id, X-SLO-Class, X-User-Role, and the X-Stainless-* headers the OpenAI SDKs send
+// when `requested_headers` (Access-Control-Request-Headers) names them.
+std::optional<HttpResponse> PreflightResponse(
+    std::string_view target, std::optional<std::string_view> origin,
+    std::span<const std::string> allowed_origins,
+    std::optional<std::string_view> requested_headers = std::nullopt);
 
 HttpResponse HealthResponse();
 HttpResponse ReadyResponse(bool engine_ready, bool draining);

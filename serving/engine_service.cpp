@@ -4,6 +4,7 @@
 #include <limits>
 #include <sstream>
 
+#include "engine/toolcall/format.h"
 #include "serving/request_timing.h"
 #include "slo/slo_report.h"
 
@@ -159,6 +160,7 @@ std::vector<server::ModelInfo> EngineService::Models() const {
     m.context_length_tokens = e->n_ctx();
     m.chat_template_source = chat::OriginName(e->chat_template().origin());
     m.chat_template_name = e->chat_template().name();
+    m.tool_call_format = std::string(toolcall::ToolCallFormatName(e->tool_call_format()));
     out.push_back(m);
   }
   for (const auto& r : remotes_) {

@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "engine/gguf/gguf_file.h"
-#include "engine/sampler/sampler.h"
-#include "engine/sampler/stop.h"
+#include "engine/toolcall/format.h"
+#include "serving/model_engine_live.h"
 #include "serving/request_timing.h"
 
 namespace lifeline::serving {
@@ -14,21 +14,6 @@ using server::ApiError;
 using server::GenerationEvent;
 
 namespace {
-
-int64_t NowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             Clock::now().time_since_epoch()).count();
-}
-
-ApiError BadRequest(std::string message, std::string param, std::string code = "") {
-  ApiError e;
-  e.http_status = 400;
-  e.type = "invalid_request_error";
-  e.code = std::move(code);
-  e.message = std::move(message);
-  e.param = std::move(param);
-  return e;
-}
 
 ApiError ServerError(int http_status, std::string type, std::string code, std::string message,
                      int retry_after_s = 0) {
@@ -46,33 +31,6 @@ const char* FinishReasonText(FinishReason r) {
 }
 
 }  // namespace
-
-// Engine-thread state of one accepted request.
-struct ModelEngine::Live {
-  server::RequestHandle handle = 0;
-  server::GenerationSink sink;
-  std::vector<int32_t> prompt;  // [n_prompt] token ids
-  int64_t max_tokens = 0;
-  bool ignore_eos = false;
-  std::optional<int64_t> deadline_us;
-  std::unique_ptr<Sampler> sampler;
-  std::unique_ptr<IncrementalDetokenizer> detok;
-  std::optional<StopMatcher> stop;
-  RequestTiming timing;
-  RequestId id = 0;
-  SeqId seq = -1;          // model-side sequence while admitted
-  bool started = false;    // scheduled at least once (left the queue bound)
-  int64_t generated = 0;   // tokens appended
-  int64_t cached_tokens = 0;
-  int64_t preemptions = 0;
-  bool terminated = false;
-  std::string slo_class;       // latency sample label
-  int32_t priority = 0;
-  std::string cap_reason;      // non-empty: max_tokens was capped by the SLO ladder
-  bool deadline_stopped = false;  // ended at its deadline (ladder level >= truncate)
-  bool first_recorded = false;    // TTFT and queue samples went to the tracker
-  ModelEngine::Trim trim;         // context trimmed at Submit (turns > 0)
-};
 
 ModelEngine::ModelEngine(std::unique_ptr<LlamaModel> model, std::unique_ptr<Tokenizer> tokenizer,
                          const ModelEngineOptions& options)
@@ -102,6 +60,7 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
     LL_ASSIGN_OR_RETURN(ResolvedChatTemplate t,
                         ResolveChatTemplate(e->model_->file(), *e->tokenizer_, options.chat_template));
     e->chat_template_.emplace(std::move(t.tmpl));
+    e->prep_.tool_format = toolcall::DetectToolCallFormat(e->chat_template_->source());
     e->chat_template_note_ = std::move(t.fallback_note);
     if (!t.dry_run_error.empty()) {
       if (!e->chat_template_note_.empty()) e->chat_template_note_ += "; ";
@@ -138,6 +97,12 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
   copts.n_kv_blocks = n_blocks;
   LL_ASSIGN_OR_RETURN(e->ctx_, LlamaContext::Create(cfg, copts));
   e->capacity_tokens_ = static_cast<int64_t>(n_blocks) * kKvBlockTokens;
+  e->prep_.tokenizer = e->tokenizer_.get();
+  e->prep_.chat_template = &*e->chat_template_;
+  e->prep_.model_name = options.name;
+  e->prep_.n_ctx = e->n_ctx_;
+  e->prep_.capacity_tokens = e->capacity_tokens_;
+  e->prep_.default_max_tokens = options.default_max_tokens;
 
   SchedulerConfig scfg;
   scfg.n_blocks = n_blocks;
@@ -182,62 +147,11 @@ EngineSnapshot ModelEngine::Snapshot() const {
   return snapshot_;
 }
 
-Result<std::string> ModelEngine::RenderChat(const server::GenerationRequest& req,
-                                            const std::vector<uint8_t>* drop) const {
-  chat::ChatInput in;
-  for (size_t i = 0; i < req.messages.size(); ++i) {
-    if (drop != nullptr && (*drop)[i] != 0) continue;
-    const server::ChatMessage& m = req.messages[i];
-    if (m.object.is_object()) {
-      in.messages.push_back(m.object);
-    } else {  // built in-process (tests, tools) without the client's JSON: role + content
-      in.messages.push_back({{"role", m.role == "developer" ? "system" : m.role},
-                             {"content", m.content}});
-    }
-  }
-  in.tools = req.tools;
-  in.documents = req.documents;
-  in.add_generation_prompt = req.add_generation_prompt;
-  in.kwargs = req.chat_template_kwargs.is_object() ? req.chat_template_kwargs
-                                                   : nlohmann::ordered_json::object();
-  return chat_template_->Render(in);
-}
-
-std::vector<int32_t> ModelEngine::EncodePrompt(const server::GenerationRequest& req,
-                                               const std::string& text) const {
-  // Special-token text is parsed: templates and completion prompts use it (as llama.cpp's
-  // server does). Byte cap already enforced by the HTTP body limit.
-  if (req.is_chat) return EncodeChatPrompt(*tokenizer_, *chat_template_, text);
-  return tokenizer_->Encode(text, tokenizer_->add_bos(), /*parse_special=*/true);
-}
-
-Result<std::string> ModelEngine::RenderPrompt(const server::GenerationRequest& req,
-                                              ApiError* error) const {
-  if (!req.is_chat) return req.prompt;
-  auto text = RenderChat(req, nullptr);
-  if (!text.ok()) {
-    const std::string& m = text.status().message();
-    if (text.status().code() == StatusCode::kResourceExhausted) {
-      *error = ServerError(500, "internal_error", "template_error",
-                           "model '" + options_.name + "': the chat template exceeded its " +
-                               "evaluation budget: " + m,
-                           0);
-    } else {
-      // The template refused this conversation (its raise_exception) or cannot evaluate it
-      // (e.g. content parts where it concatenates strings): the request's to change.
-      *error = BadRequest("model '" + options_.name + "' chat template: " + m, "messages",
-                          "template_error");
-    }
-  }
-  return text;
-}
-
 std::variant<std::string, server::ApiError> ModelEngine::ApplyTemplate(
     const server::GenerationRequest& req) const {
-  ApiError err;
-  auto text = RenderPrompt(req, &err);
-  if (!text.ok()) return err;
-  return std::move(*text);
+  std::string text;
+  if (auto err = RenderChat(prep_, req, nullptr, &text)) return *err;
+  return text;
 }
 
 bool ModelEngine::TrimContext(const server::GenerationRequest& req, int64_t budget_tokens,
@@ -268,9 +182,9 @@ bool ModelEngine::TrimContext(const server::GenerationRequest& req, int64_t budg
     for (size_t t = 0; t < k; ++t) {
       for (size_t i : turns[t]) drop[i] = 1;
     }
-    auto text = RenderChat(req, &drop);
-    if (!text.ok()) return std::nullopt;
-    return EncodePrompt(req, *text);
+    std::string text;
+    if (RenderChat(prep_, req, &drop, &text)) return std::nullopt;
+    return EncodePromptText(prep_, true, text);
   };
   // Fewer turns never means more tokens, so a binary search needs O(log turns) renders.
   size_t lo = 1, hi = turns.size();
@@ -329,102 +243,91 @@ std::optional<ApiError> ModelEngine::Submit(server::RequestHandle handle,
                                             server::GenerationRequest req,
                                             server::GenerationSink sink,
                                             const SubmitSlo* slo) {
-  auto live = std::make_unique<Live>();
-  live->timing.first_byte = req.timeline.first_byte;
-  live->timing.mark = req.timeline.validated;
+  RequestTiming timing;
+  timing.first_byte = req.timeline.first_byte;
+  timing.mark = req.timeline.validated;
+  auto group = std::make_shared<Group>();
+  PreparedRequest& prep = group->prepared;
+  if (auto err = PrepareRequest(prep_, req, &prep, &timing)) return err;
 
-  ApiError err;
-  auto text = RenderPrompt(req, &err);
-  if (!text.ok()) return err;
-  live->timing.Charge(&live->timing.template_ms, Clock::now());
-
-  live->prompt = EncodePrompt(req, *text);
+  Trim trim;
   if (req.is_chat && req.allow_context_trim && slo != nullptr && slo_.knobs != nullptr) {
     std::shared_ptr<const slo::Knobs> knobs = slo_.knobs->Load();
     if (knobs != nullptr && knobs->LevelOf(slo->slo_class) >= slo::Level::kTrimContext) {
       const int64_t budget = TrimBudgetTokens(*slo, req);
-      if (static_cast<int64_t>(live->prompt.size()) > budget) {
-        (void)TrimContext(req, budget, &live->prompt, &live->trim);
+      std::vector<int32_t>& tokens = prep.prompts.front().tokens;
+      if (static_cast<int64_t>(tokens.size()) > budget) {
+        (void)TrimContext(req, budget, &tokens, &trim);
       }
     }
   }
-  live->timing.Charge(&live->timing.tokenize_ms, Clock::now());
-  const std::string prompt_param = req.is_chat ? "messages" : "prompt";
-  const int64_t n_prompt = static_cast<int64_t>(live->prompt.size());
-  if (n_prompt == 0) return BadRequest("the prompt encodes to no tokens", prompt_param);
-  if (n_prompt >= n_ctx_) {
-    return BadRequest("the prompt is " + std::to_string(n_prompt) +
-                          " tokens; the model's context holds " + std::to_string(n_ctx_) +
-                          " (at least one generated token must fit)",
-                      prompt_param, "context_length_exceeded");
-  }
-  if (req.max_tokens) {
-    if (*req.max_tokens < 1) return BadRequest("max_tokens: must be >= 1", "max_tokens");
-    if (n_prompt + *req.max_tokens > n_ctx_) {
-      return BadRequest("prompt (" + std::to_string(n_prompt) + " tokens) + max_tokens (" +
-                            std::to_string(*req.max_tokens) + ") = " +
-                            std::to_string(n_prompt + *req.max_tokens) +
-                            " exceeds the context of " + std::to_string(n_ctx_) + " tokens",
-                        "max_tokens", "context_length_exceeded");
-    }
-    live->max_tokens = *req.max_tokens;
-  } else {
-    live->max_tokens = std::min<int64_t>(options_.default_max_tokens, n_ctx_ - n_prompt);
-  }
-  if (n_prompt + live->max_tokens > capacity_tokens_) {
-    return BadRequest("prompt + max_tokens = " + std::to_string(n_prompt + live->max_tokens) +
-                          " exceeds the KV cache of " + std::to_string(capacity_tokens_) +
-                          " tokens (--kv-memory)",
-                      "max_tokens", "context_length_exceeded");
-  }
+  timing.Charge(&timing.tokenize_ms, Clock::now());
+  if (auto err = CheckPromptLimits(prep_, req, &prep)) return err;
 
-  SamplerParams sp;
-  sp.temperature = static_cast<float>(req.sampling.temperature);
-  sp.top_p = static_cast<float>(req.sampling.top_p);
-  sp.top_k = req.sampling.top_k;
-  sp.min_p = static_cast<float>(req.sampling.min_p);
-  sp.presence_penalty = static_cast<float>(req.sampling.presence_penalty);
-  sp.frequency_penalty = static_cast<float>(req.sampling.frequency_penalty);
-  sp.repeat_penalty = static_cast<float>(req.sampling.repeat_penalty);
-  if (req.sampling.seed) sp.seed = static_cast<uint64_t>(*req.sampling.seed);
-  if (Status s = ValidateSamplerParams(sp); !s.ok()) return BadRequest(s.message(), "sampling");
-  auto stop = StopMatcher::Create(req.stop);
-  if (!stop.ok()) return BadRequest(stop.status().message(), "stop");
-  live->stop.emplace(std::move(stop).value());
-  live->sampler = std::make_unique<Sampler>(sp);
-  for (int32_t id : live->prompt) live->sampler->Accept(id);
-  live->detok = std::make_unique<IncrementalDetokenizer>(*tokenizer_);
-  live->ignore_eos = req.ignore_eos;
-  if (slo != nullptr) {
-    live->slo_class = slo->slo_class;
-    live->priority = slo->priority;
-    if (slo->admit) {
-      SloAdmission verdict = slo->admit(n_prompt, live->max_tokens);
-      if (verdict.error) return std::move(*verdict.error);
-      if (verdict.route) {
-        ApiError route;
-        route.code = kRouteCode;
-        return route;
-      }
-      if (verdict.max_tokens_cap && *verdict.max_tokens_cap < live->max_tokens) {
-        live->max_tokens = std::max<int64_t>(1, *verdict.max_tokens_cap);
-        live->cap_reason = verdict.cap_reason;
-      }
+  int64_t max_tokens = prep.max_tokens;
+  std::string cap_reason;
+  if (slo != nullptr && slo->admit) {
+    SloAdmission verdict = slo->admit(prep.prompt_tokens_total(), max_tokens);
+    if (verdict.error) return std::move(*verdict.error);
+    if (verdict.route) {
+      ApiError route;
+      route.code = kRouteCode;
+      return route;
+    }
+    if (verdict.max_tokens_cap && *verdict.max_tokens_cap < max_tokens) {
+      max_tokens = std::max<int64_t>(1, *verdict.max_tokens_cap);
+      cap_reason = verdict.cap_reason;
     }
   }
+  std::optional<int64_t> deadline_us;
   if (slo != nullptr && slo->deadline_us) {
-    live->deadline_us = slo->deadline_us;
+    deadline_us = slo->deadline_us;
   } else if (req.deadline_ms) {
-    live->deadline_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                            req.timeline.first_byte.time_since_epoch()).count() +
-                        *req.deadline_ms * 1000;
+    deadline_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                      req.timeline.first_byte.time_since_epoch()).count() +
+                  *req.deadline_ms * 1000;
   }
-  live->handle = handle;
-  live->sink = std::move(sink);
 
-  // The queue bound is checked here so a refusal is an immediate 429, never a late event.
-  if (accepted_not_started_.fetch_add(1) >= options_.max_waiting) {
-    accepted_not_started_.fetch_sub(1);
+  const int32_t n_choices = prep.n_choices();
+  group->handle = handle;
+  group->sink = std::move(sink);
+  group->n_choices = n_choices;
+  group->open = n_choices;
+  group->live_count = n_choices;
+  group->usage.prompt_tokens = prep.prompt_tokens_total();
+  std::vector<std::unique_ptr<Live>> now;
+  int64_t queued_tokens = 0;
+  for (int32_t p = 0; p < static_cast<int32_t>(prep.prompts.size()); ++p) {
+    for (int32_t j = 0; j < prep.n; ++j) {
+      auto live = std::make_unique<Live>();
+      live->group = group;
+      live->index = p * prep.n + j;
+      live->prompt_index = p;
+      live->prompt = prep.prompts[p].tokens;
+      live->echo_text = prep.prompts[p].echo_text;
+      live->max_tokens = max_tokens;
+      live->deadline_us = deadline_us;
+      live->out.emplace(*tokenizer_, prep, live->prompt, live->index);
+      live->timing = timing;
+      live->queued = true;
+      // A prompt's later choices find its blocks cached: only the first one prefills.
+      live->queued_tokens = j == 0 ? static_cast<int64_t>(live->prompt.size()) : 0;
+      queued_tokens += live->queued_tokens;
+      if (slo != nullptr) {
+        live->slo_class = slo->slo_class;
+        live->priority = slo->priority;
+      }
+      live->cap_reason = cap_reason;
+      live->trim = trim;
+      (j == 0 ? now : group->deferred).push_back(std::move(live));
+    }
+  }
+
+  // The queue bound is checked here so a refusal is an immediate 429, never a late event. A
+  // request with several choices is let in whole when nothing is queued.
+  const int64_t before = accepted_not_started_.fetch_add(n_choices);
+  if (before >= options_.max_waiting || (before > 0 && before + n_choices > options_.max_waiting)) {
+    accepted_not_started_.fetch_sub(n_choices);
     return ServerError(429, "overloaded_error", "overloaded",
                        "model '" + options_.name + "': " + std::to_string(options_.max_waiting) +
                            " requests already queued; retry later",
@@ -433,18 +336,18 @@ std::optional<ApiError> ModelEngine::Submit(server::RequestHandle handle,
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) {
-      accepted_not_started_.fetch_sub(1);
+      accepted_not_started_.fetch_sub(n_choices);
       return ServerError(503, "unavailable", "shutting_down", "the server is shutting down", 1);
     }
-    queued_prompt_tokens_.fetch_add(n_prompt);
-    if (live->trim.turns > 0) {
+    queued_prompt_tokens_.fetch_add(queued_tokens);
+    if (trim.turns > 0) {
       context_trims_.fetch_add(1);
       if (slo_.outcomes != nullptr) {
-        slo_.outcomes->Count(live->slo_class.empty() ? "interactive" : live->slo_class,
+        slo_.outcomes->Count(slo->slo_class.empty() ? "interactive" : slo->slo_class,
                              options_.name, "trimmed");
       }
     }
-    inbox_.push_back(Message{handle, std::move(live)});
+    inbox_.push_back(Message{handle, std::move(group), std::move(now)});
   }
   cv_.notify_one();
   return std::nullopt;
@@ -453,24 +356,84 @@ std::optional<ApiError> ModelEngine::Submit(server::RequestHandle handle,
 void ModelEngine::Cancel(server::RequestHandle handle) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    inbox_.push_back(Message{handle, nullptr});
+    inbox_.push_back(Message{handle, nullptr, {}});
   }
   cv_.notify_one();
 }
 
-void ModelEngine::Finish(Live& live, GenerationEvent event) {
-  if (live.terminated) return;
-  live.terminated = true;
-  if (!live.started) {
-    live.started = true;
+void ModelEngine::Retire(Live& live) {
+  if (live.retired) return;
+  live.retired = true;
+  if (live.queued) {
+    live.queued = false;
     accepted_not_started_.fetch_sub(1);
-    queued_prompt_tokens_.fetch_sub(static_cast<int64_t>(live.prompt.size()));
+    queued_prompt_tokens_.fetch_sub(live.queued_tokens);
   }
   if (live.seq >= 0) {
     (void)ctx_->ReleaseSequence(live.seq);
     live.seq = -1;
   }
-  live.sink(std::move(event));
+  Group& g = *live.group;
+  if (--g.live_count == 0) groups_.erase(g.handle);
+}
+
+void ModelEngine::FailGroup(Live& live, GenerationEvent error) {
+  std::shared_ptr<Group> g = live.group;  // Retire may drop the books' reference
+  if (!g->terminated) {
+    g->terminated = true;
+    g->sink(std::move(error));
+    for (RequestId id : g->ids) {
+      if (id != live.id) scheduler_->Cancel(id);  // they end silently (terminated)
+    }
+    for (auto& d : g->deferred) Retire(*d);
+    g->deferred.clear();
+  }
+  Retire(live);
+}
+
+bool ModelEngine::Enqueue(std::unique_ptr<Live> live) {
+  NewRequest nr;
+  nr.prompt_tokens = live->prompt;
+  nr.max_tokens = live->max_tokens;
+  nr.arrival_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                      Clock::now().time_since_epoch()).count();
+  nr.deadline_us = live->deadline_us;
+  nr.priority = live->priority;
+  auto id = scheduler_->Submit(std::move(nr));
+  if (!id.ok()) {
+    // Pre-checked on the HTTP thread; reaching here means the books disagree. Still one
+    // visible terminal outcome.
+    const bool full = id.status().code() == StatusCode::kResourceExhausted;
+    ApiError e = full ? ServerError(429, "overloaded_error", "overloaded", id.status().message(), 1)
+                      : ServerError(400, "invalid_request_error", "", id.status().message());
+    if (!full) e.param = "max_tokens";
+    FailGroup(*live, GenerationEvent::Error(std::move(e)));
+    return false;
+  }
+  live->id = *id;
+  live->group->ids.push_back(*id);
+  live_[*id] = std::move(live);
+  return true;
+}
+
+void ModelEngine::ReleaseDeferred(Group& group, int32_t prompt_index) {
+  std::vector<std::unique_ptr<Live>> ready;
+  auto& d = group.deferred;
+  for (auto it = d.begin(); it != d.end();) {
+    if ((*it)->prompt_index == prompt_index) {
+      ready.push_back(std::move(*it));
+      it = d.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto& live : ready) {
+    if (group.terminated) {
+      Retire(*live);
+    } else {
+      (void)Enqueue(std::move(live));
+    }
+  }
 }
 
 void ModelEngine::DrainInbox() {
@@ -480,248 +443,61 @@ void ModelEngine::DrainInbox() {
     msgs.swap(inbox_);
   }
   for (Message& m : msgs) {
-    if (m.live == nullptr) {  // cancel
-      auto it = handle_to_id_.find(m.handle);
-      if (it != handle_to_id_.end()) scheduler_->Cancel(it->second);
+    if (m.group == nullptr) {  // cancel
+      auto it = groups_.find(m.handle);
+      if (it == groups_.end()) continue;
+      for (RequestId id : it->second->ids) scheduler_->Cancel(id);
       continue;
     }
-    Live& live = *m.live;
-    NewRequest nr;
-    nr.prompt_tokens = live.prompt;
-    nr.max_tokens = live.max_tokens;
-    nr.arrival_us = NowUs();
-    nr.deadline_us = live.deadline_us;
-    nr.priority = live.priority;
-    auto id = scheduler_->Submit(std::move(nr));
-    if (!id.ok()) {
-      // Pre-checked on the HTTP thread; reaching here means the books disagree. Still one
-      // visible terminal outcome.
-      const bool full = id.status().code() == StatusCode::kResourceExhausted;
-      Finish(live, GenerationEvent::Error(
-                       full ? ServerError(429, "overloaded_error", "overloaded",
-                                          id.status().message(), 1)
-                            : BadRequest(id.status().message(), "max_tokens")));
-      continue;
+    groups_[m.handle] = m.group;
+    for (auto& live : m.lives) {
+      if (!Enqueue(std::move(live))) break;  // the request failed; its other choices retire
     }
-    live.id = *id;
-    handle_to_id_[live.handle] = *id;
-    live_[*id] = std::move(m.live);
   }
 }
 
 void ModelEngine::Complete(Live& live, const Request& r) {
+  std::shared_ptr<Group> g = live.group;
   RequestTiming& tm = live.timing;
-  server::Usage usage{r.n_prompt_tokens, live.generated};
-  if (!live.stop->stopped()) {
-    // Whatever the detokenizer and stop matcher still hold is part of the answer.
-    StopPush tail = live.stop->Push(live.detok->Flush());
-    std::string rest = tail.emit + (tail.stopped ? "" : live.stop->Finish());
-    if (!rest.empty()) live.sink(GenerationEvent::Token(std::move(rest), -1));
+  TokenStep tail = live.out->Flush();
+  if (!g->terminated && (!tail.text.empty() || !tail.logprobs.empty())) {
+    GenerationEvent ev = GenerationEvent::Token(std::move(tail.text), -1);
+    ev.index = live.index;
+    ev.logprobs = std::move(tail.logprobs);
+    g->sink(std::move(ev));
   }
   tm.Charge(&tm.sampling_ms, Clock::now());
-  nlohmann::json timings = tm.ToJson(r.n_prompt_tokens, live.cached_tokens, live.generated,
-                                     live.preemptions);
-  // The `lifeline` extension object: what the SLO ladder did to this request.
-  nlohmann::json ext = nlohmann::json::object();
-  if (live.deadline_stopped) {
-    ext["truncated"] = true;
-    ext["reason"] = "deadline";
-  } else if (!live.cap_reason.empty() && r.finish_reason == FinishReason::kLength) {
-    ext["truncated"] = true;
-    ext["reason"] = live.cap_reason;
-  }
-  if (live.trim.turns > 0) {
-    ext["context_trim"] = {{"turns", live.trim.turns},
-                           {"messages", live.trim.messages},
-                           {"tokens", live.trim.tokens}};
-  }
-  if (!ext.empty()) timings["lifeline"] = std::move(ext);
-  RecordFinished(live);
-  GenerationEvent done = GenerationEvent::Done(FinishReasonText(r.finish_reason), usage,
-                                               std::move(timings));
-  done.timed_until = tm.mark;  // the server charges the rest as handoff_ms
-  Finish(live, std::move(done));
-}
-
-void ModelEngine::StopAtDeadlines(int64_t now_us) {
-  if (knobs_now_ == nullptr) return;  // no control plane: level 0 for every class
-  std::vector<RequestId> due;
-  for (const auto& [id, live] : live_) {
-    // Never-started requests are left to the scheduler's expiry (503 deadline_exceeded).
-    if (!live->started || !live->deadline_us || now_us < *live->deadline_us) continue;
-    if (knobs_now_->LevelOf(live->slo_class) < slo::Level::kTruncate) continue;
-    due.push_back(id);
-  }
-  for (RequestId id : due) {
-    std::optional<Request> r = scheduler_->FinishNow(id, FinishReason::kLength, now_us);
-    auto it = live_.find(id);
-    if (!r || it == live_.end()) continue;
-    Live& live = *it->second;
-    live.timing.Charge(&live.timing.queue_ms, Clock::now());  // it was between steps
-    live.deadline_stopped = true;
-    ++deadline_stops_;
-    if (slo_.outcomes != nullptr) {
-      slo_.outcomes->Count(live.slo_class.empty() ? "interactive" : live.slo_class,
-                           options_.name, "deadline_stop");
+  g->usage.completion_tokens += live.generated;
+  // Cached prompt tokens of each prompt's first choice (its siblings reuse that prompt).
+  if (live.index % g->prepared.n == 0) g->usage.cached_tokens += live.cached_tokens;
+  const char* finish = FinishReasonText(r.finish_reason);
+  --g->open;
+  if (!g->terminated && g->n_choices > 1) g->sink(GenerationEvent::ChoiceDone(live.index, finish));
+  if (!g->terminated && g->open == 0) {
+    g->terminated = true;
+    nlohmann::json timings = tm.ToJson(g->usage.prompt_tokens, g->usage.cached_tokens,
+                                       g->usage.completion_tokens, live.preemptions);
+    // The `lifeline` extension object: what the SLO ladder did to this request.
+    nlohmann::json ext = nlohmann::json::object();
+    if (live.deadline_stopped) {
+      ext["truncated"] = true;
+      ext["reason"] = "deadline";
+    } else if (!live.cap_reason.empty() && r.finish_reason == FinishReason::kLength) {
+      ext["truncated"] = true;
+      ext["reason"] = live.cap_reason;
     }
-    Complete(live, *r);
-    handle_to_id_.erase(live.handle);
-    live_.erase(it);
+    if (live.trim.turns > 0) {
+      ext["context_trim"] = {{"turns", live.trim.turns},
+                             {"messages", live.trim.messages},
+                             {"tokens", live.trim.tokens}};
+    }
+    if (!ext.empty()) timings["lifeline"] = std::move(ext);
+    RecordFinished(live);
+    GenerationEvent done = GenerationEvent::Done(finish, g->usage, std::move(timings));
+    done.timed_until = tm.mark;  // the server charges the rest as handoff_ms
+    g->sink(std::move(done));
   }
-}
-
-bool ModelEngine::Step() {
-  const auto t_step0 = Clock::now();
-  StopAtDeadlines(NowUs());
-  StepPlan plan = scheduler_->Schedule(NowUs());
-  window_wait_us_ = plan.window_wait_us;
-
-  for (const Request& r : plan.cancelled) {
-    auto it = live_.find(r.id);
-    if (it == live_.end()) continue;
-    Live& live = *it->second;
-    live.timing.Charge(&live.timing.queue_ms, Clock::now());
-    Finish(live, GenerationEvent::Error(
-                     ServerError(499, "cancelled", "cancelled", "the request was cancelled")));
-    handle_to_id_.erase(live.handle);
-    live_.erase(it);
-  }
-  for (const Request& r : plan.expired) {
-    auto it = live_.find(r.id);
-    if (it == live_.end()) continue;
-    Live& live = *it->second;
-    live.timing.Charge(&live.timing.queue_ms, Clock::now());
-    Finish(live, GenerationEvent::Error(ServerError(
-                     503, "unavailable", "deadline_exceeded",
-                     "the request's deadline passed while it was queued: " + r.error_message, 1)));
-    handle_to_id_.erase(live.handle);
-    live_.erase(it);
-  }
-  for (RequestId id : plan.preempted) {
-    auto it = live_.find(id);
-    if (it == live_.end()) continue;
-    Live& live = *it->second;
-    ++live.preemptions;
-    if (live.seq >= 0) {
-      (void)ctx_->ReleaseSequence(live.seq);
-      live.seq = -1;
-    }
-  }
-  if (plan.empty()) return false;
-
-  // Build the ragged batch: each entry's positions, through its adopted block table.
-  std::vector<BatchToken> batch;
-  batch.reserve(static_cast<size_t>(plan.n_tokens));
-  std::vector<Live*> entry_live(plan.entries.size(), nullptr);
-  Status eval_status = Status::Ok();
-  for (size_t i = 0; i < plan.entries.size(); ++i) {
-    const StepEntry& e = plan.entries[i];
-    auto it = live_.find(e.id);
-    if (it == live_.end()) continue;
-    Live& live = *it->second;
-    entry_live[i] = &live;
-    if (!live.started) {
-      live.started = true;
-      accepted_not_started_.fetch_sub(1);
-      queued_prompt_tokens_.fetch_sub(static_cast<int64_t>(live.prompt.size()));
-    }
-    if (const Request* r = scheduler_->Find(e.id)) live.cached_tokens = r->n_cached_tokens;
-    if (live.seq < 0) live.seq = ctx_->NewSequence();
-    if (Status s = ctx_->sequences().Adopt(live.seq, e.block_table, e.start_pos); !s.ok()) {
-      eval_status = s;
-    }
-    for (int64_t p = e.start_pos; p < e.end_pos; ++p) {
-      const size_t k = static_cast<size_t>(p - e.start_pos);
-      batch.push_back({e.tokens[k], p, live.seq, e.want_logits[k] != 0});
-    }
-    live.timing.batch_sizes.push_back(static_cast<int32_t>(plan.entries.size()));
-    live.timing.batch_tokens.push_back(static_cast<int32_t>(plan.n_tokens));
-  }
-  const auto t_eval0 = Clock::now();
-  PublishStepLoad(plan, t_eval0);
-  if (eval_status.ok()) eval_status = model_->Eval(batch, *ctx_, *pool_, logits_);
-  const auto t_eval1 = Clock::now();
-  step_end_estimate_us_.store(0, std::memory_order_relaxed);
-  if (slo_.speeds != nullptr && eval_status.ok()) {
-    // Speeds for admission: a pure-decode step times one token per sequence; a step with
-    // prefill chunks gives the step speed over all its tokens (the decodes riding along are
-    // rows of the same products), which is how admission charges decodes that share steps
-    // with a prefill.
-    bool has_prefill = false;
-    for (const StepEntry& e : plan.entries) has_prefill |= !e.is_decode;
-    const double eval_ms = std::chrono::duration<double, std::milli>(t_eval1 - t_eval0).count();
-    if (has_prefill) {
-      slo_.speeds->ObservePrefill(static_cast<int64_t>(batch.size()), eval_ms, NowUs());
-    } else {
-      slo_.speeds->ObserveDecode(eval_ms, NowUs());
-    }
-  }
-
-  std::vector<StepResult> results;
-  results.reserve(plan.entries.size());
-  const int64_t n_vocab = model_->config().n_vocab;
-  int64_t logit_row = 0;
-  for (size_t i = 0; i < plan.entries.size(); ++i) {
-    const StepEntry& e = plan.entries[i];
-    Live* live = entry_live[i];
-    const bool wants = e.wants_token();
-    if (live == nullptr) {
-      if (wants) ++logit_row;
-      continue;
-    }
-    RequestTiming& tm = live->timing;
-    tm.Charge(&tm.queue_ms, t_step0);
-    tm.Charge(&tm.kv_alloc_ms, t_eval0);
-    tm.Charge(e.is_decode ? &tm.decode_ms : &tm.prefill_ms, t_eval1);
-    StepResult res;
-    res.id = e.id;
-    if (!eval_status.ok()) {
-      res.finish = FinishReason::kError;
-      res.error_message = eval_status.ToString();
-      results.push_back(res);
-      if (wants) ++logit_row;
-      continue;
-    }
-    if (!wants) continue;
-    float* row = logits_.data() + logit_row * n_vocab;
-    ++logit_row;
-    const int32_t id = live->sampler->Sample(row, static_cast<int32_t>(n_vocab));
-    if (live->sampler->last_sample_degenerate()) {
-      res.finish = FinishReason::kError;
-      res.error_message = "the model produced no finite logits";
-    } else if (!live->ignore_eos && tokenizer_->IsEndOfGeneration(id)) {
-      res.finish = FinishReason::kStop;
-    } else {
-      live->sampler->Accept(id);
-      res.token = id;
-      ++live->generated;
-      tm.OnToken(Clock::now());
-      if (live->generated == 1) RecordFirstToken(*live);
-      const StopPush pushed = live->stop->Push(live->detok->Push(id));
-      if (!pushed.emit.empty()) live->sink(GenerationEvent::Token(pushed.emit, id));
-      if (pushed.stopped) res.finish = FinishReason::kStop;
-    }
-    tm.Charge(&tm.sampling_ms, Clock::now());
-    results.push_back(std::move(res));
-  }
-
-  for (Request& r : scheduler_->Update(results, NowUs())) {
-    auto it = live_.find(r.id);
-    if (it == live_.end()) continue;
-    Live& live = *it->second;
-    if (KindOf(r.finish_reason) == FinishKind::kCompleted) {
-      Complete(live, r);
-    } else if (r.finish_reason == FinishReason::kDeadline) {
-      Finish(live, GenerationEvent::Error(ServerError(503, "unavailable", "deadline_exceeded",
-                                                      r.error_message, 1)));
-    } else {
-      Finish(live, GenerationEvent::Error(ServerError(500, "server_error", "engine_error",
-                                                      r.error_message)));
-    }
-    handle_to_id_.erase(live.handle);
-    live_.erase(it);
-  }
-  return true;
+  Retire(live);
 }
 
 void ModelEngine::FailAll(const std::string& code, const std::string& message, int http_status) {
@@ -730,189 +506,20 @@ void ModelEngine::FailAll(const std::string& code, const std::string& message, i
     std::lock_guard<std::mutex> lock(mu_);
     msgs.swap(inbox_);
   }
+  const auto error = [&] {
+    return GenerationEvent::Error(ServerError(http_status, "unavailable", code, message, 1));
+  };
   for (Message& m : msgs) {
-    if (m.live) {
-      Finish(*m.live, GenerationEvent::Error(ServerError(http_status, "unavailable", code, message, 1)));
-    }
+    if (m.group == nullptr) continue;
+    groups_[m.handle] = m.group;
+    for (auto& live : m.lives) FailGroup(*live, error());
   }
   for (auto& [id, live] : live_) {
     scheduler_->Cancel(id);
-    Finish(*live, GenerationEvent::Error(ServerError(http_status, "unavailable", code, message, 1)));
+    FailGroup(*live, error());
   }
   live_.clear();
-  handle_to_id_.clear();
-}
-
-void ModelEngine::ApplyKnobs() {
-  if (slo_.speeds != nullptr) {
-    // The batching window's slack check needs the time a prompt token takes to prefill.
-    if (auto tps = slo_.speeds->prefill_tokens_per_s(); tps && *tps > 0) {
-      scheduler_->SetServiceEstimate(1e6 / *tps);
-    }
-  }
-  if (slo_.knobs == nullptr) return;
-  // One pointer copy per step; the class levels of this step come from the same snapshot.
-  knobs_now_ = slo_.knobs->Load();
-  const std::shared_ptr<const slo::Knobs>& knobs = knobs_now_;
-  if (knobs == nullptr || knobs->version == knobs_version_) return;
-  knobs_version_ = knobs->version;
-  SchedulerKnobs k = scheduler_->knobs();
-  if (const slo::ModelKnobs* mk = knobs->ForModel(options_.name)) {
-    // The engine's buffers were sized for options_: the controller may shrink, never exceed.
-    k.max_running = std::clamp<int32_t>(mk->max_running, 1, options_.max_running);
-    k.max_step_tokens =
-        std::clamp<int64_t>(mk->max_step_tokens, k.max_running, options_.max_step_tokens);
-  }
-  k.max_queue_delay_us = std::max<int64_t>(0, knobs->max_queue_delay_us);
-  k.preferred_batch_sizes = knobs->preferred_batch_sizes;
-  (void)scheduler_->SetKnobs(k);
-}
-
-slo::QueueLoad ModelEngine::Load(int64_t now_us) const {
-  slo::QueueLoad l;
-  l.queued_requests = static_cast<int32_t>(accepted_not_started_.load());
-  l.queued_prefill_tokens = queued_prompt_tokens_.load();
-  l.running_prefill_tokens = running_prefill_tokens_.load(std::memory_order_relaxed);
-  l.running_decodes = running_decodes_.load(std::memory_order_relaxed);
-  l.step_token_budget = step_token_budget_.load(std::memory_order_relaxed);
-  // Past the estimate (the step overran) nothing is added: the overrun is not predictable.
-  const int64_t end_us = step_end_estimate_us_.load(std::memory_order_relaxed);
-  if (end_us > now_us) l.step_left_ms = static_cast<double>(end_us - now_us) / 1000.0;
-  return l;
-}
-
-void ModelEngine::PublishStepLoad(const StepPlan& plan, Clock::time_point eval_start) {
-  std::unordered_map<RequestId, int64_t> planned_end;
-  planned_end.reserve(plan.entries.size());
-  bool has_prefill = false;
-  for (const StepEntry& e : plan.entries) {
-    planned_end[e.id] = e.end_pos;
-    has_prefill |= !e.is_decode;
-  }
-  int64_t prefill_left = 0;
-  int32_t decodes = 0;
-  for (const auto& [id, live] : live_) {
-    if (!live->started) continue;  // still in queued_prompt_tokens_
-    const Request* r = scheduler_->Find(id);
-    if (r == nullptr || r->finished()) continue;
-    if (r->state == RequestState::kDecoding) {
-      ++decodes;
-      continue;
-    }
-    // Prefilling, or preempted (to recompute prompt + generated): what this step leaves.
-    int64_t computed = r->n_computed;
-    if (auto it = planned_end.find(id); it != planned_end.end()) {
-      computed = std::max(computed, it->second);
-    }
-    const int64_t left = r->n_tokens() - computed;
-    if (left > 0) {
-      prefill_left += left;
-    } else {
-      ++decodes;  // its prefill ends with this step: it decodes from the next one
-    }
-  }
-  running_prefill_tokens_.store(prefill_left, std::memory_order_relaxed);
-  running_decodes_.store(decodes, std::memory_order_relaxed);
-  double est_ms = 0;
-  if (slo_.speeds != nullptr) {
-    if (has_prefill) {
-      if (auto tps = slo_.speeds->prefill_tokens_per_s()) {
-        est_ms = static_cast<double>(plan.n_tokens) * 1000.0 / *tps;
-      }
-    } else if (auto dms = slo_.speeds->decode_ms_per_token()) {
-      est_ms = *dms;
-    }
-  }
-  const int64_t start_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                               eval_start.time_since_epoch()).count();
-  step_end_estimate_us_.store(est_ms > 0 ? start_us + static_cast<int64_t>(est_ms * 1000.0) : 0,
-                              std::memory_order_relaxed);
-}
-
-void ModelEngine::RecordFirstToken(Live& live) {
-  if (slo_.tracker == nullptr || live.first_recorded) return;
-  live.first_recorded = true;
-  const RequestTiming& tm = live.timing;
-  slo::RequestSample s;
-  s.ttft_ms = tm.ttft_ms;
-  s.queue_ms = tm.queue_ms;  // the queue time before the first token
-  const std::string& cls = live.slo_class.empty() ? std::string("interactive") : live.slo_class;
-  slo_.tracker->RecordRequest(cls, options_.name, NowUs(), s);
-}
-
-void ModelEngine::RecordFinished(const Live& live) {
-  if (slo_.tracker == nullptr) return;
-  const RequestTiming& tm = live.timing;
-  const auto now = Clock::now();
-  slo::RequestSample s;
-  const double e2e_ms = std::chrono::duration<double, std::milli>(now - tm.first_byte).count();
-  s.e2e_ms = e2e_ms;
-  // A request that produced no token (its first sample was end-of-generation) reports its
-  // queue time here; one that did reported TTFT and queue time at its first token.
-  if (!live.first_recorded) {
-    s.queue_ms = tm.queue_ms;
-    if (tm.ttft_ms >= 0) s.ttft_ms = tm.ttft_ms;
-  }
-  if (tm.ttft_ms >= 0 && live.generated > 1) {
-    s.tpot_ms = (e2e_ms - tm.ttft_ms) / static_cast<double>(live.generated - 1);
-  }
-  s.itl_ms = tm.itl_ms;
-  const std::string& cls = live.slo_class.empty() ? std::string("interactive") : live.slo_class;
-  slo_.tracker->RecordRequest(cls, options_.name, NowUs(), s);
-}
-
-void ModelEngine::Loop() {
-  for (;;) {
-    heartbeat_ns_.store(Clock::now().time_since_epoch().count());
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (stop_) break;
-      if (inbox_.empty() && live_.empty()) {
-        // Idle: wake at least every 250 ms to keep the heartbeat fresh.
-        cv_.wait_for(lock, std::chrono::milliseconds(250),
-                     [&] { return stop_ || !inbox_.empty(); });
-        if (stop_) break;
-        continue;
-      }
-    }
-    DrainInbox();
-    ApplyKnobs();
-    step_token_budget_.store(scheduler_->knobs().max_step_tokens, std::memory_order_relaxed);
-    const bool ran = Step();
-    if (live_.empty()) {
-      // The last request ended: nothing runs (PublishStepLoad only sees non-empty plans).
-      running_prefill_tokens_.store(0, std::memory_order_relaxed);
-      running_decodes_.store(0, std::memory_order_relaxed);
-    }
-    {
-      const SchedulerStats st = scheduler_->stats();
-      const BlockManagerStats bs = scheduler_->block_manager().stats();
-      std::lock_guard<std::mutex> lock(snapshot_mu_);
-      snapshot_.waiting = st.waiting;
-      snapshot_.running = st.running;
-      snapshot_.kv_blocks_free = static_cast<int32_t>(scheduler_->block_manager().n_available());
-      snapshot_.prefix_hit_tokens = bs.prefix_hit_tokens;
-      snapshot_.prefix_lookup_tokens = bs.prefix_lookup_tokens;
-      snapshot_.preemptions = st.preemptions;
-      snapshot_.steps = st.steps;
-      snapshot_.live_requests = static_cast<int64_t>(live_.size());
-      snapshot_.window_waits = st.window_waits;
-      snapshot_.max_queue_delay_us = scheduler_->knobs().max_queue_delay_us;
-      snapshot_.context_trims = context_trims_.load();
-      snapshot_.deadline_stops = deadline_stops_;
-    }
-    if (!ran && !live_.empty()) {
-      // Nothing schedulable right now: the batching window holds admission (sleep until it
-      // ends or a request arrives), or something rare: don't spin a core. Capped so started
-      // requests' deadlines and the heartbeat are still looked at often.
-      const auto wait = window_wait_us_ > 0
-                            ? std::chrono::microseconds(std::min<int64_t>(window_wait_us_, 50'000))
-                            : std::chrono::microseconds(1000);
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, wait, [&] { return stop_ || !inbox_.empty(); });
-    }
-  }
-  FailAll("shutting_down", "the server is shutting down", 503);
+  groups_.clear();
 }
 
 }  // namespace lifeline::serving

@@ -41,6 +41,7 @@
 #include "scheduler/scheduler.h"
 #include "server/engine_api.h"
 #include "serving/chat_setup.h"
+#include "serving/request_prep.h"
 #include "serving/request_timing.h"
 #include "slo/admission.h"
 #include "slo/controller.h"
@@ -154,6 +155,8 @@ class ModelEngine {
   const LlamaModel& model() const { return *model_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const chat::ChatTemplate& chat_template() const { return *chat_template_; }
+  // How the template writes tool calls (detected from its source at load).
+  toolcall::ToolCallFormat tool_call_format() const { return prep_.tool_format; }
   // Non-empty when the GGUF had no chat template and the chatml preset is used, or when the
   // template failed its dry run (a warning for the start-up log).
   const std::string& chat_template_note() const { return chat_template_note_; }
@@ -172,23 +175,16 @@ class ModelEngine {
       const server::DetokenizeRequest& req) const;
 
  private:
-  struct Live;      // per-request engine-thread state (model_engine.cpp)
+  struct Live;      // one choice's engine-thread state (model_engine.cpp)
+  struct Group;     // one accepted request: its choices, sink and usage (model_engine.cpp)
   struct Message {  // inbox entry
     server::RequestHandle handle = 0;
-    std::unique_ptr<Live> live;  // null for a cancel
+    std::shared_ptr<Group> group;             // null for a cancel
+    std::vector<std::unique_ptr<Live>> lives; // the choices to schedule now
   };
 
   ModelEngine(std::unique_ptr<LlamaModel> model, std::unique_ptr<Tokenizer> tokenizer,
               const ModelEngineOptions& options);
-  Result<std::string> RenderPrompt(const server::GenerationRequest& req,
-                                   server::ApiError* error) const;
-  // The chat prompt of `req` through the model's template; `drop[i] != 0` leaves message i
-  // out (context trimming). Template failures become a 400 naming the template's message
-  // (500 when the template hit its own evaluation budget).
-  Result<std::string> RenderChat(const server::GenerationRequest& req,
-                                 const std::vector<uint8_t>* drop) const;
-  std::vector<int32_t> EncodePrompt(const server::GenerationRequest& req,
-                                    const std::string& text) const;
   // Level >= trim_context: drops the oldest turns between the system message(s) and the last
   // user turn until the prompt fits `budget_tokens` (or only system + last turn are left).
   // Returns false (and leaves *prompt) when there is nothing to drop.
@@ -202,15 +198,24 @@ class ModelEngine {
   // The context-trim budget of a request (docs/slo.md): ladder.trim_to_tokens, lowered to
   // what the TTFT budget leaves at the measured prefill speed behind the queued prompts.
   int64_t TrimBudgetTokens(const SubmitSlo& slo, const server::GenerationRequest& req) const;
-  // Level >= truncate: ends started requests whose deadline has passed, as "length".
+  // Level >= truncate: ends started choices whose deadline has passed, as "length".
   void StopAtDeadlines(int64_t now_us);
-  // Emits the terminal "done" event of a request the scheduler finished as completed.
+  // A choice the scheduler finished as completed: its last text, then kChoiceDone (several
+  // choices) and, when it was the last one open, the request's terminal kDone.
   void Complete(Live& live, const Request& r);
+  // Ends the whole request with `error` (once); its other choices are cancelled.
+  void FailGroup(Live& live, server::GenerationEvent error);
+  // Queue and sequence bookkeeping of a choice that leaves the engine (idempotent).
+  void Retire(Live& live);
+  // Hands a choice to the scheduler; false (and the request failed) when it refuses.
+  bool Enqueue(std::unique_ptr<Live> live);
+  // Choices waiting for their prompt's first choice to fill the prefix cache.
+  void ReleaseDeferred(Group& group, int32_t prompt_index);
   void Loop();
   void ApplyKnobs();
-  // Latency samples: TTFT and queue time at the first token (so the controller sees them
-  // about one TTFT after arrival, not one end-to-end time), the rest at the end. Each sample
-  // is recorded once.
+  // Latency samples: TTFT and queue time at the request's first token (so the controller
+  // sees them about one TTFT after arrival, not one end-to-end time), the rest at the end.
+  // Each sample is recorded once per request.
   void RecordFirstToken(Live& live);
   void RecordFinished(const Live& live);
   // After the plan is built: publishes the running prefill / decode counts and the estimated
@@ -218,13 +223,26 @@ class ModelEngine {
   void PublishStepLoad(const StepPlan& plan, Clock::time_point eval_start);
   void DrainInbox();
   bool Step();
-  void Finish(Live& live, server::GenerationEvent event);
+  // Step's parts: terminal events of cancelled / expired / preempted choices; the ragged
+  // batch through each choice's block table; sampling and events per choice; the
+  // scheduler's verdicts.
+  void ApplyPlanEnds(const StepPlan& plan);
+  Status BuildBatch(const StepPlan& plan, std::vector<BatchToken>* batch,
+                    std::vector<Live*>* entry_live);
+  std::vector<StepResult> ProcessOutputs(const StepPlan& plan, const std::vector<Live*>& entry_live,
+                                         const Status& eval_status, Clock::time_point t_step0,
+                                         Clock::time_point t_eval0, Clock::time_point t_eval1);
+  void ApplyFinished(std::vector<Request> finished);
+  void ObserveSpeeds(const StepPlan& plan, size_t batch_tokens, Clock::time_point t_eval0,
+                     Clock::time_point t_eval1);
+  void PublishSnapshot();
   void FailAll(const std::string& code, const std::string& message, int http_status);
 
   ModelEngineOptions options_;
   std::unique_ptr<LlamaModel> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::optional<chat::ChatTemplate> chat_template_;  // set by Create
+  PrepContext prep_;                                 // set by Create
   std::string chat_template_note_;                   // ResolvedChatTemplate::fallback_note
   int64_t n_ctx_ = 0;
   int64_t capacity_tokens_ = 0;  // whole KV pool, positions
@@ -234,8 +252,10 @@ class ModelEngine {
   std::unique_ptr<ComputePool> pool_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unordered_map<RequestId, std::unique_ptr<Live>> live_;           // by scheduler id
-  std::unordered_map<server::RequestHandle, RequestId> handle_to_id_;
+  std::unordered_map<server::RequestHandle, std::shared_ptr<Group>> groups_;
   std::vector<float> logits_;  // [max_step_tokens, n_vocab]
+  // Prompts whose first choice sampled this step: their waiting choices start after Update.
+  std::vector<std::pair<std::shared_ptr<Group>, int32_t>> release_;
 
   // Shared with other threads.
   mutable std::mutex mu_;

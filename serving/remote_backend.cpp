@@ -100,13 +100,42 @@ std::string UpstreamBody(const server::GenerationRequest& r, const std::string& 
     }
     b["messages"] = std::move(msgs);
     if (!r.tools.is_null()) b["tools"] = r.tools;
+    if (!r.tool_choice.is_null()) b["tool_choice"] = r.tool_choice;
     if (!r.documents.is_null()) b["documents"] = r.documents;
     if (r.chat_template_kwargs.is_object() && !r.chat_template_kwargs.empty()) {
       b["chat_template_kwargs"] = r.chat_template_kwargs;
     }
     if (!r.add_generation_prompt) b["add_generation_prompt"] = false;
   } else {
-    b["prompt"] = r.prompt;
+    // A single prompt (checked by RemoteUnsupported), as text or token ids.
+    const server::PromptInput& p = r.prompts.front();
+    if (p.is_tokens) {
+      b["prompt"] = p.tokens;
+    } else {
+      b["prompt"] = p.text;
+    }
+    if (r.suffix) b["suffix"] = *r.suffix;
+  }
+  switch (r.constraint.kind) {
+    case server::OutputConstraint::Kind::kNone:
+      break;
+    case server::OutputConstraint::Kind::kJsonObject:
+      b["response_format"] = {{"type", "json_object"}};
+      break;
+    case server::OutputConstraint::Kind::kJsonSchema:
+      b["response_format"] = {{"type", "json_schema"},
+                              {"json_schema", {{"name", "response"},
+                                               {"schema", r.constraint.schema},
+                                               {"strict", r.constraint.strict}}}};
+      break;
+    case server::OutputConstraint::Kind::kGrammar:
+      b["grammar"] = r.constraint.grammar;
+      break;
+  }
+  if (!r.logit_bias.empty()) {
+    nlohmann::ordered_json bias = nlohmann::ordered_json::object();
+    for (const auto& [id, v] : r.logit_bias) bias[std::to_string(id)] = v;
+    b["logit_bias"] = std::move(bias);
   }
   b["stream"] = true;
   b["stream_options"] = {{"include_usage", true}};
@@ -123,6 +152,21 @@ std::string UpstreamBody(const server::GenerationRequest& r, const std::string& 
   if (!r.stop.empty()) b["stop"] = r.stop;
   if (r.ignore_eos) b["ignore_eos"] = true;
   return b.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+// What a remote member cannot relay: its answer would come back without it (the stream parser
+// reads text deltas of one choice). Names the field, or "" when the request can go upstream.
+std::string RemoteUnsupported(const server::GenerationRequest& r) {
+  if (r.n != 1) return "n";
+  if (r.logprobs) return "logprobs";
+  if (r.echo) return "echo";
+  if (r.is_infill) return "input_suffix";
+  if (!r.is_chat && (r.prompts.size() != 1)) return "prompt";
+  if (r.is_chat && r.tools.is_array() && !r.tools.empty() &&
+      !(r.tool_choice.is_string() && r.tool_choice == "none")) {
+    return "tools";
+  }
+  return "";
 }
 
 }  // namespace
@@ -668,6 +712,16 @@ std::optional<server::ApiError> RemoteBackend::Submit(server::RequestHandle hand
                                                       server::GenerationSink sink,
                                                       const RemoteSubmit& ctx) {
   Impl& im = *impl_;
+  if (std::string field = RemoteUnsupported(request); !field.empty()) {
+    server::ApiError e;
+    e.http_status = 400;
+    e.type = "invalid_request_error";
+    e.code = "unsupported_value";
+    e.param = field;
+    e.message = "'" + field + "' is not supported by model '" + im.options.name +
+                "', which a remote server answers (only one text choice is relayed)";
+    return e;
+  }
   std::optional<int64_t> max_tokens;
   if (request.max_tokens) max_tokens = *request.max_tokens;
   bool capped = false;

@@ -1,4 +1,6 @@
 // IncrementalDetokenizer: token pieces in, whole UTF-8 characters out.
+#include <algorithm>
+
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/utf8.h"
 
@@ -6,8 +8,14 @@ namespace lifeline {
 
 IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tok) : tok_(tok) {}
 
+IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tok, std::vector<int32_t> render_ids)
+    : tok_(tok), render_ids_(std::move(render_ids)) {
+  std::sort(render_ids_.begin(), render_ids_.end());
+}
+
 std::string IncrementalDetokenizer::Push(int32_t id) {
-  pending_ += tok_.TokenToPiece(id);
+  const bool render = std::binary_search(render_ids_.begin(), render_ids_.end(), id);
+  pending_ += tok_.TokenToPiece(id, render);
   // Everything up to a trailing, still-completable character prefix can go out now;
   // invalid bytes in that part will never complete and are replaced.
   const size_t ready = utf8::CompletePrefixLength(pending_);

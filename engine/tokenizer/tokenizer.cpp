@@ -165,6 +165,35 @@ int32_t Tokenizer::eos_id() const { return vocab_->eos_id; }
 int32_t Tokenizer::unk_id() const { return vocab_->unk_id; }
 int32_t Tokenizer::eot_id() const { return vocab_->eot_id; }
 int32_t Tokenizer::pad_id() const { return vocab_->pad_id; }
+
+namespace {
+
+// The first of `spellings` that is a token of the vocabulary, else -1.
+int32_t FindAny(const tokenizer_internal::Vocab& v, std::initializer_list<std::string_view> spellings) {
+  for (std::string_view s : spellings) {
+    if (int32_t id = v.Find(s); id >= 0) return id;
+  }
+  return -1;
+}
+
+}  // namespace
+
+// The spellings llama.cpp's vocabulary loader recognises when the GGUF has no FIM keys.
+int32_t Tokenizer::fim_pre_id() const {
+  if (vocab_->fim_pre_id >= 0) return vocab_->fim_pre_id;
+  return FindAny(*vocab_, {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>",
+                           "<|fim▁begin|>", "<PRE>", "▁<PRE>", "<|code_prefix|>"});
+}
+int32_t Tokenizer::fim_suf_id() const {
+  if (vocab_->fim_suf_id >= 0) return vocab_->fim_suf_id;
+  return FindAny(*vocab_, {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>",
+                           "<|fim▁hole|>", "<SUF>", "▁<SUF>", "<|code_suffix|>"});
+}
+int32_t Tokenizer::fim_mid_id() const {
+  if (vocab_->fim_mid_id >= 0) return vocab_->fim_mid_id;
+  return FindAny(*vocab_, {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>",
+                           "<|fim▁end|>", "<MID>", "▁<MID>", "<|code_middle|>"});
+}
 bool Tokenizer::add_bos() const { return vocab_->add_bos; }
 bool Tokenizer::add_eos() const { return vocab_->add_eos; }
 bool Tokenizer::add_space_prefix() const { return vocab_->add_space_prefix; }

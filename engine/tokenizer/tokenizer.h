@@ -112,6 +112,13 @@ class Tokenizer {
   int32_t unk_id() const;  // -1 if none
   int32_t eot_id() const;  // -1 if none
   int32_t pad_id() const;  // -1 if none
+  // Fill-in-the-middle tokens (prefix, suffix, middle): tokenizer.ggml.fim_{pre,suf,mid}_token_id,
+  // else the first token whose text is one of the known spellings (<|fim_prefix|> of
+  // Qwen-Coder, <fim_prefix> of StarCoder, <PRE> / ▁<PRE> of CodeLlama, <|fim▁begin|> of
+  // DeepSeek-Coder, ...), as llama.cpp guesses them; -1 if none.
+  int32_t fim_pre_id() const;
+  int32_t fim_suf_id() const;
+  int32_t fim_mid_id() const;
   bool add_bos() const;
   bool add_eos() const;
   bool add_space_prefix() const;
@@ -140,11 +147,15 @@ class Tokenizer {
 class IncrementalDetokenizer {
  public:
   explicit IncrementalDetokenizer(const Tokenizer& tok);
+  // `render_ids`: control tokens whose text is written anyway (e.g. a tool-call marker such
+  // as <tool_call> that a parser downstream must see).
+  IncrementalDetokenizer(const Tokenizer& tok, std::vector<int32_t> render_ids);
   std::string Push(int32_t id);  // returns newly completed text (may be empty)
   std::string Flush();           // whatever is left at the end of generation
 
  private:
   const Tokenizer& tok_;
+  std::vector<int32_t> render_ids_;  // sorted
   std::string pending_;  // bytes of an unfinished UTF-8 character (at most 3)
 };
 

@@ -25,7 +25,7 @@ using testing::LifelineBinary;
 using testing::SharedPath;
 
 std::filesystem::path TemplateData() {
-  return std::filesystem::path(__FILE__).parent_path().parent_path() / "template" / "data";
+  return std::filesystem::path(LIFELINE_TESTS_DIR) / "template" / "data";
 }
 
 std::string ReadFile(const std::string& path) {

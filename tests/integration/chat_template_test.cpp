@@ -20,7 +20,7 @@ using nlohmann::json;
 using ojson = nlohmann::ordered_json;
 
 std::filesystem::path TemplateData() {
-  return std::filesystem::path(__FILE__).parent_path().parent_path() / "template" / "data";
+  return std::filesystem::path(LIFELINE_TESTS_DIR) / "template" / "data";
 }
 
 ojson ReadJson(const std::filesystem::path& p) {

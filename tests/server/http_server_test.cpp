@@ -52,7 +52,8 @@ TEST_F(ServerTest, NonStreamingCompletion) {
   EXPECT_EQ(body["choices"][0]["index"], 0);
   EXPECT_EQ(body["choices"][0]["text"], "Hello, world");  // the script's three tokens
   EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
-  EXPECT_EQ(body["usage"], json::parse(R"({"prompt_tokens":7,"completion_tokens":3,"total_tokens":10})"));
+  EXPECT_EQ(body["usage"], json::parse(R"({"prompt_tokens":7,"completion_tokens":3,"total_tokens":10,
+                                           "prompt_tokens_details":{"cached_tokens":0}})"));
   EXPECT_EQ(body["timings"]["prefill_ms"], 12.25);     // passed through from the engine
   EXPECT_TRUE(body["timings"]["http_read_ms"].is_number());  // added by the server
   const std::string st = reply->Header("server-timing");
@@ -62,7 +63,7 @@ TEST_F(ServerTest, NonStreamingCompletion) {
 
   auto submitted = engine_.submitted();
   ASSERT_EQ(submitted.size(), 1u);
-  EXPECT_EQ(submitted[0].prompt, "hi");
+  EXPECT_EQ(submitted[0].prompts.at(0).text, "hi");
   EXPECT_EQ(submitted[0].max_tokens, 3);
   EXPECT_EQ(submitted[0].model, "fake-model");
   EXPECT_EQ(submitted[0].request_id, body["id"]);
@@ -79,7 +80,7 @@ TEST_F(ServerTest, NonStreamingChat) {
   EXPECT_EQ(body["object"], "chat.completion");
   EXPECT_EQ(body["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
   EXPECT_EQ(body["choices"][0]["message"],
-            json::parse(R"({"role":"assistant","content":"Hello, world"})"));
+            json::parse(R"({"role":"assistant","content":"Hello, world","refusal":null})"));
   auto submitted = engine_.submitted();
   ASSERT_EQ(submitted.size(), 1u);
   EXPECT_TRUE(submitted[0].is_chat);
@@ -178,9 +179,15 @@ TEST_F(ServerTest, ErrorStatusesHaveOpenAiBodies) {
        "invalid_request_error", "top_p"},
       {"negative max_tokens", PostRequest("/v1/completions", R"({"prompt":"x","max_tokens":-1})"),
        400, "invalid_request_error", "max_tokens"},
-      {"n=2", PostRequest("/v1/chat/completions",
-                          R"({"messages":[{"role":"user","content":"x"}],"n":2})"),
+      {"n=17", PostRequest("/v1/chat/completions",
+                           R"({"messages":[{"role":"user","content":"x"}],"n":17})"),
        400, "invalid_request_error", "n"},
+      {"unknown field", PostRequest("/v1/chat/completions",
+                                    R"({"messages":[{"role":"user","content":"x"}],"foo":1})"),
+       400, "invalid_request_error", "foo"},
+      {"unknown response_format", PostRequest("/v1/chat/completions",
+           R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"yaml"}})"),
+       400, "invalid_request_error", "response_format.type"},
       {"unknown model", PostRequest("/v1/completions", R"({"prompt":"x","model":"gpt-9"})"), 404,
        "not_found_error", "model"},
       {"unknown route", GetRequest("/v1/engines"), 404, "not_found_error", ""},
@@ -311,7 +318,7 @@ TEST_F(ServerTest, ApplyTemplateAnswersThePromptTheEngineRenders) {
 TEST_F(ServerTest, ApiKeyProtectsEveryRouteButHealthAndReadiness) {
   server_->Stop();
   ServerOptions o = TestOptions();
-  o.api_key = "s3cret-key";
+  o.api_keys = {"other-key", "s3cret-key"};
   StartServer(o);
   for (const RouteSpec& r : RouteTable()) {
     SCOPED_TRACE(std::string(r.method) + " " + std::string(r.path));
@@ -319,6 +326,7 @@ TEST_F(ServerTest, ApiKeyProtectsEveryRouteButHealthAndReadiness) {
     if (r.route == Route::kChatCompletions || r.route == Route::kApplyTemplate) body = kChat;
     if (r.route == Route::kTokenize) body = R"({"content":"hi"})";
     if (r.route == Route::kDetokenize) body = R"({"tokens":[104,105]})";
+    if (r.route == Route::kInfill) body = R"({"input_prefix":"a","input_suffix":"b"})";
     const std::string path = r.route == Route::kModel ? "/v1/models/fake-model" : std::string(r.path);
     auto make = [&](const std::string& headers) {
       return r.method == "POST" ? PostRequest(path, body, headers) : GetRequest(path, headers);

@@ -28,10 +28,11 @@ Parsed Parse(std::string_view body, Endpoint ep = Endpoint::kCompletions,
 Parsed ParseWith(const std::string& field, const std::string& value_json,
                  Endpoint ep = Endpoint::kCompletions) {
   // The required field of the endpoint, unless it is the one under test.
-  std::string body = ep == Endpoint::kCompletions ? R"({"prompt":"hi")"
-                                                  : R"({"messages":[{"role":"user","content":"hi"}])";
-  if (field == "prompt" || field == "messages") body = "{\"_\":0";
-  body += ",\"" + field + "\":" + value_json + "}";
+  std::string body = ep == Endpoint::kCompletions ? R"({"prompt":"hi",)"
+                     : ep == Endpoint::kInfill    ? R"({"input_prefix":"hi",)"
+                                                  : R"({"messages":[{"role":"user","content":"hi"}],)";
+  if (field == "prompt" || field == "messages" || field == "input_prefix") body = "{";
+  body += "\"" + field + "\":" + value_json + "}";
   return Parse(body, ep);
 }
 
@@ -46,7 +47,8 @@ void ExpectBadParam(const Parsed& p, const std::string& param, const std::string
 TEST(ParseGenerationRequest, MinimalCompletionGetsDefaults) {
   Parsed p = Parse(R"({"prompt":"Once upon a time"})");
   ASSERT_FALSE(p.error) << p.error->message;
-  EXPECT_EQ(p.request.prompt, "Once upon a time");
+  ASSERT_EQ(p.request.prompts.size(), 1u);
+  EXPECT_EQ(p.request.prompts[0].text, "Once upon a time");
   EXPECT_FALSE(p.request.is_chat);
   EXPECT_FALSE(p.request.max_tokens.has_value());
   EXPECT_EQ(p.request.sampling.temperature, 1.0);
@@ -64,12 +66,19 @@ TEST(ParseGenerationRequest, EveryFieldIsApplied) {
     "top_p":0.9,"top_k":40,"min_p":0.05,"seed":-3,"stop":["a","bb"],"presence_penalty":-1.5,
     "frequency_penalty":2,"repeat_penalty":1.1,"stream":true,
     "stream_options":{"include_usage":true},"ignore_eos":true,"n":1,"slo_class":"chat",
-    "user_role":"doctor","deadline_ms":250,"logprobs":false,"echo":false,"best_of":1,
-    "allow_context_trim":true})");
+    "user_role":"doctor","deadline_ms":250,"logprobs":2,"echo":false,"best_of":1,
+    "allow_context_trim":true,"logit_bias":{"7":-100,"42":2.5},"suffix":"end","user":"u-1"})");
   ASSERT_FALSE(p.error) << p.error->message;
   const GenerationRequest& r = p.request;
   EXPECT_EQ(r.model, "m1");
-  EXPECT_EQ(r.prompt, "p");
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].text, "p");
+  EXPECT_FALSE(r.prompts[0].is_tokens);
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.top_logprobs, 2);
+  // In the parsed object's key order.
+  EXPECT_EQ(r.logit_bias, (std::vector<std::pair<int32_t, float>>{{42, 2.5f}, {7, -100.0f}}));
+  EXPECT_EQ(r.suffix, "end");
   EXPECT_EQ(r.max_tokens, 12);
   EXPECT_EQ(r.sampling.temperature, 0.5);
   EXPECT_EQ(r.sampling.top_p, 0.9);
@@ -96,17 +105,53 @@ TEST(ParseGenerationRequest, NullMeansDefault) {
   EXPECT_TRUE(p.request.model.empty());
 }
 
-TEST(ParseGenerationRequest, UnknownFieldsAreIgnored) {
-  Parsed p = Parse(R"({"prompt":"x","user":"u-1","vendor_ext":{"deep":[1,2,{"a":null}]}})");
-  EXPECT_FALSE(p.error);
+// Nothing is accepted and silently ignored: OpenAI answers an unknown argument with 400, and
+// so does Lifeline, naming it (and the field of another endpoint likewise).
+TEST(ParseGenerationRequest, UnknownFieldsAreRejectedByName) {
+  Parsed p = Parse(R"({"prompt":"x","vendor_ext":{"deep":[1,2,{"a":null}]}})");
+  ExpectBadParam(p, "vendor_ext", "unknown field");
+  EXPECT_EQ(p.error->code, "unknown_parameter");
+  ExpectBadParam(Parse(R"({"prompt":"x","messages":[]})"), "messages", "chat field on completions");
+  Parsed fn = Parse(R"({"messages":[{"role":"user","content":"x"}],"functions":[]})",
+                    Endpoint::kChatCompletions);
+  ExpectBadParam(fn, "functions", "deprecated functions");
+  EXPECT_NE(fn.error->message.find("tools"), std::string::npos);
+  ExpectBadParam(Parse(R"({"prompt":"x","reasoning_effort":"low"})"), "reasoning_effort", "o1 field");
+  ExpectBadParam(Parse(R"({"prompt":"x","store":true})"), "store", "store true");
+  EXPECT_FALSE(Parse(R"({"prompt":"x","store":false,"user":"u","service_tier":"auto"})").error);
+  ExpectBadParam(Parse(R"({"prompt":"x","service_tier":"flex"})"), "service_tier", "flex tier");
+  ExpectBadParam(Parse(R"({"prompt":"x","input_prefix":"a"})"), "input_prefix",
+                 "infill field on completions");
 }
 
 TEST(ParseGenerationRequest, PromptForms) {
   ExpectBadParam(Parse(R"({"max_tokens":3})"), "prompt", "missing prompt");
   EXPECT_EQ(Parse(R"({"max_tokens":3})").error->code, "missing_required_parameter");
-  ExpectBadParam(Parse(R"({"prompt":["a","b"]})"), "prompt", "two prompts");
-  ExpectBadParam(Parse(R"({"prompt":[1,2,3]})"), "prompt", "token ids");
+  Parsed two = Parse(R"({"prompt":["a","b"]})");
+  ASSERT_FALSE(two.error) << two.error->message;
+  ASSERT_EQ(two.request.prompts.size(), 2u);
+  EXPECT_EQ(two.request.prompts[1].text, "b");
+  Parsed ids = Parse(R"({"prompt":[1,2,3]})");
+  ASSERT_FALSE(ids.error) << ids.error->message;
+  ASSERT_EQ(ids.request.prompts.size(), 1u);
+  EXPECT_TRUE(ids.request.prompts[0].is_tokens);
+  EXPECT_EQ(ids.request.prompts[0].tokens, (std::vector<int32_t>{1, 2, 3}));
+  Parsed nested = Parse(R"({"prompt":[[5],"text",[6,7]]})");
+  ASSERT_FALSE(nested.error) << nested.error->message;
+  ASSERT_EQ(nested.request.prompts.size(), 3u);
+  EXPECT_EQ(nested.request.prompts[2].tokens, (std::vector<int32_t>{6, 7}));
+  ExpectBadParam(Parse(R"({"prompt":[1,-2]})"), "prompt[1]", "negative token id");
+  ExpectBadParam(Parse(R"({"prompt":[1,2147483648]})"), "prompt[1]", "token id over int32");
+  ExpectBadParam(Parse(R"({"prompt":[1,"a"]})"), "prompt[1]", "mixed ids and text");
+  ExpectBadParam(Parse(R"({"prompt":[[1],[]]})"), "prompt[1]", "empty id list");
+  ExpectBadParam(Parse(R"({"prompt":[{"a":1}]})"), "prompt[0]", "object prompt");
   ExpectBadParam(Parse(R"({"prompt":[]})"), "prompt", "empty array");
+  RequestLimits few;
+  few.max_prompts = 2;
+  ExpectBadParam(Parse(R"({"prompt":["a","b","c"]})", Endpoint::kCompletions, few), "prompt",
+                 "above max_prompts");
+  EXPECT_FALSE(Parse(R"({"prompt":["a","b","c","d"],"n":16})").error);  // 64 choices
+  ExpectBadParam(Parse(R"({"prompt":["a","b","c","d","e"],"n":16})"), "n", "prompts x n over 64");
   ExpectBadParam(Parse(R"({"prompt":42})"), "prompt", "number");
   ExpectBadParam(Parse(R"({"prompt":null})"), "prompt", "null required field");
   EXPECT_FALSE(Parse(R"({"prompt":""})").error);  // an empty prompt is the engine's call
@@ -126,7 +171,8 @@ TEST(ParseGenerationRequest, ChatMessages) {
   EXPECT_EQ(ok.request.messages[2].content, "");
 
   const Endpoint chat = Endpoint::kChatCompletions;
-  ExpectBadParam(Parse(R"({"prompt":"x"})", chat), "messages", "missing messages");
+  ExpectBadParam(Parse(R"({"prompt":"x"})", chat), "prompt", "a completions field on chat");
+  ExpectBadParam(Parse(R"({"max_tokens":3})", chat), "messages", "missing messages");
   ExpectBadParam(Parse(R"({"messages":[]})", chat), "messages", "empty messages");
   ExpectBadParam(Parse(R"({"messages":{"role":"user"}})", chat), "messages", "object");
   ExpectBadParam(Parse(R"({"messages":["hi"]})", chat), "messages[0]", "string entry");
@@ -234,15 +280,18 @@ TEST(ParseGenerationRequest, RangesAndTypesPerField) {
       {"max_completion_tokens", {"1", "64"}, {"0", "-5", "131073", "2.5"}},
       {"seed", {"0", "-9223372036854775808", "9223372036854775807"},
        {"9223372036854775808", "1.5", "\"1\""}},
-      {"n", {"1"}, {"2", "0", "-1", "1.0"}},
+      {"n", {"1", "2", "16"}, {"17", "0", "-1", "1.0"}},
       {"best_of", {"1"}, {"3"}},
       {"deadline_ms", {"1", "3600000"}, {"0", "3600001", "-10"}},
       {"stream", {"true", "false"}, {"1", "\"true\""}},
       {"ignore_eos", {"true"}, {"0"}},
       {"allow_context_trim", {"true", "false"}, {"1", "\"true\"", "{}"}},
-      {"logprobs", {"false", "0"}, {"true", "5"}},
-      {"top_logprobs", {"0"}, {"3"}},
-      {"echo", {"false"}, {"true"}},
+      {"logprobs", {"0", "5"}, {"6", "-1", "true"}},
+      {"echo", {"false", "true"}, {"1"}},
+      {"suffix", {"\"\"", "\"}\""}, {"1"}},
+      {"logit_bias", {"{}", "{\"0\":100}", "{\"2147483647\":-100}"}, {"[]", "3"}},
+      {"grammar", {"\"root ::= \\\"a\\\"\""}, {"\"\"", "1"}},
+      {"user", {"\"u\""}, {"1"}},
       {"model", {"\"fake\""}, {"\"\"", "5", "[\"m\"]"}},
       {"slo_class", {"\"chat\"", "\"customer-service\"", "\"a.b_c\""},
        {"\"\"", "\"has space\"", "\"emoji\xF0\x9F\x98\x80\"", "7"}},
@@ -260,6 +309,21 @@ TEST(ParseGenerationRequest, RangesAndTypesPerField) {
       ExpectBadParam(p, c.field, c.field + "=" + v);
     }
   }
+}
+
+// A bad logit_bias entry names its key.
+TEST(ParseGenerationRequest, LogitBiasEntriesAreNamed) {
+  for (const auto& [value, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"-1":1})", "logit_bias.-1"}, {R"({"01":1})", "logit_bias.01"},
+           {R"({"x":1})", "logit_bias.x"}, {R"({"2147483648":1})", "logit_bias.2147483648"},
+           {R"({"5":100.5})", "logit_bias.5"}, {R"({"5":-101})", "logit_bias.5"},
+           {R"({"5":"1"})", "logit_bias.5"}}) {
+    ExpectBadParam(ParseWith("logit_bias", value), param, value);
+  }
+  RequestLimits few;
+  few.max_logit_bias = 1;
+  ExpectBadParam(Parse(R"({"prompt":"x","logit_bias":{"1":1,"2":2}})", Endpoint::kCompletions, few),
+                 "logit_bias", "over max_logit_bias");
 }
 
 TEST(ParseGenerationRequest, TopKAboveCapIsClampedNotRejected) {
@@ -345,16 +409,20 @@ TEST(ParseGenerationRequest, NestingDepthLimit) {
   ASSERT_TRUE(deep.error);
   EXPECT_EQ(deep.error->code, "json_too_deep");
   // Object (depth 1) + 63 nested arrays = 64 levels: allowed; one more is not.
+  // Body (depth 1) + chat_template_kwargs (2) + 62 nested arrays = 64 levels: allowed; one
+  // more is not.
   auto nested = [](int arrays) {
-    return R"({"prompt":"x","ext":)" + std::string(arrays, '[') + std::string(arrays, ']') + "}";
+    return R"({"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"k":)" +
+           std::string(arrays, '[') + std::string(arrays, ']') + "}}";
   };
-  EXPECT_FALSE(Parse(nested(63)).error);
-  Parsed over = Parse(nested(64));
+  const Endpoint chat = Endpoint::kChatCompletions;
+  EXPECT_FALSE(Parse(nested(62), chat).error);
+  Parsed over = Parse(nested(63), chat);
   ASSERT_TRUE(over.error);
   EXPECT_EQ(over.error->code, "json_too_deep");
   RequestLimits shallow;
   shallow.max_json_depth = 2;
-  EXPECT_TRUE(Parse(nested(2), Endpoint::kCompletions, shallow).error);
+  EXPECT_TRUE(Parse(nested(1), chat, shallow).error);
 }
 
 TEST(ParseGenerationRequest, FieldTableCoversTheDocumentedFields) {
@@ -363,7 +431,9 @@ TEST(ParseGenerationRequest, FieldTableCoversTheDocumentedFields) {
       "top_p", "top_k", "min_p", "seed", "stop", "presence_penalty", "frequency_penalty",
       "repeat_penalty", "stream", "stream_options", "ignore_eos", "n", "slo_class", "user_role",
       "deadline_ms", "allow_context_trim", "tools", "documents", "chat_template_kwargs",
-      "add_generation_prompt"};
+      "add_generation_prompt", "logprobs", "top_logprobs", "echo", "logit_bias", "suffix",
+      "response_format", "grammar", "tool_choice", "parallel_tool_calls", "user", "store",
+      "service_tier", "modalities", "best_of", "input_prefix", "input_suffix"};
   for (const std::string& name : documented) {
     bool found = false;
     for (const FieldSpec& f : RequestFields()) found = found || f.name == name;
@@ -371,11 +441,15 @@ TEST(ParseGenerationRequest, FieldTableCoversTheDocumentedFields) {
   }
   // Property over the whole table: a wrong JSON type is a 400 naming the field.
   for (const FieldSpec& f : RequestFields()) {
-    const Endpoint ep = f.applies == Applies::kChatOnly ? Endpoint::kChatCompletions
-                                                        : Endpoint::kCompletions;
+    const Endpoint ep = f.applies == Applies::kChatOnly    ? Endpoint::kChatCompletions
+                        : f.applies == Applies::kInfillOnly ? Endpoint::kInfill
+                                                            : Endpoint::kCompletions;
     const std::string wrong = f.kind == JsonKind::kString ? "{}" : "{\"x\":1}";
     // An object is these fields' right type.
-    if (f.name == "stream_options" || f.name == "chat_template_kwargs") continue;
+    if (f.name == "stream_options" || f.name == "chat_template_kwargs" ||
+        f.name == "logit_bias" || f.name == "response_format" || f.name == "tool_choice") {
+      continue;
+    }
     ExpectBadParam(ParseWith(std::string(f.name), wrong, ep), std::string(f.name),
                    std::string(f.name) + " as an object");
   }

@@ -12,51 +12,7 @@ namespace {
 
 using nlohmann::json;
 
-CompletionContext Ctx(bool chat) { return {chat ? "chatcmpl-1" : "cmpl-1", "m", 1700000000, chat}; }
 
-TEST(FinalResponseJson, CompletionShape) {
-  const json timings = {{"prefill_ms", 3.5}};
-  json r = FinalResponseJson(Ctx(false), "Hello", "length", Usage{7, 3}, timings);
-  EXPECT_EQ(r, json::parse(R"({
-    "id":"cmpl-1","object":"text_completion","created":1700000000,"model":"m",
-    "choices":[{"index":0,"text":"Hello","logprobs":null,"finish_reason":"length"}],
-    "usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10},
-    "timings":{"prefill_ms":3.5}})"));
-}
-
-TEST(FinalResponseJson, ChatShape) {
-  json r = FinalResponseJson(Ctx(true), "Hi!", "stop", Usage{2, 1}, json::object());
-  EXPECT_EQ(r, json::parse(R"({
-    "id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"m",
-    "choices":[{"index":0,"message":{"role":"assistant","content":"Hi!"},"finish_reason":"stop"}],
-    "usage":{"prompt_tokens":2,"completion_tokens":1,"total_tokens":3},"timings":{}})"));
-}
-
-TEST(StreamChunks, ChatDeltaCarriesRoleOnlyFirst) {
-  json first = StreamDeltaJson(Ctx(true), "He", true);
-  json second = StreamDeltaJson(Ctx(true), "llo", false);
-  EXPECT_EQ(first["object"], "chat.completion.chunk");
-  EXPECT_EQ(first["choices"][0]["delta"], json::parse(R"({"role":"assistant","content":"He"})"));
-  EXPECT_EQ(second["choices"][0]["delta"], json::parse(R"({"content":"llo"})"));
-  EXPECT_TRUE(second["choices"][0]["finish_reason"].is_null());
-}
-
-TEST(StreamChunks, CompletionDeltaFinishAndUsage) {
-  json delta = StreamDeltaJson(Ctx(false), "tok", true);
-  EXPECT_EQ(delta["object"], "text_completion");
-  EXPECT_EQ(delta["choices"][0]["text"], "tok");
-  const json timings = {{"decode_ms", 9}};
-  json finish = StreamFinishJson(Ctx(false), "stop", &timings);
-  EXPECT_EQ(finish["choices"][0]["finish_reason"], "stop");
-  EXPECT_EQ(finish["choices"][0]["text"], "");
-  EXPECT_EQ(finish["timings"], timings);
-  json finish_chat = StreamFinishJson(Ctx(true), "length", nullptr);
-  EXPECT_EQ(finish_chat["choices"][0]["delta"], json::object());
-  EXPECT_FALSE(finish_chat.contains("timings"));
-  json usage = StreamUsageJson(Ctx(true), Usage{4, 5}, nullptr);
-  EXPECT_EQ(usage["choices"], json::array());
-  EXPECT_EQ(usage["usage"]["total_tokens"], 9);
-}
 
 TEST(Sse, Framing) {
   EXPECT_EQ(SseEvent(json{{"a", 1}}), "data: {\"a\":1}\n\n");
@@ -65,7 +21,7 @@ TEST(Sse, Framing) {
 }
 
 TEST(Sse, InvalidUtf8TextIsReplacedNotThrown) {
-  const std::string out = SseEvent(StreamDeltaJson(Ctx(false), "bad\xC3", false));
+  const std::string out = SseEvent(json{{"text", "bad\xC3"}});
   EXPECT_NE(out.find("bad\xEF\xBF\xBD"), std::string::npos);  // U+FFFD
 }
 

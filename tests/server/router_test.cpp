@@ -135,16 +135,28 @@ TEST(ConstantTimeEquals, ComparesExactly) {
 
 TEST(CheckApiKey, BearerSchemeExactKey) {
   using V = std::vector<std::string_view>;
-  EXPECT_FALSE(CheckApiKey("", V{}));  // no key configured: open
-  EXPECT_FALSE(CheckApiKey("k3y", V{"Bearer k3y"}));
-  EXPECT_FALSE(CheckApiKey("k3y", V{"bearer k3y"}));  // scheme is case-insensitive
+  using K = std::vector<std::string>;
+  EXPECT_FALSE(CheckApiKey(K{}, V{}));  // no key configured: open
+  EXPECT_FALSE(CheckApiKey(K{"k3y"}, V{"Bearer k3y"}));
+  EXPECT_FALSE(CheckApiKey(K{"k3y"}, V{"bearer k3y"}));  // scheme is case-insensitive
   for (const V& bad : {V{}, V{"Bearer K3Y"}, V{"Bearer k3y "}, V{"k3y"}, V{"Basic k3y"},
                        V{"Bearer"}, V{"Bearer k3y", "Bearer k3y"}, V{"Bearer k3y", "Bearer x"}}) {
-    auto err = CheckApiKey("k3y", bad);
+    auto err = CheckApiKey(K{"k3y"}, bad);
     ASSERT_TRUE(err) << (bad.empty() ? "none" : bad[0]);
     EXPECT_EQ(err->http_status, 401);
     EXPECT_EQ(err->type, "authentication_error");
   }
+}
+
+TEST(CheckApiKey, AnyOfSeveralKeys) {
+  using V = std::vector<std::string_view>;
+  const std::vector<std::string> keys = {"team-a-key", "team-b-key", "k"};
+  EXPECT_FALSE(CheckApiKey(keys, V{"Bearer team-a-key"}));
+  EXPECT_FALSE(CheckApiKey(keys, V{"Bearer team-b-key"}));
+  EXPECT_FALSE(CheckApiKey(keys, V{"Bearer k"}));
+  EXPECT_TRUE(CheckApiKey(keys, V{"Bearer team-c-key"}));
+  EXPECT_TRUE(CheckApiKey(keys, V{"Bearer team-a-key team-b-key"}));
+  EXPECT_TRUE(CheckApiKey(keys, V{"Bearer "}));
 }
 
 TEST(Cors, OffByDefaultAndExactAllowList) {
@@ -225,5 +237,69 @@ TEST(ServerMetrics, LedgerCountsEachOutcome) {
             std::string::npos);
 }
 
+
+TEST(Cors, WildcardExposedHeadersAndSdkPreflight) {
+  const std::vector<std::string> any = {"*"};
+  auto h = CorsHeaders("http://localhost:3000", any);
+  auto header = [](const auto& headers, std::string_view name) -> std::string {
+    for (const auto& [n, v] : headers) {
+      if (n == name) return v;
+    }
+    return "<absent>";
+  };
+  EXPECT_EQ(header(h, "Access-Control-Allow-Origin"), "*");
+  EXPECT_NE(header(h, "Access-Control-Expose-Headers").find("X-Request-Id"), std::string::npos);
+  EXPECT_TRUE(CorsHeaders(std::nullopt, any).empty());  // not a CORS request
+
+  // What the OpenAI JS SDK's preflight asks for.
+  auto pre = PreflightResponse(
+      "/v1/chat/completions", "http://localhost:3000", any,
+      "authorization,content-type,x-stainless-arch,x-stainless-lang,x-stainless-os,"
+      "x-stainless-package-version,x-stainless-retry-count,x-stainless-runtime,"
+      "x-stainless-runtime-version,x-stainless-timeout");
+  ASSERT_TRUE(pre);
+  EXPECT_EQ(pre->status, 204);
+  const std::string allowed = header(pre->headers, "Access-Control-Allow-Headers");
+  for (std::string_view name : {"Authorization", "Content-Type", "X-SLO-Class", "X-User-Role",
+                                "x-stainless-arch", "x-stainless-retry-count",
+                                "x-stainless-timeout"}) {
+    EXPECT_NE(allowed.find(name), std::string::npos) << name << " in " << allowed;
+  }
+  EXPECT_EQ(header(pre->headers, "Access-Control-Allow-Methods"), "POST");
+  // Anything else the preflight names is not allowed by echo, and odd names are dropped.
+  auto odd = PreflightResponse("/v1/completions", "http://localhost:3000", any,
+                               "x-custom, x-stainless-a b, x-stainless-\r\nset-cookie");
+  ASSERT_TRUE(odd);
+  const std::string odd_allowed = header(odd->headers, "Access-Control-Allow-Headers");
+  EXPECT_EQ(odd_allowed.find("x-custom"), std::string::npos);
+  EXPECT_EQ(odd_allowed.find("set-cookie"), std::string::npos);
+  EXPECT_EQ(odd_allowed.find("a b"), std::string::npos);
+}
+
+TEST(ServeFlags, CorsOriginsAreOriginsOrTheWildcard) {
+  for (std::string_view ok : {"*", "http://localhost:3000", "https://app.example.com",
+                              "http://[::1]:8080", "http://10.0.0.2"}) {
+    EXPECT_TRUE(CheckCorsOrigin(ok).ok()) << ok;
+  }
+  for (std::string_view bad : {"", "localhost:3000", "http://", "http://app.example/",
+                               "http://app.example/path", "ftp://x", "http://u@host",
+                               "http://a b", "**"}) {
+    Status s = CheckCorsOrigin(bad);
+    EXPECT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.message().find("--cors-origin"), std::string::npos) << s.message();
+  }
+}
+
+TEST(ServeFlags, ApiKeyFileLinesCommentsAndErrors) {
+  auto keys = ParseApiKeys("# team keys\nkey-one\n\n  key-two  \r\n#key-three\n", "keys.txt");
+  ASSERT_TRUE(keys.ok()) << keys.status().message();
+  EXPECT_EQ(*keys, (std::vector<std::string>{"key-one", "key-two"}));
+  auto spaced = ParseApiKeys("good\nbad key\n", "keys.txt");
+  ASSERT_FALSE(spaced.ok());
+  EXPECT_NE(spaced.status().message().find("keys.txt line 2"), std::string::npos);
+  EXPECT_FALSE(ParseApiKeys("# only comments\n\n", "keys.txt").ok());
+  EXPECT_FALSE(ParseApiKeys(std::string(257, 'k'), "keys.txt").ok());
+  EXPECT_TRUE(ParseApiKeys(std::string(256, 'k'), "keys.txt").ok());
+}
 }  // namespace
 }  // namespace lifeline::server

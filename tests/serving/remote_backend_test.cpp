@@ -91,7 +91,7 @@ std::string Chunked(std::string_view payload) {
 server::GenerationRequest Completion(const std::string& prompt, int32_t max_tokens) {
   server::GenerationRequest r;
   r.model = "light";
-  r.prompt = prompt;
+  r.prompts = {server::PromptInput{prompt, {}, false}};
   r.max_tokens = max_tokens;
   r.sampling.temperature = 0;
   r.timeline.first_byte = r.timeline.validated = std::chrono::steady_clock::now();
@@ -261,6 +261,7 @@ TEST(RemoteBackendTest, ChatObjectsToolsAndKwargsGoUpstreamAsSent) {
                     R"({"role":"tool","tool_call_id":"c1","content":"42"})")}};
   r.tools = nlohmann::ordered_json::parse(
       R"([{"type":"function","function":{"name":"f","parameters":{"zeta":1,"alpha":2}}}])");
+  r.tool_choice = "none";  // calls would come back as tool_calls, which are not relayed
   r.chat_template_kwargs = {{"enable_thinking", false}};
   auto done = RunOne(*b, c, r);
   ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
@@ -273,6 +274,32 @@ TEST(RemoteBackendTest, ChatObjectsToolsAndKwargsGoUpstreamAsSent) {
   EXPECT_NE(body.find(R"("chat_template_kwargs":{"enable_thinking":false})"), std::string::npos)
       << body;
   EXPECT_EQ(body.find("add_generation_prompt"), std::string::npos) << body;  // the default
+  EXPECT_NE(body.find(R"("tool_choice":"none")"), std::string::npos) << body;
+}
+
+// What a remote member cannot relay is refused up front with the field named, never dropped.
+TEST(RemoteBackendTest, FeaturesARemoteAnswerCannotCarryAreRefused) {
+  auto b = Make(Options("http://127.0.0.1:9/v1"));
+  ASSERT_NE(b, nullptr);
+  auto refuse = [&](server::GenerationRequest r) {
+    Collector c;
+    auto err = b->Submit(1, std::move(r), c.Sink(), {});
+    return err ? err->param : std::string("<accepted>");
+  };
+  server::GenerationRequest n = Completion("x", 4);
+  n.n = 2;
+  EXPECT_EQ(refuse(n), "n");
+  server::GenerationRequest lp = Completion("x", 4);
+  lp.logprobs = true;
+  EXPECT_EQ(refuse(lp), "logprobs");
+  server::GenerationRequest two = Completion("x", 4);
+  two.prompts.push_back(two.prompts.front());
+  EXPECT_EQ(refuse(two), "prompt");
+  server::GenerationRequest tools = Completion("", 4);
+  tools.is_chat = true;
+  tools.messages = {{"user", "hi", nullptr}};
+  tools.tools = nlohmann::ordered_json::parse(R"([{"type":"function","function":{"name":"f"}}])");
+  EXPECT_EQ(refuse(tools), "tools");
 }
 
 TEST(RemoteBackendTest, Http500WithOpenAiErrorBodyIsOneUpstreamError) {

@@ -106,7 +106,7 @@ struct Collector {
 server::GenerationRequest Completion(int32_t max_tokens, const std::string& prompt = "Once") {
   server::GenerationRequest r;
   r.model = "m";
-  r.prompt = prompt;
+  r.prompts = {server::PromptInput{prompt, {}, false}};
   r.max_tokens = max_tokens;
   r.sampling.temperature = 0;
   r.ignore_eos = true;
@@ -286,7 +286,7 @@ std::vector<server::ChatMessage> Conversation() {
 server::GenerationRequest Chat(bool allow_trim) {
   server::GenerationRequest r = Completion(2);
   r.is_chat = true;
-  r.prompt.clear();
+  r.prompts.clear();
   r.messages = Conversation();
   r.allow_context_trim = allow_trim;
   return r;

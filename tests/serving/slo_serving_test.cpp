@@ -67,7 +67,7 @@ struct Collector {
 server::GenerationRequest Request(int32_t max_tokens, const std::string& model = "heavy") {
   server::GenerationRequest r;
   r.model = model;
-  r.prompt = "Once upon a time";
+  r.prompts = {server::PromptInput{"Once upon a time", {}, false}};
   r.max_tokens = max_tokens;
   r.sampling.temperature = 0;
   r.ignore_eos = true;

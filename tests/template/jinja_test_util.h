@@ -21,7 +21,7 @@ using Json = nlohmann::ordered_json;
 
 // tests/template/data: the real templates, conversations and jinja2's renderings.
 inline std::filesystem::path TemplateDataDir() {
-  return std::filesystem::path(__FILE__).parent_path() / "data";
+  return std::filesystem::path(LIFELINE_TESTS_DIR) / "template" / "data";
 }
 
 // A whole file, bytes as they are ("" if unreadable).

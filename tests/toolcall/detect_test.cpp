@@ -14,7 +14,9 @@
 namespace lifeline::toolcall {
 namespace {
 
-std::filesystem::path TemplatesDir() { return LIFELINE_TEMPLATES_DIR; }
+std::filesystem::path TemplatesDir() {
+  return std::filesystem::path(LIFELINE_TESTS_DIR) / "template" / "data" / "templates";
+}
 
 std::string ReadFile(const std::filesystem::path& p) {
   std::ifstream f(p, std::ios::binary);

@@ -1,0 +1,101 @@
+#include "serving/choice_output.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "base/check.h"
+
+namespace lifeline::serving {
+
+ChoiceOutput::ChoiceOutput(const Tokenizer& tokenizer, const PreparedRequest& prepared,
+                           const std::vector<int32_t>& prompt, int32_t seed_offset)
+    : tok_(tokenizer),
+      logit_bias_(prepared.logit_bias),
+      logprobs_(prepared.logprobs),
+      top_logprobs_(prepared.top_logprobs),
+      ignore_eos_(prepared.ignore_eos) {
+  SamplerParams sp = prepared.sampler;
+  if (sp.seed != kSamplerRandomSeed) sp.seed += static_cast<uint64_t>(seed_offset);
+  sampler_ = std::make_unique<Sampler>(sp);
+  for (int32_t id : prompt) sampler_->Accept(id);
+  detok_ = std::make_unique<IncrementalDetokenizer>(tokenizer, prepared.render_ids);
+  auto stop = StopMatcher::Create(prepared.stop);
+  LL_CHECK(stop.ok());  // validated by PrepareRequest
+  stop_.emplace(std::move(stop).value());
+}
+
+server::TokenLogprobs ChoiceOutput::Logprobs(const float* row, int32_t n_vocab,
+                                             int32_t id) const {
+  // log p_i = l_i - max - log(sum_j exp(l_j - max)), over the finite logits.
+  float max_logit = -std::numeric_limits<float>::infinity();
+  for (int32_t i = 0; i < n_vocab; ++i) max_logit = std::max(max_logit, row[i]);
+  double sum = 0;
+  for (int32_t i = 0; i < n_vocab; ++i) {
+    if (row[i] > -std::numeric_limits<float>::infinity()) sum += std::exp(double(row[i]) - max_logit);
+  }
+  const double log_z = static_cast<double>(max_logit) + std::log(sum);
+  auto lp = [&](int32_t i) { return static_cast<float>(double(row[i]) - log_z); };
+  server::TokenLogprobs out;
+  out.token = tok_.TokenToPiece(id, /*render_special=*/true);
+  out.logprob = lp(id);
+  if (top_logprobs_ > 0) {
+    // The k best ids (ties: lower id first), without sorting the vocabulary.
+    std::vector<int32_t> best;
+    best.reserve(static_cast<size_t>(top_logprobs_) + 1);
+    auto before = [&](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); };
+    for (int32_t i = 0; i < n_vocab; ++i) {
+      if (static_cast<int32_t>(best.size()) < top_logprobs_) {
+        best.push_back(i);
+        std::push_heap(best.begin(), best.end(), before);
+      } else if (before(i, best.front())) {
+        std::pop_heap(best.begin(), best.end(), before);
+        best.back() = i;
+        std::push_heap(best.begin(), best.end(), before);
+      }
+    }
+    std::sort(best.begin(), best.end(), before);
+    for (int32_t i : best) out.top.push_back({tok_.TokenToPiece(i, true), lp(i)});
+  }
+  return out;
+}
+
+TokenStep ChoiceOutput::Next(float* row, int32_t n_vocab) {
+  TokenStep step;
+  sampled_ = true;
+  for (const auto& [id, bias] : logit_bias_) {
+    // -100 bans the token outright (OpenAI's meaning), not just lowers it.
+    row[id] = bias <= -100.0f ? -std::numeric_limits<float>::infinity() : row[id] + bias;
+  }
+  const int32_t id = sampler_->Sample(row, n_vocab);
+  if (sampler_->last_sample_degenerate()) {
+    step.outcome = TokenStep::Outcome::kError;
+    step.error = "the model produced no finite logits";
+    return step;
+  }
+  if (!ignore_eos_ && tok_.IsEndOfGeneration(id)) {
+    step.outcome = TokenStep::Outcome::kStop;
+    return step;
+  }
+  sampler_->Accept(id);
+  step.token = id;
+  if (logprobs_) pending_.push_back(Logprobs(row, n_vocab, id));
+  const StopPush pushed = stop_->Push(detok_->Push(id));
+  step.text = pushed.emit;
+  if (pushed.stopped) step.outcome = TokenStep::Outcome::kStop;
+  if (!step.text.empty() || pushed.stopped) step.logprobs = std::move(pending_), pending_.clear();
+  return step;
+}
+
+TokenStep ChoiceOutput::Flush() {
+  TokenStep step;
+  if (!stop_->stopped()) {
+    StopPush tail = stop_->Push(detok_->Flush());
+    step.text = tail.emit + (tail.stopped ? "" : stop_->Finish());
+  }
+  step.logprobs = std::move(pending_);
+  pending_.clear();
+  return step;
+}
+
+}  // namespace lifeline::serving

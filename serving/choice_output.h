@@ -1,0 +1,71 @@
+// Output processing of one choice (one sequence of a request), run by the engine thread for
+// every step that gives it a token: logits -> logit bias -> sampler -> log-probabilities ->
+// end-of-generation -> detokenizer -> stop sequences -> the text to send.
+//
+// Log-probabilities are the log-softmax of the logits the sampler saw (bias and penalties
+// applied, before temperature and the top-k/p filters), as OpenAI reports them. Entries of
+// tokens whose text is still held back (half a UTF-8 character, a possible stop-sequence
+// prefix) wait and ride with the next text that goes out, so every sent token has its entry.
+//
+// Ownership: owns the sampler, detokenizer, stop matcher and a copy of the logit bias of its
+// choice; borrows the tokenizer (it outlives every request). Thread-safety: engine thread only.
+// Failure: a degenerate logits row (nothing finite) is reported as kError.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/sampler/sampler.h"
+#include "engine/sampler/stop.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "server/engine_api.h"
+#include "serving/request_prep.h"
+
+namespace lifeline::serving {
+
+struct TokenStep {
+  enum class Outcome : uint8_t { kContinue, kStop, kError };
+  Outcome outcome = Outcome::kContinue;
+  int32_t token = -1;      // the sampled id, appended to the sequence (kContinue and a stop
+                           // string's kStop); -1 when end-of-generation ended the choice
+  std::string text;        // text released by this token (may be empty)
+  std::vector<server::TokenLogprobs> logprobs;  // entries released with `text`
+  std::string error;       // kError
+};
+
+class ChoiceOutput {
+ public:
+  // `seed_offset` makes choice k of a seeded request draw its own stream (seed + k).
+  ChoiceOutput(const Tokenizer& tokenizer, const PreparedRequest& prepared,
+               const std::vector<int32_t>& prompt, int32_t seed_offset);
+
+  // `row` is the choice's logits [n_vocab]; it is modified (bias, sampler sanitizing).
+  TokenStep Next(float* row, int32_t n_vocab);
+
+  // Generation ended (length, end-of-generation): whatever the detokenizer and the stop
+  // matcher still hold, with the log-probability entries still waiting.
+  TokenStep Flush();
+
+  bool stopped_by_string() const { return stop_->stopped(); }
+  bool sampled() const { return sampled_; }  // Next has run at least once
+
+ private:
+  server::TokenLogprobs Logprobs(const float* row, int32_t n_vocab, int32_t id) const;
+
+  const Tokenizer& tok_;
+  std::vector<std::pair<int32_t, float>> logit_bias_;
+  bool logprobs_ = false;
+  int32_t top_logprobs_ = 0;
+  bool ignore_eos_ = false;
+  std::unique_ptr<Sampler> sampler_;
+  std::unique_ptr<IncrementalDetokenizer> detok_;
+  std::optional<StopMatcher> stop_;
+  bool sampled_ = false;
+  std::vector<server::TokenLogprobs> pending_;  // entries whose text is still held back
+};
+
+}  // namespace lifeline::serving

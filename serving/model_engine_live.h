@@ -1,0 +1,61 @@
+// Engine-thread state of one accepted request (Group) and of each of its choices (Live),
+// shared by model_engine.cpp (admission, inbox, terminal events) and model_engine_step.cpp
+// (the step). Internal to serving/.
+//
+// A request has prompts x n choices; each choice is one scheduler request (one sequence).
+// Choices after the first of a prompt wait (Group::deferred) until that first one has been
+// prefilled, so they find the prompt's full blocks in the prefix cache instead of computing
+// them again. The request ends visibly once: a kDone after its last choice completed, or the
+// first kError (the other choices are then cancelled and end silently).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "serving/choice_output.h"
+#include "serving/model_engine.h"
+
+namespace lifeline::serving {
+
+struct ModelEngine::Group {
+  server::RequestHandle handle = 0;
+  server::GenerationSink sink;
+  int32_t n_choices = 1;
+  int32_t open = 1;              // choices not yet completed
+  int32_t live_count = 0;        // choices known to the engine thread and not retired
+  bool terminated = false;       // the terminal event went out
+  bool first_recorded = false;   // TTFT and queue samples went to the tracker
+  server::Usage usage;           // prompts counted once; completion tokens of every choice
+  std::vector<RequestId> ids;    // scheduler ids of the choices handed to the scheduler
+  std::vector<std::unique_ptr<Live>> deferred;  // choices waiting for their prompt's first
+  PreparedRequest prepared;      // what the choices' outputs are built from
+};
+
+struct ModelEngine::Live {
+  std::shared_ptr<Group> group;
+  int32_t index = 0;             // choice index in the response
+  int32_t prompt_index = 0;
+  std::vector<int32_t> prompt;   // [n_prompt] token ids
+  std::string echo_text;         // sent before the first token (completions' echo)
+  int64_t max_tokens = 0;
+  int64_t queued_tokens = 0;     // what this choice added to queued_prompt_tokens_
+  std::optional<int64_t> deadline_us;
+  std::optional<ChoiceOutput> out;
+  RequestTiming timing;
+  RequestId id = 0;
+  SeqId seq = -1;          // model-side sequence while admitted
+  bool queued = false;     // counted in accepted_not_started_ (until scheduled or retired)
+  bool retired = false;
+  int64_t generated = 0;   // tokens appended
+  int64_t cached_tokens = 0;
+  int64_t preemptions = 0;
+  std::string slo_class;       // latency sample label
+  int32_t priority = 0;
+  std::string cap_reason;      // non-empty: max_tokens was capped by the SLO ladder
+  bool deadline_stopped = false;  // ended at its deadline (ladder level >= truncate)
+  ModelEngine::Trim trim;         // context trimmed at Submit (turns > 0)
+};
+
+}  // namespace lifeline::serving

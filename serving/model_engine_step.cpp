@@ -1,0 +1,426 @@
+// ModelEngine's engine-loop thread: one step = drain the inbox -> load the SLO knobs ->
+// Schedule -> the batch through LlamaModel::Eval -> each choice's output (ChoiceOutput) ->
+// Scheduler::Update -> terminal events. The request-side books (Group / Live) are in
+// model_engine_live.h; admission and terminal events in model_engine.cpp.
+#include <algorithm>
+#include <utility>
+
+#include "serving/model_engine.h"
+#include "serving/model_engine_live.h"
+
+namespace lifeline::serving {
+
+using server::ApiError;
+using server::GenerationEvent;
+
+namespace {
+
+int64_t NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             Clock::now().time_since_epoch()).count();
+}
+
+ApiError StepError(int http_status, std::string type, std::string code, std::string message,
+                   int retry_after_s = 0) {
+  ApiError e;
+  e.http_status = http_status;
+  e.type = std::move(type);
+  e.code = std::move(code);
+  e.message = std::move(message);
+  e.retry_after_s = retry_after_s;
+  return e;
+}
+
+}  // namespace
+
+void ModelEngine::StopAtDeadlines(int64_t now_us) {
+  if (knobs_now_ == nullptr) return;  // no control plane: level 0 for every class
+  std::vector<RequestId> due;
+  for (const auto& [id, live] : live_) {
+    // Never-started choices are left to the scheduler's expiry (503 deadline_exceeded).
+    if (live->queued || !live->deadline_us || now_us < *live->deadline_us) continue;
+    if (knobs_now_->LevelOf(live->slo_class) < slo::Level::kTruncate) continue;
+    due.push_back(id);
+  }
+  for (RequestId id : due) {
+    std::optional<Request> r = scheduler_->FinishNow(id, FinishReason::kLength, now_us);
+    auto it = live_.find(id);
+    if (!r || it == live_.end()) continue;
+    Live& live = *it->second;
+    live.timing.Charge(&live.timing.queue_ms, Clock::now());  // it was between steps
+    live.deadline_stopped = true;
+    ++deadline_stops_;
+    if (slo_.outcomes != nullptr) {
+      slo_.outcomes->Count(live.slo_class.empty() ? "interactive" : live.slo_class,
+                           options_.name, "deadline_stop");
+    }
+    Complete(live, *r);
+    live_.erase(it);
+  }
+}
+
+void ModelEngine::ApplyPlanEnds(const StepPlan& plan) {
+  for (const Request& r : plan.cancelled) {
+    auto it = live_.find(r.id);
+    if (it == live_.end()) continue;
+    Live& live = *it->second;
+    live.timing.Charge(&live.timing.queue_ms, Clock::now());
+    FailGroup(live, GenerationEvent::Error(
+                        StepError(499, "cancelled", "cancelled", "the request was cancelled")));
+    live_.erase(it);
+  }
+  for (const Request& r : plan.expired) {
+    auto it = live_.find(r.id);
+    if (it == live_.end()) continue;
+    Live& live = *it->second;
+    live.timing.Charge(&live.timing.queue_ms, Clock::now());
+    FailGroup(live, GenerationEvent::Error(StepError(
+                        503, "unavailable", "deadline_exceeded",
+                        "the request's deadline passed while it was queued: " + r.error_message,
+                        1)));
+    live_.erase(it);
+  }
+  for (RequestId id : plan.preempted) {
+    auto it = live_.find(id);
+    if (it == live_.end()) continue;
+    Live& live = *it->second;
+    ++live.preemptions;
+    if (live.seq >= 0) {
+      (void)ctx_->ReleaseSequence(live.seq);
+      live.seq = -1;
+    }
+  }
+}
+
+Status ModelEngine::BuildBatch(const StepPlan& plan, std::vector<BatchToken>* batch,
+                               std::vector<Live*>* entry_live) {
+  Status status = Status::Ok();
+  batch->reserve(static_cast<size_t>(plan.n_tokens));
+  entry_live->assign(plan.entries.size(), nullptr);
+  for (size_t i = 0; i < plan.entries.size(); ++i) {
+    const StepEntry& e = plan.entries[i];
+    auto it = live_.find(e.id);
+    if (it == live_.end()) continue;
+    Live& live = *it->second;
+    (*entry_live)[i] = &live;
+    if (live.queued) {  // a choice leaves the queue bound the first time it is scheduled
+      live.queued = false;
+      accepted_not_started_.fetch_sub(1);
+      queued_prompt_tokens_.fetch_sub(live.queued_tokens);
+    }
+    if (const Request* r = scheduler_->Find(e.id)) live.cached_tokens = r->n_cached_tokens;
+    if (live.seq < 0) live.seq = ctx_->NewSequence();
+    if (Status s = ctx_->sequences().Adopt(live.seq, e.block_table, e.start_pos); !s.ok()) {
+      status = s;
+    }
+    for (int64_t p = e.start_pos; p < e.end_pos; ++p) {
+      const size_t k = static_cast<size_t>(p - e.start_pos);
+      batch->push_back({e.tokens[k], p, live.seq, e.want_logits[k] != 0});
+    }
+    live.timing.batch_sizes.push_back(static_cast<int32_t>(plan.entries.size()));
+    live.timing.batch_tokens.push_back(static_cast<int32_t>(plan.n_tokens));
+  }
+  return status;
+}
+
+void ModelEngine::ObserveSpeeds(const StepPlan& plan, size_t batch_tokens,
+                                Clock::time_point t_eval0, Clock::time_point t_eval1) {
+  if (slo_.speeds == nullptr) return;
+  // Speeds for admission: a pure-decode step times one token per sequence; a step with
+  // prefill chunks gives the step speed over all its tokens (the decodes riding along are
+  // rows of the same products), which is how admission charges decodes that share steps with
+  // a prefill.
+  bool has_prefill = false;
+  for (const StepEntry& e : plan.entries) has_prefill |= !e.is_decode;
+  const double eval_ms = std::chrono::duration<double, std::milli>(t_eval1 - t_eval0).count();
+  if (has_prefill) {
+    slo_.speeds->ObservePrefill(static_cast<int64_t>(batch_tokens), eval_ms, NowUs());
+  } else {
+    slo_.speeds->ObserveDecode(eval_ms, NowUs());
+  }
+}
+
+std::vector<StepResult> ModelEngine::ProcessOutputs(const StepPlan& plan,
+                                                    const std::vector<Live*>& entry_live,
+                                                    const Status& eval_status,
+                                                    Clock::time_point t_step0,
+                                                    Clock::time_point t_eval0,
+                                                    Clock::time_point t_eval1) {
+  std::vector<StepResult> results;
+  results.reserve(plan.entries.size());
+  const int64_t n_vocab = model_->config().n_vocab;
+  int64_t logit_row = 0;
+  for (size_t i = 0; i < plan.entries.size(); ++i) {
+    const StepEntry& e = plan.entries[i];
+    Live* live = entry_live[i];
+    const bool wants = e.wants_token();
+    float* row = wants ? logits_.data() + logit_row * n_vocab : nullptr;
+    if (wants) ++logit_row;
+    if (live == nullptr) continue;
+    RequestTiming& tm = live->timing;
+    tm.Charge(&tm.queue_ms, t_step0);
+    tm.Charge(&tm.kv_alloc_ms, t_eval0);
+    tm.Charge(e.is_decode ? &tm.decode_ms : &tm.prefill_ms, t_eval1);
+    StepResult res;
+    res.id = e.id;
+    if (!eval_status.ok()) {
+      res.finish = FinishReason::kError;
+      res.error_message = eval_status.ToString();
+      results.push_back(res);
+      continue;
+    }
+    if (!wants) continue;
+    Group& g = *live->group;
+    const bool first_sample = !live->out->sampled();
+    if (first_sample && !live->echo_text.empty() && !g.terminated) {
+      GenerationEvent echo = GenerationEvent::Token(live->echo_text, -1);
+      echo.index = live->index;
+      g.sink(std::move(echo));
+    }
+    TokenStep step = live->out->Next(row, static_cast<int32_t>(n_vocab));
+    if (step.outcome == TokenStep::Outcome::kError) {
+      res.finish = FinishReason::kError;
+      res.error_message = step.error;
+    } else {
+      if (step.token >= 0) {
+        res.token = step.token;
+        ++live->generated;
+        tm.OnToken(Clock::now());
+        RecordFirstToken(*live);
+      }
+      if (!g.terminated && (!step.text.empty() || !step.logprobs.empty())) {
+        GenerationEvent ev = GenerationEvent::Token(std::move(step.text), step.token);
+        ev.index = live->index;
+        ev.logprobs = std::move(step.logprobs);
+        g.sink(std::move(ev));
+      }
+      if (step.outcome == TokenStep::Outcome::kStop) res.finish = FinishReason::kStop;
+    }
+    if (first_sample && !g.deferred.empty()) release_.emplace_back(live->group, live->prompt_index);
+    tm.Charge(&tm.sampling_ms, Clock::now());
+    results.push_back(std::move(res));
+  }
+  return results;
+}
+
+void ModelEngine::ApplyFinished(std::vector<Request> finished) {
+  for (Request& r : finished) {
+    auto it = live_.find(r.id);
+    if (it == live_.end()) continue;
+    Live& live = *it->second;
+    if (KindOf(r.finish_reason) == FinishKind::kCompleted) {
+      Complete(live, r);
+    } else if (r.finish_reason == FinishReason::kDeadline) {
+      FailGroup(live, GenerationEvent::Error(StepError(503, "unavailable", "deadline_exceeded",
+                                                       r.error_message, 1)));
+    } else {
+      FailGroup(live, GenerationEvent::Error(StepError(500, "server_error", "engine_error",
+                                                       r.error_message)));
+    }
+    live_.erase(it);
+  }
+}
+
+bool ModelEngine::Step() {
+  const auto t_step0 = Clock::now();
+  StopAtDeadlines(NowUs());
+  StepPlan plan = scheduler_->Schedule(NowUs());
+  window_wait_us_ = plan.window_wait_us;
+  ApplyPlanEnds(plan);
+  if (plan.empty()) return false;
+
+  std::vector<BatchToken> batch;
+  std::vector<Live*> entry_live;
+  Status eval_status = BuildBatch(plan, &batch, &entry_live);
+  const auto t_eval0 = Clock::now();
+  PublishStepLoad(plan, t_eval0);
+  if (eval_status.ok()) eval_status = model_->Eval(batch, *ctx_, *pool_, logits_);
+  const auto t_eval1 = Clock::now();
+  step_end_estimate_us_.store(0, std::memory_order_relaxed);
+  if (eval_status.ok()) ObserveSpeeds(plan, batch.size(), t_eval0, t_eval1);
+
+  std::vector<StepResult> results =
+      ProcessOutputs(plan, entry_live, eval_status, t_step0, t_eval0, t_eval1);
+  ApplyFinished(scheduler_->Update(results, NowUs()));
+  // A prompt's first choice has filled the prefix cache: its siblings may start.
+  for (auto& [group, prompt_index] : release_) ReleaseDeferred(*group, prompt_index);
+  release_.clear();
+  return true;
+}
+
+void ModelEngine::ApplyKnobs() {
+  if (slo_.speeds != nullptr) {
+    // The batching window's slack check needs the time a prompt token takes to prefill.
+    if (auto tps = slo_.speeds->prefill_tokens_per_s(); tps && *tps > 0) {
+      scheduler_->SetServiceEstimate(1e6 / *tps);
+    }
+  }
+  if (slo_.knobs == nullptr) return;
+  // One pointer copy per step; the class levels of this step come from the same snapshot.
+  knobs_now_ = slo_.knobs->Load();
+  const std::shared_ptr<const slo::Knobs>& knobs = knobs_now_;
+  if (knobs == nullptr || knobs->version == knobs_version_) return;
+  knobs_version_ = knobs->version;
+  SchedulerKnobs k = scheduler_->knobs();
+  if (const slo::ModelKnobs* mk = knobs->ForModel(options_.name)) {
+    // The engine's buffers were sized for options_: the controller may shrink, never exceed.
+    k.max_running = std::clamp<int32_t>(mk->max_running, 1, options_.max_running);
+    k.max_step_tokens =
+        std::clamp<int64_t>(mk->max_step_tokens, k.max_running, options_.max_step_tokens);
+  }
+  k.max_queue_delay_us = std::max<int64_t>(0, knobs->max_queue_delay_us);
+  k.preferred_batch_sizes = knobs->preferred_batch_sizes;
+  (void)scheduler_->SetKnobs(k);
+}
+
+slo::QueueLoad ModelEngine::Load(int64_t now_us) const {
+  slo::QueueLoad l;
+  l.queued_requests = static_cast<int32_t>(accepted_not_started_.load());
+  l.queued_prefill_tokens = queued_prompt_tokens_.load();
+  l.running_prefill_tokens = running_prefill_tokens_.load(std::memory_order_relaxed);
+  l.running_decodes = running_decodes_.load(std::memory_order_relaxed);
+  l.step_token_budget = step_token_budget_.load(std::memory_order_relaxed);
+  // Past the estimate (the step overran) nothing is added: the overrun is not predictable.
+  const int64_t end_us = step_end_estimate_us_.load(std::memory_order_relaxed);
+  if (end_us > now_us) l.step_left_ms = static_cast<double>(end_us - now_us) / 1000.0;
+  return l;
+}
+
+void ModelEngine::PublishStepLoad(const StepPlan& plan, Clock::time_point eval_start) {
+  std::unordered_map<RequestId, int64_t> planned_end;
+  planned_end.reserve(plan.entries.size());
+  bool has_prefill = false;
+  for (const StepEntry& e : plan.entries) {
+    planned_end[e.id] = e.end_pos;
+    has_prefill |= !e.is_decode;
+  }
+  int64_t prefill_left = 0;
+  int32_t decodes = 0;
+  for (const auto& [id, live] : live_) {
+    if (live->queued) continue;  // still in queued_prompt_tokens_
+    const Request* r = scheduler_->Find(id);
+    if (r == nullptr || r->finished()) continue;
+    if (r->state == RequestState::kDecoding) {
+      ++decodes;
+      continue;
+    }
+    // Prefilling, or preempted (to recompute prompt + generated): what this step leaves.
+    int64_t computed = r->n_computed;
+    if (auto it = planned_end.find(id); it != planned_end.end()) {
+      computed = std::max(computed, it->second);
+    }
+    const int64_t left = r->n_tokens() - computed;
+    if (left > 0) {
+      prefill_left += left;
+    } else {
+      ++decodes;  // its prefill ends with this step: it decodes from the next one
+    }
+  }
+  running_prefill_tokens_.store(prefill_left, std::memory_order_relaxed);
+  running_decodes_.store(decodes, std::memory_order_relaxed);
+  double est_ms = 0;
+  if (slo_.speeds != nullptr) {
+    if (has_prefill) {
+      if (auto tps = slo_.speeds->prefill_tokens_per_s()) {
+        est_ms = static_cast<double>(plan.n_tokens) * 1000.0 / *tps;
+      }
+    } else if (auto dms = slo_.speeds->decode_ms_per_token()) {
+      est_ms = *dms;
+    }
+  }
+  const int64_t start_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                               eval_start.time_since_epoch()).count();
+  step_end_estimate_us_.store(est_ms > 0 ? start_us + static_cast<int64_t>(est_ms * 1000.0) : 0,
+                              std::memory_order_relaxed);
+}
+
+void ModelEngine::RecordFirstToken(Live& live) {
+  Group& g = *live.group;
+  if (slo_.tracker == nullptr || g.first_recorded) return;
+  g.first_recorded = true;
+  const RequestTiming& tm = live.timing;
+  slo::RequestSample s;
+  s.ttft_ms = tm.ttft_ms;
+  s.queue_ms = tm.queue_ms;  // the queue time before the first token
+  const std::string& cls = live.slo_class.empty() ? std::string("interactive") : live.slo_class;
+  slo_.tracker->RecordRequest(cls, options_.name, NowUs(), s);
+}
+
+void ModelEngine::RecordFinished(const Live& live) {
+  if (slo_.tracker == nullptr) return;
+  const RequestTiming& tm = live.timing;
+  const auto now = Clock::now();
+  slo::RequestSample s;
+  const double e2e_ms = std::chrono::duration<double, std::milli>(now - tm.first_byte).count();
+  s.e2e_ms = e2e_ms;
+  // A request that produced no token (its first sample was end-of-generation) reports its
+  // queue time here; one that did reported TTFT and queue time at its first token.
+  if (!live.group->first_recorded) {
+    s.queue_ms = tm.queue_ms;
+    if (tm.ttft_ms >= 0) s.ttft_ms = tm.ttft_ms;
+  }
+  if (tm.ttft_ms >= 0 && live.generated > 1) {
+    s.tpot_ms = (e2e_ms - tm.ttft_ms) / static_cast<double>(live.generated - 1);
+  }
+  s.itl_ms = tm.itl_ms;
+  const std::string& cls = live.slo_class.empty() ? std::string("interactive") : live.slo_class;
+  slo_.tracker->RecordRequest(cls, options_.name, NowUs(), s);
+}
+
+void ModelEngine::PublishSnapshot() {
+  const SchedulerStats st = scheduler_->stats();
+  const BlockManagerStats bs = scheduler_->block_manager().stats();
+  std::lock_guard<std::mutex> lock(snapshot_mu_);
+  snapshot_.waiting = st.waiting;
+  snapshot_.running = st.running;
+  snapshot_.kv_blocks_free = static_cast<int32_t>(scheduler_->block_manager().n_available());
+  snapshot_.prefix_hit_tokens = bs.prefix_hit_tokens;
+  snapshot_.prefix_lookup_tokens = bs.prefix_lookup_tokens;
+  snapshot_.preemptions = st.preemptions;
+  snapshot_.steps = st.steps;
+  snapshot_.live_requests = static_cast<int64_t>(groups_.size());
+  snapshot_.window_waits = st.window_waits;
+  snapshot_.max_queue_delay_us = scheduler_->knobs().max_queue_delay_us;
+  snapshot_.context_trims = context_trims_.load();
+  snapshot_.deadline_stops = deadline_stops_;
+}
+
+void ModelEngine::Loop() {
+  for (;;) {
+    heartbeat_ns_.store(Clock::now().time_since_epoch().count());
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (stop_) break;
+      if (inbox_.empty() && live_.empty()) {
+        // Idle: wake at least every 250 ms to keep the heartbeat fresh.
+        cv_.wait_for(lock, std::chrono::milliseconds(250),
+                     [&] { return stop_ || !inbox_.empty(); });
+        if (stop_) break;
+        continue;
+      }
+    }
+    DrainInbox();
+    ApplyKnobs();
+    step_token_budget_.store(scheduler_->knobs().max_step_tokens, std::memory_order_relaxed);
+    const bool ran = Step();
+    if (live_.empty()) {
+      // The last request ended: nothing runs (PublishStepLoad only sees non-empty plans).
+      running_prefill_tokens_.store(0, std::memory_order_relaxed);
+      running_decodes_.store(0, std::memory_order_relaxed);
+    }
+    PublishSnapshot();
+    if (!ran && !live_.empty()) {
+      // Nothing schedulable right now: the batching window holds admission (sleep until it
+      // ends or a request arrives), or something rare: don't spin a core. Capped so started
+      // requests' deadlines and the heartbeat are still looked at often.
+      const auto wait = window_wait_us_ > 0
+                            ? std::chrono::microseconds(std::min<int64_t>(window_wait_us_, 50'000))
+                            : std::chrono::microseconds(1000);
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, wait, [&] { return stop_ || !inbox_.empty(); });
+    }
+  }
+  FailAll("shutting_down", "the server is shutting down", 503);
+}
+
+}  // namespace lifeline::serving

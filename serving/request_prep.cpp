@@ -1,0 +1,236 @@
+#include "serving/request_prep.h"
+
+#include <algorithm>
+
+#include "engine/sampler/stop.h"
+#include "serving/chat_setup.h"
+
+namespace lifeline::serving {
+
+using server::ApiError;
+
+namespace {
+
+ApiError BadRequest(std::string message, std::string param, std::string code = "") {
+  ApiError e;
+  e.http_status = 400;
+  e.type = "invalid_request_error";
+  e.code = std::move(code);
+  e.message = std::move(message);
+  e.param = std::move(param);
+  return e;
+}
+
+std::string PromptParam(const server::GenerationRequest& req, size_t i) {
+  if (req.is_chat) return "messages";
+  if (req.is_infill) return "input_prefix";
+  return req.prompts.size() > 1 ? "prompt[" + std::to_string(i) + "]" : "prompt";
+}
+
+// [FIM_PRE] prefix [FIM_SUF] suffix [FIM_MID] (the prefix-suffix-middle order that
+// CodeLlama, StarCoder, DeepSeek-Coder and Qwen-Coder were trained with), BOS first where the
+// vocabulary adds one, as llama.cpp's infill builds it.
+std::optional<ApiError> BuildInfill(const PrepContext& ctx, const std::string& prefix,
+                                    const std::string& suffix, bool is_infill,
+                                    std::vector<int32_t>* out) {
+  const Tokenizer& tok = *ctx.tokenizer;
+  const int32_t pre = tok.fim_pre_id(), suf = tok.fim_suf_id(), mid = tok.fim_mid_id();
+  if (pre < 0 || suf < 0 || mid < 0) {
+    return BadRequest("model '" + ctx.model_name +
+                          "' has no fill-in-the-middle tokens (tokenizer.ggml.fim_pre/suf/mid "
+                          "or <|fim_prefix|>-style tokens), so it cannot complete with a suffix",
+                      is_infill ? "input_suffix" : "suffix", "unsupported_value");
+  }
+  out->clear();
+  if (tok.add_bos() && tok.bos_id() >= 0) out->push_back(tok.bos_id());
+  out->push_back(pre);
+  for (int32_t id : tok.Encode(prefix, false, false)) out->push_back(id);
+  out->push_back(suf);
+  for (int32_t id : tok.Encode(suffix, false, false)) out->push_back(id);
+  out->push_back(mid);
+  return std::nullopt;
+}
+
+// Marker tokens of a tool-call format that exist in the vocabulary as single tokens.
+std::vector<int32_t> MarkerIds(const Tokenizer& tok, toolcall::ToolCallFormat format) {
+  std::vector<int32_t> ids;
+  for (std::string_view marker : toolcall::ToolCallMarkers(format)) {
+    if (int32_t id = tok.FindToken(marker); id >= 0) ids.push_back(id);
+  }
+  return ids;
+}
+
+bool ToolsInPlay(const server::GenerationRequest& req) {
+  if (!req.is_chat || !req.tools.is_array() || req.tools.empty()) return false;
+  return !(req.tool_choice.is_string() && req.tool_choice == "none");
+}
+
+}  // namespace
+
+int64_t PreparedRequest::prompt_tokens_total() const {
+  int64_t n_tokens = 0;
+  for (const PreparedPrompt& p : prompts) n_tokens += static_cast<int64_t>(p.tokens.size());
+  return n_tokens;
+}
+
+std::optional<ApiError> RenderChat(const PrepContext& ctx, const server::GenerationRequest& req,
+                                   const std::vector<uint8_t>* drop, std::string* text) {
+  chat::ChatInput in;
+  for (size_t i = 0; i < req.messages.size(); ++i) {
+    if (drop != nullptr && (*drop)[i] != 0) continue;
+    const server::ChatMessage& m = req.messages[i];
+    if (m.object.is_object()) {
+      in.messages.push_back(m.object);
+    } else {  // built in-process (tests, tools) without the client's JSON: role + content
+      in.messages.push_back({{"role", m.role == "developer" ? "system" : m.role},
+                             {"content", m.content}});
+    }
+  }
+  in.tools = req.tools;
+  in.documents = req.documents;
+  in.add_generation_prompt = req.add_generation_prompt;
+  in.kwargs = req.chat_template_kwargs.is_object() ? req.chat_template_kwargs
+                                                   : nlohmann::ordered_json::object();
+  auto rendered = ctx.chat_template->Render(in);
+  if (rendered.ok()) {
+    *text = std::move(rendered).value();
+    return std::nullopt;
+  }
+  const std::string& m = rendered.status().message();
+  if (rendered.status().code() == StatusCode::kResourceExhausted) {
+    ApiError e;
+    e.http_status = 500;
+    e.type = "internal_error";
+    e.code = "template_error";
+    e.message = "model '" + ctx.model_name + "': the chat template exceeded its evaluation "
+                "budget: " + m;
+    return e;
+  }
+  // The template refused this conversation (its raise_exception) or cannot evaluate it (e.g.
+  // content parts where it concatenates strings): the request's to change.
+  return BadRequest("model '" + ctx.model_name + "' chat template: " + m, "messages",
+                    "template_error");
+}
+
+std::vector<int32_t> EncodePromptText(const PrepContext& ctx, bool is_chat,
+                                      const std::string& text) {
+  // Special-token text is parsed: templates and completion prompts use it (as llama.cpp's
+  // server does). Byte cap already enforced by the HTTP body limit.
+  if (is_chat) return EncodeChatPrompt(*ctx.tokenizer, *ctx.chat_template, text);
+  return ctx.tokenizer->Encode(text, ctx.tokenizer->add_bos(), /*parse_special=*/true);
+}
+
+std::optional<ApiError> CheckPromptLimits(const PrepContext& ctx,
+                                          const server::GenerationRequest& req,
+                                          PreparedRequest* out) {
+  int64_t longest = 0;
+  for (size_t i = 0; i < out->prompts.size(); ++i) {
+    const int64_t n_prompt = static_cast<int64_t>(out->prompts[i].tokens.size());
+    const std::string param = PromptParam(req, i);
+    if (n_prompt == 0) return BadRequest("the prompt encodes to no tokens", param);
+    if (n_prompt >= ctx.n_ctx) {
+      return BadRequest("the prompt is " + std::to_string(n_prompt) +
+                            " tokens; the model's context holds " + std::to_string(ctx.n_ctx) +
+                            " (at least one generated token must fit)",
+                        param, "context_length_exceeded");
+    }
+    longest = std::max(longest, n_prompt);
+  }
+  if (req.max_tokens) {
+    if (*req.max_tokens < 1) return BadRequest("max_tokens: must be >= 1", "max_tokens");
+    if (longest + *req.max_tokens > ctx.n_ctx) {
+      return BadRequest("prompt (" + std::to_string(longest) + " tokens) + max_tokens (" +
+                            std::to_string(*req.max_tokens) + ") = " +
+                            std::to_string(longest + *req.max_tokens) +
+                            " exceeds the context of " + std::to_string(ctx.n_ctx) + " tokens",
+                        "max_tokens", "context_length_exceeded");
+    }
+    out->max_tokens = *req.max_tokens;
+  } else {
+    out->max_tokens = std::min<int64_t>(ctx.default_max_tokens, ctx.n_ctx - longest);
+  }
+  if (longest + out->max_tokens > ctx.capacity_tokens) {
+    return BadRequest("prompt + max_tokens = " + std::to_string(longest + out->max_tokens) +
+                          " exceeds the KV cache of " + std::to_string(ctx.capacity_tokens) +
+                          " tokens (--kv-memory)",
+                      "max_tokens", "context_length_exceeded");
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> PrepareRequest(const PrepContext& ctx,
+                                       const server::GenerationRequest& req,
+                                       PreparedRequest* out, RequestTiming* timing) {
+  const Tokenizer& tok = *ctx.tokenizer;
+  out->prompts.clear();
+  if (req.is_chat) {
+    std::string text;
+    if (auto err = RenderChat(ctx, req, nullptr, &text)) return err;
+    if (timing != nullptr) timing->Charge(&timing->template_ms, Clock::now());
+    out->prompts.push_back({EncodePromptText(ctx, true, text), ""});
+  } else {
+    if (req.prompts.empty()) return BadRequest("missing prompt", PromptParam(req, 0));
+    for (size_t i = 0; i < req.prompts.size(); ++i) {
+      const server::PromptInput& in = req.prompts[i];
+      PreparedPrompt p;
+      if (in.is_tokens) {
+        for (size_t k = 0; k < in.tokens.size(); ++k) {
+          if (in.tokens[k] >= tok.n_vocab()) {
+            const std::string param = PromptParam(req, i) + "[" + std::to_string(k) + "]";
+            return BadRequest("'" + param + "' is token id " + std::to_string(in.tokens[k]) +
+                                  "; the vocabulary has " + std::to_string(tok.n_vocab()) +
+                                  " tokens",
+                              param, "out_of_range");
+          }
+        }
+        p.tokens = in.tokens;
+        if (req.echo) p.echo_text = tok.Decode(in.tokens);
+      } else if (req.suffix) {
+        if (auto err = BuildInfill(ctx, in.text, *req.suffix, req.is_infill, &p.tokens)) {
+          return err;
+        }
+        if (req.echo) p.echo_text = in.text;
+      } else {
+        p.tokens = EncodePromptText(ctx, false, in.text);
+        if (req.echo) p.echo_text = in.text;
+      }
+      out->prompts.push_back(std::move(p));
+    }
+  }
+  if (timing != nullptr) timing->Charge(&timing->tokenize_ms, Clock::now());
+
+  for (const auto& [id, bias] : req.logit_bias) {
+    if (id >= tok.n_vocab()) {
+      const std::string param = "logit_bias." + std::to_string(id);
+      return BadRequest("'" + param + "': token id " + std::to_string(id) +
+                            " is outside the vocabulary of " + std::to_string(tok.n_vocab()) +
+                            " tokens",
+                        param, "out_of_range");
+    }
+  }
+  out->logit_bias = req.logit_bias;
+
+  SamplerParams& sp = out->sampler;
+  sp.temperature = static_cast<float>(req.sampling.temperature);
+  sp.top_p = static_cast<float>(req.sampling.top_p);
+  sp.top_k = req.sampling.top_k;
+  sp.min_p = static_cast<float>(req.sampling.min_p);
+  sp.presence_penalty = static_cast<float>(req.sampling.presence_penalty);
+  sp.frequency_penalty = static_cast<float>(req.sampling.frequency_penalty);
+  sp.repeat_penalty = static_cast<float>(req.sampling.repeat_penalty);
+  if (req.sampling.seed) sp.seed = static_cast<uint64_t>(*req.sampling.seed);
+  if (Status s = ValidateSamplerParams(sp); !s.ok()) return BadRequest(s.message(), "sampling");
+  if (Status s = ValidateStopSequences(req.stop); !s.ok()) return BadRequest(s.message(), "stop");
+  out->stop = req.stop;
+  out->n = req.n;
+  out->logprobs = req.logprobs;
+  out->top_logprobs = req.top_logprobs;
+  out->ignore_eos = req.ignore_eos;
+  if (ToolsInPlay(req)) {
+    out->tool_format = ctx.tool_format;
+    out->render_ids = MarkerIds(tok, ctx.tool_format);
+  }
+  return std::nullopt;
+}
+
+}  // namespace lifeline::serving

@@ -1,0 +1,94 @@
+// Request preparation: a validated server::GenerationRequest becomes what the engine loop
+// runs -- prompt tokens per prompt, the choices, sampling, stop, logit bias, log-probability
+// and tool-call settings -- with every refusal decided here, on the calling (HTTP) thread,
+// before anything is queued.
+//
+//   chat:        the model's chat template renders the messages (template_error on a raise)
+//   completions: each prompt's text is encoded (special-token text parsed), or its token ids
+//                are checked against the vocabulary; `suffix` (and /infill) builds the
+//                fill-in-the-middle prompt  [FIM_PRE] prefix [FIM_SUF] suffix [FIM_MID]
+//                from the vocabulary's FIM tokens (400 naming `suffix` without them)
+//   limits:      prompt + max_tokens within the context and the KV pool; logit_bias ids
+//                inside the vocabulary (400 naming logit_bias.<id>)
+//
+// Ownership: PrepContext borrows the engine's tokenizer and template (they outlive every
+// request); PreparedRequest owns plain values. Thread-safety: pure functions of their
+// inputs; safe on any thread. Failure: server::ApiError naming the field.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/sampler/sampler.h"
+#include "engine/template/chat.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "engine/toolcall/format.h"
+#include "server/engine_api.h"
+#include "serving/request_timing.h"
+
+namespace lifeline::serving {
+
+// What one model offers request preparation.
+struct PrepContext {
+  const Tokenizer* tokenizer = nullptr;
+  const chat::ChatTemplate* chat_template = nullptr;
+  std::string model_name;
+  int64_t n_ctx = 0;               // positions per sequence
+  int64_t capacity_tokens = 0;     // the whole KV pool, positions
+  int32_t default_max_tokens = 256;
+  toolcall::ToolCallFormat tool_format = toolcall::ToolCallFormat::kNone;  // of the template
+};
+
+struct PreparedPrompt {
+  std::vector<int32_t> tokens;  // [n_prompt]
+  std::string echo_text;        // echo: the text each of this prompt's choices starts with
+};
+
+struct PreparedRequest {
+  std::vector<PreparedPrompt> prompts;  // >= 1
+  int32_t n = 1;                        // choices per prompt; choice i*n + j is prompt i's j-th
+  int64_t max_tokens = 0;               // per choice
+  SamplerParams sampler;                // choice k draws with seed + k when a seed was given
+  std::vector<std::string> stop;
+  std::vector<std::pair<int32_t, float>> logit_bias;  // ids inside the vocabulary
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
+  bool ignore_eos = false;
+  // Tool calls: the template's call format and the marker tokens the detokenizer must write
+  // (they are often control tokens that are otherwise invisible).
+  toolcall::ToolCallFormat tool_format = toolcall::ToolCallFormat::kNone;
+  std::vector<int32_t> render_ids;
+
+  int32_t n_choices() const { return static_cast<int32_t>(prompts.size()) * n; }
+  int64_t prompt_tokens_total() const;
+};
+
+// The chat prompt of `req` through the model's template; `drop[i] != 0` leaves message i out
+// (context trimming). A template's raise is a 400 template_error naming its message (500 when
+// the template hit its own evaluation budget).
+std::optional<server::ApiError> RenderChat(const PrepContext& ctx,
+                                           const server::GenerationRequest& req,
+                                           const std::vector<uint8_t>* drop, std::string* text);
+
+// Tokens of a rendered chat prompt, or of a completion prompt's text (BOS per the vocab).
+std::vector<int32_t> EncodePromptText(const PrepContext& ctx, bool is_chat,
+                                      const std::string& text);
+
+// Everything but the prompt limits (CheckPromptLimits, after any trimming) and the SLO
+// decisions (admission, trimming, caps), which the engine applies to the result. `timing` (may be null) is charged template_ms after rendering and tokenize_ms
+// after encoding.
+std::optional<server::ApiError> PrepareRequest(const PrepContext& ctx,
+                                               const server::GenerationRequest& req,
+                                               PreparedRequest* out, RequestTiming* timing);
+
+// Checks prompt + max_tokens against the context and the KV pool, and fills out->max_tokens
+// (the request's, or the default bounded by the context).
+std::optional<server::ApiError> CheckPromptLimits(const PrepContext& ctx,
+                                                  const server::GenerationRequest& req,
+                                                  PreparedRequest* out);
+
+}  // namespace lifeline::serving
