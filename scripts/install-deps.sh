@@ -16,6 +16,12 @@ PACKAGES=(
                               # and checks histogram_quantile answers against client timings
 )
 
+# Node.js + npm run the OpenAI SDK conformance test (tests/sdk); a machine that already has a
+# node and npm (e.g. from another Debian repository) keeps them.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  PACKAGES+=(nodejs npm)
+fi
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

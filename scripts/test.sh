@@ -7,6 +7,10 @@ scripts/install-deps.sh
 # install-deps.sh installed Prometheus, so the metrics integration test must run, not skip.
 export LIFELINE_REQUIRE_PROMETHEUS=1
 scripts/build.sh
+# The official OpenAI SDK for tests/sdk (exact version from its package-lock.json).
+if [ ! -d tests/sdk/node_modules/openai ] || [ tests/sdk/package-lock.json -nt tests/sdk/node_modules ]; then
+  npm ci --prefix tests/sdk --no-audit --no-fund --loglevel=error
+fi
 LABEL_ARGS=(-LE slow)
 [ "${LIFELINE_SLOW_TESTS:-0}" = "1" ] && LABEL_ARGS=()
 cd build

@@ -20,6 +20,9 @@ ChoiceOutput::ChoiceOutput(const Tokenizer& tokenizer, const PreparedRequest& pr
   sampler_ = std::make_unique<Sampler>(sp);
   for (int32_t id : prompt) sampler_->Accept(id);
   detok_ = std::make_unique<IncrementalDetokenizer>(tokenizer, prepared.render_ids);
+  if (prepared.grammar != nullptr && prepared.grammar_vocab != nullptr) {
+    matcher_ = std::make_unique<grammar::GrammarMatcher>(prepared.grammar, prepared.grammar_vocab);
+  }
   auto stop = StopMatcher::Create(prepared.stop);
   LL_CHECK(stop.ok());  // validated by PrepareRequest
   stop_.emplace(std::move(stop).value());
@@ -67,23 +70,50 @@ TokenStep ChoiceOutput::Next(float* row, int32_t n_vocab) {
     // -100 bans the token outright (OpenAI's meaning), not just lowers it.
     row[id] = bias <= -100.0f ? -std::numeric_limits<float>::infinity() : row[id] + bias;
   }
+  if (matcher_ != nullptr) {
+    if (matcher_->MustEnd()) {  // the sentence is complete and nothing may follow
+      step.outcome = TokenStep::Outcome::kStop;
+      return step;
+    }
+    if (matcher_->ApplyMask(row, n_vocab) == 0) {
+      step.outcome = TokenStep::Outcome::kError;
+      step.error = "the output grammar allows no next token (" +
+                   (matcher_->status().ok() ? std::string("no token of the vocabulary fits")
+                                            : matcher_->status().message()) +
+                   ")";
+      return step;
+    }
+  }
   const int32_t id = sampler_->Sample(row, n_vocab);
   if (sampler_->last_sample_degenerate()) {
     step.outcome = TokenStep::Outcome::kError;
     step.error = "the model produced no finite logits";
     return step;
   }
-  if (!ignore_eos_ && tok_.IsEndOfGeneration(id)) {
+  // Under a grammar end-of-generation was only possible where the sentence may end.
+  if ((!ignore_eos_ || matcher_ != nullptr) && tok_.IsEndOfGeneration(id)) {
     step.outcome = TokenStep::Outcome::kStop;
     return step;
+  }
+  if (matcher_ != nullptr) {
+    if (Status s = matcher_->Accept(id); !s.ok()) {
+      step.outcome = TokenStep::Outcome::kError;
+      step.error = "the output grammar: " + s.message();
+      return step;
+    }
   }
   sampler_->Accept(id);
   step.token = id;
   if (logprobs_) pending_.push_back(Logprobs(row, n_vocab, id));
   const StopPush pushed = stop_->Push(detok_->Push(id));
   step.text = pushed.emit;
-  if (pushed.stopped) step.outcome = TokenStep::Outcome::kStop;
-  if (!step.text.empty() || pushed.stopped) step.logprobs = std::move(pending_), pending_.clear();
+  if (pushed.stopped || (matcher_ != nullptr && matcher_->MustEnd())) {
+    step.outcome = TokenStep::Outcome::kStop;
+  }
+  if (!step.text.empty() || step.outcome == TokenStep::Outcome::kStop) {
+    step.logprobs = std::move(pending_);
+    pending_.clear();
+  }
   return step;
 }
 

@@ -1,6 +1,12 @@
 // Output processing of one choice (one sequence of a request), run by the engine thread for
-// every step that gives it a token: logits -> logit bias -> sampler -> log-probabilities ->
-// end-of-generation -> detokenizer -> stop sequences -> the text to send.
+// every step that gives it a token: logits -> logit bias -> grammar mask -> sampler ->
+// log-probabilities -> end-of-generation -> grammar advance -> detokenizer -> stop sequences
+// -> the text to send.
+//
+// With a grammar, only tokens that keep the text a prefix of a sentence of the grammar are
+// sampled, end-of-generation only once the text is a whole sentence, and the choice stops as
+// soon as no further byte is possible. A cut by max_tokens stays "length" (the text is then
+// an unfinished sentence, as OpenAI reports it).
 //
 // Log-probabilities are the log-softmax of the logits the sampler saw (bias and penalties
 // applied, before temperature and the top-k/p filters), as OpenAI reports them. Entries of
@@ -19,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/grammar/grammar_matcher.h"
 #include "engine/sampler/sampler.h"
 #include "engine/sampler/stop.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -61,6 +68,7 @@ class ChoiceOutput {
   bool logprobs_ = false;
   int32_t top_logprobs_ = 0;
   bool ignore_eos_ = false;
+  std::unique_ptr<grammar::GrammarMatcher> matcher_;  // null: free output
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<IncrementalDetokenizer> detok_;
   std::optional<StopMatcher> stop_;

@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "engine/gguf/gguf_file.h"
+#include "engine/grammar/grammar_matcher.h"
+#include "engine/grammar/json_schema.h"
 #include "engine/toolcall/format.h"
 #include "serving/model_engine_live.h"
 #include "serving/request_timing.h"
@@ -103,6 +105,17 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
   e->prep_.n_ctx = e->n_ctx_;
   e->prep_.capacity_tokens = e->capacity_tokens_;
   e->prep_.default_max_tokens = options.default_max_tokens;
+  {
+    Status vs = Status::Ok();
+    e->prep_.grammar_vocab = BuildGrammarVocab(*e->tokenizer_, e->prep_.tool_format, &vs);
+    if (!vs.ok()) return vs;
+    // The masks inside a JSON string are the same for every schema: computing them here
+    // spares the first constrained request a full walk of the vocabulary.
+    auto json_object = grammar::ParseGbnf(grammar::JsonObjectGbnf());
+    if (json_object.ok()) {
+      grammar::GrammarMatcher(std::move(json_object).value(), e->prep_.grammar_vocab).Precompute();
+    }
+  }
 
   SchedulerConfig scfg;
   scfg.n_blocks = n_blocks;

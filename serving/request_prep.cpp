@@ -2,7 +2,10 @@
 
 #include <algorithm>
 
+#include "engine/grammar/json_schema.h"
 #include "engine/sampler/stop.h"
+#include "engine/toolcall/grammar.h"
+#include "engine/toolcall/tools.h"
 #include "serving/chat_setup.h"
 
 namespace lifeline::serving {
@@ -58,6 +61,78 @@ std::vector<int32_t> MarkerIds(const Tokenizer& tok, toolcall::ToolCallFormat fo
     if (int32_t id = tok.FindToken(marker); id >= 0) ids.push_back(id);
   }
   return ids;
+}
+
+}  // namespace
+
+std::shared_ptr<const grammar::GrammarVocab> BuildGrammarVocab(const Tokenizer& tok,
+                                                               toolcall::ToolCallFormat format,
+                                                               Status* status) {
+  const std::vector<int32_t> markers = MarkerIds(tok, format);
+  std::vector<std::string> bytes(static_cast<size_t>(tok.n_vocab()));
+  std::vector<int32_t> eog;
+  for (int32_t id = 0; id < tok.n_vocab(); ++id) {
+    const bool marker = std::find(markers.begin(), markers.end(), id) != markers.end();
+    // Control tokens have no text (never allowed), except the format's call markers.
+    bytes[static_cast<size_t>(id)] = tok.TokenToPiece(id, marker);
+    if (tok.IsEndOfGeneration(id)) eog.push_back(id);
+  }
+  auto vocab = grammar::GrammarVocab::Build(std::move(bytes), std::move(eog));
+  if (!vocab.ok()) {
+    *status = vocab.status();
+    return nullptr;
+  }
+  return std::move(vocab).value();
+}
+
+namespace {
+
+// The grammar text of the request's constraint ("" when the output is free), and the field
+// to name when it does not compile.
+std::optional<ApiError> ConstraintGbnf(const PrepContext& ctx, const server::GenerationRequest& req,
+                                       std::string* gbnf, std::string* param) {
+  using Kind = server::OutputConstraint::Kind;
+  *param = req.constraint.param;
+  switch (req.constraint.kind) {
+    case Kind::kJsonObject:
+      *gbnf = grammar::JsonObjectGbnf();
+      return std::nullopt;
+    case Kind::kGrammar:
+      *gbnf = req.constraint.grammar;
+      return std::nullopt;
+    case Kind::kJsonSchema: {
+      grammar::JsonSchemaOptions o;
+      o.strict = req.constraint.strict;
+      auto text = grammar::JsonSchemaToGbnf(req.constraint.schema, o);
+      if (!text.ok()) return BadRequest(*param + ": " + text.status().message(), *param);
+      *gbnf = std::move(text).value();
+      return std::nullopt;
+    }
+    case Kind::kNone:
+      break;
+  }
+  if (!req.is_chat || !req.tools.is_array() || req.tools.empty()) return std::nullopt;
+  auto tools = toolcall::ParseTools(req.tools);
+  if (!tools.ok()) return BadRequest(tools.status().message(), "tools");
+  auto choice = toolcall::ParseToolChoice(req.tool_choice, *tools);
+  if (!choice.ok()) return BadRequest(choice.status().message(), "tool_choice");
+  *param = "tool_choice";
+  // A parameters schema with listed properties is followed strictly (no keys the function does
+  // not declare); a free-form object schema keeps its extra keys.
+  toolcall::SchemaToGbnf converter = [](const nlohmann::ordered_json& schema,
+                                        const std::string& prefix) {
+    grammar::JsonSchemaOptions o;
+    o.rule_prefix = prefix;
+    o.strict = schema.is_object() && schema.contains("properties");
+    return grammar::JsonSchemaToGbnf(schema, o);
+  };
+  // A named function is one call to it (as OpenAI answers tool_choice {"function": ...}).
+  const bool parallel =
+      req.parallel_tool_calls && choice->mode != toolcall::ToolChoice::Mode::kFunction;
+  auto text = toolcall::ToolCallGbnf(ctx.tool_format, *tools, *choice, parallel, converter);
+  if (!text.ok()) return BadRequest(text.status().message(), "tools");
+  *gbnf = std::move(text).value();
+  return std::nullopt;
 }
 
 bool ToolsInPlay(const server::GenerationRequest& req) {
@@ -229,6 +304,20 @@ std::optional<ApiError> PrepareRequest(const PrepContext& ctx,
   if (ToolsInPlay(req)) {
     out->tool_format = ctx.tool_format;
     out->render_ids = MarkerIds(tok, ctx.tool_format);
+  }
+  std::string gbnf, param;
+  if (auto err = ConstraintGbnf(ctx, req, &gbnf, &param)) return err;
+  if (!gbnf.empty()) {
+    if (ctx.grammar_vocab == nullptr) {
+      return BadRequest("model '" + ctx.model_name + "' cannot constrain its output", param,
+                        "unsupported_value");
+    }
+    auto compiled = grammar::ParseGbnf(gbnf);
+    if (!compiled.ok()) {
+      return BadRequest(param + ": " + compiled.status().message(), param);
+    }
+    out->grammar = std::move(compiled).value();
+    out->grammar_vocab = ctx.grammar_vocab;
   }
   return std::nullopt;
 }

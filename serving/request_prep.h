@@ -10,6 +10,10 @@
 //                from the vocabulary's FIM tokens (400 naming `suffix` without them)
 //   limits:      prompt + max_tokens within the context and the KV pool; logit_bias ids
 //                inside the vocabulary (400 naming logit_bias.<id>)
+//   constraint:  response_format json_object / json_schema, `grammar` (GBNF), or tool_choice
+//                "required" / a named function (the template's call format around each
+//                function's parameters schema) compiled to a grammar once per request
+//                (400 naming the field for a schema or grammar that does not compile)
 //
 // Ownership: PrepContext borrows the engine's tokenizer and template (they outlive every
 // request); PreparedRequest owns plain values. Thread-safety: pure functions of their
@@ -23,6 +27,8 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/grammar/grammar.h"
+#include "engine/grammar/grammar_vocab.h"
 #include "engine/sampler/sampler.h"
 #include "engine/template/chat.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -41,6 +47,8 @@ struct PrepContext {
   int64_t capacity_tokens = 0;     // the whole KV pool, positions
   int32_t default_max_tokens = 256;
   toolcall::ToolCallFormat tool_format = toolcall::ToolCallFormat::kNone;  // of the template
+  // The vocabulary as the grammar matcher sees it (built once per model); null: no grammar.
+  std::shared_ptr<const grammar::GrammarVocab> grammar_vocab;
 };
 
 struct PreparedPrompt {
@@ -62,10 +70,21 @@ struct PreparedRequest {
   // (they are often control tokens that are otherwise invisible).
   toolcall::ToolCallFormat tool_format = toolcall::ToolCallFormat::kNone;
   std::vector<int32_t> render_ids;
+  // The output constraint (response_format, grammar, or a forced tool call), compiled; null
+  // when the output is free. Each choice runs its own matcher over it.
+  std::shared_ptr<const grammar::Grammar> grammar;
+  std::shared_ptr<const grammar::GrammarVocab> grammar_vocab;
 
   int32_t n_choices() const { return static_cast<int32_t>(prompts.size()) * n; }
   int64_t prompt_tokens_total() const;
 };
+
+// The vocabulary as a grammar sees it: each token's output bytes (control tokens none, except
+// the tool-call markers of `format`, which forced calls must be able to write), the
+// end-of-generation ids. Once per model; null with *status set on failure.
+std::shared_ptr<const grammar::GrammarVocab> BuildGrammarVocab(const Tokenizer& tokenizer,
+                                                               toolcall::ToolCallFormat format,
+                                                               Status* status);
 
 // The chat prompt of `req` through the model's template; `drop[i] != 0` leaves message i out
 // (context trimming). A template's raise is a 400 template_error naming its message (500 when
