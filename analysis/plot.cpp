@@ -9,7 +9,7 @@ namespace lifeline::analysis {
 
 namespace {
 
-constexpr int kMarginLeft = 64, kMarginRight = 150, kMarginTop = 30, kMarginBottom = 44;
+constexpr int kMarginLeft = 64, kMarginRight = 250, kMarginTop = 30, kMarginBottom = 44;
 constexpr int kPlotBins = 25;
 
 std::string Esc(const std::string& s) {
@@ -244,7 +244,7 @@ std::string ThresholdPlot(const std::vector<ThresholdInput>& inputs,
     charts.push_back(RenderPlot(p));
     heights.push_back(p.height);
   }
-  return StackSvgs(charts, heights, 720);
+  return StackSvgs(charts, heights, 900);
 }
 
 std::string DecayPlot(const DecayResult& r) {
@@ -296,7 +296,43 @@ std::string DecayPlot(const DecayResult& r) {
     charts.push_back(RenderPlot(p));
     heights.push_back(p.height);
   }
-  return StackSvgs(charts, heights, 720);
+  return StackSvgs(charts, heights, 900);
+}
+
+std::string ImpactPlot(const ImpactModels& m, const ImpactReport& r) {
+  PlotSpec p;
+  p.title = "Expected rates vs " + r.metric + " latency, with each configuration's P95";
+  p.x_label = r.metric + " latency (ms)";
+  p.y_label = "rate";
+  double t_max = 0;
+  const char* colors[] = {"#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"};
+  size_t ci = 0;
+  for (const ImpactRow& row : r.rows) {
+    std::vector<double> v = row.set.latency_ms;
+    if (v.empty()) continue;
+    std::sort(v.begin(), v.end());
+    const double p95 = v[static_cast<size_t>(std::ceil(0.95 * static_cast<double>(v.size()))) - 1];
+    t_max = std::max(t_max, v.back());
+    p.markers.push_back({p95, 0, 0, false, row.set.label + " P95", colors[ci++ % 6]});
+  }
+  if (m.abandon && m.abandon->threshold_ms) t_max = std::max(t_max, *m.abandon->threshold_ms * 1.5);
+  if (t_max <= 0) t_max = 1000;
+  PlotSeries ctr{"CTR", "#1f77b4", {}, true, false};
+  PlotSeries joint{"joint conversion", "#d62728", {}, true, false};
+  PlotSeries ab{"abandonment", "#ff7f0e", {}, true, false, true};
+  for (int i = 0; i <= 200; ++i) {
+    const double t = t_max * i / 200.0;
+    const Expectation e = Expect(m, {t}, 0);
+    ctr.points.push_back({t, e.ctr, 0, 0});
+    joint.points.push_back({t, e.joint, 0, 0});
+    ab.points.push_back({t, e.abandonment, 0, 0});
+  }
+  if (m.decay) {
+    p.series.push_back(ctr);
+    p.series.push_back(joint);
+  }
+  if (m.abandon) p.series.push_back(ab);
+  return RenderPlot(p);
 }
 
 }  // namespace lifeline::analysis

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "analysis/decay.h"
+#include "analysis/impact.h"
 #include "analysis/threshold.h"
 
 namespace lifeline::analysis {
@@ -40,7 +41,7 @@ struct PlotSpec {
   std::string title, x_label, y_label;
   std::vector<PlotSeries> series;
   std::vector<PlotMarker> markers;
-  int width = 720, height = 340;
+  int width = 900, height = 340;
 };
 
 std::string RenderPlot(const PlotSpec& spec);
@@ -56,6 +57,10 @@ std::string ThresholdPlot(const std::vector<ThresholdInput>& inputs,
 // Binned CTR, CVR and joint rates with the fitted curves (joint model and independent
 // exponentials), one chart each, stacked.
 std::string DecayPlot(const DecayResult& r);
+
+// The curves behind an impact estimate (CTR, joint conversion, abandonment) against latency,
+// with each configuration's P95 latency marked.
+std::string ImpactPlot(const ImpactModels& m, const ImpactReport& r);
 
 // Several charts stacked vertically in one <svg>.
 std::string StackSvgs(const std::vector<std::string>& svgs, const std::vector<int>& heights,
