@@ -154,5 +154,51 @@ TEST_F(AnalyzeCli, MatchesIndependentPythonReference) {
   EXPECT_NEAR(dj["ctr"]["a"].get<double>(), pj["a"].get<double>(), 1e-7);
 }
 
+// `bench --fit/--threshold-fit`: the latency-economics section in all three reports, its
+// numbers recomputed here from the report's own requests.
+TEST_F(AnalyzeCli, BenchFitAddsLatencyEconomicsToTheReports) {
+  const std::string model = testing::SharedPath("models/stories260K.gguf");
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "no " << model;
+  std::ofstream(P("fit.json"))
+      << R"({"ctr":{"c0":0.4,"a":0.002},"cvr":{"v0":0.2,"b":0.001,"g":1e-6,"base":"clicks"}})";
+  std::ofstream(P("t.json")) << R"({"scenarios":[{"name":"interactive","n":100,"threshold_ms":30,
+      "ci95_ms":[25,35],"rate_below":0.1,"rate_above":0.3,"relative_increase":2,"p_value":0.001}]})";
+  const std::string bench = testing::LifelineBinary() + " bench --serve " + model +
+                            " --serve-arg=--threads --serve-arg=1 --rate 20 --requests 6 "
+                            "--prompt-len 8 --output-len 4 --slo-class interactive "
+                            "--progress never ";
+  std::ofstream(P("bad.json")) << R"({"ctr":{"c0":0.4}})";
+  const Out bad = Sh(bench + "--fit " + P("bad.json"));
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.text.find("ctr.a: missing"), std::string::npos) << bad.text;
+
+  const Out r = Sh(bench + "--fit " + P("fit.json") + " --threshold-fit " + P("t.json") +
+                   " --out " + P("out"));
+  ASSERT_EQ(r.code, 0) << r.text;
+  std::ifstream jf(P("out/report.json"));
+  const auto j = nlohmann::json::parse(jf);
+  ASSERT_TRUE(j.contains("impact")) << j.dump().substr(0, 400);
+  double ctr = 0, ab = 0;
+  int n = 0;
+  for (const auto& req : j["requests"]) {
+    ASSERT_TRUE(req["error"].is_null());
+    const double t = req["ttft_ms"].get<double>();
+    ctr += 0.4 * std::exp(-0.002 * t);
+    ab += t >= 30 ? 0.3 : 0.1;
+    ++n;
+  }
+  const auto& row = j["impact"]["rows"][0];
+  EXPECT_NEAR(row["expected"]["ctr"].get<double>(), ctr / n, 1e-9);
+  EXPECT_NEAR(row["expected"]["abandonment"].get<double>(), ab / n, 1e-9);
+  EXPECT_EQ(j["impact"]["baseline"], "every request at the threshold (30 ms)");
+  std::ifstream mf(P("out/report.md")), hf(P("out/report.html"));
+  const std::string md((std::istreambuf_iterator<char>(mf)), std::istreambuf_iterator<char>());
+  const std::string html((std::istreambuf_iterator<char>(hf)), std::istreambuf_iterator<char>());
+  EXPECT_NE(md.find("## Latency economics"), std::string::npos);
+  EXPECT_NE(md.find("lifeline: this configuration"), std::string::npos) << md;
+  EXPECT_NE(html.find("<h2>Latency economics</h2>"), std::string::npos);
+  EXPECT_NE(html.find("Expected rates vs ttft latency"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace lifeline
