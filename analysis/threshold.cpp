@@ -1,9 +1,7 @@
 #include "analysis/threshold.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <mutex>
 
 #include "analysis/parallel.h"
 #include "analysis/rng.h"
