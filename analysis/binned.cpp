@@ -13,8 +13,9 @@ constexpr double kRidge = 1e-8;
 // is taken without evaluating its likelihood (the error of the predicted gain is of the order
 // of gain^1.5 ~ 1e-6, far below any likelihood-ratio difference that matters).
 constexpr double kAcceptGain = 1e-4;
-constexpr double kMergeShare = 1.0 / 4000;
+constexpr double kMergeShare = 1.0 / 2000;
 constexpr int64_t kMaxMergedBins = 10;
+constexpr double kTrendClamp = 4;
 
 // log(1 + e^x) without overflow.
 }  // namespace
@@ -56,7 +57,7 @@ BinnedOutcomes BinOutcomes(const std::vector<double>& latency_ms,
       last->end_index = k + 1;
       last->n += static_cast<double>(count);
     } else {
-      out.bins.push_back(Bin{k, k + 1, 0, static_cast<double>(count), 0});
+      out.bins.push_back(Bin{k, k + 1, 0, 0, static_cast<double>(count), 0});
     }
     index[k] = out.bins.size() - 1;
   }
@@ -70,122 +71,95 @@ BinnedOutcomes BinOutcomes(const std::vector<double>& latency_ms,
     b.t_ms += latency_ms[i];
     out.bin_of_session[i] = static_cast<int32_t>(pos);
   }
-  for (Bin& b : out.bins) b.t_ms /= b.n;
+  for (Bin& b : out.bins) {
+    b.t_ms /= b.n;
+    b.v = TrendCovariate(b.t_ms, out.t_center_ms, out.t_scale_ms);
+  }
   return out;
 }
 
-LogisticFit FitLogistic(const std::vector<Bin>& bins, size_t begin, size_t end, double c,
-                        double s, const LogisticFit& start) {
-  // One pass per iteration computes the log-likelihood, gradient and Hessian at the current
-  // point; a step that lowers the likelihood is halved and re-evaluated.
-  LogisticFit f = start;
-  f.converged = false;
-  double prev_b0 = f.b0, prev_b1 = f.b1, prev_ll = -INFINITY;
-  double d0 = 0, d1 = 0, step = 1;
-  for (int it = 0; it < kMaxNewtonIterations; ++it) {
-    double ll = -0.5 * kRidge * (f.b0 * f.b0 + f.b1 * f.b1);
-    double g0 = -kRidge * f.b0, g1 = -kRidge * f.b1;
-    double h00 = kRidge, h01 = 0, h11 = kRidge;
-    for (size_t i = begin; i < end; ++i) {
-      const Bin& b = bins[i];
-      if (b.n == 0) continue;
-      const double u = (b.t_ms - c) / s;
-      const double eta = f.b0 + f.b1 * u;
-      const double e = std::exp(-std::abs(eta));
-      const double p = eta >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
-      ll += b.y * eta - b.n * ((eta > 0 ? eta : 0) + std::log1p(e));
-      const double r = b.y - b.n * p;
-      const double w = b.n * p * (1 - p);
-      g0 += r;
-      g1 += r * u;
-      h00 += w;
-      h01 += w * u;
-      h11 += w * u * u;
-    }
-    if (ll < prev_ll - 1e-10 && step > 1e-9) {
-      step *= 0.5;  // overshoot (nearly separated data): back off along the last direction
-      f.b0 = prev_b0 + step * d0;
-      f.b1 = prev_b1 + step * d1;
-      continue;
-    }
-    f.loglik = ll;
-    const double det = h00 * h11 - h01 * h01;
-    if (!(det > 0)) return f;
-    d0 = (h11 * g0 - h01 * g1) / det;
-    d1 = (h00 * g1 - h01 * g0) / det;
-    // Newton decrement: the predicted gain of the full step. Below kAcceptGain the step is
-    // taken without another pass: the quadratic model's gain is then exact to ~1e-6.
-    const double gain = 0.5 * (g0 * d0 + g1 * d1);
-    if (gain < kAcceptGain) {
-      f.b0 += d0;
-      f.b1 += d1;
-      f.loglik = ll + gain;
-      f.converged = true;
-      return f;
-    }
-    prev_b0 = f.b0;
-    prev_b1 = f.b1;
-    prev_ll = ll;
-    step = 1;
-    f.b0 += d0;
-    f.b1 += d1;
-  }
-  // Out of iterations: the last point whose likelihood was evaluated.
-  if (prev_ll > -INFINITY) {
-    f.b0 = prev_b0;
-    f.b1 = prev_b1;
-    f.loglik = prev_ll;
-  }
-  return f;
+double TrendCovariate(double t_ms, double c, double s) {
+  return std::clamp((t_ms - c) / s, -kTrendClamp, kTrendClamp);
 }
 
-JumpFit FitJump(const std::vector<Bin>& bins, size_t k, double c, double s, const JumpFit& start) {
-  // As FitLogistic, with parameters (a_left, a_right, b). The Hessian's intercept block is
-  // diagonal, so the 3x3 solve eliminates the intercepts first (Schur complement on b).
+double JumpProb(const JumpFit& f, bool right, double v) {
+  const double eta = (right ? f.a_right : f.a_left) + f.b1 * v + f.b2 * v * v;
+  return 1.0 / (1.0 + std::exp(-eta));
+}
+
+JumpFit FitJump(const std::vector<Bin>& bins, size_t k, const JumpFit& start) {
+  // One pass per iteration computes the log-likelihood, gradient and Hessian at the current
+  // point; a step that lowers the likelihood is halved and re-evaluated. The Hessian's
+  // intercept block is diagonal, so the 4x4 solve eliminates the intercepts first and solves
+  // the 2x2 Schur complement for the trend.
   JumpFit f = start;
   f.converged = false;
   JumpFit prev = f;
   double prev_ll = -INFINITY;
-  double dl = 0, dr = 0, db = 0, step = 1;
+  double dl = 0, dr = 0, d1 = 0, d2 = 0, step = 1;
   for (int it = 0; it < kMaxNewtonIterations; ++it) {
-    double ll = -0.5 * kRidge * (f.a_left * f.a_left + f.a_right * f.a_right + f.b * f.b);
-    double gl = -kRidge * f.a_left, gr = -kRidge * f.a_right, gb = -kRidge * f.b;
-    double hll = kRidge, hrr = kRidge, hlb = 0, hrb = 0, hbb = kRidge;
+    double ll = -0.5 * kRidge *
+                (f.a_left * f.a_left + f.a_right * f.a_right + f.b1 * f.b1 + f.b2 * f.b2);
+    double gl = -kRidge * f.a_left, gr = -kRidge * f.a_right;
+    double g1 = -kRidge * f.b1, g2 = -kRidge * f.b2;
+    double hll = kRidge, hrr = kRidge, hl1 = 0, hl2 = 0, hr1 = 0, hr2 = 0;
+    double h11 = kRidge, h12 = 0, h22 = kRidge;
     for (size_t i = 0; i < bins.size(); ++i) {
       const Bin& bin = bins[i];
       if (bin.n == 0) continue;
       const bool right = i >= k;
-      const double u = (bin.t_ms - c) / s;
-      const double eta = (right ? f.a_right : f.a_left) + f.b * u;
+      const double v = bin.v, v2 = v * v;
+      const double eta = (right ? f.a_right : f.a_left) + f.b1 * v + f.b2 * v2;
       const double e = std::exp(-std::abs(eta));
       const double p = eta >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
       ll += bin.y * eta - bin.n * ((eta > 0 ? eta : 0) + std::log1p(e));
       const double r = bin.y - bin.n * p;
       const double w = bin.n * p * (1 - p);
-      (right ? gr : gl) += r;
-      (right ? hrr : hll) += w;
-      (right ? hrb : hlb) += w * u;
-      gb += r * u;
-      hbb += w * u * u;
+      if (right) {
+        gr += r;
+        hrr += w;
+        hr1 += w * v;
+        hr2 += w * v2;
+      } else {
+        gl += r;
+        hll += w;
+        hl1 += w * v;
+        hl2 += w * v2;
+      }
+      g1 += r * v;
+      g2 += r * v2;
+      h11 += w * v2;
+      h12 += w * v2 * v;
+      h22 += w * v2 * v2;
     }
     if (ll < prev_ll - 1e-10 && step > 1e-9) {
-      step *= 0.5;
+      step *= 0.5;  // overshoot (nearly separated data): back off along the last direction
       f.a_left = prev.a_left + step * dl;
       f.a_right = prev.a_right + step * dr;
-      f.b = prev.b + step * db;
+      f.b1 = prev.b1 + step * d1;
+      f.b2 = prev.b2 + step * d2;
       continue;
     }
     f.loglik = ll;
-    const double schur = hbb - hlb * hlb / hll - hrb * hrb / hrr;
-    if (!(schur > 0) || !(hll > 0) || !(hrr > 0)) return f;
-    db = (gb - hlb * gl / hll - hrb * gr / hrr) / schur;
-    dl = (gl - hlb * db) / hll;
-    dr = (gr - hrb * db) / hrr;
-    const double gain = 0.5 * (gl * dl + gr * dr + gb * db);
-    if (gain < kAcceptGain) {  // as in FitLogistic
+    const double s11 = h11 - hl1 * hl1 / hll - hr1 * hr1 / hrr;
+    const double s12 = h12 - hl1 * hl2 / hll - hr1 * hr2 / hrr;
+    const double s22 = h22 - hl2 * hl2 / hll - hr2 * hr2 / hrr;
+    const double q1 = g1 - hl1 * gl / hll - hr1 * gr / hrr;
+    const double q2 = g2 - hl2 * gl / hll - hr2 * gr / hrr;
+    const double det = s11 * s22 - s12 * s12;
+    if (!(det > 0) || !(s11 > 0)) return f;
+    d1 = (s22 * q1 - s12 * q2) / det;
+    d2 = (s11 * q2 - s12 * q1) / det;
+    dl = (gl - hl1 * d1 - hl2 * d2) / hll;
+    dr = (gr - hr1 * d1 - hr2 * d2) / hrr;
+    // Newton decrement: the predicted gain of the full step. Below kAcceptGain the step is
+    // taken without another pass: the quadratic model's gain is then exact to ~1e-6.
+    const double gain = 0.5 * (gl * dl + gr * dr + g1 * d1 + g2 * d2);
+    if (gain < kAcceptGain) {
       f.a_left += dl;
       f.a_right += dr;
-      f.b += db;
+      f.b1 += d1;
+      f.b2 += d2;
       f.loglik = ll + gain;
       f.converged = true;
       return f;
@@ -195,18 +169,16 @@ JumpFit FitJump(const std::vector<Bin>& bins, size_t k, double c, double s, cons
     step = 1;
     f.a_left += dl;
     f.a_right += dr;
-    f.b += db;
+    f.b1 += d1;
+    f.b2 += d2;
   }
+  // Out of iterations: the last point whose likelihood was evaluated.
   if (prev_ll > -INFINITY) {
     f = prev;
     f.loglik = prev_ll;
     f.converged = false;
   }
   return f;
-}
-
-double LogisticProb(const LogisticFit& f, double t_ms, double c, double s) {
-  return 1.0 / (1.0 + std::exp(-(f.b0 + f.b1 * (t_ms - c) / s)));
 }
 
 }  // namespace lifeline::analysis

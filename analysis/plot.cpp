@@ -217,17 +217,14 @@ std::string ThresholdPlot(const std::vector<ThresholdInput>& inputs,
     p.series.push_back(obs);
     // Curves over the plotted range (the outermost bin means).
     const double t0 = obs.points.empty() ? 0 : obs.points.front().x;
-    PlotSeries line{"no-break line", "#7f7f7f", {}, true, false, true};
+    PlotSeries line{"no-break trend", "#7f7f7f", {}, true, false, true};
     PlotSeries jump{"breakpoint model", "#d62728", {}, true, false, false};
     const double cut = r.candidate_ms.value_or(NAN);
     for (int i = 0; i <= 200; ++i) {
       const double t = t0 + (t_max - t0) * i / 200.0;
-      line.points.push_back({t, LogisticProb(r.line, t, r.t_center_ms, r.t_scale_ms), 0, 0});
-      if (r.found) {
-        const double a = t < cut ? r.jump.a_left : r.jump.a_right;
-        const double eta = a + r.jump.b * (t - r.t_center_ms) / r.t_scale_ms;
-        jump.points.push_back({t, 1 / (1 + std::exp(-eta)), 0, 0});
-      }
+      const double v = TrendCovariate(t, r.t_center_ms, r.t_scale_ms);
+      line.points.push_back({t, JumpProb(r.line, true, v), 0, 0});
+      if (r.found) jump.points.push_back({t, JumpProb(r.jump, t >= cut, v), 0, 0});
     }
     p.series.push_back(line);
     if (r.found) {

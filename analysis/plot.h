@@ -50,7 +50,7 @@ std::string RenderPlot(const PlotSpec& spec);
 void Wilson95(double k, double n, double* lo, double* hi);
 
 // One chart per scenario (stacked in one <svg>): abandonment rate in equal-count latency bins,
-// the breakpoint model and the no-break line, the threshold and its interval.
+// the breakpoint model and the no-break trend, the threshold and its interval.
 std::string ThresholdPlot(const std::vector<ThresholdInput>& inputs,
                           const std::vector<ThresholdResult>& results);
 

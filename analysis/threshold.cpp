@@ -32,10 +32,11 @@ struct Breakpoint {
   JumpFit fit;
 };
 
-LogisticFit StartAt(double y, double n) {
-  LogisticFit f;
+// The no-trend, no-jump start of the Newton iterations: the overall log-odds.
+JumpFit StartAt(double y, double n) {
+  JumpFit f;
   const double p = std::clamp((y + 0.5) / (n + 1), 1e-6, 1 - 1e-6);
-  f.b0 = std::log(p / (1 - p));
+  f.a_left = f.a_right = std::log(p / (1 - p));
   return f;
 }
 
@@ -62,12 +63,11 @@ std::vector<size_t> ValidCuts(const std::vector<Bin>& bins, const SearchLimits& 
 }
 
 // A jump against the searched direction is not a candidate: under the constraint
-// direction * jump >= 0 its best fit is the no-break line (LR 0), which never wins.
-Breakpoint Evaluate(const std::vector<Bin>& bins, size_t k, double c, double s, int direction,
-                    const JumpFit& start) {
+// direction * jump >= 0 its best fit is the no-break trend (LR 0), which never wins.
+Breakpoint Evaluate(const std::vector<Bin>& bins, size_t k, int direction, const JumpFit& start) {
   Breakpoint b;
   b.k = k;
-  b.fit = FitJump(bins, k, c, s, start);
+  b.fit = FitJump(bins, k, start);
   const double jump = b.fit.a_right - b.fit.a_left;
   b.ok = std::isfinite(b.fit.loglik) && direction * jump > 0;
   b.loglik = b.ok ? b.fit.loglik : -INFINITY;
@@ -76,7 +76,7 @@ Breakpoint Evaluate(const std::vector<Bin>& bins, size_t k, double c, double s, 
 
 // Profile likelihood over the valid cuts: a coarse grid by session count, then every cut
 // between the neighbours of the best grid points. Each fit starts from its neighbour's.
-Breakpoint Search(const std::vector<Bin>& bins, double c, double s, const SearchLimits& lim) {
+Breakpoint Search(const std::vector<Bin>& bins, const SearchLimits& lim) {
   const std::vector<size_t> cuts = ValidCuts(bins, lim);
   if (cuts.empty()) return {};
   std::vector<size_t> grid;  // positions in `cuts`
@@ -89,12 +89,11 @@ Breakpoint Search(const std::vector<Bin>& bins, double c, double s, const Search
     total_n += b.n;
     total_y += b.y;
   }
-  JumpFit warm;
-  warm.a_left = warm.a_right = StartAt(total_y, total_n).b0;
+  JumpFit warm = StartAt(total_y, total_n);
   std::vector<Breakpoint> coarse;
   coarse.reserve(grid.size());
   for (size_t g : grid) {
-    coarse.push_back(Evaluate(bins, cuts[g], c, s, lim.direction, warm));
+    coarse.push_back(Evaluate(bins, cuts[g], lim.direction, warm));
     warm = coarse.back().fit;
   }
   std::vector<size_t> order(grid.size());
@@ -111,7 +110,7 @@ Breakpoint Search(const std::vector<Bin>& bins, double c, double s, const Search
     JumpFit w = coarse[gi].fit;
     for (size_t i = lo; i < hi; ++i) {
       if (i == grid[gi]) continue;
-      const Breakpoint b = Evaluate(bins, cuts[i], c, s, lim.direction, w);
+      const Breakpoint b = Evaluate(bins, cuts[i], lim.direction, w);
       w = b.fit;
       if (b.ok && b.loglik > best.loglik) best = b;
     }
@@ -133,10 +132,27 @@ double Percentile(std::vector<double> v, double q) {
   return i + 1 < v.size() ? v[i] * (1 - f) + v[i + 1] * f : v[i];
 }
 
-// The searched direction: the option's, or (0: auto) the sign of the no-break line's trend.
-int Direction(int option, const LogisticFit& line) {
+// The searched direction: the option's, or (0: auto) whether the no-break curve rises from
+// the 5th to the 95th latency percentile.
+int Direction(int option, const JumpFit& line, const std::vector<Bin>& bins) {
   if (option != 0) return option > 0 ? 1 : -1;
-  return line.b1 >= 0 ? 1 : -1;
+  double total = 0;
+  for (const Bin& b : bins) total += b.n;
+  double seen = 0, v05 = 0, v95 = 0;
+  bool low = false;
+  for (const Bin& b : bins) {
+    seen += b.n;
+    if (!low && seen >= 0.05 * total) {
+      v05 = b.v;
+      low = true;
+    }
+    if (seen >= 0.95 * total) {
+      v95 = b.v;
+      break;
+    }
+  }
+  const double rise = line.b1 * (v95 - v05) + line.b2 * (v95 * v95 - v05 * v05);
+  return rise >= 0 ? 1 : -1;
 }
 
 struct Context {
@@ -146,23 +162,22 @@ struct Context {
   SearchLimits lim;
 };
 
-// One null replicate: outcomes redrawn from the no-break line; its LR statistic.
-double NullReplicate(const Context& cx, const LogisticFit& line, uint64_t r) {
+// One null replicate: outcomes redrawn from the no-break trend; its LR statistic.
+double NullReplicate(const Context& cx, const JumpFit& line, uint64_t r) {
   const BinnedOutcomes& d = *cx.d;
   Rng rng(DeriveSeed(cx.o->seed, kPurposeNull, r));
   std::vector<Bin> bins = d.bins;
   double total_y = 0, total_n = 0;
   for (Bin& b : bins) {
-    const double p = LogisticProb(line, b.t_ms, d.t_center_ms, d.t_scale_ms);
+    const double p = JumpProb(line, true, b.v);
     b.y = gsl_ran_binomial(rng.get(), p, static_cast<unsigned>(b.n));
     total_y += b.y;
     total_n += b.n;
   }
-  const LogisticFit l0 =
-      FitLogistic(bins, 0, bins.size(), d.t_center_ms, d.t_scale_ms, StartAt(total_y, total_n));
+  const JumpFit l0 = FitJump(bins, 0, StartAt(total_y, total_n));
   SearchLimits lim = cx.lim;
-  lim.direction = Direction(cx.o->direction, l0);  // decided as for the observed data
-  const Breakpoint bp = Search(bins, d.t_center_ms, d.t_scale_ms, lim);
+  lim.direction = Direction(cx.o->direction, l0, bins);  // decided as for the observed data
+  const Breakpoint bp = Search(bins, lim);
   if (!bp.ok) return 0;
   return std::max(0.0, 2 * (bp.loglik - l0.loglik));
 }
@@ -189,7 +204,7 @@ std::optional<double> IntervalReplicate(const Context& cx,
       for (int32_t i : members[rng.Below(members.size())]) add(static_cast<size_t>(i));
     }
   }
-  const Breakpoint bp = Search(bins, d.t_center_ms, d.t_scale_ms, cx.lim);  // fixed direction
+  const Breakpoint bp = Search(bins, cx.lim);  // direction fixed as found
   if (!bp.ok) return std::nullopt;
   // The cut between non-empty bins of this replicate.
   size_t prev = bp.k - 1;
@@ -201,7 +216,7 @@ std::optional<double> IntervalReplicate(const Context& cx,
 
 // Monte Carlo p-value (1 + exceedances) / (1 + replicates), in blocks so that the run can
 // stop early once the p-value is clearly large.
-double NullPValue(const Context& cx, const LogisticFit& line, double lr, int* replicates) {
+double NullPValue(const Context& cx, const JumpFit& line, double lr, int* replicates) {
   const int total = cx.o->null_replicates;
   int done = 0, exceed = 0;
   while (done < total && exceed < kNullStopExceedances) {
@@ -241,16 +256,15 @@ Result<ThresholdResult> FindThreshold(const ThresholdInput& in, const ThresholdO
   cx.lim.min_side_events = static_cast<double>(o.min_side_events);
   res.t_center_ms = d.t_center_ms;
   res.t_scale_ms = d.t_scale_ms;
-  res.line = FitLogistic(d.bins, 0, d.bins.size(), d.t_center_ms, d.t_scale_ms,
-                         StartAt(static_cast<double>(res.events), static_cast<double>(res.n)));
-  cx.lim.direction = res.direction = Direction(o.direction, res.line);
+  res.line = FitJump(d.bins, 0, StartAt(static_cast<double>(res.events), static_cast<double>(res.n)));
+  cx.lim.direction = res.direction = Direction(o.direction, res.line, d.bins);
   if (ValidCuts(d.bins, cx.lim).empty()) {
     return InvalidArgument(who + ": too few sessions to place a breakpoint (each side needs " +
                            std::to_string(static_cast<int64_t>(cx.lim.min_side_n)) +
                            " sessions and " + std::to_string(o.min_side_events) +
                            " of each outcome)");
   }
-  const Breakpoint bp = Search(d.bins, d.t_center_ms, d.t_scale_ms, cx.lim);
+  const Breakpoint bp = Search(d.bins, cx.lim);
   if (!bp.ok) {  // no jump in the searched direction anywhere: LR 0
     res.p_value = 1;
     return res;

@@ -1,16 +1,16 @@
 // Threshold discovery: where does the abandonment rate jump with latency?
 //
 // Model (per scenario), with breakpoint tau:
-//   logit p(t) = a_L + b (t - c) / s   for t <  tau
-//   logit p(t) = a_R + b (t - c) / s   for t >= tau
+//   logit p(t) = a_L + b1 v + b2 v^2   for t <  tau
+//   logit p(t) = a_R + b1 v + b2 v^2   for t >= tau,   v = clamp((t - c) / s, -4, 4)
 // i.e. a segmented logistic regression with a level shift (the jump, a_R - a_L) at tau and
-// one latency trend b on both sides (c, s: the latencies' mean and standard deviation). tau is found by profile likelihood over bin edges (coarse grid, then every edge around
-// the three best grid points). The no-break model is one logistic line over all sessions.
+// one smooth latency trend on both sides (c, s: the latencies' mean and standard deviation). tau is found by profile likelihood over bin edges (coarse grid, then every edge around
+// the three best grid points). The no-break model is the trend alone over all sessions.
 //
-// Evidence for a break: the likelihood-ratio statistic LR = 2 (l_break - l_line) has no
+// Evidence for a break: the likelihood-ratio statistic LR = 2 (l_break - l_trend) has no
 // chi-square reference distribution because tau does not exist under the null (the Davies
 // problem), so its p-value is a parametric bootstrap: outcomes are redrawn from the fitted
-// no-break line at the observed latencies and the whole search is rerun on each replicate.
+// no-break trend at the observed latencies and the whole search is rerun on each replicate.
 // A threshold is reported only when p < alpha.
 //
 // Interval: percentile bootstrap (2.5 %, 97.5 %) of tau over resampled sessions, or over
@@ -43,7 +43,7 @@ struct ThresholdOptions {
   int64_t min_side_sessions = 30;   // ...and this many sessions
   int64_t min_side_events = 5;      // and this many of each outcome
   // +1: look for a jump up (abandonment), -1: down (completion), 0: the direction of the
-  // no-break line's trend.
+  // no-break trend (5th to 95th latency percentile).
   int direction = 0;
   int threads = 1;
 };
@@ -73,9 +73,9 @@ struct ThresholdResult {
   int bootstrap_replicates = 0;      // replicates with a valid breakpoint
   double rate_below = 0, rate_above = 0;  // observed rates of sessions below / at-or-above
   double relative_increase = 0;      // rate_above / rate_below - 1
-  // The fits (for plots): the breakpoint model at the candidate and the no-break line.
+  // The fits (for plots): the breakpoint model at the candidate and the no-break trend.
   JumpFit jump;
-  LogisticFit line;
+  JumpFit line;                      // a_right is its intercept
   double t_center_ms = 0, t_scale_ms = 1;
 };
 

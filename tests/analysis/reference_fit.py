@@ -5,9 +5,10 @@
   reference_fit.py ctr FILE.csv         -> {"c0": ..., "a": ...}
 
 threshold: brute force over every cut between 1 ms latency bins (no coarse grid), each cut
-fitted to convergence by its own Newton iteration; the same model as docs/analysis.md
-(logit p = a_left or a_right + b t, a jump in the direction of the no-break line's trend) and
-the same admissible cuts (each side >= max(30, 1 % of the sessions) and >= 5 of each
+fitted to convergence by its own Newton iteration (Gauss-Jordan solve); the same model as
+docs/analysis.md (logit p = a_left or a_right + b1 v + b2 v^2 with v = clamp((t - mean) / sd,
+-4, 4), a jump in the direction the no-break trend rises from the 5th to the 95th latency
+percentile) and the same admissible cuts (each side >= max(30, 1 % of the sessions) and >= 5 of each
 outcome). The cut is reported as the midpoint of the gap between the last bin left of it and
 the first bin right of it.
 
@@ -25,22 +26,24 @@ def read(path):
         return list(csv.DictReader(f))
 
 
+def features(i, k, v, jump):
+    if jump:
+        right = i >= k
+        return [0.0 if right else 1.0, 1.0 if right else 0.0, v, v * v]
+    return [1.0, v, v * v]
+
+
 def newton(bins, k, params, jump):
-    """Maximises the log-likelihood of (a_left, a_right, b) (jump) or (a, b) over bins."""
+    """Maximises the log-likelihood of (a_left, a_right, b1, b2) (jump) or (a, b1, b2)."""
     x = list(params)
     for _ in range(200):
         n_p = len(x)
         g = [0.0] * n_p
         h = [[0.0] * n_p for _ in range(n_p)]
         ll = 0.0
-        for i, (t, n, y) in enumerate(bins):
-            if jump:
-                right = i >= k
-                eta = (x[1] if right else x[0]) + x[2] * t
-                feats = [0.0 if right else 1.0, 1.0 if right else 0.0, t]
-            else:
-                eta = x[0] + x[1] * t
-                feats = [1.0, t]
+        for i, (v, n, y) in enumerate(bins):
+            feats = features(i, k, v, jump)
+            eta = sum(a * b for a, b in zip(x, feats))
             p = 1.0 / (1.0 + math.exp(-eta))
             ll += y * eta - n * (max(eta, 0.0) + math.log1p(math.exp(-abs(eta))))
             r = y - n * p
@@ -72,13 +75,16 @@ def solve(h, g):
 
 def loglik(bins, k, x, jump):
     ll = 0.0
-    for i, (t, n, y) in enumerate(bins):
-        eta = ((x[1] if i >= k else x[0]) + x[2] * t) if jump else x[0] + x[1] * t
+    for i, (v, n, y) in enumerate(bins):
+        eta = sum(a * b for a, b in zip(x, features(i, k, v, jump)))
         ll += y * eta - n * (max(eta, 0.0) + math.log1p(math.exp(-abs(eta))))
     return ll
 
 
 def threshold(rows):
+    lat = [float(r["latency_ms"]) for r in rows]
+    mean = sum(lat) / len(lat)
+    sd = math.sqrt(sum((t - mean) ** 2 for t in lat) / len(lat))
     agg = {}
     for r in rows:
         t = float(r["latency_ms"])
@@ -88,15 +94,24 @@ def threshold(rows):
         s[1] += 1
         s[2] += int(r["abandoned"])
     keys = sorted(agg)
-    # Latency in seconds for the regressions (any scale gives the same likelihood).
-    bins = [(agg[k][0] / agg[k][1] / 1000.0, agg[k][1], agg[k][2]) for k in keys]
+    bins = [(min(4.0, max(-4.0, (agg[k][0] / agg[k][1] - mean) / sd)), agg[k][1], agg[k][2])
+            for k in keys]
     n_all = sum(b[1] for b in bins)
     y_all = sum(b[2] for b in bins)
     p0 = y_all / n_all
     start = math.log(p0 / (1 - p0))
-    line, _ = newton(bins, 0, [start, 0.0], False)
+    line, _ = newton(bins, 0, [start, 0.0, 0.0], False)
     line_ll = loglik(bins, 0, line, False)
-    direction = 1 if line[1] >= 0 else -1
+    seen, v05, v95 = 0, None, None
+    for v, n, _ in bins:
+        seen += n
+        if v05 is None and seen >= 0.05 * n_all:
+            v05 = v
+        if seen >= 0.95 * n_all:
+            v95 = v
+            break
+    rise = line[1] * (v95 - v05) + line[2] * (v95 * v95 - v05 * v05)
+    direction = 1 if rise >= 0 else -1
     min_n = max(30, 0.01 * n_all)
     best = None
     n_left = y_left = 0
@@ -108,7 +123,7 @@ def threshold(rows):
             continue
         if min(y_left, n_left - y_left, y_right, n_right - y_right) < 5:
             continue
-        x, _ = newton(bins, k, [start, start, 0.0], True)
+        x, _ = newton(bins, k, [start, start, 0.0, 0.0], True)
         if direction * (x[1] - x[0]) <= 0:
             continue
         ll = loglik(bins, k, x, True)
