@@ -146,8 +146,9 @@ Status CheckThresholdFlags(const ThresholdFlags& f) {
   }
   if (!(f.alpha > 0 && f.alpha <= 0.5)) return InvalidArgument("--alpha must be in (0, 0.5]");
   if (!(f.margin >= 0 && f.margin <= 0.9)) return InvalidArgument("--margin must be in [0, 0.9]");
-  if (!(f.resolution_ms > 0 && f.resolution_ms <= 1000)) {
-    return InvalidArgument("--resolution-ms must be in (0, 1000]");
+  // The floor keeps latency / resolution (latencies up to 1e9 ms) inside a 64-bit bin index.
+  if (!(f.resolution_ms >= 0.001 && f.resolution_ms <= 1000)) {
+    return InvalidArgument("--resolution-ms must be in [0.001, 1000]");
   }
   if (f.threads < 0 || f.threads > 256) return InvalidArgument("--threads must be in [0, 256]");
   if (f.direction != "auto" && f.direction != "up" && f.direction != "down") {
