@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analysis/impact.h"
+#include "analysis/plot.h"
 #include "app/commands.h"
 #include "bench/loadgen/local_server.h"
 #include "bench/loadgen/report.h"
@@ -58,6 +60,9 @@ struct BenchFlags {
   std::string out_dir;
   std::string progress = "auto";
   double serve_timeout_s = 120;
+  std::string fit;            // analyze decay --json output: adds the latency-economics section
+  std::string threshold_fit;  // analyze threshold --json output
+  std::string scenario;       // scenario of threshold_fit (default: --slo-class, or the only one)
 };
 
 int FlagError(const Status& s) {
@@ -174,9 +179,46 @@ void PrintProgress(const lg::Progress& p, lg::LoadMode mode, const char* metric)
   std::fflush(stderr);
 }
 
+Result<nlohmann::json> ReadJson(const std::string& flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return InvalidArgument(flag + " '" + path + "': cannot open");
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded()) return InvalidArgument(flag + " '" + path + "': not valid JSON");
+  return j;
+}
+
+// The fitted curves of --fit / --threshold-fit, read before any load so a bad file fails fast.
+Result<analysis::ImpactModels> LoadImpactModels(const BenchFlags& f) {
+  analysis::ImpactModels m;
+  if (!f.fit.empty()) {
+    LL_ASSIGN_OR_RETURN(nlohmann::json j, ReadJson("--fit", f.fit));
+    LL_ASSIGN_OR_RETURN(m.decay, analysis::DecayCurvesFromJson(j, f.fit));
+  }
+  if (!f.threshold_fit.empty()) {
+    LL_ASSIGN_OR_RETURN(nlohmann::json j, ReadJson("--threshold-fit", f.threshold_fit));
+    LL_ASSIGN_OR_RETURN(m.abandon, analysis::AbandonCurveFromJson(j, f.threshold_fit, f.scenario,
+                                                                  f.slo_class));
+  }
+  return m;
+}
+
+// The latency-economics section from the report's own JSON (the same path as `analyze impact`).
+Status AddImpact(const analysis::ImpactModels& m, const lg::Report& report, lg::ReportInputs* in) {
+  const nlohmann::json rj = lg::ReportJson(*in, report);
+  LL_ASSIGN_OR_RETURN(analysis::ImpactReport r,
+                      analysis::ComputeImpact(rj, "this run", m, analysis::ImpactOptions{}));
+  in->extra_markdown = analysis::ImpactMarkdown(r);
+  in->extra_json = analysis::ImpactJson(r);
+  in->extra_html = analysis::ImpactPlot(m, r);
+  return Status::Ok();
+}
+
 int RunBench(const BenchFlags& f) {
   lg::RunOptions o;
   if (Status s = BuildOptions(f, &o); !s.ok()) return FlagError(s);
+  auto models = LoadImpactModels(f);
+  if (!models.ok()) return FlagError(models.status());
+  const bool impact = !f.fit.empty() || !f.threshold_fit.empty();
   lg::ReportInputs in;
   auto buckets = ParseBuckets(f.input_buckets);
   if (!buckets.ok()) return FlagError(buckets.status());
@@ -237,6 +279,9 @@ int RunBench(const BenchFlags& f) {
   in.options = &o;
   in.run = &*run;
   const lg::Report report = lg::BuildReport(in);
+  if (impact) {
+    if (Status s = AddImpact(*models, report, &in); !s.ok()) return Fail(s);
+  }
   std::fputs(lg::ReportMarkdown(in, report).c_str(), stdout);
   if (!f.out_dir.empty()) {
     if (Status s = lg::WriteReports(f.out_dir, in, report); !s.ok()) return Fail(s);
@@ -295,6 +340,12 @@ CommandFn RegisterBench(CLI::App& root) {
   cmd->add_option("--out", f->out_dir, "Write report.json, report.md, report.html here");
   cmd->add_option("--progress", f->progress, "auto (on a terminal), always, never")
       ->capture_default_str();
+  cmd->add_option("--fit", f->fit, "`analyze decay --json` output: add expected CTR/CVR/"
+                                   "conversions per configuration to the reports");
+  cmd->add_option("--threshold-fit", f->threshold_fit,
+                  "`analyze threshold --json` output: add expected abandonment");
+  cmd->add_option("--scenario", f->scenario,
+                  "Scenario of --threshold-fit (default: --slo-class, or the only one)");
   return [f] { return RunBench(*f); };
 }
 

@@ -19,5 +19,6 @@ CommandFn RegisterQuantize(CLI::App& root);
 CommandFn RegisterBenchModel(CLI::App& root);
 CommandFn RegisterServe(CLI::App& root);
 CommandFn RegisterBench(CLI::App& root);
+CommandFn RegisterAnalyze(CLI::App& root);
 
 }  // namespace lifeline::app

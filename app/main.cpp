@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   add(lifeline::app::RegisterBenchModel(root));
   add(lifeline::app::RegisterServe(root));
   add(lifeline::app::RegisterBench(root));
+  add(lifeline::app::RegisterAnalyze(root));
 
   try {
     root.parse(argc, argv);

@@ -11,6 +11,8 @@ PACKAGES=(
   libcli11-dev                # CLI11: subcommands and flags of the `lifeline` binary
   libboost-dev                # Boost 1.74 headers: Asio + Beast for the HTTP/SSE server
   libtomlplusplus-dev         # toml++: the `serve --config` file (SLO classes, cascade, controller)
+  libgsl-dev                  # GSL: `lifeline analyze` decay fits (BFGS minimizer), Cholesky for
+                              # standard errors, chi-square tail, portable RNG for the bootstrap
   jq                          # jq: scripts/bench-vs-llamacpp.sh reads both engines' JSON
   prometheus                  # Prometheus server: the metrics integration test scrapes /metrics
                               # and checks histogram_quantile answers against client timings

@@ -303,7 +303,7 @@ nlohmann::json ReportJson(const ReportInputs& in, const Report& rep) {
   nlohmann::json requests = nlohmann::json::array();
   for (const RequestRecord& r : run.records) requests.push_back(RecordJson(r));
   const WorkloadSpec& w = o.workload;
-  return {
+  nlohmann::json j = {
       {"schema", "lifeline-bench/1"},
       {"command", in.command_line},
       {"start_unix_ms", run.start_unix_ms},
@@ -335,6 +335,8 @@ nlohmann::json ReportJson(const ReportInputs& in, const Report& rep) {
       {"ratios", std::move(ratios)},
       {"requests", std::move(requests)},
   };
+  if (!in.extra_json.is_null()) j["impact"] = in.extra_json;
+  return j;
 }
 
 std::string ReportMarkdown(const ReportInputs& in, const Report& rep) {
@@ -421,6 +423,7 @@ std::string ReportMarkdown(const ReportInputs& in, const Report& rep) {
           Cell(f.model.id) + " | " + Cell(f.models_status) + " | " + Cell(f.slo_status) + " | " +
           std::to_string(f.slo_events.size()) + " |\n";
   }
+  if (!in.extra_markdown.empty()) md += "\n" + in.extra_markdown;
   return md;
 }
 

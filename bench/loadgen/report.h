@@ -78,6 +78,12 @@ struct ReportInputs {
   HardwareFacts hardware;
   std::vector<int64_t> input_buckets = {128, 512, 2048};  // upper edges of input classes
   std::string command_line;
+  // An optional section computed outside the load generator (the latency-economics impact of
+  // `bench --fit`): Markdown appended to report.md and the HTML page, raw HTML (an inline SVG)
+  // after the charts, and a JSON value stored as "impact" in report.json. Empty/null: none.
+  std::string extra_markdown;
+  std::string extra_html;
+  nlohmann::json extra_json;
 };
 
 struct Report {

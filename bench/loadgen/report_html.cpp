@@ -213,6 +213,7 @@ std::string ReportHtml(const ReportInputs& in, const Report& rep) {
   html += "<figure>" + LoadCharts(in, rep) + "</figure>\n";
   html += "<figure>" + TimelineChart(in) + "</figure>\n";
   html += "<figure>" + LayerBars(in, rep) + "</figure>\n";
+  if (!in.extra_html.empty()) html += "<figure>" + in.extra_html + "</figure>\n";
   html += "</body></html>\n";
   return html;
 }

@@ -1,0 +1,53 @@
+// CSV reading for the analysis commands: a header line, comma-separated cells (RFC 4180
+// quoting with "" escapes, CRLF or LF line ends), typed column extraction whose errors name
+// the source, the line, the column number and the column name:
+//   "sessions.csv:12: column 1 (latency_ms): 'abc' is not a number"
+//
+// Ownership: CsvTable owns copies of its cells. Thread-safety: value types, pure functions.
+// Failure: InvalidArgument for malformed text, a missing column, a bad cell, an empty table or
+// an outcome column with one class; ResourceExhausted for input over the caps below.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+namespace lifeline::analysis {
+
+inline constexpr int64_t kMaxCsvBytes = int64_t{1} << 30;     // 1 GiB of text
+inline constexpr int64_t kMaxCsvRows = 20'000'000;
+inline constexpr int64_t kMaxCsvColumns = 1024;
+inline constexpr int64_t kMaxCsvCellBytes = 4096;
+
+struct CsvTable {
+  std::string source;                         // file name used in messages
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;  // each row has header.size() cells
+  std::vector<int64_t> lines;                 // 1-based line number of each row's start
+};
+
+Result<CsvTable> ParseCsv(std::string_view text, std::string_view source);
+Result<CsvTable> ReadCsvFile(const std::string& path);
+
+// The 0-based index of a header column, or InvalidArgument naming the flag that chose it and
+// listing the header.
+Result<size_t> FindColumn(const CsvTable& t, std::string_view name, std::string_view flag);
+
+// Latencies: numbers in [0, kMaxLatencyMs].
+inline constexpr double kMaxLatencyMs = 1e9;  // 11.6 days: anything larger is a unit mistake
+Result<std::vector<double>> LatencyColumn(const CsvTable& t, size_t col);
+// 0/1 outcomes: 0, 1, true, false (case-insensitive).
+Result<std::vector<uint8_t>> BinaryColumn(const CsvTable& t, size_t col);
+// Raw text cells (scenario, group ids); an empty cell is an error.
+Result<std::vector<std::string>> TextColumn(const CsvTable& t, size_t col);
+
+// InvalidArgument when every value of an outcome column is the same ("column 2 (abandoned):
+// all 5000 rows (lines 2-5001) are 0; the fit needs both outcomes"). `what` names the subset
+// (e.g. "scenario 'search'"), empty for the whole file.
+Status RequireBothClasses(const CsvTable& t, size_t col, const std::vector<uint8_t>& values,
+                          const std::vector<size_t>& rows, std::string_view what);
+
+}  // namespace lifeline::analysis

@@ -1,0 +1,204 @@
+// `lifeline analyze` through the built binary: simulate -> threshold/decay -> JSON contract,
+// the emitted TOML loaded by the real `serve --config` loader, impact on a report, CSV errors
+// naming line and column, and a cross-check against an independent python3 implementation
+// (tests/analysis/reference_fit.py; skipped without python3).
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "slo/slo_config.h"
+#include "test_paths.h"
+
+namespace lifeline {
+namespace {
+
+struct Out {
+  int code = -1;
+  std::string text;
+};
+
+Out Sh(const std::string& cmd) {
+  Out r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.text.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  return r;
+}
+
+class AnalyzeCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("lifeline_analyze_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string P(const std::string& name) const { return (dir_ / name).string(); }
+  static std::string Bin() { return testing::LifelineBinary() + " analyze "; }
+  std::filesystem::path dir_;
+};
+
+TEST_F(AnalyzeCli, ThresholdJsonAndEmittedConfigLoadInServe) {
+  ASSERT_EQ(Sh(Bin() + "simulate --kind sessions --seed 2 --out " + P("s.csv") +
+               " --scenario name=search,knee=387,rows=12000"
+               " --scenario 'name=Code Completion,knee=200,median=150,below=0.15,above=0.25,rows=12000'"
+               " --scenario name=batch,knee=none,rows=6000").code, 0);
+  const Out r = Sh(Bin() + "threshold --input " + P("s.csv") + " --json --bootstrap 100 "
+                   "--null-replicates 99 --alpha 0.02 --emit-config " + P("slo.toml") + " --plot " + P("t.svg"));
+  ASSERT_EQ(r.code, 0) << r.text;
+  const auto j = nlohmann::json::parse(r.text);
+  ASSERT_EQ(j["scenarios"].size(), 3u);
+  const auto& s = j["scenarios"][0];
+  EXPECT_EQ(s["name"], "search");
+  EXPECT_EQ(s["n"], 12000);
+  EXPECT_NEAR(s["threshold_ms"].get<double>(), 387, 15);
+  EXPECT_LE(s["ci95_ms"][0].get<double>(), s["threshold_ms"].get<double>());
+  for (const char* k : {"rate_below", "rate_above", "relative_increase", "p_value"}) {
+    EXPECT_TRUE(s[k].is_number()) << k;
+  }
+  EXPECT_TRUE(j["scenarios"][2]["threshold_ms"].is_null());
+  // The real loader of `serve --config` reads what --emit-config wrote.
+  auto c = slo::LoadSloConfigFile(P("slo.toml"));
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const slo::SloClass* search = c->FindClass("search");
+  ASSERT_NE(search, nullptr);
+  EXPECT_LT(search->ttft_p95_ms.value_or(1e9), s["threshold_ms"].get<double>());
+  EXPECT_NE(c->FindClass("code-completion"), nullptr);
+  EXPECT_EQ(c->FindClass("batch"), nullptr);
+  std::ifstream svg(P("t.svg"));
+  std::string text((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text.rfind("<svg", 0), 0u);
+  EXPECT_NE(text.find("threshold"), std::string::npos);
+}
+
+TEST_F(AnalyzeCli, DecayJsonContractAndImpact) {
+  ASSERT_EQ(Sh(Bin() + "simulate --kind events --rows 30000 --out " + P("e.csv")).code, 0);
+  const Out d = Sh(Bin() + "decay --input " + P("e.csv") + " --json --plot " + P("d.svg"));
+  ASSERT_EQ(d.code, 0) << d.text;
+  const auto j = nlohmann::json::parse(d.text);
+  for (const char* k : {"c0", "a"}) EXPECT_TRUE(j["ctr"][k].is_number()) << k;
+  for (const char* k : {"v0", "b", "g"}) EXPECT_TRUE(j["cvr"][k].is_number()) << k;
+  for (const char* k : {"a", "b", "g", "r2"}) EXPECT_TRUE(j["joint"][k].is_number()) << k;
+  EXPECT_TRUE(j["independent"]["r2"].is_number());
+  std::ofstream(P("fit.json")) << d.text;
+  std::ofstream(P("report.json")) << R"({"config":{"slo_metric":"ttft"},"targets":[{"label":"A"}],
+    "steps":[{"load":1}],"requests":[{"step":0,"target":0,"ttft_ms":120,"e2e_ms":300,"error":null}]})";
+  const Out im = Sh(Bin() + "impact --report " + P("report.json") + " --fit " + P("fit.json") +
+                    " --json");
+  ASSERT_EQ(im.code, 0) << im.text;
+  const auto ij = nlohmann::json::parse(im.text);
+  EXPECT_EQ(ij["baseline"], "zero latency");
+  const double c0 = j["ctr"]["c0"], a = j["ctr"]["a"];
+  EXPECT_NEAR(ij["rows"][0]["expected"]["ctr"].get<double>(), c0 * std::exp(-a * 120), 1e-9);
+}
+
+TEST_F(AnalyzeCli, BadCellsNameLineAndColumn) {
+  std::ofstream(P("bad.csv")) << "scenario,latency_ms,abandoned\ns,100,0\ns,12x,1\n";
+  const Out r = Sh(Bin() + "threshold --input " + P("bad.csv"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.text.find("bad.csv:3: column 2 (latency_ms): '12x' is not a number"),
+            std::string::npos) << r.text;
+  std::ofstream(P("one.csv")) << "latency_ms,abandoned\n100,0\n200,0\n";
+  const Out o = Sh(Bin() + "threshold --input " + P("one.csv"));
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.text.find("column 2 (abandoned): all 2 rows (lines 2-3) are 0"), std::string::npos)
+      << o.text;
+  std::ofstream(P("empty.csv")) << "";
+  const Out e = Sh(Bin() + "decay --input " + P("empty.csv"));
+  EXPECT_EQ(e.code, 2);
+  EXPECT_NE(e.text.find("empty file"), std::string::npos) << e.text;
+  const Out f = Sh(Bin() + "threshold --input " + P("one.csv") + " --bootstrap 5");
+  EXPECT_EQ(f.code, 2);
+  EXPECT_NE(f.text.find("--bootstrap 5 is outside [20, 100000]"), std::string::npos) << f.text;
+}
+
+// The breakpoint profile and the CTR fit against tests/analysis/reference_fit.py, which
+// searches every cut exhaustively and fits with its own Newton iterations.
+TEST_F(AnalyzeCli, MatchesIndependentPythonReference) {
+  if (Sh("command -v python3").code != 0) GTEST_SKIP() << "python3 not installed";
+  const std::string script = std::string(LIFELINE_SOURCE_DIR) + "/tests/analysis/reference_fit.py";
+  ASSERT_EQ(Sh(Bin() + "simulate --kind sessions --seed 9 --out " + P("s.csv") +
+               " --scenario name=s,knee=320,below=0.1,above=0.22,median=300,sigma=0.2,rows=1500")
+                .code, 0);
+  const Out ours = Sh(Bin() + "threshold --input " + P("s.csv") +
+                      " --json --bootstrap 20 --null-replicates 19");
+  ASSERT_EQ(ours.code, 0) << ours.text;
+  const Out ref = Sh("python3 " + script + " threshold " + P("s.csv"));
+  ASSERT_EQ(ref.code, 0) << ref.text;
+  const auto o = nlohmann::json::parse(ours.text)["scenarios"][0];
+  const auto p = nlohmann::json::parse(ref.text);
+  EXPECT_EQ(o["candidate_ms"].get<double>(), p["candidate_ms"].get<double>());
+  EXPECT_NEAR(o["lr_statistic"].get<double>(), p["lr_statistic"].get<double>(), 1e-3);
+
+  ASSERT_EQ(Sh(Bin() + "simulate --kind events --seed 9 --rows 3000 --c0 0.4 --a 0.001 --out " +
+               P("e.csv")).code, 0);
+  const Out d = Sh(Bin() + "decay --input " + P("e.csv") + " --json");
+  ASSERT_EQ(d.code, 0) << d.text;
+  const Out dr = Sh("python3 " + script + " ctr " + P("e.csv"));
+  ASSERT_EQ(dr.code, 0) << dr.text;
+  const auto dj = nlohmann::json::parse(d.text), pj = nlohmann::json::parse(dr.text);
+  EXPECT_NEAR(dj["ctr"]["c0"].get<double>(), pj["c0"].get<double>(), 1e-5);
+  EXPECT_NEAR(dj["ctr"]["a"].get<double>(), pj["a"].get<double>(), 1e-7);
+}
+
+// `bench --fit/--threshold-fit`: the latency-economics section in all three reports, its
+// numbers recomputed here from the report's own requests.
+TEST_F(AnalyzeCli, BenchFitAddsLatencyEconomicsToTheReports) {
+  const std::string model = testing::SharedPath("models/stories260K.gguf");
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "no " << model;
+  std::ofstream(P("fit.json"))
+      << R"({"ctr":{"c0":0.4,"a":0.002},"cvr":{"v0":0.2,"b":0.001,"g":1e-6,"base":"clicks"}})";
+  std::ofstream(P("t.json")) << R"({"scenarios":[{"name":"interactive","n":100,"threshold_ms":30,
+      "ci95_ms":[25,35],"rate_below":0.1,"rate_above":0.3,"relative_increase":2,"p_value":0.001}]})";
+  const std::string bench = testing::LifelineBinary() + " bench --serve " + model +
+                            " --serve-arg=--threads --serve-arg=1 --rate 20 --requests 6 "
+                            "--prompt-len 8 --output-len 4 --slo-class interactive "
+                            "--progress never ";
+  std::ofstream(P("bad.json")) << R"({"ctr":{"c0":0.4}})";
+  const Out bad = Sh(bench + "--fit " + P("bad.json"));
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.text.find("ctr.a: missing"), std::string::npos) << bad.text;
+
+  const Out r = Sh(bench + "--fit " + P("fit.json") + " --threshold-fit " + P("t.json") +
+                   " --out " + P("out"));
+  ASSERT_EQ(r.code, 0) << r.text;
+  std::ifstream jf(P("out/report.json"));
+  const auto j = nlohmann::json::parse(jf);
+  ASSERT_TRUE(j.contains("impact")) << j.dump().substr(0, 400);
+  double ctr = 0, ab = 0;
+  int n = 0;
+  for (const auto& req : j["requests"]) {
+    ASSERT_TRUE(req["error"].is_null());
+    const double t = req["ttft_ms"].get<double>();
+    ctr += 0.4 * std::exp(-0.002 * t);
+    ab += t >= 30 ? 0.3 : 0.1;
+    ++n;
+  }
+  const auto& row = j["impact"]["rows"][0];
+  EXPECT_NEAR(row["expected"]["ctr"].get<double>(), ctr / n, 1e-9);
+  EXPECT_NEAR(row["expected"]["abandonment"].get<double>(), ab / n, 1e-9);
+  EXPECT_EQ(j["impact"]["baseline"], "every request at the threshold (30 ms)");
+  std::ifstream mf(P("out/report.md")), hf(P("out/report.html"));
+  const std::string md((std::istreambuf_iterator<char>(mf)), std::istreambuf_iterator<char>());
+  const std::string html((std::istreambuf_iterator<char>(hf)), std::istreambuf_iterator<char>());
+  EXPECT_NE(md.find("## Latency economics"), std::string::npos);
+  EXPECT_NE(md.find("lifeline: this configuration"), std::string::npos) << md;
+  EXPECT_NE(html.find("<h2>Latency economics</h2>"), std::string::npos);
+  EXPECT_NE(html.find("Expected rates vs ttft latency"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace lifeline

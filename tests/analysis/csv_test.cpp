@@ -1,0 +1,86 @@
+// CSV reading: quoting, line ends, and every refusal names the file, line, column and name.
+#include "analysis/csv.h"
+
+#include <gtest/gtest.h>
+
+namespace lifeline::analysis {
+namespace {
+
+TEST(AnalysisCsv, QuotedCellsCrlfAndBlankLines) {
+  auto t = ParseCsv("scenario,latency_ms,abandoned\r\n\"a, b\",12.5,1\r\n\r\n\"say \"\"hi\"\"\",3,0\n",
+                    "s.csv");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->rows.size(), 2u);
+  EXPECT_EQ(t->rows[0][0], "a, b");
+  EXPECT_EQ(t->rows[1][0], "say \"hi\"");
+  EXPECT_EQ(t->lines[1], 4);
+  auto lat = LatencyColumn(*t, 1);
+  ASSERT_TRUE(lat.ok());
+  EXPECT_DOUBLE_EQ((*lat)[0], 12.5);
+  auto y = BinaryColumn(*t, 2);
+  ASSERT_TRUE(y.ok());
+  EXPECT_EQ((*y)[0], 1);
+  EXPECT_EQ((*y)[1], 0);
+}
+
+TEST(AnalysisCsv, NonNumericCellNamesLineAndColumn) {
+  auto t = ParseCsv("session,latency_ms,abandoned\n1,100,0\n2,abc,1\n", "sessions.csv");
+  ASSERT_TRUE(t.ok());
+  auto lat = LatencyColumn(*t, 1);
+  ASSERT_FALSE(lat.ok());
+  EXPECT_EQ(lat.status().message(),
+            "sessions.csv:3: column 2 (latency_ms): 'abc' is not a number");
+}
+
+TEST(AnalysisCsv, BadValuesAreRefused) {
+  auto t = ParseCsv("latency_ms,abandoned\n-5,yes\n1e300,2\n,1\n", "x.csv");
+  ASSERT_TRUE(t.ok());
+  auto lat = LatencyColumn(*t, 0);
+  ASSERT_FALSE(lat.ok());
+  EXPECT_NE(lat.status().message().find("x.csv:2: column 1 (latency_ms): '-5' is outside"),
+            std::string::npos) << lat.status().message();
+  auto y = BinaryColumn(*t, 1);
+  ASSERT_FALSE(y.ok());
+  EXPECT_NE(y.status().message().find("x.csv:2: column 2 (abandoned): 'yes' is not an outcome"),
+            std::string::npos) << y.status().message();
+}
+
+TEST(AnalysisCsv, EmptyInputsAreErrors) {
+  auto empty = ParseCsv("", "e.csv");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().message(), "e.csv: empty file (no header line)");
+  auto header_only = ParseCsv("latency_ms,abandoned\n", "h.csv");
+  ASSERT_FALSE(header_only.ok());
+  EXPECT_EQ(header_only.status().message(), "h.csv: no data rows after the header");
+  auto ragged = ParseCsv("a,b\n1,2\n3\n", "r.csv");
+  ASSERT_FALSE(ragged.ok());
+  EXPECT_EQ(ragged.status().message(), "r.csv:3: 1 cells, the header has 2");
+  auto quote = ParseCsv("a,b\n\"x,2\n", "q.csv");
+  ASSERT_FALSE(quote.ok());
+  EXPECT_NE(quote.status().message().find("q.csv:2: column 1: unterminated"), std::string::npos);
+}
+
+TEST(AnalysisCsv, OneClassOutcomeIsRefusedWithItsLines) {
+  auto t = ParseCsv("scenario,latency_ms,abandoned\na,1,0\na,2,0\nb,3,1\nb,4,0\n", "o.csv");
+  ASSERT_TRUE(t.ok());
+  auto y = BinaryColumn(*t, 2);
+  ASSERT_TRUE(y.ok());
+  EXPECT_TRUE(RequireBothClasses(*t, 2, *y, {}, "").ok());
+  Status s = RequireBothClasses(*t, 2, *y, {0, 1}, "scenario 'a'");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(),
+            "o.csv: column 3 (abandoned), scenario 'a': all 2 rows (lines 2-3) are 0; the fit "
+            "needs both outcomes");
+}
+
+TEST(AnalysisCsv, MissingColumnListsTheHeader) {
+  auto t = ParseCsv("lat,abandoned\n1,0\n", "m.csv");
+  ASSERT_TRUE(t.ok());
+  auto c = FindColumn(*t, "latency_ms", "--latency-col");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            "--latency-col 'latency_ms': no such column in m.csv (header: lat, abandoned)");
+}
+
+}  // namespace
+}  // namespace lifeline::analysis
