@@ -468,6 +468,12 @@ std::string EngineService::MetricsText() const {
     o << "lifeline_prefix_cache_tokens_total" << model(i) << ",kind=\"lookup\"} " << snaps[i].prefix_lookup_tokens << "\n";
     o << "lifeline_prefix_cache_tokens_total" << model(i) << ",kind=\"hit\"} " << snaps[i].prefix_hit_tokens << "\n";
   }
+  o << "# HELP lifeline_prompt_tokens_total Prompt tokens of accepted requests (each prompt once).\n"
+       "# TYPE lifeline_prompt_tokens_total counter\n";
+  for (size_t i = 0; i < n; ++i) o << "lifeline_prompt_tokens_total" << model(i) << "} " << snaps[i].prompt_tokens << "\n";
+  o << "# HELP lifeline_generation_tokens_total Tokens generated (every choice).\n"
+       "# TYPE lifeline_generation_tokens_total counter\n";
+  for (size_t i = 0; i < n; ++i) o << "lifeline_generation_tokens_total" << model(i) << "} " << snaps[i].generation_tokens << "\n";
   o << "# HELP lifeline_preemptions_total Sequences preempted (recomputed later) for KV space.\n"
        "# TYPE lifeline_preemptions_total counter\n";
   for (size_t i = 0; i < n; ++i) o << "lifeline_preemptions_total" << model(i) << "} " << snaps[i].preemptions << "\n";

@@ -463,6 +463,7 @@ void ModelEngine::DrainInbox() {
       continue;
     }
     groups_[m.handle] = m.group;
+    prompt_tokens_ += m.group->usage.prompt_tokens;
     for (auto& live : m.lives) {
       if (!Enqueue(std::move(live))) break;  // the request failed; its other choices retire
     }

@@ -78,6 +78,8 @@ struct EngineSnapshot {
   int64_t max_queue_delay_us = 0;  // the batching window applied now (0: off)
   int64_t context_trims = 0;   // requests whose chat context was trimmed (ladder level >= 2)
   int64_t deadline_stops = 0;  // requests stopped at their deadline (ladder level >= 1)
+  int64_t prompt_tokens = 0;      // prompt tokens of accepted requests (each prompt once)
+  int64_t generation_tokens = 0;  // tokens generated, every choice
 };
 
 // The SLO control plane's objects an engine uses, borrowed (they must outlive the engine):
@@ -275,6 +277,8 @@ class ModelEngine {
   std::shared_ptr<const slo::Knobs> knobs_now_;  // engine thread: loaded at step start
   int64_t window_wait_us_ = 0;  // engine thread: the last plan's batching-window hold
   int64_t deadline_stops_ = 0;  // engine thread
+  int64_t prompt_tokens_ = 0;       // engine thread: EngineSnapshot::prompt_tokens
+  int64_t generation_tokens_ = 0;   // engine thread: EngineSnapshot::generation_tokens
   std::atomic<int64_t> context_trims_{0};
   mutable std::mutex snapshot_mu_;
   EngineSnapshot snapshot_;

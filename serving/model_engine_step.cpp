@@ -185,6 +185,7 @@ std::vector<StepResult> ModelEngine::ProcessOutputs(const StepPlan& plan,
       if (step.token >= 0) {
         res.token = step.token;
         ++live->generated;
+        ++generation_tokens_;
         tm.OnToken(Clock::now());
         RecordFirstToken(*live);
       }
@@ -383,6 +384,8 @@ void ModelEngine::PublishSnapshot() {
   snapshot_.max_queue_delay_us = scheduler_->knobs().max_queue_delay_us;
   snapshot_.context_trims = context_trims_.load();
   snapshot_.deadline_stops = deadline_stops_;
+  snapshot_.prompt_tokens = prompt_tokens_;
+  snapshot_.generation_tokens = generation_tokens_;
 }
 
 void ModelEngine::Loop() {

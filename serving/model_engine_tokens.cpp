@@ -30,21 +30,7 @@ std::variant<std::string, server::ApiError> ModelEngine::Detokenize(
                               param, 0};
     }
   }
-  // Control tokens (BOS, EOS) contribute nothing, as in SentencePiece's DecodeIds.
-  std::string text = tokenizer_->Decode(req.tokens);
-  // SentencePiece marks word starts with U+2581 and, for a vocab with add_space_prefix,
-  // added one before the input; its decoder drops that one again from the first piece that
-  // produces text. Only a U+2581 does (a <0x20> byte token is a real space).
-  constexpr std::string_view kSpm = "\xE2\x96\x81";
-  if (tokenizer_->model_name() == "llama" && tokenizer_->add_space_prefix() && !text.empty() &&
-      text.front() == ' ') {
-    for (int32_t id : req.tokens) {
-      if (tokenizer_->TokenToPiece(id).empty()) continue;
-      if (tokenizer_->TokenText(id).starts_with(kSpm)) text.erase(0, 1);
-      break;
-    }
-  }
-  return text;
+  return DecodeAsSentencePiece(*tokenizer_, req.tokens);
 }
 
 }  // namespace lifeline::serving

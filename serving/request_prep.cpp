@@ -142,6 +142,23 @@ bool ToolsInPlay(const server::GenerationRequest& req) {
 
 }  // namespace
 
+std::string DecodeAsSentencePiece(const Tokenizer& tok, const std::vector<int32_t>& ids) {
+  std::string text = tok.Decode(ids);
+  // SentencePiece marks word starts with U+2581 and, for a vocab with add_space_prefix,
+  // added one before the input; its decoder drops that one again from the first piece that
+  // produces text. Only a U+2581 does (a <0x20> byte token is a real space).
+  constexpr std::string_view kSpm = "\xE2\x96\x81";
+  if (tok.model_name() == "llama" && tok.add_space_prefix() && !text.empty() &&
+      text.front() == ' ') {
+    for (int32_t id : ids) {
+      if (tok.TokenToPiece(id).empty()) continue;
+      if (tok.TokenText(id).starts_with(kSpm)) text.erase(0, 1);
+      break;
+    }
+  }
+  return text;
+}
+
 int64_t PreparedRequest::prompt_tokens_total() const {
   int64_t n_tokens = 0;
   for (const PreparedPrompt& p : prompts) n_tokens += static_cast<int64_t>(p.tokens.size());
@@ -259,7 +276,7 @@ std::optional<ApiError> PrepareRequest(const PrepContext& ctx,
           }
         }
         p.tokens = in.tokens;
-        if (req.echo) p.echo_text = tok.Decode(in.tokens);
+        if (req.echo) p.echo_text = DecodeAsSentencePiece(tok, in.tokens);
       } else if (req.suffix) {
         if (auto err = BuildInfill(ctx, in.text, *req.suffix, req.is_infill, &p.tokens)) {
           return err;

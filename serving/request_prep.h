@@ -86,6 +86,11 @@ std::shared_ptr<const grammar::GrammarVocab> BuildGrammarVocab(const Tokenizer& 
                                                                toolcall::ToolCallFormat format,
                                                                Status* status);
 
+// Text of token ids as SentencePiece decodes them, so that it equals the text the ids were
+// encoded from: control tokens (BOS, EOS) give nothing, and an SPM vocabulary's dummy-prefix
+// space before the first word is dropped. (POST /detokenize, echo of token-id prompts.)
+std::string DecodeAsSentencePiece(const Tokenizer& tokenizer, const std::vector<int32_t>& ids);
+
 // The chat prompt of `req` through the model's template; `drop[i] != 0` leaves message i out
 // (context trimming). A template's raise is a 400 template_error naming its message (500 when
 // the template hit its own evaluation budget).
