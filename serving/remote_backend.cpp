@@ -18,6 +18,9 @@
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
+#include "net/sse.h"
+#include "net/url.h"
+
 namespace lifeline::serving {
 
 namespace net = boost::asio;
@@ -62,24 +65,6 @@ std::string Excerpt(std::string_view s, size_t n = 120) {
   return out;
 }
 
-// The message of an OpenAI-style error body ({"error":{"message"}}, {"error":"..."} or
-// vLLM's {"message"}); the body excerpt otherwise.
-std::string UpstreamErrorMessage(std::string_view body) {
-  const json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_object()) {
-    auto err = doc.find("error");
-    if (err != doc.end()) {
-      if (err->is_string()) return Excerpt(err->get<std::string>(), 500);
-      if (err->is_object()) {
-        auto m = err->find("message");
-        if (m != err->end() && m->is_string()) return Excerpt(m->get<std::string>(), 500);
-      }
-    }
-    auto m = doc.find("message");
-    if (m != doc.end() && m->is_string()) return Excerpt(m->get<std::string>(), 500);
-  }
-  return body.empty() ? std::string("(empty body)") : "body: " + Excerpt(body, 200);
-}
 
 // The JSON body sent upstream: the request's own fields, OpenAI names; non-standard knobs
 // (top_k, min_p, repeat_penalty, ignore_eos, chat_template_kwargs, documents,
@@ -171,74 +156,13 @@ std::string RemoteUnsupported(const server::GenerationRequest& r) {
 
 }  // namespace
 
-Result<RemoteUrl> ParseRemoteUrl(std::string_view url, std::string_view field) {
-  const std::string f(field);
-  auto bad = [&](const std::string& why) {
-    return InvalidArgument(f + ": '" + Excerpt(url, 200) + "' " + why);
-  };
-  if (url.starts_with("https://")) {
-    return bad("- https:// is not supported (no TLS library); use http://, e.g. through a "
-               "local TLS-terminating proxy");
-  }
-  if (!url.starts_with("http://")) return bad("must start with http://");
-  std::string_view rest = url.substr(7);
-  const size_t slash = rest.find('/');
-  std::string_view authority = rest.substr(0, slash);
-  std::string_view path = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash);
-  if (authority.find('@') != std::string_view::npos) return bad("must not carry user info");
-  if (path.find_first_of("?#") != std::string_view::npos) {
-    return bad("must not carry a query or fragment");
-  }
-  RemoteUrl out;
-  std::string_view port_text;
-  if (authority.starts_with('[')) {  // [IPv6]:port
-    const size_t close = authority.find(']');
-    if (close == std::string_view::npos) return bad("has an unclosed '[' in the host");
-    out.host = std::string(authority.substr(1, close - 1));
-    std::string_view after = authority.substr(close + 1);
-    if (!after.empty()) {
-      if (after[0] != ':') return bad("has junk after the IPv6 address");
-      port_text = after.substr(1);
-      if (port_text.empty()) return bad("has an empty port");
-    }
-  } else {
-    const size_t colon = authority.rfind(':');
-    out.host = std::string(authority.substr(0, colon));
-    if (colon != std::string_view::npos) {
-      port_text = authority.substr(colon + 1);
-      if (port_text.empty()) return bad("has an empty port");
-    }
-  }
-  if (out.host.empty()) return bad("has no host");
-  for (char c : out.host) {
-    if (static_cast<unsigned char>(c) <= 0x20 || c == '/' || c == '\\') return bad("has a bad host");
-  }
-  if (!port_text.empty()) {
-    uint32_t port = 0;
-    auto [p, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-    if (ec != std::errc() || p != port_text.data() + port_text.size() || port == 0 ||
-        port > 65535) {
-      return bad("has a port outside [1, 65535]");
-    }
-    out.port = static_cast<uint16_t>(port);
-  }
-  while (path.ends_with('/')) path.remove_suffix(1);
-  for (char c : path) {
-    if (static_cast<unsigned char>(c) <= 0x20 || static_cast<unsigned char>(c) >= 0x7f) {
-      return bad("has a space or non-ASCII byte in the path");
-    }
-  }
-  out.base_path = std::string(path);
-  return out;
-}
-
 // ---- Impl ---------------------------------------------------------------------------------
 
 struct Call;
 
 struct RemoteBackend::Impl {
   RemoteBackendOptions options;
-  RemoteUrl url;
+  lifeline::net::HttpUrl url;
   slo::LatencyTracker* tracker = nullptr;
 
   net::io_context io;
@@ -264,6 +188,7 @@ struct RemoteBackend::Impl {
 struct Call : std::enable_shared_from_this<Call> {
   Call(RemoteBackend::Impl* owner_in)
       : owner(owner_in), resolver(owner_in->io), stream(owner_in->io),
+        sse(static_cast<size_t>(owner_in->options.max_sse_line_bytes)),
         connect_timer(owner_in->io), total_timer(owner_in->io) {}
 
   RemoteBackend::Impl* owner;
@@ -280,6 +205,7 @@ struct Call : std::enable_shared_from_this<Call> {
 
   tcp::resolver resolver;
   beast::tcp_stream stream;
+  lifeline::net::SseParser sse;
   net::steady_timer connect_timer;
   net::steady_timer total_timer;
   beast::flat_buffer buffer;
@@ -292,10 +218,7 @@ struct Call : std::enable_shared_from_this<Call> {
   unsigned status = 0;
   std::string error_body;
 
-  // SSE state.
-  std::string line;
-  std::string data;
-  bool has_data = false;
+  // SSE state: `sse` (above, constructed with the line cap).
   std::string finish_reason;
   bool has_usage = false;
   server::Usage usage;
@@ -315,8 +238,7 @@ struct Call : std::enable_shared_from_this<Call> {
   void ReadMore();
   void OnRead(beast::error_code ec);
   void Feed(const char* p, size_t n);
-  void ProcessLine();
-  void Dispatch();
+  void Dispatch(const std::string& payload);
   void EndOfBody();
   void Done();
   void Fail(const std::string& cause);
@@ -451,121 +373,55 @@ void Call::OnRead(beast::error_code ec) {
 }
 
 void Call::Feed(const char* p, size_t n) {
-  const auto max_line = static_cast<size_t>(owner->options.max_sse_line_bytes);
-  while (n > 0 && !finished) {
-    const char* nl = static_cast<const char*>(std::memchr(p, '\n', n));
-    const size_t take = nl == nullptr ? n : static_cast<size_t>(nl - p);
-    if (line.size() + take > max_line) {
-      return Fail("an SSE line exceeds max_sse_line_bytes (" + std::to_string(max_line) + ")");
-    }
-    line.append(p, take);
-    if (nl == nullptr) return;
-    p += take + 1;
-    n -= take + 1;
-    ProcessLine();
+  std::vector<lifeline::net::SseEvent> events;
+  const bool ok = sse.Feed(std::string_view(p, n), &events);
+  for (const lifeline::net::SseEvent& e : events) {
+    if (finished) return;
+    Dispatch(e.data);
+  }
+  if (!ok && !finished) {
+    Fail("an SSE line exceeds max_sse_line_bytes (" +
+         std::to_string(owner->options.max_sse_line_bytes) + ")");
   }
 }
 
-void Call::ProcessLine() {
-  if (!line.empty() && line.back() == '\r') line.pop_back();
-  if (line.empty()) {
-    Dispatch();
-    return;
-  }
-  if (line[0] == ':') {  // comment (heartbeat)
-    line.clear();
-    return;
-  }
-  const size_t colon = line.find(':');
-  std::string_view field = std::string_view(line).substr(0, colon);
-  std::string_view value;
-  if (colon != std::string::npos) {
-    value = std::string_view(line).substr(colon + 1);
-    if (value.starts_with(' ')) value.remove_prefix(1);
-  }
-  if (field == "data") {
-    if (has_data) data += '\n';
-    data.append(value);
-    has_data = true;
-  }
-  // event:, id:, retry: and unknown fields carry nothing we use.
-  line.clear();
-}
-
-void Call::Dispatch() {
-  if (!has_data) return;
-  has_data = false;
-  const std::string payload = std::move(data);
-  data.clear();
-  if (payload == "[DONE]") return Done();
-  const json doc = json::parse(payload, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) {
-    return Fail("malformed SSE data (not a JSON object): '" + Excerpt(payload) + "'");
-  }
-  if (auto err = doc.find("error"); err != doc.end() && !err->is_null()) {
-    return Fail("error event in the stream: " + UpstreamErrorMessage(payload));
-  }
-  if (auto choices = doc.find("choices"); choices != doc.end() && !choices->is_null()) {
-    if (!choices->is_array()) return Fail("malformed SSE data: 'choices' is not an array");
-    if (!choices->empty()) {
-      const json& c = choices->front();
-      if (!c.is_object()) return Fail("malformed SSE data: choices[0] is not an object");
-      const json* text = nullptr;
-      if (is_chat) {
-        auto delta = c.find("delta");
-        if (delta != c.end() && delta->is_object()) {
-          auto content = delta->find("content");
-          if (content != delta->end()) text = &*content;
-        }
-      } else if (auto t = c.find("text"); t != c.end()) {
-        text = &*t;
-      }
-      if (text != nullptr && !text->is_null()) {
-        if (!text->is_string()) {
-          return Fail(std::string("malformed SSE data: ") +
-                      (is_chat ? "choices[0].delta.content" : "choices[0].text") +
-                      " is not a string");
-        }
-        std::string s = text->get<std::string>();
-        if (!s.empty()) {
-          const auto now = Clock::now();
-          if (ttft_ms < 0) {
-            ttft_ms = MsBetween(first_byte, now);
-          } else {
-            itl_ms.push_back(MsBetween(last_token, now));
-          }
-          last_token = now;
-          ++content_events;
-          if (sink) sink(server::GenerationEvent::Token(std::move(s), -1));
-        }
-      }
-      if (auto fr = c.find("finish_reason"); fr != c.end() && fr->is_string()) {
-        finish_reason = fr->get<std::string>();
-      }
+void Call::Dispatch(const std::string& payload) {
+  const lifeline::net::StreamChunk c = lifeline::net::ParseStreamChunk(payload);
+  if (c.done) return Done();
+  if (!c.malformed.empty()) return Fail("malformed SSE data: " + c.malformed);
+  if (!c.error.empty()) return Fail("error event in the stream: " + c.error);
+  if (!c.text.empty()) {
+    const auto now = Clock::now();
+    if (ttft_ms < 0) {
+      ttft_ms = MsBetween(first_byte, now);
+    } else {
+      itl_ms.push_back(MsBetween(last_token, now));
     }
+    last_token = now;
+    ++content_events;
+    if (sink) sink(server::GenerationEvent::Token(c.text, -1));
   }
-  if (auto u = doc.find("usage"); u != doc.end() && u->is_object()) {
-    auto p = u->find("prompt_tokens");
-    auto g = u->find("completion_tokens");
-    if (p != u->end() && p->is_number_integer() && g != u->end() && g->is_number_integer() &&
-        p->get<int64_t>() >= 0 && g->get<int64_t>() >= 0) {
-      has_usage = true;
-      usage.prompt_tokens = p->get<int64_t>();
-      usage.completion_tokens = g->get<int64_t>();
-    }
+  if (!c.finish_reason.empty()) finish_reason = c.finish_reason;
+  if (c.prompt_tokens >= 0) {
+    has_usage = true;
+    usage.prompt_tokens = c.prompt_tokens;
+    usage.completion_tokens = c.completion_tokens;
   }
-  if (auto t = doc.find("timings"); t != doc.end() && t->is_object()) upstream_timings = *t;
+  if (c.timings.is_object()) upstream_timings = c.timings;
 }
 
 void Call::EndOfBody() {
   if (finished) return;
   if (error_status) {
-    return Fail("HTTP " + std::to_string(status) + ": " + UpstreamErrorMessage(error_body));
+    return Fail("HTTP " + std::to_string(status) + ": " + lifeline::net::ErrorBodyMessage(error_body));
   }
   // A last event without its blank line still counts.
-  if (!line.empty()) ProcessLine();
-  if (finished) return;
-  Dispatch();
+  std::vector<lifeline::net::SseEvent> last;
+  sse.Finish(&last);
+  for (const lifeline::net::SseEvent& e : last) {
+    if (finished) return;
+    Dispatch(e.data);
+  }
   if (finished) return;
   if (!finish_reason.empty()) return Done();  // lenient: a finish_reason but no [DONE]
   Fail("the stream ended before data: [DONE]");
@@ -672,7 +528,7 @@ Result<std::unique_ptr<RemoteBackend>> RemoteBackend::Create(RemoteBackendOption
   if (options.max_response_bytes < 1 || options.max_sse_line_bytes < 1) {
     return InvalidArgument("models[" + options.name + "]: byte limits must be >= 1");
   }
-  LL_ASSIGN_OR_RETURN(RemoteUrl url, ParseRemoteUrl(options.url, field));
+  LL_ASSIGN_OR_RETURN(lifeline::net::HttpUrl url, lifeline::net::ParseHttpUrl(options.url, field));
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->url = std::move(url);
@@ -755,9 +611,7 @@ std::optional<server::ApiError> RemoteBackend::Submit(server::RequestHandle hand
   req.method(http::verb::post);
   req.target(im.url.base_path + (request.is_chat ? "/chat/completions" : "/completions"));
   req.version(11);
-  const bool v6 = im.url.host.find(':') != std::string::npos;
-  req.set(http::field::host, (v6 ? "[" + im.url.host + "]" : im.url.host) + ":" +
-                                 std::to_string(im.url.port));
+  req.set(http::field::host, im.url.Authority());
   req.set(http::field::content_type, "application/json");
   req.set(http::field::accept, "text/event-stream");
   req.set(http::field::user_agent, "lifeline");

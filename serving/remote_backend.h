@@ -53,16 +53,8 @@ struct RemoteBackendOptions {
   int64_t max_response_bytes = 64ll << 20;          // upstream response body (decoded)
   int64_t max_sse_line_bytes = 1ll << 20;           // one SSE line
 };
-
-// The parts of an http:// base URL.
-struct RemoteUrl {
-  std::string host;       // name or address (IPv6 without brackets)
-  uint16_t port = 80;
-  std::string base_path;  // "" or "/v1" (no trailing slash)
-};
-
-// Parses `url`; errors name `field` and say why ("https:// is not supported ...").
-Result<RemoteUrl> ParseRemoteUrl(std::string_view url, std::string_view field);
+// The URL is checked by net::ParseHttpUrl (net/url.h) when the backend is created; errors name
+// "models[NAME].url".
 
 // What the caller (EngineService) resolved for one request.
 struct RemoteSubmit {

@@ -10,7 +10,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
-#include "bench/loadgen/sse.h"
+#include "net/sse.h"
 
 namespace lifeline::loadgen {
 
@@ -28,60 +28,8 @@ double MsSince(Clock::time_point t0, Clock::time_point t1) {
   return std::chrono::duration<double, std::milli>(t1 - t0).count();
 }
 
-bool ParsePort(const std::string& s) {
-  if (s.empty() || s.size() > 5) return false;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-  }
-  const int v = std::atoi(s.c_str());
-  return v >= 1 && v <= 65535;
-}
 
 }  // namespace
-
-std::string Url::ToString() const {
-  const bool v6 = host.find(':') != std::string::npos;
-  return "http://" + (v6 ? "[" + host + "]" : host) + ":" + port + base_path;
-}
-
-Result<Url> ParseUrl(const std::string& flag, const std::string& text) {
-  constexpr std::string_view kHttp = "http://";
-  if (text.starts_with("https://")) {
-    return InvalidArgument(flag + " '" + text + "': https is not supported (plain http only)");
-  }
-  if (!text.starts_with(kHttp)) {
-    return InvalidArgument(flag + " '" + text + "': expected http://HOST[:PORT][/PATH]");
-  }
-  std::string rest = text.substr(kHttp.size());
-  const size_t slash = rest.find('/');
-  std::string authority = rest.substr(0, slash);
-  Url url;
-  url.base_path = slash == std::string::npos ? "" : rest.substr(slash);
-  while (!url.base_path.empty() && url.base_path.back() == '/') url.base_path.pop_back();
-  url.port = "80";
-  if (!authority.empty() && authority.front() == '[') {
-    const size_t close = authority.find(']');
-    if (close == std::string::npos) {
-      return InvalidArgument(flag + " '" + text + "': unterminated [IPv6] host");
-    }
-    url.host = authority.substr(1, close - 1);
-    const std::string after = authority.substr(close + 1);
-    if (!after.empty()) {
-      if (after.front() != ':') return InvalidArgument(flag + " '" + text + "': bad port");
-      url.port = after.substr(1);
-    }
-  } else {
-    const size_t colon = authority.rfind(':');
-    url.host = authority.substr(0, colon);
-    if (colon != std::string::npos) url.port = authority.substr(colon + 1);
-  }
-  if (url.host.empty()) return InvalidArgument(flag + " '" + text + "': empty host");
-  if (!ParsePort(url.port)) {
-    return InvalidArgument(flag + " '" + text + "': port '" + url.port +
-                           "' is not in [1, 65535]");
-  }
-  return url;
-}
 
 nlohmann::json ParseServerTiming(const std::string& header) {
   nlohmann::json out = nlohmann::json::object();
@@ -137,8 +85,8 @@ struct Conn : std::enable_shared_from_this<Conn> {
   beast::flat_buffer buffer;
   std::optional<http::response_parser<http::buffer_body>> parser;
   std::array<char, 16384> chunk{};
-  SseParser sse;
-  std::vector<SseEvent> events;
+  net::SseParser sse;
+  std::vector<net::SseEvent> events;
   Clock::time_point last_content;
   bool finished = false;
   bool malformed = false;
@@ -152,7 +100,7 @@ struct Conn : std::enable_shared_from_this<Conn> {
       if (!ec) self->Finish("timeout", "no complete response within " +
                                            std::to_string(self->spec.timeout_s) + " s");
     });
-    resolver.async_resolve(spec.url.host, spec.url.port,
+    resolver.async_resolve(spec.url.host, spec.url.PortText(),
                            [self = shared_from_this()](ErrorCode ec,
                                                        tcp::resolver::results_type r) {
                              self->OnResolved(ec, std::move(r));
@@ -178,9 +126,7 @@ struct Conn : std::enable_shared_from_this<Conn> {
     req.method_string(spec.method);
     req.target(spec.url.base_path + spec.path);
     req.version(11);
-    const bool v6 = spec.url.host.find(':') != std::string::npos;
-    req.set(http::field::host,
-            (v6 ? "[" + spec.url.host + "]" : spec.url.host) + ":" + spec.url.port);
+    req.set(http::field::host, spec.url.Authority());
     req.set(http::field::user_agent, "lifeline-bench");
     req.set(http::field::connection, "close");
     for (const auto& [k, v] : spec.headers) req.set(k, v);
@@ -270,17 +216,17 @@ struct Conn : std::enable_shared_from_this<Conn> {
       return Finish("malformed_sse", "SSE line longer than the parser's cap");
     }
     const Clock::time_point now = Clock::now();
-    for (const SseEvent& e : events) OnEvent(e, now);
+    for (const net::SseEvent& e : events) OnEvent(e, now);
   }
 
-  void OnEvent(const SseEvent& e, Clock::time_point now) {
-    const ChunkInfo c = ParseChunk(e.data);
+  void OnEvent(const net::SseEvent& e, Clock::time_point now) {
+    const net::StreamChunk c = net::ParseStreamChunk(e.data);
     if (c.done) {
       x.saw_done = true;
       return;
     }
-    if (c.malformed) {
-      if (!malformed) x.error_detail = "data is not a JSON object: " + e.data.substr(0, 120);
+    if (!c.malformed.empty()) {
+      if (!malformed) x.error_detail = "malformed SSE data: " + c.malformed;
       malformed = true;
       return;
     }
@@ -323,7 +269,7 @@ struct Conn : std::enable_shared_from_this<Conn> {
       if (x.served_model.empty() && j.contains("model") && j["model"].is_string()) {
         x.served_model = j["model"].get<std::string>();
       }
-      const ChunkInfo c = ParseChunk(x.body);
+      const net::StreamChunk c = net::ParseStreamChunk(x.body);
       x.finish_reason = c.finish_reason;
       x.prompt_tokens = c.prompt_tokens;
       x.completion_tokens = c.completion_tokens;

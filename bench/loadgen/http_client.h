@@ -26,20 +26,14 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "net/url.h"
 
 namespace lifeline::loadgen {
 
 using Clock = std::chrono::steady_clock;
 
-struct Url {
-  std::string host;       // name or address ("[::1]" is stored as "::1")
-  std::string port;       // "80" when the URL has none
-  std::string base_path;  // "" or "/prefix" without a trailing slash
-  std::string ToString() const;
-};
-
-// http://HOST[:PORT][/PREFIX]. https is refused (no TLS in this client). Errors name the flag.
-Result<Url> ParseUrl(const std::string& flag, const std::string& text);
+// A target's base URL: net/url.h (http:// only; errors name the flag).
+using Url = net::HttpUrl;
 
 struct HttpRequestSpec {
   std::string method = "POST";

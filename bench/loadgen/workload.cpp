@@ -37,7 +37,7 @@ Result<TargetSpec> ParseTargetSpec(const std::string& flag, const std::string& t
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
-  LL_ASSIGN_OR_RETURN(t.url, ParseUrl(flag, parts[0]));
+  LL_ASSIGN_OR_RETURN(t.url, net::ParseHttpUrl(parts[0], flag));
   for (size_t i = 1; i < parts.size(); ++i) {
     const size_t eq = parts[i].find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == parts[i].size()) {
@@ -56,7 +56,7 @@ Result<TargetSpec> ParseTargetSpec(const std::string& flag, const std::string& t
                              "' (keys: model, label, params, quant, hw)");
     }
   }
-  if (t.label.empty()) t.label = t.url.host + ":" + t.url.port;
+  if (t.label.empty()) t.label = t.url.host + ":" + t.url.PortText();
   return t;
 }
 

@@ -26,7 +26,7 @@ constexpr double kSlackMs = 60;
 
 HttpRequestSpec Post(const ScriptServer& s, double timeout_s = 5) {
   HttpRequestSpec spec;
-  spec.url = *ParseUrl("url", s.url());
+  spec.url = *net::ParseHttpUrl(s.url(), "url");
   spec.path = "/v1/completions";
   spec.body = R"({"prompt":"x","stream":true})";
   spec.timeout_s = timeout_s;
@@ -146,7 +146,7 @@ TEST(Client, RefusedConnectionAndTimeout) {
     closed_port = gone.port();
   }
   HttpRequestSpec spec;
-  spec.url = *ParseUrl("url", "http://127.0.0.1:" + std::to_string(closed_port));
+  spec.url = *net::ParseHttpUrl("http://127.0.0.1:" + std::to_string(closed_port), "url");
   spec.path = "/v1/completions";
   spec.timeout_s = 2;
   const HttpExchange refused = FetchOnce(spec);

@@ -18,7 +18,7 @@ TEST(TargetSpec, UrlModelLabelAndFacts) {
                            "http://127.0.0.1:8080/api/,model=stories,label=lifeline,quant=Q8_0");
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->url.host, "127.0.0.1");
-  EXPECT_EQ(t->url.port, "8080");
+  EXPECT_EQ(t->url.port, 8080);
   EXPECT_EQ(t->url.base_path, "/api");
   EXPECT_EQ(t->model, "stories");
   EXPECT_EQ(t->label, "lifeline");
@@ -26,11 +26,11 @@ TEST(TargetSpec, UrlModelLabelAndFacts) {
 
   auto plain = ParseTargetSpec("--target", "http://localhost");
   ASSERT_TRUE(plain.ok());
-  EXPECT_EQ(plain->url.port, "80");
+  EXPECT_EQ(plain->url.port, 80);
   EXPECT_EQ(plain->label, "localhost:80");
   EXPECT_EQ(plain->model, "");
 
-  auto v6 = ParseUrl("--target", "http://[::1]:9000");
+  auto v6 = net::ParseHttpUrl("http://[::1]:9000", "--target");
   ASSERT_TRUE(v6.ok());
   EXPECT_EQ(v6->host, "::1");
   EXPECT_EQ(v6->ToString(), "http://[::1]:9000");
