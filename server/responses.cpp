@@ -1,5 +1,6 @@
 #include "server/responses.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -48,10 +49,33 @@ std::string SseEvent(const json& payload) {
   return out;
 }
 
+namespace {
+
+double MsOr0(const json& timings, const char* key) {
+  auto it = timings.find(key);
+  return it != timings.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+
+}  // namespace
+
 std::string ServerTimingHeader(const json& timings) {
   if (!timings.is_object()) return {};
   constexpr std::string_view kSuffix = "_ms";
   std::string out;
+  // The three layers first (network: reading the request; compute: the model's passes,
+  // sampling, or a remote member's upstream time; service: the rest), summing to
+  // server_total, so any client reading the standard header sees the product's split.
+  if (auto total = timings.find("server_total_ms"); total != timings.end() && total->is_number()) {
+    const double total_ms = total->get<double>();
+    const double network = MsOr0(timings, "http_read_ms");
+    const double compute = MsOr0(timings, "prefill_ms") + MsOr0(timings, "decode_ms") +
+                           MsOr0(timings, "sampling_ms") + MsOr0(timings, "remote_ms");
+    const double service = std::max(0.0, total_ms - network - compute);
+    if (std::isfinite(total_ms)) {
+      out = "network;dur=" + FormatMs(network) + ", service;dur=" + FormatMs(service) +
+            ", compute;dur=" + FormatMs(compute);
+    }
+  }
   for (auto it = timings.begin(); it != timings.end(); ++it) {
     const std::string& key = it.key();
     if (key.size() <= kSuffix.size() || !key.ends_with(kSuffix) || !it->is_number()) continue;

@@ -32,8 +32,11 @@ std::string SseEvent(const nlohmann::json& payload);
 inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
 inline constexpr std::string_view kSseHeartbeat = ": keep-alive\n\n";
 
-// "queue;dur=1.2, prefill;dur=30.1": one entry per numeric member named `<name>_ms`, in
-// key order; names are reduced to RFC 7230 token characters. Empty when none.
+// "network;dur=0.2, service;dur=2.1, compute;dur=40, queue;dur=1.2, prefill;dur=30.1, ...":
+// with `server_total_ms`, the three layers first (they sum to it: network = http_read,
+// compute = prefill + decode + sampling (+ remote), service = the rest), then one entry per
+// numeric member named `<name>_ms`, in key order; names are reduced to RFC 7230 token
+// characters. Empty when none.
 std::string ServerTimingHeader(const nlohmann::json& timings);
 
 }  // namespace lifeline::server

@@ -41,6 +41,15 @@ double RequestRecord::SloValue(SloMetric metric) const {
 bool SplitLayers(const nlohmann::json& timings, double e2e_ms, double* network_ms,
                  double* service_ms, double* compute_ms) {
   if (!timings.is_object()) return false;
+  // A server that names the layers in its Server-Timing header (Lifeline does; anyone may):
+  // service and compute as it measured them, network the client's residual.
+  if (timings.contains("service_ms") && timings.contains("compute_ms") &&
+      timings["service_ms"].is_number() && timings["compute_ms"].is_number()) {
+    *service_ms = timings["service_ms"].get<double>();
+    *compute_ms = timings["compute_ms"].get<double>();
+    *network_ms = std::max(0.0, e2e_ms - *service_ms - *compute_ms);
+    return true;
+  }
   bool lifeline = false;
   double service = 0;
   for (const char* k : {"validate_ms", "template_ms", "tokenize_ms", "queue_ms", "kv_alloc_ms",

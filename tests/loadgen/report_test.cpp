@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include <gtest/gtest.h>
+
+#include "bench/loadgen/http_client.h"
 #include <nlohmann/json.hpp>
 
 #include "bench/loadgen/report.h"
@@ -30,6 +32,16 @@ TEST(Layers, LifelineTimingsSplitIntoThree) {
   // The residual never goes negative (clock skew between client and server intervals).
   ASSERT_TRUE(SplitLayers(t, 40, &n, &s, &c));
   EXPECT_EQ(n, 0);
+}
+
+// Any server that names the layers in Server-Timing (parsed into service_ms / compute_ms).
+TEST(Layers, ServerTimingLayerEntries) {
+  double n = -1, s = -1, c = -1;
+  ASSERT_TRUE(SplitLayers(ParseServerTiming("network;dur=0.5, service;dur=7, compute;dur=30"), 60,
+                          &n, &s, &c));
+  EXPECT_DOUBLE_EQ(s, 7);
+  EXPECT_DOUBLE_EQ(c, 30);
+  EXPECT_DOUBLE_EQ(n, 23);
 }
 
 TEST(Layers, LlamaCppTimingsAndNone) {

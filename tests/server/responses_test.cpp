@@ -34,6 +34,20 @@ TEST(ServerTiming, BuildsFromMsMembers) {
   EXPECT_EQ(ServerTimingHeader(json::array()), "");
 }
 
+// The three layers lead, and sum to server_total: network 0.5, compute 10 + 20 + 5 = 35,
+// service 51 - 0.5 - 35 = 15.5 (validate, template, tokenize, queue, kv_alloc, handoff).
+TEST(ServerTiming, LayersFirstSummingToTheTotal) {
+  const json t = {{"http_read_ms", 0.5}, {"validate_ms", 1},  {"template_ms", 2},
+                  {"tokenize_ms", 3},    {"queue_ms", 4},     {"kv_alloc_ms", 5},
+                  {"prefill_ms", 10},    {"decode_ms", 20},   {"sampling_ms", 5},
+                  {"handoff_ms", 0.5},   {"server_total_ms", 51}};
+  const std::string h = ServerTimingHeader(t);
+  EXPECT_EQ(h.rfind("network;dur=0.5, service;dur=15.5, compute;dur=35, ", 0), 0u) << h;
+  const json remote = {{"http_read_ms", 1}, {"validate_ms", 1}, {"remote_ms", 40},
+                       {"server_total_ms", 43}};
+  EXPECT_EQ(ServerTimingHeader(remote).rfind("network;dur=1, service;dur=2, compute;dur=40", 0), 0u);
+}
+
 TEST(HttpMessage, SerializeResponseExactBytes) {
   HttpResponse r;
   r.status = 404;
