@@ -15,15 +15,11 @@
 #include <cstdint>
 #include <string_view>
 
+#include "base/rng.h"
+
 namespace lifeline::tools {
 
-// One splitmix64 step: advances *state and returns a well-mixed 64-bit value.
-inline uint64_t SplitMix64(uint64_t* state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+using lifeline::SplitMix64;  // base/rng.h
 
 // FNV-1a over the bytes of s: a stable name hash (std::hash is not stable across libraries).
 inline uint64_t HashName(std::string_view s) {

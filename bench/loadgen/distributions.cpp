@@ -9,15 +9,6 @@ namespace lifeline::loadgen {
 
 namespace {
 
-uint64_t SplitMix64(uint64_t& x) {
-  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
 constexpr double kMaxLength = 1'000'000;
 
 Result<double> ParseNumber(const std::string& flag, const std::string& whole,
@@ -50,24 +41,11 @@ std::string FormatNumber(double v) {
 
 }  // namespace
 
-Rng::Rng(uint64_t seed) {
-  uint64_t x = seed;
-  for (uint64_t& s : s_) s = SplitMix64(x);
-}
+Rng::Rng(uint64_t seed) : gen_(seed) {}
 
-uint64_t Rng::Next() {
-  const uint64_t result = Rotl(s_[1] * 5, 7) * 9;
-  const uint64_t t = s_[1] << 17;
-  s_[2] ^= s_[0];
-  s_[3] ^= s_[1];
-  s_[1] ^= s_[2];
-  s_[0] ^= s_[3];
-  s_[2] ^= t;
-  s_[3] = Rotl(s_[3], 45);
-  return result;
-}
+uint64_t Rng::Next() { return gen_.Next(); }
 
-double Rng::Uniform01() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
+double Rng::Uniform01() { return gen_.Uniform01(); }
 
 double Rng::Exponential(double rate) { return -std::log1p(-Uniform01()) / rate; }
 
@@ -108,11 +86,11 @@ int64_t Rng::UniformInt(int64_t lo, int64_t hi) {
 
 uint64_t MixSeed(uint64_t a, uint64_t b, uint64_t c) {
   uint64_t x = a;
-  uint64_t h = SplitMix64(x);
+  uint64_t h = SplitMix64(&x);
   x = h ^ b;
-  h = SplitMix64(x);
+  h = SplitMix64(&x);
   x = h ^ c;
-  return SplitMix64(x);
+  return SplitMix64(&x);
 }
 
 int64_t LengthDist::Sample(Rng& rng) const {

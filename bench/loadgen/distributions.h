@@ -15,11 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "base/rng.h"
 #include "base/status.h"
 
 namespace lifeline::loadgen {
 
-// xoshiro256** seeded through splitmix64.
+// The project's xoshiro256** (base/rng.h) with the distributions the workload draws from.
 class Rng {
  public:
   explicit Rng(uint64_t seed);
@@ -31,7 +32,7 @@ class Rng {
   int64_t UniformInt(int64_t lo, int64_t hi);  // inclusive; lo <= hi
 
  private:
-  uint64_t s_[4];
+  Xoshiro256StarStar gen_;
 };
 
 // Stable 64-bit mix of several values (seed, step, request index) into one seed.

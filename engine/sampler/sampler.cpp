@@ -51,19 +51,10 @@ inline float Sanitize(float x) {
   return x;
 }
 
-uint64_t SplitMix64(uint64_t* state) {
-  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 // Unnormalized probability at temperature 1, relative to the max logit (in (0, 1]).
 inline double Weight(float logit, float max_logit) {
   return static_cast<double>(std::exp(logit - max_logit));
 }
-
-inline uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 uint64_t ResolveSeed(uint64_t requested) {
   if (requested != kSamplerRandomSeed) return requested;
@@ -106,27 +97,6 @@ Status ValidateSamplerParams(const SamplerParams& p) {
 }
 
 // ---- RNG ----------------------------------------------------------------------------------
-
-SamplerRng::SamplerRng(uint64_t seed) {
-  uint64_t sm = seed;
-  for (uint64_t& word : s_) word = SplitMix64(&sm);
-}
-
-uint64_t SamplerRng::NextU64() {
-  const uint64_t result = Rotl(s_[1] * 5, 7) * 9;
-  const uint64_t t = s_[1] << 17;
-  s_[2] ^= s_[0];
-  s_[3] ^= s_[1];
-  s_[1] ^= s_[2];
-  s_[0] ^= s_[3];
-  s_[2] ^= t;
-  s_[3] = Rotl(s_[3], 45);
-  return result;
-}
-
-double SamplerRng::NextDouble() {
-  return static_cast<double>(NextU64() >> 11) * 0x1.0p-53;
-}
 
 // ---- Sampler ------------------------------------------------------------------------------
 
@@ -316,7 +286,7 @@ int32_t Sampler::DrawFromCandidates() {
   }
   // One draw per Sample() call regardless of how many candidates survived, so token t always
   // consumes the t-th number of the stream (reproducible across filter settings).
-  const double target = rng_.NextDouble() * total;
+  const double target = rng_.Uniform01() * total;
   double cum = 0.0;
   for (size_t i = 0; i < cand_.size(); ++i) {
     cum += probs_[i];
@@ -352,7 +322,7 @@ int32_t Sampler::Sample(float* logits, int32_t n_vocab) {
   BuildCandidates(logits, n_vocab, params_.top_k);
   if (cand_.empty()) {
     last_degenerate_ = true;
-    rng_.NextU64();  // keep the one-draw-per-call stream alignment
+    rng_.Next();  // keep the one-draw-per-call stream alignment
     return 0;
   }
 

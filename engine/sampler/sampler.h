@@ -35,6 +35,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/rng.h"
 #include "base/status.h"
 
 namespace lifeline {
@@ -63,17 +64,9 @@ struct SamplerParams {
 // Ok, or InvalidArgument/OutOfRange naming the field, its value and the allowed range.
 Status ValidateSamplerParams(const SamplerParams& params);
 
-// xoshiro256** seeded through splitmix64: fixed, library-independent output for a seed.
-class SamplerRng {
- public:
-  explicit SamplerRng(uint64_t seed);
-  uint64_t NextU64();
-  // Uniform in [0, 1) with 53 random bits.
-  double NextDouble();
-
- private:
-  uint64_t s_[4];
-};
+// xoshiro256** seeded through splitmix64 (base/rng.h): fixed, library-independent output for
+// a seed.
+using SamplerRng = Xoshiro256StarStar;
 
 class Sampler {
  public:

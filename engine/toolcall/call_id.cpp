@@ -1,14 +1,11 @@
 #include "engine/toolcall/call_id.h"
 
+#include "base/rng.h"
+
 namespace lifeline::toolcall {
 
-uint64_t CallIdGenerator::NextU64() {
-  // splitmix64 (Steele, Lea, Flood 2014): every seed gives a full-period, well-mixed sequence.
-  uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+// splitmix64: every seed gives a full-period, well-mixed sequence.
+uint64_t CallIdGenerator::NextU64() { return SplitMix64(&state_); }
 
 std::string CallIdGenerator::Next(ToolCallFormat format) {
   static constexpr char kAlnum[] =

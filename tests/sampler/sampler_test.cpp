@@ -402,11 +402,11 @@ TEST(SamplerRng, UniformAndDeterministic) {
   int buckets[16] = {};
   bool differs = false;
   for (int i = 0; i < 32000; ++i) {
-    const double u = a.NextDouble();
+    const double u = a.Uniform01();
     ASSERT_GE(u, 0.0);
     ASSERT_LT(u, 1.0);
-    ASSERT_EQ(u, b.NextDouble());
-    differs |= c.NextDouble() != u;
+    ASSERT_EQ(u, b.Uniform01());
+    differs |= c.Uniform01() != u;
     ++buckets[static_cast<int>(u * 16)];
   }
   EXPECT_TRUE(differs);
