@@ -22,6 +22,11 @@ ChoiceOutput::ChoiceOutput(const Tokenizer& tokenizer, const PreparedRequest& pr
   detok_ = std::make_unique<IncrementalDetokenizer>(tokenizer, prepared.render_ids);
   if (prepared.grammar != nullptr && prepared.grammar_vocab != nullptr) {
     matcher_ = std::make_unique<grammar::GrammarMatcher>(prepared.grammar, prepared.grammar_vocab);
+  } else if (prepared.lazy_grammar != nullptr && prepared.grammar_vocab != nullptr &&
+             !prepared.grammar_trigger.empty()) {
+    lazy_grammar_ = prepared.lazy_grammar;
+    grammar_vocab_ = prepared.grammar_vocab;
+    grammar_trigger_ = prepared.grammar_trigger;
   }
   auto stop = StopMatcher::Create(prepared.stop);
   LL_CHECK(stop.ok());  // validated by PrepareRequest
@@ -105,7 +110,9 @@ TokenStep ChoiceOutput::Next(float* row, int32_t n_vocab) {
   sampler_->Accept(id);
   step.token = id;
   if (logprobs_) pending_.push_back(Logprobs(row, n_vocab, id));
-  const StopPush pushed = stop_->Push(detok_->Push(id));
+  const std::string released = detok_->Push(id);
+  if (lazy_grammar_ != nullptr) WatchTrigger(released);
+  const StopPush pushed = stop_->Push(released);
   step.text = pushed.emit;
   if (pushed.stopped || (matcher_ != nullptr && matcher_->MustEnd())) {
     step.outcome = TokenStep::Outcome::kStop;
@@ -115,6 +122,22 @@ TokenStep ChoiceOutput::Next(float* row, int32_t n_vocab) {
     pending_.clear();
   }
   return step;
+}
+
+void ChoiceOutput::WatchTrigger(std::string_view released) {
+  trigger_window_ += released;
+  const size_t at = trigger_window_.find(grammar_trigger_);
+  if (at == std::string::npos) {
+    // Keep only what could still be the start of the trigger.
+    const size_t keep = grammar_trigger_.size() - 1;
+    if (trigger_window_.size() > keep) trigger_window_.erase(0, trigger_window_.size() - keep);
+    return;
+  }
+  auto matcher = std::make_unique<grammar::GrammarMatcher>(lazy_grammar_, grammar_vocab_);
+  const bool fits = matcher->AcceptBytes(std::string_view(trigger_window_).substr(at)).ok();
+  lazy_grammar_ = nullptr;
+  trigger_window_.clear();
+  if (fits) matcher_ = std::move(matcher);
 }
 
 TokenStep ChoiceOutput::Flush() {

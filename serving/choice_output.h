@@ -3,6 +3,7 @@
 // log-probabilities -> end-of-generation -> grammar advance -> detokenizer -> stop sequences
 // -> the text to send.
 //
+// A lazy grammar (tool_choice "auto") applies from the moment its trigger text appears.
 // With a grammar, only tokens that keep the text a prefix of a sentence of the grammar are
 // sampled, end-of-generation only once the text is a whole sentence, and the choice stops as
 // soon as no further byte is possible. A cut by max_tokens stays "length" (the text is then
@@ -68,7 +69,16 @@ class ChoiceOutput {
   bool logprobs_ = false;
   int32_t top_logprobs_ = 0;
   bool ignore_eos_ = false;
+  // Starts the lazy grammar when its trigger has appeared in the output: the matcher takes
+  // the text from the trigger on (a model that wrote something the grammar refuses after the
+  // trigger keeps free output: its text stays content).
+  void WatchTrigger(std::string_view released);
+
   std::unique_ptr<grammar::GrammarMatcher> matcher_;  // null: free output
+  std::shared_ptr<const grammar::Grammar> lazy_grammar_;  // waiting for grammar_trigger_
+  std::shared_ptr<const grammar::GrammarVocab> grammar_vocab_;
+  std::string grammar_trigger_;
+  std::string trigger_window_;  // the output's tail that may hold the trigger's start
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<IncrementalDetokenizer> detok_;
   std::optional<StopMatcher> stop_;

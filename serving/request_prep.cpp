@@ -87,6 +87,29 @@ std::shared_ptr<const grammar::GrammarVocab> BuildGrammarVocab(const Tokenizer& 
 
 namespace {
 
+// The trigger text of a format whose calls begin with a marker, or "" (JSON-at-start formats:
+// a JSON answer may be content, so nothing says a call has begun).
+std::string_view CallTrigger(toolcall::ToolCallFormat format) {
+  switch (format) {
+    case toolcall::ToolCallFormat::kHermes:
+      return "<tool_call>";
+    case toolcall::ToolCallFormat::kMistralNemo:
+    case toolcall::ToolCallFormat::kMistralArgs:
+      return "[TOOL_CALLS]";
+    default:
+      return "";
+  }
+}
+
+// The schema converter for tool parameters: a schema with listed properties is followed
+// strictly (no keys the function does not declare); a free-form object keeps its extra keys.
+Result<std::string> ParametersToGbnf(const nlohmann::ordered_json& schema, const std::string& prefix) {
+  grammar::JsonSchemaOptions o;
+  o.rule_prefix = prefix;
+  o.strict = schema.is_object() && schema.contains("properties");
+  return grammar::JsonSchemaToGbnf(schema, o);
+}
+
 // The grammar text of the request's constraint ("" when the output is free), and the field
 // to name when it does not compile.
 std::optional<ApiError> ConstraintGbnf(const PrepContext& ctx, const server::GenerationRequest& req,
@@ -117,21 +140,38 @@ std::optional<ApiError> ConstraintGbnf(const PrepContext& ctx, const server::Gen
   auto choice = toolcall::ParseToolChoice(req.tool_choice, *tools);
   if (!choice.ok()) return BadRequest(choice.status().message(), "tool_choice");
   *param = "tool_choice";
-  // A parameters schema with listed properties is followed strictly (no keys the function does
-  // not declare); a free-form object schema keeps its extra keys.
-  toolcall::SchemaToGbnf converter = [](const nlohmann::ordered_json& schema,
-                                        const std::string& prefix) {
-    grammar::JsonSchemaOptions o;
-    o.rule_prefix = prefix;
-    o.strict = schema.is_object() && schema.contains("properties");
-    return grammar::JsonSchemaToGbnf(schema, o);
-  };
   // A named function is one call to it (as OpenAI answers tool_choice {"function": ...}).
   const bool parallel =
       req.parallel_tool_calls && choice->mode != toolcall::ToolChoice::Mode::kFunction;
-  auto text = toolcall::ToolCallGbnf(ctx.tool_format, *tools, *choice, parallel, converter);
+  auto text = toolcall::ToolCallGbnf(ctx.tool_format, *tools, *choice, parallel, ParametersToGbnf);
   if (!text.ok()) return BadRequest(text.status().message(), "tools");
   *gbnf = std::move(text).value();
+  return std::nullopt;
+}
+
+bool ToolsInPlay(const server::GenerationRequest& req);
+
+// tool_choice "auto": a required call's grammar, applied once the format's marker appears.
+std::optional<ApiError> LazyCallGrammar(const PrepContext& ctx, const server::GenerationRequest& req,
+                                        PreparedRequest* out) {
+  const std::string_view trigger = CallTrigger(ctx.tool_format);
+  if (out->grammar != nullptr || !ToolsInPlay(req) || trigger.empty() ||
+      ctx.grammar_vocab == nullptr) {
+    return std::nullopt;
+  }
+  auto tools = toolcall::ParseTools(req.tools);
+  if (!tools.ok()) return BadRequest(tools.status().message(), "tools");
+  auto choice = toolcall::ParseToolChoice(req.tool_choice, *tools);
+  if (!choice.ok() || choice->mode != toolcall::ToolChoice::Mode::kAuto) return std::nullopt;
+  auto text = toolcall::ToolCallGbnf(ctx.tool_format, *tools,
+                                     toolcall::ToolChoice{toolcall::ToolChoice::Mode::kRequired, ""},
+                                     req.parallel_tool_calls, ParametersToGbnf);
+  if (!text.ok()) return BadRequest(text.status().message(), "tools");
+  auto compiled = grammar::ParseGbnf(*text);
+  if (!compiled.ok()) return BadRequest("tools: " + compiled.status().message(), "tools");
+  out->lazy_grammar = std::move(compiled).value();
+  out->grammar_trigger = std::string(trigger);
+  out->grammar_vocab = ctx.grammar_vocab;
   return std::nullopt;
 }
 
@@ -336,6 +376,7 @@ std::optional<ApiError> PrepareRequest(const PrepContext& ctx,
     out->grammar = std::move(compiled).value();
     out->grammar_vocab = ctx.grammar_vocab;
   }
+  if (auto err = LazyCallGrammar(ctx, req, out)) return err;
   return std::nullopt;
 }
 

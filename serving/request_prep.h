@@ -74,6 +74,12 @@ struct PreparedRequest {
   // when the output is free. Each choice runs its own matcher over it.
   std::shared_ptr<const grammar::Grammar> grammar;
   std::shared_ptr<const grammar::GrammarVocab> grammar_vocab;
+  // tool_choice "auto" with a format whose calls start with a marker (Hermes / Qwen
+  // "<tool_call>", Mistral "[TOOL_CALLS]"): the output is free until the marker appears, then
+  // the call must be well formed -- the grammar of a required call, applied from the marker on
+  // (llama.cpp's lazy grammar). Null otherwise.
+  std::shared_ptr<const grammar::Grammar> lazy_grammar;
+  std::string grammar_trigger;
 
   int32_t n_choices() const { return static_cast<int32_t>(prompts.size()) * n; }
   int64_t prompt_tokens_total() const;

@@ -138,6 +138,40 @@ TEST_F(CodeAndToolsTest, QwenForcedToolCallInItsOwnFormat) {
   EXPECT_EQ(json::parse(arguments), args);  // greedy: the same call
 }
 
+// tool_choice "auto": free text until the model writes <tool_call>, then the call must be well
+// formed. The random model is pushed to the marker with logit_bias; without the grammar that
+// starts at the marker it would write the marker again and again (no call at all).
+TEST_F(CodeAndToolsTest, AutoToolChoiceCallsAreWellFormedFromTheMarkerOn) {
+  auto tok = Post("/tokenize", {{"model", "qwen"}, {"content", "<tool_call>"}});
+  ASSERT_TRUE(tok);
+  ASSERT_EQ(tok->Json()["tokens"].size(), 1u) << tok->body;  // one special token
+  const int marker = tok->Json()["tokens"][0];
+  const json body = {{"model", "qwen"},
+                     {"messages", json::array({{{"role", "user"}, {"content", "Weather?"}}})},
+                     {"tools", json::array({kWeatherTool})},
+                     {"parallel_tool_calls", false},
+                     {"logit_bias", {{std::to_string(marker), 100}}},
+                     {"max_tokens", 120},
+                     {"temperature", 0}};
+  auto r = Post("/v1/chat/completions", body, 60s);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json choice = r->Json()["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls") << choice.dump();
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << choice.dump();
+  const json args = json::parse(
+      choice["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>());
+  EXPECT_TRUE(args["unit"] == "c" || args["unit"] == "f") << args;
+
+  // tool_choice "none": no grammar, the marker is not even written as text.
+  json none = body;
+  none["tool_choice"] = "none";
+  auto n = Post("/v1/chat/completions", none, 60s);
+  ASSERT_TRUE(n);
+  ASSERT_EQ(n->status, 200) << n->body;
+  EXPECT_FALSE(n->Json()["choices"][0]["message"].contains("tool_calls"));
+}
+
 TEST_F(CodeAndToolsTest, ASchemaAnswerOnA128kVocabulary) {
   const json schema = json::parse(R"({"type":"object","properties":{"ok":{"type":"boolean"},
       "n":{"type":"integer"}},"required":["ok","n"],"additionalProperties":false})");
