@@ -302,6 +302,17 @@ std::optional<ApiError> ModelEngine::Submit(server::RequestHandle handle,
   }
 
   const int32_t n_choices = prep.n_choices();
+  if (n_choices > options_.max_waiting) {
+    server::ApiError e;
+    e.http_status = 400;
+    e.type = "invalid_request_error";
+    e.code = "out_of_range";
+    e.param = "n";
+    e.message = std::to_string(n_choices) + " choices (prompts x n) exceed what model '" +
+                options_.name + "' queues at once (--max-waiting " +
+                std::to_string(options_.max_waiting) + ")";
+    return e;
+  }
   group->handle = handle;
   group->sink = std::move(sink);
   group->n_choices = n_choices;

@@ -302,6 +302,26 @@ TEST(EngineChoices, BadIdsAreNamed) {
   EXPECT_EQ(e2.error.param, "logit_bias." + std::to_string(n_vocab + 5));
 }
 
+// More choices than the queue bound holds is refused up front, never a late 429.
+TEST(EngineChoices, MoreChoicesThanTheQueueHoldsIsA400) {
+  ModelEngineOptions o;
+  o.name = "m";
+  o.max_waiting = 2;
+  o.chat_template.preset = "chatml";
+  auto e = lifeline::testing::MakeStoriesEngine(o);
+  ASSERT_NE(e, nullptr);
+  e->Start();
+  server::GenerationRequest r = Completion("Once", 2);
+  r.n = 3;
+  Collector c;
+  auto err = e->Submit(1, r, c.Sink());
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->http_status, 400);
+  EXPECT_EQ(err->param, "n");
+  r.n = 2;
+  EXPECT_EQ(Generate(*e, r, c, 2).kind, GenerationEvent::Kind::kDone);
+}
+
 TEST(EngineChoices, CancellingARequestWithSeveralChoicesEndsItOnce) {
   auto e = Engine();
   ASSERT_NE(e, nullptr);
