@@ -30,11 +30,12 @@ struct ServeFlags {
   std::vector<std::string> models;  // NAME=PATH or PATH
   int threads = 0;
   int64_t n_ctx = 0;
-  int64_t kv_memory_mib = 512;
-  int32_t max_running = 16;
-  int64_t max_step_tokens = 256;
-  int32_t max_waiting = 64;
-  int32_t default_max_tokens = 256;
+  // The engine's own defaults, so the flags' defaults cannot drift from them.
+  int64_t kv_memory_mib = static_cast<int64_t>(serving::ModelEngineOptions{}.kv_memory_bytes >> 20);
+  int32_t max_running = serving::ModelEngineOptions{}.max_running;
+  int64_t max_step_tokens = serving::ModelEngineOptions{}.max_step_tokens;
+  int32_t max_waiting = serving::ModelEngineOptions{}.max_waiting;
+  int32_t default_max_tokens = serving::ModelEngineOptions{}.default_max_tokens;
   serving::ChatTemplateChoice chat_template;  // --chat-template / --chat-template-file
   std::vector<std::string> api_keys;   // --api-key, repeatable
   std::string api_key_file;            // more keys, one per line
