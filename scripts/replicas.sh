@@ -12,8 +12,10 @@
 #   error the connection was refused or dropped before any response header (a replica gone;
 #        nothing was sent to the client, and the replica cancels the request it loses).
 # Not retried: timeouts (a slow replica is still working), 500s, anything once a response
-# has started. Three refusals within a second take a replica out of the rotation for a second
-# (max_fails=3 fail_timeout=1s): a shedding replica gets a moment to drain its queue. Each replica runs with --drain-timeout 60 so that a drain finishes requests
+# has started. A refusal never takes a replica out of the rotation (max_fails=0): shedding is
+# not failure, and when every replica sheds the client gets the last 429 with its
+# Retry-After, not nginx's 502 "no live upstreams". (A replica that is down costs each
+# request one refused connection before the next replica; Kubernetes readiness removes it.) Each replica runs with --drain-timeout 60 so that a drain finishes requests
 # rather than cutting them off with a 503.
 #
 # SERVE ARGS default to `--model stories=../shared/models/stories260K.gguf --threads 1`.
@@ -54,6 +56,8 @@ NGINX="${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}"
 [ -n "$DIR" ] || DIR="$(mktemp -d /tmp/lifeline-replicas-XXXXXX)"
 mkdir -p "$DIR/tmp"
 DIR="$(cd "$DIR" && pwd)"
+# A reused DIR must not let a previous run's logs or pid file pass for this run's.
+rm -f "$DIR"/replica-*.log "$DIR/nginx.pid"
 
 PIDS=()
 NGINX_PID=""
@@ -71,10 +75,11 @@ trap stop EXIT
 UPSTREAMS=""
 for ((i = 0; i < N; i++)); do
   port=$((BASE_PORT + i))
+  : >"$DIR/replica-$i.log"
   "$LIFELINE" serve --host 127.0.0.1 --port "$port" --drain-timeout 60 "${SERVE_ARGS[@]}" \
       >"$DIR/replica-$i.log" 2>&1 &
   PIDS+=($!)
-  UPSTREAMS+="    server 127.0.0.1:$port max_fails=3 fail_timeout=1s;"$'\n'
+  UPSTREAMS+="    server 127.0.0.1:$port max_fails=0;"$'\n'
 done
 for ((i = 0; i < N; i++)); do
   for _ in $(seq 600); do
