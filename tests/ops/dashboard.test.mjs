@@ -33,8 +33,9 @@ const INTERVAL_MS = 500;
 
 // "tight": a 5 ms TTFT target (a histogram bound) that eight concurrent clients on this small
 // model miss, and that an idle server meets; it may climb to level 2 only (no shedding, no
-// cascade needed). A 6 s window of 2 s buckets, a fast controller and a 1 s dwell: the class
-// rises within seconds of the load and is back at "normal" within ~10 s after it stops.
+// cascade needed). A 8-10 s window of 2 s buckets (it changes only every 2 s, so /v1/slo holds
+// still long enough to compare), a fast controller and a 1 s dwell: the class rises within
+// seconds of the load and is back at "normal" about 15 s after it stops.
 const CONFIG = `default_class = "tight"
 use_presets = false
 
@@ -58,7 +59,7 @@ recover_ticks = 3
 
 [window]
 bucket_ms = 2000
-buckets = 3
+buckets = 5
 
 [admission]
 predictive = false
