@@ -13,6 +13,8 @@
   const RATE_WINDOW_MS = 5000;     // tiles' rates over this trailing window
   const SPLIT_BARS = 40;
   const COLORS = ['#2f6fdb', '#e8710a', '#1a7f37', '#9334e6', '#c62828', '#00838f', '#795548'];
+  // Per-model lines: none of them red (the target line) or the P95/P99 colours.
+  const MODEL_COLORS = ['#00838f', '#795548', '#1a7f37', '#e8710a', '#5f6b7a'];
   const SPLIT = [['network_ms', 'network', '#4e79a7'], ['service_ms', 'service', '#f28e2b'],
                  ['compute_ms', 'compute', '#59a14f'], ['remote_ms', 'remote', '#b07aa1']];
 
@@ -303,7 +305,7 @@
           { name: 'P99', color: COLORS[3], points: pts.map((p) => [p.t, p.classes[c.name][metric].p99]), dash: true }];
         const models = Object.keys(c.by_model || {});
         if (models.length > 1) {
-          models.forEach((m, i) => series.push({ name: m + ' P95', color: COLORS[(i + 4) % COLORS.length],
+          models.forEach((m, i) => series.push({ name: m + ' P95', color: MODEL_COLORS[i % MODEL_COLORS.length],
                                                    points: pts.map((p) => [p.t, (p.classes[c.name].models[m] || {})[metric] ?? null]) }));
         }
         const hasData = series.some((sr) => sr.points.some((p) => p[1] !== null));
