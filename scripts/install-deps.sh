@@ -16,6 +16,9 @@ PACKAGES=(
   jq                          # jq: scripts/bench-vs-llamacpp.sh reads both engines' JSON
   prometheus                  # Prometheus server: the metrics integration test scrapes /metrics
                               # and checks histogram_quantile answers against client timings
+                              # (its promtool checks deploy/prometheus/rules.yml)
+  chromium                    # headless browser: tests/ops drives the dashboard page in it
+  nginx                       # load balancer in front of scripts/replicas.sh's replicas
 )
 
 # Node.js + npm run the OpenAI SDK conformance test (tests/sdk); a machine that already has a

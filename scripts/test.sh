@@ -11,6 +11,10 @@ scripts/build.sh
 if [ ! -d tests/sdk/node_modules/openai ] || [ tests/sdk/package-lock.json -nt tests/sdk/node_modules ]; then
   npm ci --prefix tests/sdk --no-audit --no-fund --loglevel=error
 fi
+# puppeteer-core (drives Debian's chromium) and yaml for tests/ops, the same way.
+if [ ! -d tests/ops/node_modules/puppeteer-core ] || [ tests/ops/package-lock.json -nt tests/ops/node_modules ]; then
+  npm ci --prefix tests/ops --no-audit --no-fund --loglevel=error
+fi
 LABEL_ARGS=(-LE slow)
 [ "${LIFELINE_SLOW_TESTS:-0}" = "1" ] && LABEL_ARGS=()
 cd build

@@ -304,6 +304,11 @@ class EngineApi {
   }
   // The JSON body of GET /v1/slo (SLO classes, levels, events); none (the default) -> 404.
   virtual std::optional<std::string> SloStatusJson() const { return std::nullopt; }
+  // The engine's part of GET /v1/dashboard (server/dashboard.h): {"slo": the /v1/slo object
+  // of the same instant, "models": per-model gauges and counters, "outcomes": admission
+  // counters, "attainment": per class/model counts within target}. None (the default): the
+  // dashboard shows the server's own counters only.
+  virtual std::optional<nlohmann::json> DashboardJson() const { return std::nullopt; }
 };
 
 }  // namespace lifeline::server

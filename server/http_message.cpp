@@ -11,6 +11,7 @@ std::string_view StatusReason(int status) {
     case 100: return "Continue";
     case 200: return "OK";
     case 204: return "No Content";
+    case 304: return "Not Modified";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
     case 404: return "Not Found";
@@ -55,9 +56,13 @@ std::string Head(const HttpResponse& r, bool keep_alive) {
 
 std::string SerializeResponse(const HttpResponse& r, bool keep_alive, bool head) {
   std::string out = Head(r, keep_alive);
-  out += "Content-Length: ";
-  out += std::to_string(r.body.size());
-  out += "\r\n\r\n";
+  // A 304 has no body by definition and must not announce one (RFC 9110 8.6).
+  if (r.status != 304) {
+    out += "Content-Length: ";
+    out += std::to_string(r.body.size());
+    out += "\r\n";
+  }
+  out += "\r\n";
   if (!head) out += r.body;
   return out;
 }

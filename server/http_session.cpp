@@ -24,6 +24,7 @@
 
 #include "engine/toolcall/format.h"
 #include "server/choice_assembler.h"
+#include "server/dashboard.h"
 #include "server/http_message.h"
 #include "server/openai.h"
 #include "server/responses.h"
@@ -344,6 +345,17 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
           return Respond(MetricsResponse(core_->metrics, engine.MetricsText()), match.label);
         case Route::kSlo:
           return Respond(SloResponse(engine.SloStatusJson()), match.label);
+        case Route::kDashboardPage:
+          return Respond(DashboardPageResponse(), match.label);
+        case Route::kDashboardState: {
+          std::optional<std::string_view> if_none_match;
+          if (auto it = req.find(http::field::if_none_match); it != req.end()) {
+            if_none_match = View(it->value());
+          }
+          const nlohmann::json state = DashboardState(
+              {&engine, &core_->metrics, &core_->recent, core_->id_salt, core_->draining.load()});
+          return Respond(DashboardStateResponse(state, if_none_match), match.label);
+        }
         case Route::kApplyTemplate:
           return HandleApplyTemplate(content_type, req.body(), match.label);
         case Route::kCompletions:
@@ -537,6 +549,9 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     core_->metrics.CountCompleted();
     EndExchangeTimers();
     const nlohmann::json timings = MergedTimings(event);
+    core_->recent.Record(request_id_, ex.ctx.model, timings,
+                         std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch()).count());
     if (!ex.stream) {
       HttpResponse r = JsonResponse(200, ex.assembler->FinalBody(event, timings));
       if (std::string st = ServerTimingHeader(timings); !st.empty()) {

@@ -21,6 +21,9 @@ constexpr RouteSpec kRoutes[] = {
     {"/tokenize", "POST", Route::kTokenize, false},
     {"/detokenize", "POST", Route::kDetokenize, false},
     {"/infill", "POST", Route::kInfill, false},
+    {"/", "GET", Route::kDashboardPage, true},
+    {"/dashboard", "GET", Route::kDashboardPage, true},
+    {"/v1/dashboard", "GET", Route::kDashboardState, false},
 };
 
 // Exact paths compare whole; a "{id}" pattern takes any non-empty rest of the path as the id
@@ -148,10 +151,10 @@ namespace {
 
 // Response headers a browser script may read (CORS hides the rest).
 constexpr std::string_view kExposedHeaders =
-    "X-Request-Id, X-Served-Model, Server-Timing, Retry-After, X-Lifeline-Truncated";
+    "X-Request-Id, X-Served-Model, Server-Timing, Retry-After, X-Lifeline-Truncated, ETag";
 // Request headers a preflight always allows: the API's own and the OpenAI SDK's.
 constexpr std::string_view kAllowedHeaders =
-    "Authorization, Content-Type, X-Request-Id, X-SLO-Class, X-User-Role";
+    "Authorization, Content-Type, X-Request-Id, X-SLO-Class, X-User-Role, If-None-Match";
 constexpr std::string_view kStainlessPrefix = "x-stainless-";
 constexpr size_t kMaxRequestedHeaderBytes = 64;
 

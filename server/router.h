@@ -9,11 +9,14 @@
 // GET /v1/models, GET /v1/models/{id} (one model object; the id is the rest of the path, '/'
 // included, compared literally: no percent-decoding), GET /health and /livez (always 200
 // while the process answers), GET /ready and /readyz (200 when the engine is ready and the
-// server is not draining, else 503 type "unavailable"), GET /metrics, GET /v1/slo.
+// server is not draining, else 503 type "unavailable"), GET /metrics, GET /v1/slo,
+// GET / and /dashboard (the dashboard page, public: it holds no data) and GET /v1/dashboard
+// (the state the page polls; server/dashboard.h).
 // HEAD is accepted wherever GET is (the caller sends GET's status and headers, no body).
 // A known path with another method is 405 (with Allow); anything else is 404.
 //
-// Auth: with API keys configured every route except health and readiness needs exactly one
+// Auth: with API keys configured every route except health, readiness and the dashboard page
+// needs exactly one
 // `Authorization: Bearer <key>` header naming one of them; keys compare case-sensitively in
 // time independent of where the first mismatch is. CORS is off unless origins are
 // allow-listed; an allowed Origin is echoed ("*" only when the list holds "*"; never with
@@ -39,7 +42,7 @@ namespace lifeline::server {
 
 enum class Route : uint8_t {
   kCompletions, kChatCompletions, kModels, kModel, kHealth, kReady, kMetrics, kSlo,
-  kApplyTemplate, kTokenize, kDetokenize, kInfill
+  kApplyTemplate, kTokenize, kDetokenize, kInfill, kDashboardPage, kDashboardState
 };
 
 // A path ending in "{id}" is a prefix route: it matches the text before "{id}" followed by a
@@ -50,7 +53,7 @@ struct RouteSpec {
   std::string_view path;     // exact path, or a pattern ending in kIdParam
   std::string_view method;
   Route route;
-  bool public_access;  // reachable without the API key (health and readiness only)
+  bool public_access;  // reachable without the API key (health, readiness, the page)
 };
 
 std::span<const RouteSpec> RouteTable();

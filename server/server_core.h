@@ -19,6 +19,7 @@
 
 #include "server/engine_api.h"
 #include "server/http_server.h"
+#include "server/recent_requests.h"
 #include "server/server_metrics.h"
 
 namespace lifeline::server {
@@ -46,6 +47,7 @@ struct ServerCore {
   const ServerOptions options;
   EngineApi* const engine;
   ServerMetrics metrics;
+  RecentRequests recent;  // the dashboard's three-layer split of the latest requests
   std::shared_ptr<SinkGate> gate = std::make_shared<SinkGate>();
   std::atomic<bool> draining{false};
   std::atomic<int> open_connections{0};

@@ -495,7 +495,9 @@ std::string EngineService::MetricsText() const {
       o << "lifeline_remote_requests_total" << rmodel(i) << ",outcome=\"cancelled\"} " << rs[i].cancelled << "\n";
     }
   }
-  o << slo::SloPrometheusText(*controller_, tracker_.Snapshot(NowUs()), &outcomes_);
+  const slo::TrackerSnapshot tracker = tracker_.Snapshot(NowUs());
+  o << slo::SloPrometheusText(*controller_, tracker, &outcomes_);
+  o << OpsMetricsText(snaps, tracker);  // attainment counters, vLLM-compatible gauges
   return o.str();
 }
 

@@ -65,6 +65,8 @@ class EngineService final : public server::EngineApi {
   void Cancel(server::RequestHandle handle) override;
   std::string MetricsText() const override;
   std::optional<std::string> SloStatusJson() const override;
+  // GET /v1/dashboard's engine part (serving/engine_dashboard.cpp).
+  std::optional<nlohmann::json> DashboardJson() const override;
   std::variant<std::string, server::ApiError> ApplyTemplate(
       const server::GenerationRequest& request) const override;
   std::variant<std::vector<int32_t>, server::ApiError> Tokenize(
@@ -106,6 +108,9 @@ class EngineService final : public server::EngineApi {
   server::GenerationSink Wrap(server::RequestHandle handle,
                               const std::shared_ptr<server::GenerationSink>& sink);
   void TimerLoop();
+  // /metrics families of serving/ops_metrics.h, from the snapshots MetricsText took.
+  std::string OpsMetricsText(const std::vector<EngineSnapshot>& snaps,
+                             const slo::TrackerSnapshot& tracker) const;
 
   std::vector<std::unique_ptr<ModelEngine>> engines_;
   std::vector<std::unique_ptr<RemoteBackend>> remotes_;

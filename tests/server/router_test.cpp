@@ -116,7 +116,8 @@ TEST(SmallEndpoints, OneModelOr404NamingModel) {
 }
 
 TEST(RouteTable, OnlyHealthAndReadinessArePublic) {
-  const std::set<std::string_view> expected_public = {"/health", "/livez", "/ready", "/readyz"};
+  const std::set<std::string_view> expected_public = {"/health", "/livez", "/ready", "/readyz",
+                                                      "/", "/dashboard"};
   for (const RouteSpec& r : RouteTable()) {
     EXPECT_EQ(r.public_access, expected_public.contains(r.path)) << r.path;
   }

@@ -1,0 +1,81 @@
+// EngineService's operations views: the engine part of GET /v1/dashboard and the extra
+// /metrics families (attainment counters, vLLM-compatible gauges). serving/ops_metrics.h
+// computes them; this file only gathers one snapshot of each source.
+#include <chrono>
+
+#include "serving/engine_service.h"
+#include "serving/ops_metrics.h"
+#include "slo/slo_report.h"
+
+namespace lifeline::serving {
+
+namespace {
+
+int64_t SteadyNowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             Clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+std::optional<nlohmann::json> EngineService::DashboardJson() const {
+  using nlohmann::json;
+  const int64_t now = SteadyNowUs();
+  // One tracker snapshot feeds both the SLO object and the attainment rows, so they agree.
+  const slo::TrackerSnapshot snap = tracker_.Snapshot(now);
+  json out = json::object();
+  out["slo"] = slo::SloStatusJson(*controller_, snap, now);
+  const auto knobs = controller_->knobs();
+  json models = json::array();
+  for (const auto& e : engines_) {
+    const EngineSnapshot s = e->Snapshot();
+    json m = {{"name", e->name()},
+              {"remote", false},
+              {"waiting", s.waiting},
+              {"running", s.running},
+              {"kv_blocks_total", s.kv_blocks_total},
+              {"kv_blocks_used", s.kv_blocks_total - s.kv_blocks_free},
+              {"prefix_lookup_tokens", s.prefix_lookup_tokens},
+              {"prefix_hit_tokens", s.prefix_hit_tokens},
+              {"prompt_tokens", s.prompt_tokens},
+              {"generation_tokens", s.generation_tokens},
+              {"preemptions", s.preemptions},
+              {"steps", s.steps},
+              {"max_queue_delay_ms", static_cast<double>(s.max_queue_delay_us) / 1000.0}};
+    if (const slo::ModelKnobs* k = knobs->ForModel(e->name())) {
+      m["max_running"] = k->max_running;
+      m["max_step_tokens"] = k->max_step_tokens;
+    }
+    models.push_back(std::move(m));
+  }
+  for (const auto& r : remotes_) {
+    const RemoteSnapshot s = r->Snapshot();
+    models.push_back({{"name", r->name()},
+                      {"remote", true},
+                      {"in_flight", s.in_flight},
+                      {"completed", s.completed},
+                      {"errored", s.errored},
+                      {"cancelled", s.cancelled}});
+  }
+  out["models"] = std::move(models);
+  json outcomes = json::array();
+  for (const slo::OutcomeCount& c : outcomes_.Snapshot()) {
+    outcomes.push_back(
+        {{"class", c.slo_class}, {"model", c.model}, {"outcome", c.outcome}, {"count", c.count}});
+  }
+  out["outcomes"] = std::move(outcomes);
+  out["attainment"] = AttainmentJson(AttainmentRows(controller_->config(), snap));
+  return out;
+}
+
+std::string EngineService::OpsMetricsText(const std::vector<EngineSnapshot>& snaps,
+                                          const slo::TrackerSnapshot& tracker) const {
+  std::vector<VllmGauges> gauges;
+  for (size_t i = 0; i < engines_.size() && i < snaps.size(); ++i) {
+    gauges.push_back(VllmGaugesOf(engines_[i]->name(), snaps[i]));
+  }
+  return AttainmentPrometheusText(AttainmentRows(controller_->config(), tracker)) +
+         VllmCompatPrometheusText(gauges);
+}
+
+}  // namespace lifeline::serving
