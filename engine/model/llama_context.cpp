@@ -58,10 +58,12 @@ Status LlamaContext::AllocateScratch(const ModelConfig& c, uint64_t max_bytes) {
   const int64_t half_rope = c.rope_dim / 2;
   // Floats per token over all buffers (every dim is capped by ModelConfigLimits, so this sum
   // cannot overflow; the product with B is checked).
+  const bool swa_rope = !c.swa_layers.empty() && (c.rope_freq_base_swa != c.rope_freq_base ||
+                                                  c.rope_freq_scale_swa != c.rope_freq_scale);
   const uint64_t per_token =
       static_cast<uint64_t>(3 * c.n_embd + c.q_dim() + c.k_dim() + c.v_dim() +
-                            c.attn_out_dim() + 3 * c.n_ff + 2 * kRowPadFloats + 2 * half_rope +
-                            c.n_embd);
+                            c.attn_out_dim() + 3 * c.n_ff + 2 * kRowPadFloats +
+                            (swa_rope ? 4 : 2) * half_rope + c.n_embd);
   uint64_t total_floats = 0, total_bytes = 0;
   if (!CheckedMul(per_token, b, &total_floats) ||
       !CheckedMul(total_floats, sizeof(float), &total_bytes) || total_bytes > max_bytes) {
@@ -83,6 +85,10 @@ Status LlamaContext::AllocateScratch(const ModelConfig& c, uint64_t max_bytes) {
     s.up.resize(n(2 * c.n_ff + kRowPadFloats));  // room for the fused gate/up output
     s.rope_cos.resize(n(half_rope));
     s.rope_sin.resize(n(half_rope));
+    if (swa_rope) {
+      s.rope_cos_swa.resize(n(half_rope));
+      s.rope_sin_swa.resize(n(half_rope));
+    }
     s.head_in.resize(n(c.n_embd));
     s.block_tables.resize(n(1));
   } catch (const std::bad_alloc&) {

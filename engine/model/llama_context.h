@@ -56,6 +56,10 @@ struct LlamaScratch {
                                 //   [B, 2 * n_ff + kRowPadFloats]
   std::vector<float> rope_cos;  // [B, rope_dim / 2]
   std::vector<float> rope_sin;  // [B, rope_dim / 2]
+  // Angles of the sliding-window layers when their rope differs (gemma3: another base);
+  // empty otherwise.
+  std::vector<float> rope_cos_swa;  // [B, rope_dim / 2] or empty
+  std::vector<float> rope_sin_swa;  // [B, rope_dim / 2] or empty
   std::vector<float> head_in;   // [B, n_embd] final-normed rows whose logits are wanted
   std::vector<const int32_t*> block_tables;  // [B] each token's sequence block table
   std::vector<AttentionScratch> attention;   // [n_threads] grown to the pool's size once

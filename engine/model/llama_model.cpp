@@ -68,35 +68,38 @@ struct RowsHook {
   }
 };
 using ResidualHook = RowsHook<&ops::AddInPlace>;
-using SwiGluHook = RowsHook<&ops::SwiGlu>;
 
 // Epilogue of the fused gate/up product (LlamaLayerWeights::w_gate_up): each token's row of
 // its output gu (ld_gu floats apart) holds 16 gate rows, then the same 16 rows of up, and so
 // on; rows [r0, r1) (multiples of 32: MatmulGroup::epilogue_rows) give
-// out[t][j] = silu(gate_j) * up_j ([n_tokens, n_ff]) for the n_ff rows j they cover.
-struct PairedSwiGluHook {
+// out[t][j] = act(gate_j) * up_j ([n_tokens, n_ff]) for the n_ff rows j they cover.
+template <void (*Glu)(float*, const float*, int64_t)>
+struct PairedGluHook {
   float* gu;
   int64_t ld_gu;
   float* out;
   int64_t n_ff;
   int64_t n_tokens;
   static void Run(const void* p, int, int64_t r0, int64_t r1) {
-    const auto& h = *static_cast<const PairedSwiGluHook*>(p);
+    const auto& h = *static_cast<const PairedGluHook*>(p);
     constexpr int64_t kGroup = kernels::kInterleaveRows;
     for (int64_t t = 0; t < h.n_tokens; ++t) {
       float* row = h.gu + t * h.ld_gu;
       for (int64_t r = r0; r < r1; r += 2 * kGroup) {
-        ops::SwiGlu(row + r, row + r + kGroup, kGroup);  // in place over the gate half
+        Glu(row + r, row + r + kGroup, kGroup);  // in place over the gate half
         std::memcpy(h.out + t * h.n_ff + r / 2, row + r, kGroup * sizeof(float));
       }
     }
   }
 };
 
-// One product y = W x with the residual add fused into its output: x_res += W x. proj's rows
-// are w.rows + kRowPadFloats floats apart (llama_context.h).
-void ProjectAndAdd(const KernelTable& kernels, const WeightMatrix& w, const float* in,
-                   int64_t n, float* proj, float* x_res, ComputePool& pool) {
+// The residual update of a sub-block: x_res += W in, or with a post-norm (gemma2/3)
+// x_res += RMSNorm(W in) * post_norm. Without a post-norm the add is the product's epilogue
+// (no separate pass); a post-norm needs whole rows, so it runs after the product. proj's
+// rows are w.rows + kRowPadFloats floats apart (llama_context.h).
+void AddProjection(const KernelTable& kernels, const WeightMatrix& w, const float* in,
+                   int64_t n, const std::vector<float>& post_norm, float eps, float* proj,
+                   float* x_res, ComputePool& pool) {
   const int64_t ld = w.rows + kRowPadFloats;
   const ResidualHook hook{x_res, proj, w.rows, n, ld};
   MatmulGroup g;
@@ -104,9 +107,17 @@ void ProjectAndAdd(const KernelTable& kernels, const WeightMatrix& w, const floa
   g.w[0] = w;
   g.y[0] = proj;
   g.ldy[0] = ld;
-  g.epilogue = &ResidualHook::Run;
-  g.epilogue_ctx = &hook;
+  if (post_norm.empty()) {
+    g.epilogue = &ResidualHook::Run;
+    g.epilogue_ctx = &hook;
+  }
   RunMatmulGroup(kernels, g, in, n, pool);
+  if (post_norm.empty()) return;
+  for (int64_t t = 0; t < n; ++t) {
+    float* row = proj + t * ld;
+    ops::RmsNorm(row, post_norm.data(), w.rows, eps, row);
+    ops::AddInPlace(x_res + t * w.rows, row, w.rows);
+  }
 }
 
 std::pair<SeqId, int64_t>* FindSeq(std::vector<std::pair<SeqId, int64_t>>& v, SeqId seq) {
@@ -327,43 +338,62 @@ Status LlamaModel::Eval(std::span<const BatchToken> batch, LlamaContext& ctx, Co
   return Status::Ok();
 }
 
-// The transformer, as in the paper: embed, then per layer x += Attn(RMSNorm(x)) and
-// x += FFN(RMSNorm(x)), then logits = Output(RMSNorm(x)).
+// The transformer, as in the paper: embed, then per layer
+//   x += [PostNorm] Attention(RMSNorm(x))   and   x += [PostNorm] FFN(RMSNorm(x)),
+// then logits = Output(RMSNorm(x)) [soft-capped]. Each RMSNorm runs as the prologue of the
+// product that reads it and each residual add as the epilogue of the product that feeds it,
+// so every line below is one pass over the weights.
 void LlamaModel::EvalStep(std::span<const BatchToken> step, LlamaContext& ctx, ComputePool& pool,
                           float* logits) const {
+  const ModelConfig& c = config_;
+  LlamaScratch& s = ctx.scratch();
   const int64_t n = static_cast<int64_t>(step.size());
-  EmbedAndRope(step, ctx);
-  for (int64_t il = 0; il < config_.n_layer; ++il) {
-    AttentionBlock(il, step, ctx, pool);
-    FeedForwardBlock(il, n, ctx, pool);
+  Embed(step, ctx);  // x = token_embd[token] * embd_scale; rope angles of every position
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    const LlamaLayerWeights& w = weights_.layers[static_cast<size_t>(il)];
+    NormAndProjectQkv(w, n, ctx, pool);        // q, k, v = RMSNorm(x) * attn_norm . Wq, Wk, Wv
+    PositionAndCache(il, step, ctx);           // [Q/K norm], RoPE, K and V into the cache
+    Attend(il, step, ctx, pool);               // attn = softmax(q k^T * scale) v, causal
+    AddProjection(*kernels_, w.wo, s.attn.data(), n, w.attn_post_norm, c.rms_eps,
+                  s.proj.data(), s.x.data(), pool);  // x += [PostNorm](attn . Wo)
+    NormAndGateUp(w, n, ctx, pool);            // h = act(RMSNorm(x) . Wgate) * (... . Wup)
+    AddProjection(*kernels_, w.w_down, s.gate.data(), n, w.ffn_post_norm, c.rms_eps,
+                  s.proj.data(), s.x.data(), pool);  // x += [PostNorm](h . Wdown)
   }
   OutputLogits(step, ctx, pool, logits);
 }
 
-void LlamaModel::EmbedAndRope(std::span<const BatchToken> step, LlamaContext& ctx) const {
+void LlamaModel::Embed(std::span<const BatchToken> step, LlamaContext& ctx) const {
+  const ModelConfig& c = config_;
   LlamaScratch& s = ctx.scratch();
   const WeightMatrix& emb = weights_.token_embd;
-  const ops::RopeParams rope = ops::RopeParamsFrom(config_);
-  const int64_t half = config_.rope_dim / 2;
+  const ops::RopeParams rope = ops::RopeParamsFrom(c, ctx.n_ctx());
+  const ops::RopeParams rope_swa = ops::RopeParamsFrom(c, ctx.n_ctx(), /*swa=*/true);
+  const bool swa_angles = !s.rope_cos_swa.empty();
+  const int64_t half = c.rope_dim / 2;
   for (size_t t = 0; t < step.size(); ++t) {
     const int64_t ti = static_cast<int64_t>(t);
-    // x[t] = token_embd[token]   x: [n, n_embd]
+    float* x = s.x.data() + ti * c.n_embd;  // x: [n, n_embd]
     ref::DequantizeRow(emb.type, emb.data + static_cast<uint64_t>(step[t].token) * emb.row_bytes,
-                       s.x.data() + ti * config_.n_embd, config_.n_embd);
+                       x, c.n_embd);
+    if (c.embd_scale != 1.0f) {
+      for (int64_t i = 0; i < c.n_embd; ++i) x[i] *= c.embd_scale;
+    }
     // Rotation angles depend only on the position: computed once, shared by all layers.
     ops::RopeAngles(step[t].pos, rope, s.rope_cos.data() + ti * half,
                     s.rope_sin.data() + ti * half);
+    if (swa_angles) {
+      ops::RopeAngles(step[t].pos, rope_swa, s.rope_cos_swa.data() + ti * half,
+                      s.rope_sin_swa.data() + ti * half);
+    }
     s.block_tables[t] = ctx.sequences().Find(step[t].seq)->blocks.data();
   }
 }
 
-void LlamaModel::AttentionBlock(int64_t il, std::span<const BatchToken> step, LlamaContext& ctx,
-                                ComputePool& pool) const {
-  const LlamaLayerWeights& w = weights_.layers[static_cast<size_t>(il)];
+void LlamaModel::NormAndProjectQkv(const LlamaLayerWeights& w, int64_t n, LlamaContext& ctx,
+                                   ComputePool& pool) const {
   const ModelConfig& c = config_;
   LlamaScratch& s = ctx.scratch();
-  const int64_t n = static_cast<int64_t>(step.size());
-
   // xb = RMSNorm(x) (fused into the activation quantization), then q, k, v as one product:
   // q: [n, n_head * head_dim_k], k: [n, n_head_kv * head_dim_k], v: [n, n_head_kv * head_dim_v]
   const NormHook norm{s.x.data(), w.attn_norm.data(), c.n_embd, c.rms_eps, s.xb.data()};
@@ -387,26 +417,41 @@ void LlamaModel::AttentionBlock(int64_t il, std::span<const BatchToken> step, Ll
     qkv.epilogue_ctx = &bias;
   }
   RunMatmulGroup(*kernels_, qkv, s.xb.data(), n, pool);
+}
 
-  const ops::RopeParams rope = ops::RopeParamsFrom(c);
+void LlamaModel::PositionAndCache(int64_t il, std::span<const BatchToken> step,
+                                  LlamaContext& ctx) const {
+  const LlamaLayerWeights& w = weights_.layers[static_cast<size_t>(il)];
+  const ModelConfig& c = config_;
+  LlamaScratch& s = ctx.scratch();
+  const bool swa_angles = c.is_swa(il) && !s.rope_cos_swa.empty();
+  const ops::RopeParams rope = ops::RopeParamsFrom(c, ctx.n_ctx(), c.is_swa(il));
+  const float* cos_base = swa_angles ? s.rope_cos_swa.data() : s.rope_cos.data();
+  const float* sin_base = swa_angles ? s.rope_sin_swa.data() : s.rope_sin.data();
   const int64_t half = c.rope_dim / 2;
   KvStorage& kv = ctx.kv();
-  for (int64_t t = 0; t < n; ++t) {
-    const float* cos = s.rope_cos.data() + t * half;
-    const float* sin = s.rope_sin.data() + t * half;
-    ops::ApplyRope(s.q.data() + t * c.q_dim(), c.n_head, c.head_dim_k, rope, cos, sin);
-    ops::ApplyRope(s.k.data() + t * c.k_dim(), c.n_head_kv, c.head_dim_k, rope, cos, sin);
+  for (int64_t t = 0; t < static_cast<int64_t>(step.size()); ++t) {
+    float* q = s.q.data() + t * c.q_dim();
+    float* k = s.k.data() + t * c.k_dim();
+    if (c.qk_norm) {  // qwen3, gemma3: each head normalised on its own before the rotation
+      for (int64_t h = 0; h < c.n_head; ++h) {
+        float* qh = q + h * c.head_dim_k;
+        ops::RmsNorm(qh, w.attn_q_norm.data(), c.head_dim_k, c.rms_eps, qh);
+      }
+      for (int64_t h = 0; h < c.n_head_kv; ++h) {
+        float* kh = k + h * c.head_dim_k;
+        ops::RmsNorm(kh, w.attn_k_norm.data(), c.head_dim_k, c.rms_eps, kh);
+      }
+    }
+    ops::ApplyRope(q, c.n_head, c.head_dim_k, rope, cos_base + t * half, sin_base + t * half);
+    ops::ApplyRope(k, c.n_head_kv, c.head_dim_k, rope, cos_base + t * half, sin_base + t * half);
     // Write this token's K and V into its sequence's block for its position.
     const int64_t pos = step[static_cast<size_t>(t)].pos;
     const int32_t block = s.block_tables[static_cast<size_t>(t)][pos / kKvBlockTokens];
     const int64_t slot = pos % kKvBlockTokens;
-    kv.StoreK(il, block, slot, s.k.data() + t * c.k_dim());
+    kv.StoreK(il, block, slot, k);
     kv.StoreV(il, block, slot, s.v.data() + t * c.v_dim());
   }
-
-  Attend(il, step, ctx, pool);  // attn: [n, n_head * head_dim_v]
-  // x += attn_output(attn), the add fused into the product (proj: [n, n_embd]).
-  ProjectAndAdd(*kernels_, w.wo, s.attn.data(), n, s.proj.data(), s.x.data(), pool);
 }
 
 // Causal attention, split over the pool. Each token sees positions [0, pos] of its own
@@ -422,7 +467,9 @@ void LlamaModel::Attend(int64_t il, std::span<const BatchToken> step, LlamaConte
   shape.n_group = c.n_group();
   shape.head_dim_k = c.head_dim_k;
   shape.head_dim_v = c.head_dim_v;
-  shape.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim_k)));
+  shape.scale = c.attn_scale;
+  shape.softcap = c.attn_softcap;
+  shape.window = c.is_swa(il) ? c.swa_window : 0;
   const AttentionKernels& kernels = AttentionKernelsFor(kernels_->isa);
   // Runs of consecutive batch entries of one sequence; their positions are consecutive
   // because ValidateBatch made every token continue its sequence.
@@ -455,30 +502,33 @@ void LlamaModel::Attend(int64_t il, std::span<const BatchToken> step, LlamaConte
   });
 }
 
-void LlamaModel::FeedForwardBlock(int64_t il, int64_t n, LlamaContext& ctx,
-                                  ComputePool& pool) const {
-  const LlamaLayerWeights& w = weights_.layers[static_cast<size_t>(il)];
+void LlamaModel::NormAndGateUp(const LlamaLayerWeights& w, int64_t n, LlamaContext& ctx,
+                               ComputePool& pool) const {
   const ModelConfig& c = config_;
   LlamaScratch& s = ctx.scratch();
   // xb = RMSNorm(x) fused into the quantization; gate and up as one product with
-  // gate = silu(gate) * up applied per finished chunk of rows; then x += ffn_down(gate).
+  // gate = act(gate) * up applied per finished chunk of rows (the caller adds gate . Wdown).
   const NormHook norm{s.x.data(), w.ffn_norm.data(), c.n_embd, c.rms_eps, s.xb.data()};
   MatmulGroup gate_up;
   gate_up.prologue = &NormHook::Run;
   gate_up.prologue_ctx = &norm;
+  const bool gelu = c.ffn_act == FfnActivation::kGeluTanh;
   // Fused (RepackMatrices): one matrix, gate and up groups alternating; up holds its output,
   // rows padded (kRowPadFloats) off a multiple of 4 KiB (MatmulGroup::ldy).
   const int64_t ld = 2 * c.n_ff + kRowPadFloats;
-  const PairedSwiGluHook paired{s.up.data(), ld, s.gate.data(), c.n_ff, n};
-  const SwiGluHook swiglu{s.gate.data(), s.up.data(), c.n_ff, n};
+  const PairedGluHook<&ops::SwiGlu> paired_silu{s.up.data(), ld, s.gate.data(), c.n_ff, n};
+  const PairedGluHook<&ops::GeluTanhGlu> paired_gelu{s.up.data(), ld, s.gate.data(), c.n_ff, n};
+  const RowsHook<&ops::SwiGlu> silu{s.gate.data(), s.up.data(), c.n_ff, n};
+  const RowsHook<&ops::GeluTanhGlu> gelu_rows{s.gate.data(), s.up.data(), c.n_ff, n};
   if (w.w_gate_up.rows != 0) {
     gate_up.n = 1;
     gate_up.w[0] = w.w_gate_up;  // [n, 2 * n_ff] in rows of ld floats
     gate_up.y[0] = s.up.data();
     gate_up.ldy[0] = ld;
     gate_up.epilogue_rows = 2 * kernels::kInterleaveRows;
-    gate_up.epilogue = &PairedSwiGluHook::Run;
-    gate_up.epilogue_ctx = &paired;
+    gate_up.epilogue = gelu ? &PairedGluHook<&ops::GeluTanhGlu>::Run
+                            : &PairedGluHook<&ops::SwiGlu>::Run;
+    gate_up.epilogue_ctx = gelu ? static_cast<const void*>(&paired_gelu) : &paired_silu;
   } else {
     gate_up.n = 2;
     gate_up.w[0] = w.w_gate;  // gate: [n, n_ff]
@@ -486,11 +536,10 @@ void LlamaModel::FeedForwardBlock(int64_t il, int64_t n, LlamaContext& ctx,
     gate_up.y[0] = s.gate.data();
     gate_up.y[1] = s.up.data();
     gate_up.row_aligned = true;
-    gate_up.epilogue = &SwiGluHook::Run;
-    gate_up.epilogue_ctx = &swiglu;
+    gate_up.epilogue = gelu ? &RowsHook<&ops::GeluTanhGlu>::Run : &RowsHook<&ops::SwiGlu>::Run;
+    gate_up.epilogue_ctx = gelu ? static_cast<const void*>(&gelu_rows) : &silu;
   }
   RunMatmulGroup(*kernels_, gate_up, s.xb.data(), n, pool);
-  ProjectAndAdd(*kernels_, w.w_down, s.gate.data(), n, s.proj.data(), s.x.data(), pool);
 }
 
 void LlamaModel::OutputLogits(std::span<const BatchToken> step, LlamaContext& ctx,
@@ -513,6 +562,7 @@ void LlamaModel::OutputLogits(std::span<const BatchToken> step, LlamaContext& ct
   out.w[0] = weights_.output;
   out.y[0] = logits;
   RunMatmulGroup(*kernels_, out, s.head_in.data(), n_rows, pool);
+  if (c.final_softcap > 0.0f) ops::SoftCap(logits, n_rows * c.n_vocab, c.final_softcap);
 }
 
 }  // namespace lifeline

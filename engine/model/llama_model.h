@@ -1,5 +1,6 @@
-// LlamaModel: a loaded llama / qwen2 model (config + weights + the file they point into) and
-// its forward pass over a batch of tokens from one or more sequences.
+// LlamaModel: a loaded decoder-only model of any family ModelConfig describes (llama, qwen2,
+// qwen3, gemma 1/2/3, phi3: config + weights + the file they point into) and its one forward
+// pass, steered by the config's switches, over a batch of tokens from one or more sequences.
 //
 //   LL_ASSIGN_OR_RETURN(auto file, GgufFile::Open(path));
 //   LL_ASSIGN_OR_RETURN(auto model, LlamaModel::Load(std::move(file), ReferenceKernels()));
@@ -86,10 +87,12 @@ class LlamaModel {
   // One step of at most max_batch_tokens tokens; logits rows go to `logits`.
   void EvalStep(std::span<const BatchToken> step, LlamaContext& ctx, ComputePool& pool,
                 float* logits) const;
-  void EmbedAndRope(std::span<const BatchToken> step, LlamaContext& ctx) const;
-  void AttentionBlock(int64_t il, std::span<const BatchToken> step, LlamaContext& ctx,
-                      ComputePool& pool) const;
-  void FeedForwardBlock(int64_t il, int64_t n, LlamaContext& ctx, ComputePool& pool) const;
+  void Embed(std::span<const BatchToken> step, LlamaContext& ctx) const;
+  void NormAndProjectQkv(const LlamaLayerWeights& w, int64_t n, LlamaContext& ctx,
+                         ComputePool& pool) const;
+  void PositionAndCache(int64_t il, std::span<const BatchToken> step, LlamaContext& ctx) const;
+  void NormAndGateUp(const LlamaLayerWeights& w, int64_t n, LlamaContext& ctx,
+                     ComputePool& pool) const;
   void Attend(int64_t il, std::span<const BatchToken> step, LlamaContext& ctx,
               ComputePool& pool) const;
   void OutputLogits(std::span<const BatchToken> step, LlamaContext& ctx, ComputePool& pool,

@@ -1,6 +1,9 @@
-// LlamaWeights: every tensor of a llama / qwen2 model bound by name to a view into the GGUF
-// mapping (matrices are never copied), with each shape checked against the ModelConfig and
-// each type checked to be one we can run.
+// LlamaWeights: every tensor of a model bound by name to a view into the GGUF mapping
+// (matrices are never copied), with each shape checked against the ModelConfig and each type
+// checked to be one we can run. Fused tensors of the file (phi3's attn_qkv, and an ffn_up of
+// 2 * n_ff rows holding gate then up when there is no ffn_gate) are bound as row views of
+// the one tensor, so the forward pass sees the same q/k/v and gate/up matrices for every
+// family.
 //
 // Ownership: WeightMatrix views borrow the GgufFile's mapping, which must outlive the
 // LlamaWeights (LlamaModel owns both). Norm and bias vectors are owned float copies (they are
@@ -29,7 +32,11 @@ struct LlamaLayerWeights {
   std::vector<float> bq;         // [q_dim] or empty (qwen2 requires it)
   std::vector<float> bk;         // [k_dim] or empty
   std::vector<float> bv;         // [v_dim] or empty
+  std::vector<float> attn_q_norm;     // [head_dim_k] per-head Q norm (qk_norm) or empty
+  std::vector<float> attn_k_norm;     // [head_dim_k] per-head K norm (qk_norm) or empty
+  std::vector<float> attn_post_norm;  // [n_embd] norm of the attention output (post_norms)
   std::vector<float> ffn_norm;   // [n_embd]
+  std::vector<float> ffn_post_norm;   // [n_embd] norm of the FFN output (post_norms)
   WeightMatrix w_gate;           // [n_ff rows, n_embd cols]
   WeightMatrix w_up;             // [n_ff rows, n_embd cols]
   WeightMatrix w_down;           // [n_embd rows, n_ff cols]

@@ -69,18 +69,21 @@ void ExpectClose(const std::vector<float>& a, const std::vector<float>& b, doubl
                         << " expected " << b[worst_i];
 }
 
-// Runs the naive oracle on a synthetic spec and compares with an F32-KV forward pass.
-void CheckAgainstOracle(const TinyModelSpec& spec, const std::vector<int32_t>& tokens) {
+// Runs the naive oracle on a synthetic spec and compares with an F32-KV forward pass
+// (n_ctx: the context both run with; 0: the default).
+void CheckAgainstOracle(const TinyModelSpec& spec, const std::vector<int32_t>& tokens,
+                        int64_t n_ctx = 0) {
   const std::string path = TempModelPath("oracle");
   ASSERT_TRUE(WriteTinyModel(spec, path).ok());
   auto f = GgufFile::Open(path);
   std::remove(path.c_str());
   ASSERT_TRUE(f.ok()) << f.status().ToString();
-  const std::vector<float> want = NaiveForward(**f, spec, tokens);
+  const std::vector<float> want = NaiveForward(**f, spec, tokens, n_ctx);
   auto m = LlamaModel::Load(std::move(*f), ReferenceKernels());
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   ComputePool pool(2);
   ContextOptions opts;
+  opts.n_ctx = n_ctx;
   opts.kv_type = KvType::kF32;  // the oracle keeps K/V exact
   opts.max_batch_tokens = 7;    // also exercises splitting a batch into steps
   // f32 forward vs f64 oracle: a few ulps per op over two layers.
@@ -111,6 +114,83 @@ TEST(ForwardOracle, LinearRopeScalingAndFreqFactors) {
   s.rope_freqs = {1.0f, 3.0f};
   s.n_head_kv = 1;  // multi-query attention
   CheckAgainstOracle(s, kPrompt20);
+}
+
+TEST(ForwardOracle, Qwen3PerHeadQkNormAndWideHeads) {
+  TinyModelSpec s;
+  s.arch = "qwen3";
+  s.head_dim = 8;  // key_length 8 while n_embd / n_head = 4 (Q is wider than the stream)
+  s.tied_output = true;
+  s.rope_freq_base = 1000000.0f;
+  CheckAgainstOracle(s, kPrompt20);
+}
+
+TEST(ForwardOracle, MistralNemoStyleKeyLength) {
+  TinyModelSpec s;  // llama with attention.key_length != n_embd / n_head
+  s.head_dim = 8;
+  CheckAgainstOracle(s, kPrompt20);
+}
+
+TEST(ForwardOracle, GemmaGeluEmbeddingScaleTiedOutput) {
+  TinyModelSpec s;
+  s.arch = "gemma";
+  s.tied_output = true;  // gemma's classifier is always token_embd
+  CheckAgainstOracle(s, kPrompt20);
+}
+
+TEST(ForwardOracle, Gemma2SoftCapsPostNormsSlidingWindow) {
+  TinyModelSpec s;
+  s.arch = "gemma2";
+  s.tied_output = true;
+  s.sliding_window = 5;  // layer 0 sees the last 5 positions, layer 1 all of them
+  s.attn_softcap = 1.5f;   // small caps so that the tanh bends these tiny models' scores
+  s.final_softcap = 2.0f;
+  CheckAgainstOracle(s, kPrompt20);
+}
+
+TEST(ForwardOracle, Gemma2DefaultsWhenKeysAreAbsent) {
+  TinyModelSpec s;  // window 4096, caps 50 / 30: the defaults llama.cpp applies
+  s.arch = "gemma2";
+  s.tied_output = true;
+  CheckAgainstOracle(s, kPrompt20);
+}
+
+TEST(ForwardOracle, Gemma3QkNormTwoRopeBasesWindowPattern) {
+  TinyModelSpec s;
+  s.arch = "gemma3";
+  s.n_layer = 3;
+  s.head_dim = 8;
+  s.sliding_window = 4;
+  s.swa_pattern = 3;  // layers 0 and 1 local, layer 2 global
+  s.rope_freq_base = 1000000.0f;
+  s.rope_freq_base_swa = 10000.0f;
+  s.rope_scaling_type = "linear";  // global layers only
+  s.rope_scaling_factor = 4.0f;
+  CheckAgainstOracle(s, kPrompt20);
+}
+
+TinyModelSpec Phi3Spec() {
+  TinyModelSpec s;
+  s.arch = "phi3";
+  s.n_embd = 32;  // head dim 8, rotary on its first 4 dims
+  s.n_ff = 40;
+  s.rope_dim = 4;
+  s.fused_qkv = true;
+  s.fused_gate_up = true;
+  s.context_length = 64;
+  s.rope_orig_ctx = 32;
+  s.rope_factors_long = {1.5f, 6.0f};
+  s.rope_factors_short = {1.0f, 2.0f};
+  s.rope_attn_factor = 1.2f;
+  return s;
+}
+
+TEST(ForwardOracle, Phi3FusedQkvGateUpPartialRotaryLongRope) {
+  CheckAgainstOracle(Phi3Spec(), kPrompt20, 64);  // 64 > 32: the long factors
+}
+
+TEST(ForwardOracle, Phi3ShortRopeFactorsWithinTheOriginalContext) {
+  CheckAgainstOracle(Phi3Spec(), kPrompt20, 32);
 }
 
 TEST(ForwardOracle, Stories260KWithF32Cache) {
