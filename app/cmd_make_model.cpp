@@ -20,7 +20,7 @@ struct MakeModelFlags {
   std::string dim, layers, heads, kv_heads, ffn, vocab, ctx = "4096", rope_base;
   std::string type, seed, threads, vocab_from, out, name;
   std::string head_dim, rope_dim, sliding_window, swa_pattern, rope_base_swa, attn_softcap,
-      final_softcap, rope_orig_ctx;
+      final_softcap, rope_orig_ctx, experts, experts_used, expert_ffn, shared_ffn;
   bool tied = false;
 };
 
@@ -56,6 +56,15 @@ Status FamilyOptions(const MakeModelFlags& f, tools::ModelShape* s) {
   }
   if (!f.swa_pattern.empty()) {
     LL_ASSIGN_OR_RETURN(s->swa_pattern, Int("--swa-pattern", f.swa_pattern, 1, kBig));
+  }
+  for (const auto& [flag, text, dst] :
+       {std::tuple<const char*, const std::string&, int64_t*>{"--experts", f.experts,
+                                                              &s->n_expert},
+        {"--experts-used", f.experts_used, &s->n_expert_used},
+        {"--expert-ffn", f.expert_ffn, &s->expert_ffn},
+        {"--shared-ffn", f.shared_ffn, &s->shared_ffn}}) {
+    if (text.empty()) continue;
+    LL_ASSIGN_OR_RETURN(*dst, Int(flag, text, 1, kBig));
   }
   if (!f.rope_orig_ctx.empty()) {
     LL_ASSIGN_OR_RETURN(s->rope_orig_ctx, Int("--rope-orig-ctx", f.rope_orig_ctx, 1, kBig));
@@ -177,6 +186,16 @@ CommandFn RegisterMakeModel(CLI::App& root) {
       ->type_name("FLOAT");
   sub->add_option("--final-softcap", flags->final_softcap, "gemma2: final_logit_softcapping (30)")
       ->type_name("FLOAT");
+  sub->add_option("--experts", flags->experts,
+                  "Mixture of experts: experts per layer (qwen2moe|qwen3moe; llama: Mixtral)")
+      ->type_name("INT");
+  sub->add_option("--experts-used", flags->experts_used, "Experts each token uses (top-k)")
+      ->type_name("INT");
+  sub->add_option("--expert-ffn", flags->expert_ffn, "qwen*moe: expert width (default --ffn)")
+      ->type_name("INT");
+  sub->add_option("--shared-ffn", flags->shared_ffn,
+                  "qwen2moe: shared expert width (default --ffn)")
+      ->type_name("INT");
   sub->add_option("--rope-orig-ctx", flags->rope_orig_ctx,
                   "phi3: LongRoPE with this original context (factor tensors, attn_factor)")
       ->type_name("INT");

@@ -59,6 +59,17 @@ void AddArchKvs(const ModelShape& s, GgufWriter* w) {
     w->AddUint32(a + "attention.sliding_window_pattern", static_cast<uint32_t>(s.swa_pattern));
   }
   if (s.rope_base_swa > 0) w->AddFloat32(a + "rope.freq_base_swa", static_cast<float>(s.rope_base_swa));
+  if (s.n_expert > 0) {
+    w->AddUint32(a + "expert_count", static_cast<uint32_t>(s.n_expert));
+    w->AddUint32(a + "expert_used_count", static_cast<uint32_t>(s.n_expert_used));
+    if (IsMoeArch(s.arch)) {
+      w->AddUint32(a + "expert_feed_forward_length", static_cast<uint32_t>(s.expert_width()));
+    }
+    if (s.arch == "qwen2moe") {
+      w->AddUint32(a + "expert_shared_feed_forward_length",
+                   static_cast<uint32_t>(s.shared_width()));
+    }
+  }
   if (s.arch == "phi3" && s.rope_orig_ctx > 0) {
     w->AddUint32(a + "rope.scaling.original_context_length",
                  static_cast<uint32_t>(s.rope_orig_ctx));

@@ -82,6 +82,33 @@ std::vector<float> LongFactors(int64_t n) {
   return v;
 }
 
+constexpr int64_t kMaxExperts = 512;
+
+Status CheckExperts(const ModelShape& s) {
+  const bool moe = IsMoeArch(s.arch) || (s.arch == "llama" && s.n_expert > 0);
+  if (!moe) {
+    if (s.n_expert != 0 || s.n_expert_used != 0 || s.expert_ffn != 0 || s.shared_ffn != 0) {
+      return InvalidArgument("--experts, --experts-used, --expert-ffn and --shared-ffn are for "
+                             "--arch qwen2moe|qwen3moe|llama (Mixtral), not " + s.arch);
+    }
+    return Status::Ok();
+  }
+  if (s.n_expert == 0) return InvalidArgument("--experts is required for --arch " + s.arch);
+  LL_RETURN_IF_ERROR(CheckRange("--experts", s.n_expert, 1, kMaxExperts));
+  LL_RETURN_IF_ERROR(CheckRange("--experts-used", s.n_expert_used, 1, s.n_expert));
+  if (s.arch == "llama" && s.expert_ffn != 0) {
+    return InvalidArgument("--expert-ffn: a Mixtral-style llama's experts are --ffn wide");
+  }
+  if (s.arch != "qwen2moe" && s.shared_ffn != 0) {
+    return InvalidArgument("--shared-ffn is for --arch qwen2moe, not " + s.arch);
+  }
+  if (s.arch == "qwen2moe" && s.tied) {
+    return InvalidArgument("--tied: llama.cpp requires output.weight for qwen2moe");
+  }
+  LL_RETURN_IF_ERROR(CheckRange("--expert-ffn", s.expert_width(), 1, kMaxFfn));
+  return CheckRange("--shared-ffn", s.shared_width(), 1, kMaxFfn);
+}
+
 Status CheckFamilyFlags(const ModelShape& s) {
   const bool swa_family = s.arch == "gemma2" || s.arch == "gemma3";
   if (!swa_family && (s.sliding_window >= 0 || s.swa_pattern != 0 || s.rope_base_swa != 0)) {
@@ -98,6 +125,7 @@ Status CheckFamilyFlags(const ModelShape& s) {
   if (s.arch == "phi3" && s.rope_orig_ctx != 0) {
     LL_RETURN_IF_ERROR(CheckRange("--rope-orig-ctx", s.rope_orig_ctx, 2, s.ctx - 1));
   }
+  LL_RETURN_IF_ERROR(CheckExperts(s));
   if (s.sliding_window > kMaxCtx) {
     return CheckRange("--sliding-window", s.sliding_window, 0, kMaxCtx);
   }
@@ -115,12 +143,45 @@ Status CheckFamilyFlags(const ModelShape& s) {
   return Status::Ok();
 }
 
+// The expert tensors of one layer (ModelShape's MoE flags): the router, 3-D expert tensors
+// (expert e's rows contiguous, as llama.cpp's converters stack them) and qwen2moe's shared
+// expert. The down projections write into the residual stream: 1/sqrt(2 * layers) as dense.
+void PlanExperts(const ModelShape& s, FileType ftype, const ModelTypeContext& ctx,
+                 const std::string& p, std::vector<PlannedTensor>* plan) {
+  const float in_std = 1.0f / std::sqrt(static_cast<float>(s.dim));
+  const float residual_scale = 1.0f / std::sqrt(2.0f * static_cast<float>(s.n_layers));
+  const int64_t ff = s.expert_width(), e = s.n_expert;
+  PlannedTensor router = Vector(p + "ffn_gate_inp.weight", s.dim, InitKind::kNormal, in_std);
+  router.ne = {s.dim, e};  // 2-D, kept F32 (llama.cpp does not quantize routers)
+  plan->push_back(router);
+  for (const char* name : {"ffn_gate_exps.weight", "ffn_up_exps.weight"}) {
+    PlannedTensor t = Matrix(s, ftype, ctx, p + name, s.dim, ff, in_std);
+    t.ne.push_back(e);
+    plan->push_back(std::move(t));
+  }
+  PlannedTensor down = Matrix(s, ftype, ctx, p + "ffn_down_exps.weight", ff, s.dim,
+                              residual_scale / std::sqrt(static_cast<float>(ff)));
+  down.ne.push_back(e);
+  plan->push_back(std::move(down));
+  if (s.arch != "qwen2moe") return;
+  const int64_t sh = s.shared_width();
+  plan->push_back(Vector(p + "ffn_gate_inp_shexp.weight", s.dim, InitKind::kNormal, in_std));
+  plan->push_back(Matrix(s, ftype, ctx, p + "ffn_gate_shexp.weight", s.dim, sh, in_std));
+  plan->push_back(Matrix(s, ftype, ctx, p + "ffn_up_shexp.weight", s.dim, sh, in_std));
+  plan->push_back(Matrix(s, ftype, ctx, p + "ffn_down_shexp.weight", sh, s.dim,
+                         residual_scale / std::sqrt(static_cast<float>(sh))));
+}
+
 }  // namespace
 
-const char* SupportedArchs() { return "llama|qwen2|qwen3|gemma|gemma2|gemma3|phi3"; }
+const char* SupportedArchs() {
+  return "llama|qwen2|qwen3|gemma|gemma2|gemma3|phi3|qwen2moe|qwen3moe";
+}
+
+bool IsMoeArch(const std::string& arch) { return arch == "qwen2moe" || arch == "qwen3moe"; }
 
 double DefaultRopeBase(const std::string& arch) {
-  return arch == "qwen2" || arch == "qwen3" || arch == "gemma3" ? 1e6 : 1e4;
+  return arch == "qwen2" || arch == "qwen3" || arch == "gemma3" || IsMoeArch(arch) ? 1e6 : 1e4;
 }
 
 float DefaultRmsEps(const std::string& arch) {
@@ -195,6 +256,11 @@ Status ValidateModelShape(const ModelShape& s, FileType ftype) {
     return InvalidArgument("--ffn " + Str(s.ffn) + " must be a multiple of " + Str(multiple) +
                            " for --type " + type_name + " (ffn_down rows hold whole blocks)");
   }
+  if ((s.expert_width() % multiple != 0 || s.shared_width() % multiple != 0) &&
+      (IsMoeArch(s.arch) || s.n_expert > 0)) {
+    return InvalidArgument("--expert-ffn / --shared-ffn must be multiples of " + Str(multiple) +
+                           " for --type " + type_name + " (their down rows hold whole blocks)");
+  }
   if (s.q_dim() % multiple != 0) {
     return InvalidArgument("--heads " + Str(s.n_head) + " x --head-dim " + Str(s.head_dim()) +
                            " must be a multiple of " + Str(multiple) + " for --type " +
@@ -207,8 +273,9 @@ std::vector<PlannedTensor> PlanTensors(const ModelShape& s, FileType ftype) {
   const bool gemma = IsGemmaFamily(s.arch);
   const bool tied = s.tied || gemma;  // llama.cpp reads no output.weight for gemma / gemma2
   const ModelTypeContext ctx{s.n_layers, s.n_head, s.n_head_kv, /*has_output=*/!tied};
-  const bool qwen2 = s.arch == "qwen2";
-  const bool qk_norm = s.arch == "qwen3" || s.arch == "gemma3";
+  const bool qwen2 = s.arch == "qwen2" || s.arch == "qwen2moe";
+  const bool qk_norm = s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3";
+  const bool moe = s.n_expert > 0;
   const bool post_norms = s.arch == "gemma2" || s.arch == "gemma3";
   const bool phi3 = s.arch == "phi3";
   const float in_std = 1.0f / std::sqrt(static_cast<float>(s.dim));
@@ -250,13 +317,15 @@ std::vector<PlannedTensor> PlanTensors(const ModelShape& s, FileType ftype) {
     plan.push_back(Matrix(s, ftype, ctx, p + "attn_output.weight", q_dim, s.dim, out_std));
     if (post_norms) plan.push_back(Norm(s, p + "post_attention_norm.weight", s.dim));
     plan.push_back(Norm(s, p + "ffn_norm.weight", s.dim));
-    if (phi3) {
+    if (moe) {
+      PlanExperts(s, ftype, ctx, p, &plan);
+    } else if (phi3) {
       plan.push_back(Matrix(s, ftype, ctx, p + "ffn_up.weight", s.dim, 2 * s.ffn, in_std));
     } else {
       plan.push_back(Matrix(s, ftype, ctx, p + "ffn_gate.weight", s.dim, s.ffn, in_std));
       plan.push_back(Matrix(s, ftype, ctx, p + "ffn_up.weight", s.dim, s.ffn, in_std));
     }
-    plan.push_back(Matrix(s, ftype, ctx, p + "ffn_down.weight", s.ffn, s.dim, down_std));
+    if (!moe) plan.push_back(Matrix(s, ftype, ctx, p + "ffn_down.weight", s.ffn, s.dim, down_std));
     if (post_norms) plan.push_back(Norm(s, p + "post_ffw_norm.weight", s.dim));
   }
   plan.push_back(Norm(s, "output_norm.weight", s.dim));

@@ -22,6 +22,14 @@
 //           final_logit_softcapping (30), attention.sliding_window (4096) unless given.
 //   gemma3  gemma2's norms + attn_q_norm / attn_k_norm; attention.sliding_window (512);
 //           no soft caps; rope.freq_base 1e6 (the local layers use 1e4 unless --rope-base-swa).
+//   qwen2moe / qwen3moe / llama with --experts (Mixtral): per layer ffn_gate_inp
+//           [dim, experts] (the router, F32 as llama.cpp keeps it) and 3-D expert tensors
+//           ffn_gate_exps / ffn_up_exps [dim, expert_ffn, experts], ffn_down_exps
+//           [expert_ffn, dim, experts] in place of ffn_gate / ffn_up / ffn_down;
+//           expert_count, expert_used_count, expert_feed_forward_length (qwen*moe).
+//           qwen2moe adds q/k/v biases and a shared expert: ffn_gate_inp_shexp [dim] (its
+//           sigmoid gate, N(0, 1/dim)), ffn_{gate,up,down}_shexp of width --shared-ffn
+//           (expert_shared_feed_forward_length); qwen3moe adds the per-head Q/K norms.
 //   phi3    attn_qkv (Q, K, V rows stacked) and ffn_up of 2 * ffn rows (gate then up), no
 //           ffn_gate; with --rope-orig-ctx, LongRoPE: rope_factors_long / _short [rope_dim/2]
 //           (fixed ramps: short 1 + 0.1 i / (n-1), long 1 + 15 (i / (n-1))^2), the original
@@ -61,15 +69,22 @@ struct ModelShape {
   double attn_softcap = 0;     // --attn-softcap (gemma2); 0: the family's default
   double final_softcap = 0;    // --final-softcap (gemma2); 0: the family's default
   int64_t rope_orig_ctx = 0;   // --rope-orig-ctx (phi3 LongRoPE); 0: no LongRoPE
+  int64_t n_expert = 0;        // --experts (qwen2moe, qwen3moe; llama: Mixtral); 0: dense
+  int64_t n_expert_used = 0;   // --experts-used
+  int64_t expert_ffn = 0;      // --expert-ffn (qwen*moe; default --ffn); llama uses --ffn
+  int64_t shared_ffn = 0;      // --shared-ffn (qwen2moe; default --ffn)
 
   int64_t head_dim() const { return head_dim_flag > 0 ? head_dim_flag : dim / n_head; }
   int64_t q_dim() const { return head_dim() * n_head; }
   int64_t kv_dim() const { return head_dim() * n_head_kv; }
   int64_t rotary_dim() const { return rope_dim > 0 ? rope_dim : head_dim(); }
+  int64_t expert_width() const { return expert_ffn > 0 ? expert_ffn : ffn; }
+  int64_t shared_width() const { return shared_ffn > 0 ? shared_ffn : ffn; }
 };
 
 // The --arch values make-model writes, "llama|qwen2|...".
 const char* SupportedArchs();
+bool IsMoeArch(const std::string& arch);  // qwen2moe, qwen3moe (llama: with --experts)
 
 // Architecture defaults.
 double DefaultRopeBase(const std::string& arch);

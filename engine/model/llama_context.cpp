@@ -1,6 +1,7 @@
 #include "engine/model/llama_context.h"
 
 #include <algorithm>
+#include <limits>
 #include <new>
 #include <string>
 
@@ -60,10 +61,12 @@ Status LlamaContext::AllocateScratch(const ModelConfig& c, uint64_t max_bytes) {
   // cannot overflow; the product with B is checked).
   const bool swa_rope = !c.swa_layers.empty() && (c.rope_freq_base_swa != c.rope_freq_base ||
                                                   c.rope_freq_scale_swa != c.rope_freq_scale);
+  const int64_t n_ff = c.ffn_width();
+  const int64_t moe_per_token = c.is_moe() ? c.n_expert + 3 * c.n_expert_used + c.n_embd : 0;
   const uint64_t per_token =
       static_cast<uint64_t>(3 * c.n_embd + c.q_dim() + c.k_dim() + c.v_dim() +
-                            c.attn_out_dim() + 3 * c.n_ff + 2 * kRowPadFloats +
-                            (swa_rope ? 4 : 2) * half_rope + c.n_embd);
+                            c.attn_out_dim() + 3 * n_ff + 2 * kRowPadFloats +
+                            (swa_rope ? 4 : 2) * half_rope + c.n_embd + moe_per_token);
   uint64_t total_floats = 0, total_bytes = 0;
   if (!CheckedMul(per_token, b, &total_floats) ||
       !CheckedMul(total_floats, sizeof(float), &total_bytes) || total_bytes > max_bytes) {
@@ -81,8 +84,8 @@ Status LlamaContext::AllocateScratch(const ModelConfig& c, uint64_t max_bytes) {
     s.v.resize(n(c.v_dim()));
     s.attn.resize(n(c.attn_out_dim()));
     s.proj.resize(n(c.n_embd + kRowPadFloats));
-    s.gate.resize(n(c.n_ff));
-    s.up.resize(n(2 * c.n_ff + kRowPadFloats));  // room for the fused gate/up output
+    s.gate.resize(n(n_ff));
+    s.up.resize(n(2 * n_ff + kRowPadFloats));  // room for the fused gate/up output
     s.rope_cos.resize(n(half_rope));
     s.rope_sin.resize(n(half_rope));
     if (swa_rope) {
@@ -91,6 +94,18 @@ Status LlamaContext::AllocateScratch(const ModelConfig& c, uint64_t max_bytes) {
     }
     s.head_in.resize(n(c.n_embd));
     s.block_tables.resize(n(1));
+    if (c.is_moe()) {
+      s.router.resize(n(c.n_expert));
+      s.moe_expert.resize(n(c.n_expert_used));
+      s.moe_weight.resize(n(c.n_expert_used));
+      s.moe_order.resize(n(c.n_expert_used));
+      s.moe_offsets.resize(static_cast<size_t>(c.n_expert) + 1);
+      s.moe_fill.resize(static_cast<size_t>(c.n_expert));
+      s.moe_in.resize(n(c.n_embd));
+      s.moe_probs.resize(static_cast<size_t>(c.n_expert));
+      s.moe_ids.resize(static_cast<size_t>(c.n_expert));
+    }
+    s.moe_route_margin.assign(n(1), std::numeric_limits<float>::infinity());
   } catch (const std::bad_alloc&) {
     return ResourceExhausted("allocating " + std::to_string(total_bytes) +
                              " bytes of activation scratch failed");

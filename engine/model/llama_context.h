@@ -61,6 +61,21 @@ struct LlamaScratch {
   std::vector<float> rope_cos_swa;  // [B, rope_dim / 2] or empty
   std::vector<float> rope_sin_swa;  // [B, rope_dim / 2] or empty
   std::vector<float> head_in;   // [B, n_embd] final-normed rows whose logits are wanted
+  // Mixture of experts (empty for dense models), k = n_expert_used, E = n_expert:
+  std::vector<float> router;         // [B, E] router logits
+  std::vector<int32_t> moe_expert;   // [B, k] each token's chosen experts
+  std::vector<float> moe_weight;     // [B, k] and their weights
+  std::vector<int32_t> moe_order;    // [B * k] (token, slot) pairs grouped by expert
+  std::vector<int32_t> moe_offsets;  // [E + 1] each expert's run in moe_order
+  std::vector<int32_t> moe_fill;     // [E] counting-sort cursor
+  std::vector<float> moe_in;         // [B, n_embd] one expert's tokens, gathered
+  std::vector<float> moe_probs;      // [E] one token's probabilities
+  std::vector<int32_t> moe_ids;      // [E] one token's experts, by probability
+  // [B] per token of the last step: the smallest gap, over the layers, between the router
+  // logits of the last chosen and the first unchosen expert (infinity for dense models). A
+  // small gap is a routing near-tie that any rounding difference may flip (the golden tests
+  // skip such tokens when they compare with another implementation).
+  std::vector<float> moe_route_margin;
   std::vector<const int32_t*> block_tables;  // [B] each token's sequence block table
   std::vector<AttentionScratch> attention;   // [n_threads] grown to the pool's size once
   // Per-Eval validation state: (sequence, next position) for the sequences in the batch.

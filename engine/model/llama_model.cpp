@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <numeric>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -15,11 +17,6 @@
 #include "engine/model/ops.h"
 
 namespace lifeline {
-namespace {
-
-// Hooks of the fused products (MatmulGroup in kernel_table.h). Each runs on the pool thread
-// that owns the token rows / output rows it is given, right before or after they are
-// computed, so none of them is a separate single-threaded pass over the activations.
 
 // Prologue: out[t] = RMSNorm(x[t]) * w for token rows [t0, t1) ([n, d] buffers).
 struct NormHook {
@@ -33,6 +30,12 @@ struct NormHook {
     for (int64_t t = t0; t < t1; ++t) ops::RmsNorm(h.x + t * h.d, h.w, h.d, h.eps, h.out + t * h.d);
   }
 };
+
+namespace {
+
+// Hooks of the fused products (MatmulGroup in kernel_table.h). Each runs on the pool thread
+// that owns the token rows / output rows it is given, right before or after they are
+// computed, so none of them is a separate single-threaded pass over the activations.
 
 // Epilogue of Q/K/V: adds each matrix's bias (qwen2) to its output rows [r0, r1).
 struct BiasHook {
@@ -174,17 +177,27 @@ Status LlamaModel::RepackMatrices(bool fuse_gate_up) {
            kernels::CanInterleave(w);
   };
   std::vector<Copy> todo;
-  for (LlamaLayerWeights& l : weights_.layers) {
-    const bool pair = fuse_gate_up && asked(l.w_gate) && asked(l.w_up) &&
-                      l.w_gate.type == l.w_up.type && l.w_gate.rows == l.w_up.rows &&
-                      l.w_gate.cols == l.w_up.cols;
-    for (WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-      if (pair && w == &l.w_gate) {
-        todo.push_back({&l.w_gate, &l.w_up, &l.w_gate_up, 0});
-      } else if (!(pair && w == &l.w_up) && asked(*w)) {
-        todo.push_back({w, nullptr, nullptr, 0});
+  // One FFN (dense, an expert, the shared expert): gate and up fused when both are asked.
+  const auto add_ffn = [&](WeightMatrix& gate, WeightMatrix& up, WeightMatrix& down,
+                           WeightMatrix& gate_up) {
+    const bool pair = fuse_gate_up && asked(gate) && asked(up) && gate.type == up.type &&
+                      gate.rows == up.rows && gate.cols == up.cols;
+    if (pair) {
+      todo.push_back({&gate, &up, &gate_up, 0});
+    } else {
+      for (WeightMatrix* w : {&gate, &up}) {
+        if (asked(*w)) todo.push_back({w, nullptr, nullptr, 0});
       }
     }
+    if (asked(down)) todo.push_back({&down, nullptr, nullptr, 0});
+  };
+  for (LlamaLayerWeights& l : weights_.layers) {
+    for (WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo}) {
+      if (asked(*w)) todo.push_back({w, nullptr, nullptr, 0});
+    }
+    add_ffn(l.w_gate, l.w_up, l.w_down, l.w_gate_up);
+    for (FfnWeights& e : l.experts) add_ffn(e.w_gate, e.w_up, e.w_down, e.w_gate_up);
+    add_ffn(l.shexp.w_gate, l.shexp.w_up, l.shexp.w_down, l.shexp.w_gate_up);
   }
   if (!weights_.output_tied && asked(weights_.output)) {
     todo.push_back({&weights_.output, nullptr, nullptr, 0});
@@ -348,6 +361,9 @@ void LlamaModel::EvalStep(std::span<const BatchToken> step, LlamaContext& ctx, C
   const ModelConfig& c = config_;
   LlamaScratch& s = ctx.scratch();
   const int64_t n = static_cast<int64_t>(step.size());
+  if (c.is_moe()) {
+    std::fill_n(s.moe_route_margin.begin(), n, std::numeric_limits<float>::infinity());
+  }
   Embed(step, ctx);  // x = token_embd[token] * embd_scale; rope angles of every position
   for (int64_t il = 0; il < c.n_layer; ++il) {
     const LlamaLayerWeights& w = weights_.layers[static_cast<size_t>(il)];
@@ -356,9 +372,15 @@ void LlamaModel::EvalStep(std::span<const BatchToken> step, LlamaContext& ctx, C
     Attend(il, step, ctx, pool);               // attn = softmax(q k^T * scale) v, causal
     AddProjection(*kernels_, w.wo, s.attn.data(), n, w.attn_post_norm, c.rms_eps,
                   s.proj.data(), s.x.data(), pool);  // x += [PostNorm](attn . Wo)
-    NormAndGateUp(w, n, ctx, pool);            // h = act(RMSNorm(x) . Wgate) * (... . Wup)
-    AddProjection(*kernels_, w.w_down, s.gate.data(), n, w.ffn_post_norm, c.rms_eps,
-                  s.proj.data(), s.x.data(), pool);  // x += [PostNorm](h . Wdown)
+    if (!c.is_moe()) {
+      const NormHook norm{s.x.data(), w.ffn_norm.data(), c.n_embd, c.rms_eps, s.xb.data()};
+      GateUp(w.dense(), c.n_ff, s.xb.data(), n, &norm, ctx, pool);  // h = act(RMSNorm(x) .
+                                                                    //  Wgate) * (... . Wup)
+      AddProjection(*kernels_, w.w_down, s.gate.data(), n, w.ffn_post_norm, c.rms_eps,
+                    s.proj.data(), s.x.data(), pool);  // x += [PostNorm](h . Wdown)
+    } else {
+      NormAndMixExperts(w, n, ctx, pool);  // x += sum_k p_k Expert_k(RMSNorm(x)) [+ shared]
+    }
   }
   OutputLogits(step, ctx, pool, logits);
 }
@@ -502,27 +524,29 @@ void LlamaModel::Attend(int64_t il, std::span<const BatchToken> step, LlamaConte
   });
 }
 
-void LlamaModel::NormAndGateUp(const LlamaLayerWeights& w, int64_t n, LlamaContext& ctx,
-                               ComputePool& pool) const {
+void LlamaModel::GateUp(const FfnWeights& f, int64_t n_ff, const float* in, int64_t n,
+                        const NormHook* norm, LlamaContext& ctx, ComputePool& pool) const {
   const ModelConfig& c = config_;
   LlamaScratch& s = ctx.scratch();
-  // xb = RMSNorm(x) fused into the quantization; gate and up as one product with
-  // gate = act(gate) * up applied per finished chunk of rows (the caller adds gate . Wdown).
-  const NormHook norm{s.x.data(), w.ffn_norm.data(), c.n_embd, c.rms_eps, s.xb.data()};
+  // gate and up as one product with gate = act(gate) * up applied per finished chunk of rows
+  // (in: [n, n_embd]; the norm, when given, writes it as the product's prologue); the result
+  // is s.gate [n, n_ff].
   MatmulGroup gate_up;
-  gate_up.prologue = &NormHook::Run;
-  gate_up.prologue_ctx = &norm;
+  if (norm != nullptr) {
+    gate_up.prologue = &NormHook::Run;
+    gate_up.prologue_ctx = norm;
+  }
   const bool gelu = c.ffn_act == FfnActivation::kGeluTanh;
   // Fused (RepackMatrices): one matrix, gate and up groups alternating; up holds its output,
   // rows padded (kRowPadFloats) off a multiple of 4 KiB (MatmulGroup::ldy).
-  const int64_t ld = 2 * c.n_ff + kRowPadFloats;
-  const PairedGluHook<&ops::SwiGlu> paired_silu{s.up.data(), ld, s.gate.data(), c.n_ff, n};
-  const PairedGluHook<&ops::GeluTanhGlu> paired_gelu{s.up.data(), ld, s.gate.data(), c.n_ff, n};
-  const RowsHook<&ops::SwiGlu> silu{s.gate.data(), s.up.data(), c.n_ff, n};
-  const RowsHook<&ops::GeluTanhGlu> gelu_rows{s.gate.data(), s.up.data(), c.n_ff, n};
-  if (w.w_gate_up.rows != 0) {
+  const int64_t ld = 2 * n_ff + kRowPadFloats;
+  const PairedGluHook<&ops::SwiGlu> paired_silu{s.up.data(), ld, s.gate.data(), n_ff, n};
+  const PairedGluHook<&ops::GeluTanhGlu> paired_gelu{s.up.data(), ld, s.gate.data(), n_ff, n};
+  const RowsHook<&ops::SwiGlu> silu{s.gate.data(), s.up.data(), n_ff, n};
+  const RowsHook<&ops::GeluTanhGlu> gelu_rows{s.gate.data(), s.up.data(), n_ff, n};
+  if (f.w_gate_up.rows != 0) {
     gate_up.n = 1;
-    gate_up.w[0] = w.w_gate_up;  // [n, 2 * n_ff] in rows of ld floats
+    gate_up.w[0] = f.w_gate_up;  // [n, 2 * n_ff] in rows of ld floats
     gate_up.y[0] = s.up.data();
     gate_up.ldy[0] = ld;
     gate_up.epilogue_rows = 2 * kernels::kInterleaveRows;
@@ -531,15 +555,145 @@ void LlamaModel::NormAndGateUp(const LlamaLayerWeights& w, int64_t n, LlamaConte
     gate_up.epilogue_ctx = gelu ? static_cast<const void*>(&paired_gelu) : &paired_silu;
   } else {
     gate_up.n = 2;
-    gate_up.w[0] = w.w_gate;  // gate: [n, n_ff]
-    gate_up.w[1] = w.w_up;    // up:   [n, n_ff]
+    gate_up.w[0] = f.w_gate;  // gate: [n, n_ff]
+    gate_up.w[1] = f.w_up;    // up:   [n, n_ff]
     gate_up.y[0] = s.gate.data();
     gate_up.y[1] = s.up.data();
     gate_up.row_aligned = true;
     gate_up.epilogue = gelu ? &RowsHook<&ops::GeluTanhGlu>::Run : &RowsHook<&ops::SwiGlu>::Run;
     gate_up.epilogue_ctx = gelu ? static_cast<const void*>(&gelu_rows) : &silu;
   }
-  RunMatmulGroup(*kernels_, gate_up, s.xb.data(), n, pool);
+  RunMatmulGroup(*kernels_, gate_up, in, n, pool);
+}
+
+// Mixture of experts, grouped by expert: the router picks each token's experts, the tokens
+// routed to one expert go through it as one batch (one product per matrix per active expert:
+// a decode step reads only its k experts' rows), and each result is added to its token's
+// residual row scaled by the token's weight for that expert.
+void LlamaModel::NormAndMixExperts(const LlamaLayerWeights& w, int64_t n, LlamaContext& ctx,
+                                   ComputePool& pool) const {
+  const ModelConfig& c = config_;
+  LlamaScratch& s = ctx.scratch();
+  const int64_t k = c.n_expert_used;
+  // xb = RMSNorm(x) (the router product's prologue), router logits = xb . Wgate_inp.
+  const NormHook norm{s.x.data(), w.ffn_norm.data(), c.n_embd, c.rms_eps, s.xb.data()};
+  MatmulGroup router;
+  router.n = 1;
+  router.w[0] = w.ffn_gate_inp;
+  router.y[0] = s.router.data();  // [n, n_expert]
+  router.prologue = &NormHook::Run;
+  router.prologue_ctx = &norm;
+  RunMatmulGroup(*kernels_, router, s.xb.data(), n, pool);
+  RouteTokens(n, ctx);  // s.moe_expert / s.moe_weight: [n, k]
+
+  // Counting sort of the (token, slot) pairs by expert.
+  std::vector<int32_t>& off = s.moe_offsets;  // [n_expert + 1]
+  std::fill(off.begin(), off.end(), 0);
+  for (int64_t i = 0; i < n * k; ++i) ++off[static_cast<size_t>(s.moe_expert[i]) + 1];
+  for (size_t e = 1; e < off.size(); ++e) off[e] += off[e - 1];
+  std::vector<int32_t>& order = s.moe_order;  // [n * k] pair indices, grouped by expert
+  s.moe_fill.assign(off.begin(), off.end() - 1);
+  for (int64_t i = 0; i < n * k; ++i) {
+    order[static_cast<size_t>(s.moe_fill[static_cast<size_t>(s.moe_expert[i])]++)] =
+        static_cast<int32_t>(i);
+  }
+
+  const int64_t ld = c.n_embd + kRowPadFloats;
+  for (int64_t e = 0; e < c.n_expert; ++e) {
+    const int32_t b = off[static_cast<size_t>(e)], m = off[static_cast<size_t>(e) + 1] - b;
+    if (m == 0) continue;
+    // The expert's tokens, gathered (one token in decode: its row of xb as it is).
+    const float* in = s.xb.data();
+    if (m != n) {
+      for (int32_t j = 0; j < m; ++j) {
+        const int64_t t = order[static_cast<size_t>(b + j)] / k;
+        std::memcpy(s.moe_in.data() + j * c.n_embd, s.xb.data() + t * c.n_embd,
+                    static_cast<size_t>(c.n_embd) * sizeof(float));
+      }
+      in = s.moe_in.data();
+    }
+    const FfnWeights& ex = w.experts[static_cast<size_t>(e)];
+    GateUp(ex, c.n_ff_exp, in, m, nullptr, ctx, pool);
+    Project(ex.w_down, s.gate.data(), m, s.proj.data(), ld, pool);
+    for (int32_t j = 0; j < m; ++j) {
+      const int32_t pair = order[static_cast<size_t>(b + j)];
+      const float weight = s.moe_weight[static_cast<size_t>(pair)];
+      float* x = s.x.data() + (pair / k) * c.n_embd;
+      const float* y = s.proj.data() + j * ld;
+      for (int64_t i = 0; i < c.n_embd; ++i) x[i] += weight * y[i];
+    }
+  }
+  if (c.n_ff_shexp == 0) return;
+  // qwen2moe's shared expert, for every token, scaled by sigmoid(gate_inp_shexp . xb).
+  GateUp(w.shexp, c.n_ff_shexp, s.xb.data(), n, nullptr, ctx, pool);
+  Project(w.shexp.w_down, s.gate.data(), n, s.proj.data(), ld, pool);
+  for (int64_t t = 0; t < n; ++t) {
+    const float* xb = s.xb.data() + t * c.n_embd;
+    double dot = 0;
+    for (int64_t i = 0; i < c.n_embd; ++i) dot += static_cast<double>(w.ffn_gate_inp_shexp[i]) * xb[i];
+    const float g = static_cast<float>(1.0 / (1.0 + std::exp(-dot)));
+    float* x = s.x.data() + t * c.n_embd;
+    const float* y = s.proj.data() + t * ld;
+    for (int64_t i = 0; i < c.n_embd; ++i) x[i] += g * y[i];
+  }
+}
+
+// Per token: probabilities = gating(router logits); the n_expert_used most probable experts
+// (ties to the lower id) with their probabilities as weights, renormalised to sum 1 and
+// scaled as the family says (ModelConfig).
+void LlamaModel::RouteTokens(int64_t n, LlamaContext& ctx) const {
+  const ModelConfig& c = config_;
+  LlamaScratch& s = ctx.scratch();
+  const int64_t ne = c.n_expert, k = c.n_expert_used;
+  std::vector<float>& p = s.moe_probs;  // [n_expert]
+  std::vector<int32_t>& ids = s.moe_ids;  // [n_expert]
+  for (int64_t t = 0; t < n; ++t) {
+    const float* logit = s.router.data() + t * ne;
+    if (c.expert_gating == ExpertGating::kSoftmax) {
+      float mx = logit[0];
+      for (int64_t e = 1; e < ne; ++e) mx = std::max(mx, logit[e]);
+      float sum = 0;
+      for (int64_t e = 0; e < ne; ++e) sum += (p[static_cast<size_t>(e)] = std::exp(logit[e] - mx));
+      for (int64_t e = 0; e < ne; ++e) p[static_cast<size_t>(e)] /= sum;
+    } else {
+      for (int64_t e = 0; e < ne; ++e) p[static_cast<size_t>(e)] = 1.0f / (1.0f + std::exp(-logit[e]));
+    }
+    std::iota(ids.begin(), ids.end(), 0);
+    // The k + 1 most probable in order: the first unchosen one gives the routing margin.
+    std::partial_sort(ids.begin(), ids.begin() + std::min(k + 1, ne), ids.end(),
+                      [&](int32_t a, int32_t b) {
+      const float pa = p[static_cast<size_t>(a)], pb = p[static_cast<size_t>(b)];
+      return pa > pb || (pa == pb && a < b);
+    });
+    if (k < ne) {
+      const float gap = logit[ids[static_cast<size_t>(k - 1)]] - logit[ids[static_cast<size_t>(k)]];
+      float& margin = s.moe_route_margin[static_cast<size_t>(t)];
+      margin = std::min(margin, gap);
+    }
+    float total = 0;
+    for (int64_t j = 0; j < k; ++j) total += p[static_cast<size_t>(ids[static_cast<size_t>(j)])];
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t e = ids[static_cast<size_t>(j)];
+      float weight = p[static_cast<size_t>(e)];
+      if (c.expert_norm_topk) weight /= std::max(total, 6.103515625e-5f);  // llama.cpp's clamp
+      if (c.expert_weights_scale != 0.0f && c.expert_weights_scale != 1.0f) {
+        weight *= c.expert_weights_scale;
+      }
+      s.moe_expert[static_cast<size_t>(t * k + j)] = e;
+      s.moe_weight[static_cast<size_t>(t * k + j)] = weight;
+    }
+  }
+}
+
+// y = W in, rows ld floats apart (no hooks).
+void LlamaModel::Project(const WeightMatrix& w, const float* in, int64_t n, float* y,
+                         int64_t ld, ComputePool& pool) const {
+  MatmulGroup g;
+  g.n = 1;
+  g.w[0] = w;
+  g.y[0] = y;
+  g.ldy[0] = ld;
+  RunMatmulGroup(*kernels_, g, in, n, pool);
 }
 
 void LlamaModel::OutputLogits(std::span<const BatchToken> step, LlamaContext& ctx,

@@ -58,6 +58,8 @@ struct ModelLoadOptions {
   bool fuse_gate_up = true;
 };
 
+struct NormHook;  // the RMSNorm prologue of a product (llama_model.cpp)
+
 class LlamaModel {
  public:
   static Result<std::unique_ptr<LlamaModel>> Load(std::unique_ptr<GgufFile> file,
@@ -91,8 +93,13 @@ class LlamaModel {
   void NormAndProjectQkv(const LlamaLayerWeights& w, int64_t n, LlamaContext& ctx,
                          ComputePool& pool) const;
   void PositionAndCache(int64_t il, std::span<const BatchToken> step, LlamaContext& ctx) const;
-  void NormAndGateUp(const LlamaLayerWeights& w, int64_t n, LlamaContext& ctx,
-                     ComputePool& pool) const;
+  void GateUp(const FfnWeights& f, int64_t n_ff, const float* in, int64_t n,
+              const NormHook* norm, LlamaContext& ctx, ComputePool& pool) const;
+  void NormAndMixExperts(const LlamaLayerWeights& w, int64_t n, LlamaContext& ctx,
+                         ComputePool& pool) const;
+  void RouteTokens(int64_t n, LlamaContext& ctx) const;
+  void Project(const WeightMatrix& w, const float* in, int64_t n, float* y, int64_t ld,
+               ComputePool& pool) const;
   void Attend(int64_t il, std::span<const BatchToken> step, LlamaContext& ctx,
               ComputePool& pool) const;
   void OutputLogits(std::span<const BatchToken> step, LlamaContext& ctx, ComputePool& pool,

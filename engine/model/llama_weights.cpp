@@ -83,6 +83,37 @@ Result<std::vector<float>> BindVector(const GgufFile& f, const std::string& name
   return v;
 }
 
+// A [cols, rows, n_expert] tensor (ggml order) as one matrix of rows * n_expert rows: expert
+// e is rows [e * rows, (e + 1) * rows).
+Result<WeightMatrix> BindExperts(const GgufFile& f, const std::string& name, int64_t rows,
+                                 int64_t cols, int64_t n_expert, const char* meaning) {
+  const GgufTensorInfo* t = Find(f, name);
+  if (t == nullptr) return NotFound("required tensor " + name + " is missing");
+  if (t->n_dims != 3 || t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != n_expert ||
+      t->ne[3] != 1) {
+    return DataLoss("tensor " + name + ": shape " + ShapeString(*t) + " does not match the " +
+                    "model config, expected [" + std::to_string(cols) + ", " +
+                    std::to_string(rows) + ", " + std::to_string(n_expert) + "] (" + meaning +
+                    ")");
+  }
+  LL_RETURN_IF_ERROR(CheckType(*t));
+  const std::optional<uint64_t> row_bytes = RowBytes(t->type, cols);
+  uint64_t total = 0;
+  if (!row_bytes || !CheckedMul(*row_bytes, static_cast<uint64_t>(rows * n_expert), &total) ||
+      total > t->size_bytes) {
+    return DataLoss("tensor " + name + ": " + std::to_string(rows * n_expert) + " rows of " +
+                    std::to_string(cols) + " values do not fit its " +
+                    std::to_string(t->size_bytes) + " bytes");
+  }
+  WeightMatrix w;
+  w.type = t->type;
+  w.data = t->data;
+  w.rows = rows * n_expert;
+  w.cols = cols;
+  w.row_bytes = *row_bytes;
+  return w;
+}
+
 // Rows [r0, r0 + n) of w, as a matrix of their own (a view: same bytes).
 WeightMatrix RowView(const WeightMatrix& w, int64_t r0, int64_t n) {
   WeightMatrix v = w;
@@ -90,6 +121,9 @@ WeightMatrix RowView(const WeightMatrix& w, int64_t r0, int64_t n) {
   v.rows = n;
   return v;
 }
+
+Status BindQkNorms(const GgufFile& f, const ModelConfig& c, const std::string& p,
+                   LlamaLayerWeights* l);
 
 Status BindAttention(const GgufFile& f, const ModelConfig& c, const std::string& p,
                      LlamaLayerWeights* l) {
@@ -101,6 +135,15 @@ Status BindAttention(const GgufFile& f, const ModelConfig& c, const std::string&
     l->wq = RowView(qkv, 0, c.q_dim());
     l->wk = RowView(qkv, c.q_dim(), c.k_dim());
     l->wv = RowView(qkv, c.q_dim() + c.k_dim(), c.v_dim());
+    if (Find(f, p + "attn_qkv.bias") != nullptr) {
+      LL_ASSIGN_OR_RETURN(const std::vector<float> b,
+                          BindVector(f, p + "attn_qkv.bias", c.q_dim() + c.k_dim() + c.v_dim(),
+                                     true, "q_dim + k_dim + v_dim"));
+      l->bq.assign(b.begin(), b.begin() + c.q_dim());
+      l->bk.assign(b.begin() + c.q_dim(), b.begin() + c.q_dim() + c.k_dim());
+      l->bv.assign(b.begin() + c.q_dim() + c.k_dim(), b.end());
+      return BindQkNorms(f, c, p, l);
+    }
   } else {
     LL_ASSIGN_OR_RETURN(l->wq, BindMatrix(f, p + "attn_q.weight", c.q_dim(), c.n_embd,
                                           "n_embd, n_head * head_dim"));
@@ -118,6 +161,11 @@ Status BindAttention(const GgufFile& f, const ModelConfig& c, const std::string&
                                         "n_head_kv * head_dim"));
   LL_ASSIGN_OR_RETURN(l->bv, BindVector(f, p + "attn_v.bias", c.v_dim(), bias,
                                         "n_head_kv * head_dim_v"));
+  return BindQkNorms(f, c, p, l);
+}
+
+Status BindQkNorms(const GgufFile& f, const ModelConfig& c, const std::string& p,
+                   LlamaLayerWeights* l) {
   if (c.qk_norm) {
     LL_ASSIGN_OR_RETURN(l->attn_q_norm, BindVector(f, p + "attn_q_norm.weight", c.head_dim_k,
                                                    true, "head_dim_k"));
@@ -147,6 +195,52 @@ Status BindFeedForward(const GgufFile& f, const ModelConfig& c, const std::strin
   return Status::Ok();
 }
 
+Status BindExpertFfns(const GgufFile& f, const ModelConfig& c, const std::string& p,
+                      LlamaLayerWeights* l) {
+  const int64_t e = c.n_expert, ff = c.n_ff_exp;
+  LL_ASSIGN_OR_RETURN(l->ffn_gate_inp, BindMatrix(f, p + "ffn_gate_inp.weight", e, c.n_embd,
+                                                  "n_embd, n_expert"));
+  l->experts.resize(static_cast<size_t>(e));
+  if (Find(f, p + "ffn_gate_up_exps.weight") != nullptr) {
+    LL_ASSIGN_OR_RETURN(const WeightMatrix gu,
+                        BindExperts(f, p + "ffn_gate_up_exps.weight", 2 * ff, c.n_embd, e,
+                                    "n_embd, 2 * n_ff_exp, n_expert"));
+    for (int64_t i = 0; i < e; ++i) {
+      l->experts[static_cast<size_t>(i)].w_gate = RowView(gu, 2 * ff * i, ff);
+      l->experts[static_cast<size_t>(i)].w_up = RowView(gu, 2 * ff * i + ff, ff);
+    }
+  } else {
+    LL_ASSIGN_OR_RETURN(const WeightMatrix gate, BindExperts(f, p + "ffn_gate_exps.weight", ff,
+                                                             c.n_embd, e,
+                                                             "n_embd, n_ff_exp, n_expert"));
+    LL_ASSIGN_OR_RETURN(const WeightMatrix up, BindExperts(f, p + "ffn_up_exps.weight", ff,
+                                                           c.n_embd, e,
+                                                           "n_embd, n_ff_exp, n_expert"));
+    for (int64_t i = 0; i < e; ++i) {
+      l->experts[static_cast<size_t>(i)].w_gate = RowView(gate, ff * i, ff);
+      l->experts[static_cast<size_t>(i)].w_up = RowView(up, ff * i, ff);
+    }
+  }
+  LL_ASSIGN_OR_RETURN(const WeightMatrix down, BindExperts(f, p + "ffn_down_exps.weight",
+                                                           c.n_embd, ff, e,
+                                                           "n_ff_exp, n_embd, n_expert"));
+  for (int64_t i = 0; i < e; ++i) {
+    l->experts[static_cast<size_t>(i)].w_down = RowView(down, c.n_embd * i, c.n_embd);
+  }
+  if (c.n_ff_shexp > 0) {
+    const int64_t sh = c.n_ff_shexp;
+    LL_ASSIGN_OR_RETURN(l->ffn_gate_inp_shexp, BindVector(f, p + "ffn_gate_inp_shexp.weight",
+                                                          c.n_embd, true, "n_embd"));
+    LL_ASSIGN_OR_RETURN(l->shexp.w_gate, BindMatrix(f, p + "ffn_gate_shexp.weight", sh,
+                                                    c.n_embd, "n_embd, n_ff_shexp"));
+    LL_ASSIGN_OR_RETURN(l->shexp.w_up, BindMatrix(f, p + "ffn_up_shexp.weight", sh, c.n_embd,
+                                                  "n_embd, n_ff_shexp"));
+    LL_ASSIGN_OR_RETURN(l->shexp.w_down, BindMatrix(f, p + "ffn_down_shexp.weight", c.n_embd,
+                                                    sh, "n_ff_shexp, n_embd"));
+  }
+  return Status::Ok();
+}
+
 Status BindLayer(const GgufFile& f, const ModelConfig& c, int64_t il, LlamaLayerWeights* l) {
   const std::string p = "blk." + std::to_string(il) + ".";
   LL_ASSIGN_OR_RETURN(l->attn_norm, BindVector(f, p + "attn_norm.weight", c.n_embd, true,
@@ -160,7 +254,7 @@ Status BindLayer(const GgufFile& f, const ModelConfig& c, int64_t il, LlamaLayer
     LL_ASSIGN_OR_RETURN(l->ffn_post_norm, BindVector(f, p + "post_ffw_norm.weight", c.n_embd,
                                                      true, "n_embd"));
   }
-  return BindFeedForward(f, c, p, l);
+  return c.is_moe() ? BindExpertFfns(f, c, p, l) : BindFeedForward(f, c, p, l);
 }
 
 }  // namespace

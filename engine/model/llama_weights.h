@@ -23,6 +23,18 @@
 
 namespace lifeline {
 
+// One gated FFN: down(act(gate x) * up x). A dense layer's, one expert's, or the shared
+// expert's. w_gate_up: gate and up fused at load (LlamaModel, ModelLoadOptions::fuse_gate_up):
+// one row-interleaved matrix of 2 * n_ff rows whose 16-row groups alternate, gate rows
+// 16k..16k+15 as rows 32k.. and up rows 16k.. as rows 32k+16...; rows == 0 when not fused
+// (w_gate and w_up then hold the weights; when fused they still describe the file's copy).
+struct FfnWeights {
+  WeightMatrix w_gate;  // [n_ff rows, n_embd cols]
+  WeightMatrix w_up;    // [n_ff rows, n_embd cols]
+  WeightMatrix w_down;  // [n_embd rows, n_ff cols]
+  WeightMatrix w_gate_up;
+};
+
 struct LlamaLayerWeights {
   std::vector<float> attn_norm;  // [n_embd]
   WeightMatrix wq;               // [q_dim rows, n_embd cols]
@@ -40,11 +52,19 @@ struct LlamaLayerWeights {
   WeightMatrix w_gate;           // [n_ff rows, n_embd cols]
   WeightMatrix w_up;             // [n_ff rows, n_embd cols]
   WeightMatrix w_down;           // [n_embd rows, n_ff cols]
-  // Gate and up fused at load (LlamaModel, ModelLoadOptions::fuse_gate_up): one
-  // row-interleaved matrix of 2 * n_ff rows whose 16-row groups alternate, gate rows
-  // 16k..16k+15 as rows 32k.. and up rows 16k.. as rows 32k+16... rows == 0 when not fused
-  // (w_gate and w_up then hold the weights; when fused they still describe the file's copy).
+  // Gate and up fused at load, as FfnWeights::w_gate_up.
   WeightMatrix w_gate_up;
+
+  // Mixture of experts (ModelConfig::is_moe; the dense w_gate/w_up/w_down are then empty):
+  // the router and each expert's matrices as views into the 3-D ffn_{gate,up,down}_exps
+  // tensors (expert e's rows are contiguous), or into ffn_gate_up_exps (gate then up rows
+  // per expert) when the file merges them.
+  WeightMatrix ffn_gate_inp;            // [n_expert rows, n_embd cols]
+  std::vector<FfnWeights> experts;      // [n_expert], each of width n_ff_exp
+  FfnWeights shexp;                     // shared expert of width n_ff_shexp, or empty
+  std::vector<float> ffn_gate_inp_shexp;  // [n_embd] the shared expert's gate, or empty
+
+  FfnWeights dense() const { return {w_gate, w_up, w_down, w_gate_up}; }
 };
 
 struct LlamaWeights {

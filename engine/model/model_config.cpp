@@ -1,5 +1,6 @@
 #include "engine/model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <string_view>
@@ -31,24 +32,32 @@ struct ArchSpec {
   float final_softcap;    // final_logit_softcapping default (0: none)
   int64_t layers_27b;     // gemma's attention-scale rule: with this many layers the scale is
                           // 1/sqrt(n_embd / n_head) instead of 1/sqrt(head_dim); 0: no rule
+  int moe;                // 0: dense only; 1: experts when expert_count > 0; 2: experts required
+  bool moe_norm_topk;     // the chosen experts' weights renormalised to sum 1
+  bool shared_expert;     // ffn_{gate,up,down}_shexp + a sigmoid gate (qwen2moe)
 };
 
 constexpr ArchSpec kArchSpecs[] = {
     // arch              name      rope               bias   qknorm post   escale act
     {ModelArch::kLlama, "llama", RopeLayout::kNormal, false, false, false, false,
-     FfnActivation::kSilu, OutputTensor::kOptional, 0, 0, 0.0f, 0.0f, 0},
+     FfnActivation::kSilu, OutputTensor::kOptional, 0, 0, 0.0f, 0.0f, 0, 1, true, false},
     {ModelArch::kQwen2, "qwen2", RopeLayout::kNeox, true, false, false, false,
-     FfnActivation::kSilu, OutputTensor::kOptional, 0, 0, 0.0f, 0.0f, 0},
+     FfnActivation::kSilu, OutputTensor::kOptional, 0, 0, 0.0f, 0.0f, 0, 0, false, false},
     {ModelArch::kQwen3, "qwen3", RopeLayout::kNeox, false, true, false, false,
-     FfnActivation::kSilu, OutputTensor::kOptional, 0, 0, 0.0f, 0.0f, 0},
+     FfnActivation::kSilu, OutputTensor::kOptional, 0, 0, 0.0f, 0.0f, 0, 0, false, false},
     {ModelArch::kGemma, "gemma", RopeLayout::kNeox, false, false, false, true,
-     FfnActivation::kGeluTanh, OutputTensor::kAlwaysTied, 0, 0, 0.0f, 0.0f, 0},
+     FfnActivation::kGeluTanh, OutputTensor::kAlwaysTied, 0, 0, 0.0f, 0.0f, 0, 0, false, false},
     {ModelArch::kGemma2, "gemma2", RopeLayout::kNeox, false, false, true, true,
-     FfnActivation::kGeluTanh, OutputTensor::kAlwaysTied, 2, 4096, 50.0f, 30.0f, 46},
+     FfnActivation::kGeluTanh, OutputTensor::kAlwaysTied, 2, 4096, 50.0f, 30.0f, 46, 0, false,
+     false},
     {ModelArch::kGemma3, "gemma3", RopeLayout::kNeox, false, true, true, true,
-     FfnActivation::kGeluTanh, OutputTensor::kOptional, 6, 0, 0.0f, 0.0f, 62},
+     FfnActivation::kGeluTanh, OutputTensor::kOptional, 6, 0, 0.0f, 0.0f, 62, 0, false, false},
     {ModelArch::kPhi3, "phi3", RopeLayout::kNeox, false, false, false, false,
-     FfnActivation::kSilu, OutputTensor::kOptional, 0, 0, 0.0f, 0.0f, 0},
+     FfnActivation::kSilu, OutputTensor::kOptional, 0, 0, 0.0f, 0.0f, 0, 0, false, false},
+    {ModelArch::kQwen2Moe, "qwen2moe", RopeLayout::kNeox, false, false, false, false,
+     FfnActivation::kSilu, OutputTensor::kOptional, 0, 0, 0.0f, 0.0f, 0, 2, false, true},
+    {ModelArch::kQwen3Moe, "qwen3moe", RopeLayout::kNeox, false, true, false, false,
+     FfnActivation::kSilu, OutputTensor::kOptional, 0, 0, 0.0f, 0.0f, 0, 2, true, false},
 };
 
 const ArchSpec& SpecOf(ModelArch arch) {
@@ -140,6 +149,45 @@ Result<ModelArch> ReadArch(const GgufFile& f, std::string* name) {
                        SupportedArchNames() + ")");
 }
 
+// expert_count / expert_used_count and the expert widths (llama.cpp's defaults: n_ff_exp =
+// n_ff / n_expert_used for qwen*moe, n_ff for Mixtral; the shared expert n_ff).
+Status ReadExperts(const GgufFile& f, ModelConfig* c) {
+  const ArchSpec& a = SpecOf(c->arch);
+  const int64_t none = 0;
+  LL_ASSIGN_OR_RETURN(c->n_expert, OptionalInt(f, Key(*c, "expert_count"), none, 0,
+                                               Limits::kMaxExperts));
+  if (c->n_expert == 0) {
+    if (a.moe == 2) {
+      return NotFound("required metadata key " + Key(*c, "expert_count") + " is missing (" +
+                      c->arch_name + " is a mixture of experts)");
+    }
+    return Status::Ok();
+  }
+  if (a.moe == 0) {
+    return Unimplemented(Key(*c, "expert_count") + " = " + std::to_string(c->n_expert) +
+                         ": " + c->arch_name + " has no mixture-of-experts variant here");
+  }
+  LL_ASSIGN_OR_RETURN(c->n_expert_used,
+                      RequiredInt(f, Key(*c, "expert_used_count"), 1, c->n_expert));
+  const int64_t default_exp = c->arch == ModelArch::kLlama ? c->n_ff : c->n_ff / c->n_expert_used;
+  LL_ASSIGN_OR_RETURN(c->n_ff_exp, OptionalInt(f, Key(*c, "expert_feed_forward_length"),
+                                               std::max<int64_t>(1, default_exp), 1,
+                                               Limits::kMaxFeedForward));
+  if (a.shared_expert) {
+    LL_ASSIGN_OR_RETURN(c->n_ff_shexp,
+                        OptionalInt(f, Key(*c, "expert_shared_feed_forward_length"), c->n_ff, 1,
+                                    Limits::kMaxFeedForward));
+  }
+  c->expert_norm_topk = a.moe_norm_topk;
+  c->expert_gating = ExpertGating::kSoftmax;
+  if (c->arch != ModelArch::kLlama) {
+    const float none_f = 0.0f;
+    LL_ASSIGN_OR_RETURN(c->expert_weights_scale,
+                        ReadFloat(f, Key(*c, "expert_weights_scale"), -1.0, 1e6, &none_f));
+  }
+  return Status::Ok();
+}
+
 Status ReadDims(const GgufFile& f, ModelConfig* c) {
   LL_ASSIGN_OR_RETURN(c->n_embd, RequiredInt(f, Key(*c, "embedding_length"), 1, Limits::kMaxEmbd));
   LL_ASSIGN_OR_RETURN(c->n_layer, RequiredInt(f, Key(*c, "block_count"), 1, Limits::kMaxLayers));
@@ -157,14 +205,7 @@ Status ReadDims(const GgufFile& f, ModelConfig* c) {
   LL_ASSIGN_OR_RETURN(c->context_length,
                       RequiredInt(f, Key(*c, "context_length"), 1, Limits::kMaxContext));
 
-  const int64_t experts = 0;
-  LL_ASSIGN_OR_RETURN(int64_t n_expert, OptionalInt(f, Key(*c, "expert_count"), experts, 0,
-                                                    Limits::kMaxHeads));
-  if (n_expert > 0) {
-    return Unimplemented(Key(*c, "expert_count") + " = " + std::to_string(n_expert) +
-                         ": mixture-of-experts models are not supported");
-  }
-  return Status::Ok();
+  return ReadExperts(f, c);
 }
 
 Status ReadHeadDims(const GgufFile& f, ModelConfig* c) {

@@ -27,7 +27,17 @@ enum class RopeLayout : uint8_t {
   kNeox,    // qwen2 / GPT-NeoX: rotate (i, i + rope_dim/2)
 };
 
-enum class ModelArch : uint8_t { kLlama, kQwen2, kQwen3, kGemma, kGemma2, kGemma3, kPhi3 };
+enum class ModelArch : uint8_t {
+  kLlama,  // also Mistral / Mistral Nemo, and Mixtral when expert_count > 0
+  kQwen2,
+  kQwen3,
+  kGemma,
+  kGemma2,
+  kGemma3,
+  kPhi3,
+  kQwen2Moe,
+  kQwen3Moe,
+};
 
 const char* ModelArchName(ModelArch arch);
 
@@ -36,6 +46,9 @@ enum class FfnActivation : uint8_t {
   kSilu,      // SwiGLU (llama, qwen, phi3)
   kGeluTanh,  // GeGLU with the tanh approximation of GELU (gemma family)
 };
+
+// How a mixture-of-experts router turns its logits into expert weights.
+enum class ExpertGating : uint8_t { kSoftmax, kSigmoid };
 
 // How the classifier is found.
 enum class OutputTensor : uint8_t {
@@ -52,6 +65,7 @@ struct ModelConfigLimits {
   static constexpr int64_t kMaxHeadDim = 1024;
   static constexpr int64_t kMaxVocab = 1 << 22;
   static constexpr int64_t kMaxContext = 1 << 24;
+  static constexpr int64_t kMaxExperts = 1024;
 };
 
 struct ModelConfig {
@@ -60,7 +74,7 @@ struct ModelConfig {
 
   int64_t n_embd = 0;       // hidden size
   int64_t n_layer = 0;      // transformer blocks
-  int64_t n_ff = 0;         // feed-forward (SwiGLU) hidden size
+  int64_t n_ff = 0;         // feed-forward (SwiGLU) hidden size of a dense layer
   int64_t n_head = 0;       // query heads
   int64_t n_head_kv = 0;    // key/value heads (grouped-query attention when < n_head)
   int64_t head_dim_k = 0;   // per-head dim of Q and K
@@ -102,6 +116,27 @@ struct ModelConfig {
   std::vector<uint8_t> swa_layers;  // [n_layer] or empty
   float rope_freq_base_swa = 10000.0f;
   float rope_freq_scale_swa = 1.0f;
+
+  // Mixture of experts (n_expert > 0: qwen2moe, qwen3moe, Mixtral): each layer's FFN is the
+  // weighted sum of n_expert_used of n_expert experts (SwiGLU FFNs of width n_ff_exp) that a
+  // router picks per token: probabilities = gating(router logits), the n_expert_used largest
+  // kept, their weights renormalised to sum 1 when expert_norm_topk and multiplied by
+  // expert_weights_scale when that is neither 0 nor 1. qwen2moe adds a shared expert of
+  // width n_ff_shexp whose output is scaled by sigmoid(ffn_gate_inp_shexp . x).
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
+  int64_t n_ff_shexp = 0;  // 0: no shared expert
+  ExpertGating expert_gating = ExpertGating::kSoftmax;
+  bool expert_norm_topk = false;
+  float expert_weights_scale = 0.0f;
+
+  bool is_moe() const { return n_expert > 0; }
+  // Width of the widest FFN a layer runs (scratch sizing).
+  int64_t ffn_width() const {
+    int64_t w = n_ff > n_ff_exp ? n_ff : n_ff_exp;
+    return w > n_ff_shexp ? w : n_ff_shexp;
+  }
 
   bool is_swa(int64_t il) const {
     return !swa_layers.empty() && swa_layers[static_cast<size_t>(il)] != 0;

@@ -65,6 +65,27 @@ double LogprobTolerance(GgmlType type) {
   }
 }
 
+// Mixture of experts: a token whose router logits for its last chosen and first unchosen
+// expert are closer than this (in some layer) is a near-tie that the two implementations'
+// different rounding may route to different experts: a discontinuous change (measured: up to
+// 0.44 in log-probability at a gap of 0.003) that no tolerance describes. Such steps are
+// skipped, and counted. The router logits of the reference and SIMD kernels differ by up to
+// ~5e-3 on the quantized files (~1e-5 on F32), so the gaps are 3x that. A flip of an earlier
+// token also changes its K/V, which later steps read: while the sequence holds a token whose
+// gap was below twice this, a step may exceed the tolerance by at most kContextFlipFactor, on
+// at most kContextFlipShare of a file's steps (none needed it on the recorded files).
+constexpr double kContextFlipFactor = 3.0;
+constexpr double kContextFlipShare = 0.05;
+
+double RouteTolerance(GgmlType type) {
+  switch (type) {
+    case GgmlType::kF32: return 2e-4;
+    case GgmlType::kF16:
+    case GgmlType::kBF16: return 2e-3;
+    default: return 1.5e-2;
+  }
+}
+
 GgmlType DominantWeightType(const GgufFile& file) {
   GgmlType best = GgmlType::kF32;
   double best_bpw = 1e9;
@@ -127,12 +148,15 @@ int32_t ArgmaxAllowed(std::span<const float> logits, const std::vector<uint8_t>&
 struct FileResult {
   double max_err = 0;
   double tol = 0;
+  int route_skipped = 0;  // MoE steps not compared: routing near-ties
+  int compared = 0;       // steps compared
+  int context_flips = 0;  // steps beyond the tolerance after a near-tie in their context
   int greedy_matched = 0, greedy_total = 0, greedy_required = 0;
 };
 
 void CheckPrompt(const nlohmann::json& pr, const LlamaModel& model, const Tokenizer& tok,
-                 const std::vector<uint8_t>& banned, double tol, const std::string& where,
-                 FileResult* r) {
+                 const std::vector<uint8_t>& banned, double tol, double route_tol,
+                 const std::string& where, FileResult* r) {
   const std::string text = pr["text"];
   const std::vector<int32_t> want_tokens = pr["prompt_tokens"];
   EXPECT_EQ(tok.Encode(text, tok.add_bos(), true), want_tokens) << where << " tokenization";
@@ -146,20 +170,46 @@ void CheckPrompt(const nlohmann::json& pr, const LlamaModel& model, const Tokeni
   ASSERT_TRUE(session.ok()) << session.status().ToString();
   auto logits = (*session)->Prefill(want_tokens);
   ASSERT_TRUE(logits.ok()) << logits.status().ToString();
+  // The router margin of the token whose logits are compared (MoE models).
+  const std::vector<float>& margins = (*session)->context().scratch().moe_route_margin;
+  float margin = margins.empty() ? INFINITY : margins[want_tokens.size() - 1];
+  float context_margin = INFINITY;  // smallest gap of any token so far
+  for (size_t q = 0; q < want_tokens.size() && !margins.empty(); ++q) {
+    context_margin = std::min(context_margin, margins[q]);
+  }
   int required = static_cast<int>(steps.size());  // greedy steps that must match
   for (size_t i = 0; i < steps.size(); ++i) {
     const auto& st = steps[i];
+    if (margin < route_tol) {
+      // A routing near-tie: rounding may send this token to another expert here than in
+      // llama.cpp, a discontinuous change no tolerance describes. Not compared.
+      ++r->route_skipped;
+      if (required == static_cast<int>(steps.size())) required = static_cast<int>(i);
+      logits = (*session)->Decode(st["token"].get<int32_t>());
+      ASSERT_TRUE(logits.ok()) << logits.status().ToString();
+      margin = margins.empty() ? INFINITY : margins[0];
+      context_margin = std::min(context_margin, margin);
+      continue;
+    }
     const std::vector<double> lp = LogSoftmax(*logits);
     std::vector<std::pair<int32_t, double>> allowed;
+    double step_err = 0;
     for (const auto& e : st["top"]) {
       const int32_t id = e[0];
       const double want = e[1];
-      const double err = std::fabs(lp[static_cast<size_t>(id)] - want);
-      r->max_err = std::max(r->max_err, err);
-      EXPECT_LE(err, tol) << where << " step " << i << " token " << id << ": ours "
-                          << lp[static_cast<size_t>(id)] << ", llama.cpp " << want;
+      step_err = std::max(step_err, std::fabs(lp[static_cast<size_t>(id)] - want));
       if (!banned[static_cast<size_t>(id)]) allowed.emplace_back(id, want);
     }
+    ++r->compared;
+    r->max_err = std::max(r->max_err, step_err);
+    const bool after_tie = context_margin < 2 * route_tol;
+    if (step_err > tol && after_tie) ++r->context_flips;
+    EXPECT_LE(step_err, after_tie ? kContextFlipFactor * tol : tol)
+        << where << " step " << i << ": log-probabilities off by " << step_err
+        << (after_tie ? " after a routing near-tie" : "")
+        << (std::isfinite(context_margin)
+                ? " (smallest router gap so far " + std::to_string(context_margin) + ")"
+                : "");
     const bool clear = allowed.size() >= 2 && allowed[0].second - allowed[1].second > 2 * tol;
     if (clear) {
       EXPECT_EQ(ArgmaxAllowed(*logits, banned), allowed[0].first)
@@ -170,6 +220,8 @@ void CheckPrompt(const nlohmann::json& pr, const LlamaModel& model, const Tokeni
     }
     logits = (*session)->Decode(st["token"].get<int32_t>());
     ASSERT_TRUE(logits.ok()) << logits.status().ToString();
+    margin = margins.empty() ? INFINITY : margins[0];
+    context_margin = std::min(context_margin, margin);
   }
 
   // Lifeline's own greedy run.
@@ -218,12 +270,19 @@ void RunFile(const fs::path& json_path, const KernelTable& kernels) {
   FileResult r;
   r.tol = LogprobTolerance(wtype);
   for (const auto& pr : doc["prompts"]) {
-    CheckPrompt(pr, **model, **tok, banned, r.tol, name + " \"" + pr["text"].get<std::string>() + "\"",
-                &r);
+    CheckPrompt(pr, **model, **tok, banned, r.tol, RouteTolerance(wtype),
+                name + " \"" + pr["text"].get<std::string>() + "\"", &r);
   }
-  std::printf("[golden] %-22s %-6s tol %.2e max err %.2e greedy matched %2d/%d (required %d)\n",
+  EXPECT_LE(r.context_flips, std::max(1.0, kContextFlipShare * r.compared))
+      << name << ": too many steps beyond the tolerance after routing near-ties";
+  std::string moe;
+  if (r.route_skipped > 0 || r.context_flips > 0) {
+    moe = " routing near-ties skipped " + std::to_string(r.route_skipped) + ", beyond tol after one " +
+          std::to_string(r.context_flips);
+  }
+  std::printf("[golden] %-22s %-6s tol %.2e max err %.2e greedy matched %2d/%d (required %d)%s\n",
               name.c_str(), std::string(IsaLevelName(kernels.isa)).c_str(), r.tol, r.max_err,
-              r.greedy_matched, r.greedy_total, r.greedy_required);
+              r.greedy_matched, r.greedy_total, r.greedy_required, moe.c_str());
 }
 
 void RunAll(const KernelTable& kernels) {

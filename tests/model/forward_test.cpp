@@ -193,6 +193,36 @@ TEST(ForwardOracle, Phi3ShortRopeFactorsWithinTheOriginalContext) {
   CheckAgainstOracle(Phi3Spec(), kPrompt20, 32);
 }
 
+TEST(ForwardOracle, MixtralRenormalisedTopTwoOfFour) {
+  TinyModelSpec s;  // llama + expert_count
+  s.n_expert = 4;
+  s.n_expert_used = 2;
+  s.n_ff = 32;  // the expert width (Mixtral: feed_forward_length)
+  CheckAgainstOracle(s, kPrompt20);
+}
+
+TEST(ForwardOracle, Qwen3MoeMergedGateUpExperts) {
+  TinyModelSpec s;
+  s.arch = "qwen3moe";
+  s.n_expert = 8;
+  s.n_expert_used = 3;
+  s.n_ff_exp = 16;
+  s.merged_gate_up_exps = true;
+  s.head_dim = 8;
+  CheckAgainstOracle(s, kPrompt20);
+}
+
+TEST(ForwardOracle, Qwen2MoeSharedExpertNoRenormalisation) {
+  TinyModelSpec s;
+  s.arch = "qwen2moe";
+  s.with_qkv_bias = true;
+  s.n_expert = 6;
+  s.n_expert_used = 2;
+  s.n_ff_exp = 16;
+  s.n_ff_shexp = 48;
+  CheckAgainstOracle(s, kPrompt20);
+}
+
 TEST(ForwardOracle, Stories260KWithF32Cache) {
   // Hyperparameters as documented in ../shared/models/README.md, not read by our loader.
   TinyModelSpec s;

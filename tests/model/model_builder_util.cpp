@@ -86,7 +86,7 @@ struct TensorPlan {
 std::vector<TensorPlan> PlanTensors(const TinyModelSpec& s) {
   const int64_t hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
   const int64_t q = s.n_head * hd, kv = s.n_head_kv * hd;
-  const bool qk_norm = s.arch == "qwen3" || s.arch == "gemma3";
+  const bool qk_norm = s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3";
   const bool post_norms = s.arch == "gemma2" || s.arch == "gemma3";
   std::vector<TensorPlan> t;
   t.push_back({"token_embd.weight", s.matrix_type, {s.n_embd, s.n_vocab}, TensorPlan::kEmbedding});
@@ -131,6 +131,33 @@ std::vector<TensorPlan> PlanTensors(const TinyModelSpec& s) {
       t.push_back({p + "post_ffw_norm.weight", GgmlType::kF32, {s.n_embd}, TensorPlan::kNorm});
     }
     t.push_back({p + "ffn_norm.weight", GgmlType::kF32, {s.n_embd}, TensorPlan::kNorm});
+    if (s.n_expert > 0) {
+      const int64_t ff = s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff, e = s.n_expert;
+      t.push_back({p + "ffn_gate_inp.weight", GgmlType::kF32, {s.n_embd, e}, TensorPlan::kMatrix});
+      if (s.merged_gate_up_exps) {
+        t.push_back({p + "ffn_gate_up_exps.weight", s.matrix_type, {s.n_embd, 2 * ff, e},
+                     TensorPlan::kMatrix});
+      } else {
+        t.push_back({p + "ffn_gate_exps.weight", s.matrix_type, {s.n_embd, ff, e},
+                     TensorPlan::kMatrix});
+        t.push_back({p + "ffn_up_exps.weight", s.matrix_type, {s.n_embd, ff, e},
+                     TensorPlan::kMatrix});
+      }
+      t.push_back({p + "ffn_down_exps.weight", s.matrix_type, {ff, s.n_embd, e},
+                   TensorPlan::kMatrix});
+      if (s.n_ff_shexp > 0) {
+        const int64_t sh = s.n_ff_shexp;
+        t.push_back({p + "ffn_gate_inp_shexp.weight", GgmlType::kF32, {s.n_embd},
+                     TensorPlan::kBias});
+        t.push_back({p + "ffn_gate_shexp.weight", s.matrix_type, {s.n_embd, sh},
+                     TensorPlan::kMatrix});
+        t.push_back({p + "ffn_up_shexp.weight", s.matrix_type, {s.n_embd, sh},
+                     TensorPlan::kMatrix});
+        t.push_back({p + "ffn_down_shexp.weight", s.matrix_type, {sh, s.n_embd},
+                     TensorPlan::kMatrix});
+      }
+      continue;
+    }
     if (s.fused_gate_up) {
       t.push_back({p + "ffn_up.weight", s.matrix_type, {s.n_embd, 2 * s.n_ff},
                    TensorPlan::kMatrix});
@@ -212,6 +239,12 @@ Status WriteTinyModel(const TinyModelSpec& s, const std::string& path) {
   if (s.sliding_window > 0) add_uint(a + "attention.sliding_window", s.sliding_window);
   if (s.swa_pattern > 0) add_uint(a + "attention.sliding_window_pattern", s.swa_pattern);
   if (s.rope_freq_base_swa > 0) w.AddFloat32(a + "rope.freq_base_swa", s.rope_freq_base_swa);
+  if (s.n_expert > 0) {
+    add_uint(a + "expert_count", s.n_expert);
+    add_uint(a + "expert_used_count", s.n_expert_used);
+  }
+  if (s.n_ff_exp > 0) add_uint(a + "expert_feed_forward_length", s.n_ff_exp);
+  if (s.n_ff_shexp > 0) add_uint(a + "expert_shared_feed_forward_length", s.n_ff_shexp);
   for (const auto& [key, v] : s.uint_key_overrides) {
     if (s.omit_keys.count(key)) continue;
     w.AddUint32(key, static_cast<uint32_t>(v));  // replaces in place, or adds a new key

@@ -102,7 +102,7 @@ TEST(ModelConfig, RejectsUnsupportedArchitecture) {
   EXPECT_EQ(c.status().code(), StatusCode::kUnimplemented);
   EXPECT_EQ(c.status().message(),
             "unsupported architecture 'gpt2' (supported: llama, qwen2, qwen3, gemma, gemma2, "
-            "gemma3, phi3)");
+            "gemma3, phi3, qwen2moe, qwen3moe)");
 }
 
 // The switch table's rows, as llama.cpp sets them for each family (src/models/<arch>.cpp).
@@ -313,12 +313,36 @@ TEST(ModelConfig, RopeFreqFactorsFromTensor) {
   EXPECT_NE(c2.status().message().find("rope_freqs.weight"), std::string::npos);
 }
 
-TEST(ModelConfig, MixtureOfExpertsRejected) {
-  TinyModelSpec s;
-  s.uint_key_overrides = {{"llama.expert_count", 8}};
-  auto c = ConfigFromSpec(s).Read();
-  ASSERT_FALSE(c.ok());
-  EXPECT_EQ(c.status().code(), StatusCode::kUnimplemented);
+TEST(ModelConfig, MixtureOfExpertsWhereTheFamilyHasOne) {
+  TinyModelSpec s;  // Mixtral: llama with expert_count; expert width defaults to n_ff
+  s.uint_key_overrides = {{"llama.expert_count", 8}, {"llama.expert_used_count", 2}};
+  auto mixtral = ConfigFromSpec(s).Read();
+  ASSERT_TRUE(mixtral.ok()) << mixtral.status().ToString();
+  EXPECT_EQ(mixtral->n_expert, 8);
+  EXPECT_EQ(mixtral->n_expert_used, 2);
+  EXPECT_EQ(mixtral->n_ff_exp, s.n_ff);
+  EXPECT_TRUE(mixtral->expert_norm_topk);
+  EXPECT_EQ(mixtral->n_ff_shexp, 0);
+  s.uint_key_overrides = {{"llama.expert_count", 8}};  // no expert_used_count
+  EXPECT_EQ(ConfigFromSpec(s).Read().status().code(), StatusCode::kNotFound);
+  s.uint_key_overrides = {{"llama.expert_count", 8}, {"llama.expert_used_count", 9}};
+  EXPECT_EQ(ConfigFromSpec(s).Read().status().code(), StatusCode::kOutOfRange);
+  // Families without a mixture-of-experts variant refuse expert_count.
+  TinyModelSpec g;
+  g.arch = "gemma";
+  g.uint_key_overrides = {{"gemma.expert_count", 8}, {"gemma.expert_used_count", 2}};
+  EXPECT_EQ(ConfigFromSpec(g).Read().status().code(), StatusCode::kUnimplemented);
+  // qwen2moe: expert width defaults to n_ff / used, a shared expert of n_ff, no renormalising.
+  TinyModelSpec q;
+  q.arch = "qwen2moe";
+  q.uint_key_overrides = {{"qwen2moe.expert_count", 4}, {"qwen2moe.expert_used_count", 2}};
+  auto qc = ConfigFromSpec(q).Read();
+  ASSERT_TRUE(qc.ok()) << qc.status().ToString();
+  EXPECT_EQ(qc->n_ff_exp, q.n_ff / 2);
+  EXPECT_EQ(qc->n_ff_shexp, q.n_ff);
+  EXPECT_FALSE(qc->expert_norm_topk);
+  q.uint_key_overrides.clear();  // a qwen2moe without experts is malformed
+  EXPECT_EQ(ConfigFromSpec(q).Read().status().code(), StatusCode::kNotFound);
 }
 
 TEST(ModelConfig, VocabFallsBackToEmbeddingShape) {

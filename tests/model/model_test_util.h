@@ -54,6 +54,11 @@ struct TinyModelSpec {
   int64_t sliding_window = 0;        // > 0: attention.sliding_window key
   int64_t swa_pattern = 0;           // > 0: attention.sliding_window_pattern key
   float rope_freq_base_swa = 0.0f;   // > 0: rope.freq_base_swa key
+  int64_t n_expert = 0;              // > 0: mixture of experts (expert_count)
+  int64_t n_expert_used = 0;         // expert_used_count
+  int64_t n_ff_exp = 0;              // > 0: expert_feed_forward_length (else n_ff)
+  int64_t n_ff_shexp = 0;            // > 0: a shared expert of this width (qwen2moe)
+  bool merged_gate_up_exps = false;  // ffn_gate_up_exps instead of ffn_gate_exps + ffn_up_exps
   GgmlType matrix_type = GgmlType::kF32;
   uint32_t seed = 7;
   std::set<std::string> omit_keys;   // full key names to leave out

@@ -90,7 +90,7 @@ struct Family {
 Family FamilyOf(const TinyModelSpec& s) {
   Family f;
   f.neox = s.arch != "llama";
-  f.qk_norm = s.arch == "qwen3" || s.arch == "gemma3";
+  f.qk_norm = s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3";
   f.post_norms = s.arch == "gemma2" || s.arch == "gemma3";
   f.gemma = s.arch.rfind("gemma", 0) == 0;
   if (s.arch == "gemma2") f.swa_period = s.swa_pattern > 0 ? s.swa_pattern : 2;
@@ -123,6 +123,70 @@ void Rope(Vec& v, int64_t n_heads, int64_t hd, int64_t pos, const RopeSpec& r, b
 
 double GeluTanh(double z) {
   return 0.5 * z * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (z + 0.044715 * z * z * z)));
+}
+
+// A SwiGLU FFN: down(silu(gate x) * up x).
+Vec SwiGluFfn(const Mat& g, const Mat& u, const Mat& d, const Vec& x) {
+  const Vec a = g.Apply(x), b = u.Apply(x);
+  Vec h(a.size());
+  for (size_t i = 0; i < a.size(); ++i) h[i] = a[i] / (1.0 + std::exp(-a[i])) * b[i];
+  return d.Apply(h);
+}
+
+// Mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE): softmax over the router's logits, the
+// n_expert_used most probable experts weighted by their probabilities (renormalised to sum 1
+// for Mixtral and Qwen3-MoE, as their reference code does), plus Qwen2-MoE's shared expert
+// scaled by sigmoid(w . x).
+Vec MixtureOfExperts(const GgufFile& f, const TinyModelSpec& s, const std::string& p,
+                     const Vec& x) {
+  const int64_t ff = s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff;
+  const Vec logits = LoadMat(f, p + "ffn_gate_inp.weight").Apply(x);
+  double mx = -1e300;
+  for (double v : logits) mx = std::max(mx, v);
+  Vec prob(logits.size());
+  double sum = 0;
+  for (size_t e = 0; e < logits.size(); ++e) sum += (prob[e] = std::exp(logits[e] - mx));
+  for (double& v : prob) v /= sum;
+  std::vector<int64_t> order(prob.size());
+  for (size_t e = 0; e < order.size(); ++e) order[e] = static_cast<int64_t>(e);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return prob[a] > prob[b]; });
+  order.resize(static_cast<size_t>(s.n_expert_used));
+  double chosen = 0;
+  for (int64_t e : order) chosen += prob[e];
+  const bool renormalise = s.arch != "qwen2moe";
+  Mat gate_all, up_all;
+  if (s.merged_gate_up_exps) {
+    const Mat gu = LoadMat(f, p + "ffn_gate_up_exps.weight");  // per expert: gate rows, up rows
+    gate_all.cols = up_all.cols = gu.cols;
+    for (int64_t e = 0; e < s.n_expert; ++e) {
+      const Mat g = Rows(gu, 2 * ff * e, ff), u = Rows(gu, 2 * ff * e + ff, ff);
+      gate_all.w.insert(gate_all.w.end(), g.w.begin(), g.w.end());
+      up_all.w.insert(up_all.w.end(), u.w.begin(), u.w.end());
+    }
+    gate_all.rows = up_all.rows = ff * s.n_expert;
+  } else {
+    gate_all = LoadMat(f, p + "ffn_gate_exps.weight");  // [n_expert * ff rows]
+    up_all = LoadMat(f, p + "ffn_up_exps.weight");
+  }
+  const Mat down_all = LoadMat(f, p + "ffn_down_exps.weight");  // [n_expert * n_embd rows]
+  Vec out(static_cast<size_t>(s.n_embd), 0.0);
+  for (int64_t e : order) {
+    const Vec y = SwiGluFfn(Rows(gate_all, ff * e, ff), Rows(up_all, ff * e, ff),
+                           Rows(down_all, s.n_embd * e, s.n_embd), x);
+    const double weight = renormalise ? prob[e] / chosen : prob[e];
+    for (int64_t i = 0; i < s.n_embd; ++i) out[i] += weight * y[i];
+  }
+  if (s.n_ff_shexp > 0) {
+    const Vec y = SwiGluFfn(LoadMat(f, p + "ffn_gate_shexp.weight"),
+                           LoadMat(f, p + "ffn_up_shexp.weight"),
+                           LoadMat(f, p + "ffn_down_shexp.weight"), x);
+    const Vec wg = LoadVec(f, p + "ffn_gate_inp_shexp.weight");
+    double dot = 0;
+    for (int64_t i = 0; i < s.n_embd; ++i) dot += wg[i] * x[i];
+    const double g = 1.0 / (1.0 + std::exp(-dot));
+    for (int64_t i = 0; i < s.n_embd; ++i) out[i] += g * y[i];
+  }
+  return out;
 }
 
 }  // namespace
@@ -180,7 +244,9 @@ std::vector<float> NaiveForward(const GgufFile& f, const TinyModelSpec& s,
       wk = LoadMat(f, p + "attn_k.weight");
       wv = LoadMat(f, p + "attn_v.weight");
     }
-    if (s.fused_gate_up) {
+    if (s.n_expert > 0) {
+      // experts: loaded below, per token
+    } else if (s.fused_gate_up) {
       const Mat gu = LoadMat(f, p + "ffn_up.weight");
       wg = Rows(gu, 0, s.n_ff);
       wu = Rows(gu, s.n_ff, s.n_ff);
@@ -188,7 +254,8 @@ std::vector<float> NaiveForward(const GgufFile& f, const TinyModelSpec& s,
       wg = LoadMat(f, p + "ffn_gate.weight");
       wu = LoadMat(f, p + "ffn_up.weight");
     }
-    const Mat wo = LoadMat(f, p + "attn_output.weight"), wd = LoadMat(f, p + "ffn_down.weight");
+    const Mat wo = LoadMat(f, p + "attn_output.weight");
+    const Mat wd = s.n_expert > 0 ? Mat{} : LoadMat(f, p + "ffn_down.weight");
     const Vec an = LoadVec(f, p + "attn_norm.weight"), fn = LoadVec(f, p + "ffn_norm.weight");
     const bool local = fam.swa_period > 0 && window > 0 &&
                        il % fam.swa_period < fam.swa_period - 1;
@@ -237,6 +304,11 @@ std::vector<float> NaiveForward(const GgufFile& f, const TinyModelSpec& s,
       if (fam.post_norms) o = RmsNorm(o, LoadVec(f, p + "post_attention_norm.weight"));
       for (int64_t i = 0; i < s.n_embd; ++i) x[t][i] += o[i];
       const Vec xn = RmsNorm(x[t], fn);
+      if (s.n_expert > 0) {
+        const Vec moe = MixtureOfExperts(f, s, p, xn);
+        for (int64_t i = 0; i < s.n_embd; ++i) x[t][i] += moe[i];
+        continue;
+      }
       const Vec gate = wg.Apply(xn), up = wu.Apply(xn);
       Vec hbuf(gate.size());
       for (size_t i = 0; i < gate.size(); ++i) {

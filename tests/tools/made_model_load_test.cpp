@@ -109,10 +109,17 @@ TEST(MadeModelLoad, EveryTypeRunsAndTracksTheF32Model) {
 // Every family's made file loads and runs (its values against llama.cpp are the golden
 // suite's business): logits finite and O(1), and Gemma's vocabulary has no space prefix.
 TEST(MadeModelLoad, EveryFamilyLoadsAndRuns) {
-  for (const char* arch : {"llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3"}) {
+  for (const char* arch : {"llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3",
+                           "qwen2moe", "qwen3moe", "mixtral"}) {
     for (const char* type : {"f32", "q4_k_m"}) {
       SCOPED_TRACE(std::string(arch) + " " + type);
-      MakeModelOptions o = Small(type, arch, false);
+      const bool mixtral = std::string(arch) == "mixtral";
+      MakeModelOptions o = Small(type, mixtral ? "llama" : arch, false);
+      if (mixtral || std::string(arch).find("moe") != std::string::npos) {
+        o.shape.n_expert = 8;
+        o.shape.n_expert_used = 2;
+        o.shape.expert_ffn = mixtral ? 0 : 256;
+      }
       o.shape.head_dim_flag = std::string(arch) == "qwen3" ? 64 : 0;  // q_dim 512 != dim
       if (std::string(arch) == "phi3") o.shape.rope_orig_ctx = 128;
       if (std::string(arch) == "gemma2") o.shape.sliding_window = 4;
@@ -127,6 +134,7 @@ TEST(MadeModelLoad, EveryFamilyLoadsAndRuns) {
       auto tok = Tokenizer::FromGguf(**f);
       ASSERT_TRUE(tok.ok()) << tok.status().ToString();
       EXPECT_EQ((*tok)->add_space_prefix(), std::string(arch).rfind("gemma", 0) != 0);
+      f->reset();
       std::remove(o.out_path.c_str());
     }
   }

@@ -221,6 +221,75 @@ TEST(ModelPlan, FamilyFlagsBelongToTheirFamilies) {
   EXPECT_TRUE(ValidateModelShape(s, FileType::kAllF32).ok());  // no --heads | --dim needed
 }
 
+TEST(ModelPlan, MixtureOfExpertsTensors) {
+  ModelShape s = Tiny();  // dim 64, ffn 128
+  s.arch = "qwen2moe";
+  s.n_expert = 8;
+  s.n_expert_used = 2;
+  s.expert_ffn = 32;
+  s.shared_ffn = 96;
+  ASSERT_TRUE(ValidateModelShape(s, FileType::kMostlyQ8_0).ok());
+  const auto plan = PlanTensors(s, FileType::kMostlyQ8_0);
+  using V = std::vector<std::string>;
+  EXPECT_EQ(Names(plan, "blk.0."),
+            (V{"attn_norm.weight", "attn_q.weight", "attn_q.bias", "attn_k.weight",
+               "attn_k.bias", "attn_v.weight", "attn_v.bias", "attn_output.weight",
+               "ffn_norm.weight", "ffn_gate_inp.weight", "ffn_gate_exps.weight",
+               "ffn_up_exps.weight", "ffn_down_exps.weight", "ffn_gate_inp_shexp.weight",
+               "ffn_gate_shexp.weight", "ffn_up_shexp.weight", "ffn_down_shexp.weight"}));
+  auto find = [&](const std::string& n) -> const PlannedTensor& {
+    for (const auto& t : plan) {
+      if (t.name == n) return t;
+    }
+    ADD_FAILURE() << n;
+    return plan[0];
+  };
+  EXPECT_EQ(find("blk.0.ffn_gate_inp.weight").ne, (std::vector<int64_t>{64, 8}));
+  EXPECT_EQ(find("blk.0.ffn_gate_inp.weight").type, GgmlType::kF32);  // routers stay F32
+  EXPECT_EQ(find("blk.0.ffn_gate_exps.weight").ne, (std::vector<int64_t>{64, 32, 8}));
+  EXPECT_EQ(find("blk.0.ffn_gate_exps.weight").type, GgmlType::kQ8_0);
+  EXPECT_EQ(find("blk.0.ffn_down_exps.weight").ne, (std::vector<int64_t>{32, 64, 8}));
+  EXPECT_EQ(find("blk.0.ffn_down_shexp.weight").ne, (std::vector<int64_t>{96, 64}));
+  EXPECT_EQ(find("blk.0.ffn_gate_inp_shexp.weight").ne, (std::vector<int64_t>{64}));
+  // Mixtral: a llama with experts of --ffn width, no shared expert.
+  s = Tiny();
+  s.n_expert = 4;
+  s.n_expert_used = 2;
+  ASSERT_TRUE(ValidateModelShape(s, FileType::kAllF32).ok());
+  const auto mixtral = PlanTensors(s, FileType::kAllF32);
+  EXPECT_EQ(Names(mixtral, "blk.1."),
+            (V{"attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
+               "attn_output.weight", "ffn_norm.weight", "ffn_gate_inp.weight",
+               "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"}));
+}
+
+TEST(ModelPlan, MixtureOfExpertsFlags) {
+  ModelShape s = Tiny();
+  s.arch = "qwen3moe";
+  ExpectInvalid(s, FileType::kAllF32, "--experts is required for --arch qwen3moe");
+  s.n_expert = 8;
+  s.n_expert_used = 9;
+  ExpectInvalid(s, FileType::kAllF32, "--experts-used 9 is outside [1, 8]");
+  s.n_expert_used = 2;
+  s.shared_ffn = 64;
+  ExpectInvalid(s, FileType::kAllF32, "--shared-ffn is for --arch qwen2moe");
+  s = Tiny();
+  s.arch = "gemma";
+  s.n_expert = 8;
+  ExpectInvalid(s, FileType::kAllF32, "--experts, --experts-used, --expert-ffn and --shared-ffn");
+  s = Tiny();
+  s.n_expert = 4;
+  s.n_expert_used = 1;
+  s.expert_ffn = 64;
+  ExpectInvalid(s, FileType::kAllF32, "--expert-ffn: a Mixtral-style llama's experts are --ffn");
+  s = Tiny();
+  s.arch = "qwen3moe";
+  s.n_expert = 4;
+  s.n_expert_used = 1;
+  s.expert_ffn = 40;
+  ExpectInvalid(s, FileType::kMostlyQ4_0, "--expert-ffn / --shared-ffn must be multiples of 32");
+}
+
 TEST(ModelPlan, InitScales) {
   ModelShape s = Tiny();  // dim 64, ffn 128, 2 layers: residual scale 1/sqrt(4) = 1/2
   const auto plan = PlanTensors(s, FileType::kAllF32);
