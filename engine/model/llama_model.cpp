@@ -299,7 +299,7 @@ Status LlamaModel::ValidateBatch(std::span<const BatchToken> batch, LlamaContext
   return Status::Ok();
 }
 
-Status LlamaModel::ReserveBlocks(LlamaContext& ctx) const {
+Status LlamaModel::ReserveBlocks(std::span<const BatchToken> batch, LlamaContext& ctx) const {
   KvSequenceTable& seqs = ctx.sequences();
   int64_t need = 0;
   for (const auto& [seq, next] : ctx.scratch().seq_next) {
@@ -318,7 +318,57 @@ Status LlamaModel::ReserveBlocks(LlamaContext& ctx) const {
                              " more blocks of " + std::to_string(kKvBlockTokens) +
                              " positions, " + std::to_string(seqs.pool().n_free()) + " free");
   }
+  KvWindowTable* window = ctx.window_table();
+  if (window != nullptr) LL_RETURN_IF_ERROR(CheckWindowBlocks(batch, ctx));
   for (const auto& [seq, next] : ctx.scratch().seq_next) LL_CHECK(seqs.Reserve(seq, next));
+  return Status::Ok();
+}
+
+// Window tables grow and shrink step by step inside one Eval (a long prompt never holds more
+// than its window plus one step there), so the check is a simulation: per sequence, the most
+// blocks it holds during any step of this batch; their growth over what it holds now must fit
+// the free blocks (a bound: the sequences' peaks need not coincide).
+Status LlamaModel::CheckWindowBlocks(std::span<const BatchToken> batch, LlamaContext& ctx) const {
+  KvWindowTable& window = *ctx.window_table();
+  const int64_t w = window.window();
+  const auto first_block = [w](int64_t pos) {
+    return pos - w + 1 > 0 ? (pos - w + 1) / kKvBlockTokens : 0;
+  };
+  const int64_t n = static_cast<int64_t>(batch.size());
+  int64_t need = 0;
+  for (const auto& [seq, next] : ctx.scratch().seq_next) {
+    const int64_t start = ctx.SequenceLength(seq);
+    // The window tables continue from the last step's length; a table adopted with a longer
+    // cached prefix has no window behind it (prefix-cache hits do not apply here).
+    if (window.length(seq) != start) {
+      return InvalidArgument("kv: sequence " + std::to_string(seq) + " continues at position " +
+                             std::to_string(start) +
+                             " but its sliding-window layers hold positions up to " +
+                             std::to_string(window.length(seq)) +
+                             " (a cached prefix cannot be reused by sliding-window layers)");
+    }
+    const int64_t held = KvBlocksFor(start) - window.first_held(seq);
+    int64_t peak = held;
+    int64_t first_held = window.first_held(seq);
+    for (int64_t begin = 0; begin < n; begin += ctx.max_batch_tokens()) {
+      const int64_t end = std::min(n, begin + ctx.max_batch_tokens());
+      int64_t a = -1, e = -1;  // this sequence's positions in the step: [a, e)
+      for (int64_t t = begin; t < end; ++t) {
+        if (batch[static_cast<size_t>(t)].seq != seq) continue;
+        if (a < 0) a = batch[static_cast<size_t>(t)].pos;
+        e = batch[static_cast<size_t>(t)].pos + 1;
+      }
+      if (a < 0) continue;
+      peak = std::max(peak, KvBlocksFor(e) - first_held);
+      first_held = std::max(first_held, first_block(e));  // released after the step
+    }
+    need += std::max<int64_t>(0, peak - held);
+  }
+  if (need > window.pool().n_free()) {
+    return ResourceExhausted("kv window pool full: the batch needs up to " + std::to_string(need) +
+                             " more blocks, " + std::to_string(window.pool().n_free()) +
+                             " free (the pool holds the window of max_sequences sequences)");
+  }
   return Status::Ok();
 }
 
@@ -332,17 +382,30 @@ Status LlamaModel::Eval(std::span<const BatchToken> batch, LlamaContext& ctx, Co
                            " floats, " + std::to_string(logits_needed) + " needed (" +
                            std::to_string(n_wanted) + " x n_vocab)");
   }
-  LL_RETURN_IF_ERROR(ReserveBlocks(ctx));
+  LL_RETURN_IF_ERROR(ReserveBlocks(batch, ctx));
 
   if (ctx.scratch().attention.size() < static_cast<size_t>(pool.n_threads())) {
     ctx.scratch().attention.resize(static_cast<size_t>(pool.n_threads()));
   }
   const int64_t n = static_cast<int64_t>(batch.size());
   float* out = logits.data();
+  KvWindowTable* window = ctx.window_table();
   for (int64_t begin = 0; begin < n; begin += ctx.max_batch_tokens()) {
     const int64_t len = std::min(ctx.max_batch_tokens(), n - begin);
     const auto step = batch.subspan(static_cast<size_t>(begin), static_cast<size_t>(len));
+    // Window tables: blocks for this step's positions (checked by CheckWindowBlocks) ...
+    for (size_t t = 0; window != nullptr && t < step.size(); ++t) {
+      if (t + 1 == step.size() || step[t + 1].seq != step[t].seq) {
+        LL_CHECK(window->Reserve(step[t].seq, step[t].pos + 1));
+      }
+    }
     EvalStep(step, ctx, pool, out);
+    // ... and the blocks no later position reads go back to the pool.
+    for (size_t t = 0; window != nullptr && t < step.size(); ++t) {
+      if (t + 1 == step.size() || step[t + 1].seq != step[t].seq) {
+        window->Advance(step[t].seq, step[t].pos + 1);
+      }
+    }
     for (const BatchToken& t : step) {
       if (t.want_logits) out += config_.n_vocab;
     }
@@ -409,6 +472,7 @@ void LlamaModel::Embed(std::span<const BatchToken> step, LlamaContext& ctx) cons
                       s.rope_sin_swa.data() + ti * half);
     }
     s.block_tables[t] = ctx.sequences().Find(step[t].seq)->blocks.data();
+    if (ctx.window_table() != nullptr) s.window_tables[t] = ctx.window_table()->blocks(step[t].seq);
   }
 }
 
@@ -451,7 +515,9 @@ void LlamaModel::PositionAndCache(int64_t il, std::span<const BatchToken> step,
   const float* cos_base = swa_angles ? s.rope_cos_swa.data() : s.rope_cos.data();
   const float* sin_base = swa_angles ? s.rope_sin_swa.data() : s.rope_sin.data();
   const int64_t half = c.rope_dim / 2;
-  KvStorage& kv = ctx.kv();
+  KvStorage& kv = ctx.kv_of(il);
+  const int64_t kv_layer = ctx.kv_index(il);
+  const std::vector<const int32_t*>& tables = ctx.windowed(il) ? s.window_tables : s.block_tables;
   for (int64_t t = 0; t < static_cast<int64_t>(step.size()); ++t) {
     float* q = s.q.data() + t * c.q_dim();
     float* k = s.k.data() + t * c.k_dim();
@@ -469,10 +535,10 @@ void LlamaModel::PositionAndCache(int64_t il, std::span<const BatchToken> step,
     ops::ApplyRope(k, c.n_head_kv, c.head_dim_k, rope, cos_base + t * half, sin_base + t * half);
     // Write this token's K and V into its sequence's block for its position.
     const int64_t pos = step[static_cast<size_t>(t)].pos;
-    const int32_t block = s.block_tables[static_cast<size_t>(t)][pos / kKvBlockTokens];
+    const int32_t block = tables[static_cast<size_t>(t)][pos / kKvBlockTokens];
     const int64_t slot = pos % kKvBlockTokens;
-    kv.StoreK(il, block, slot, k);
-    kv.StoreV(il, block, slot, s.v.data() + t * c.v_dim());
+    kv.StoreK(kv_layer, block, slot, k);
+    kv.StoreV(kv_layer, block, slot, s.v.data() + t * c.v_dim());
   }
 }
 
@@ -508,7 +574,9 @@ void LlamaModel::Attend(int64_t il, std::span<const BatchToken> step, LlamaConte
   PlanAttention(runs, c.n_head_kv, AttentionTileTokens(shape.n_group), &items);
   // Note: the workers must not name the thread_local vectors (each thread has its own copy).
   const std::span<const AttentionItem> plan(items);
-  const KvStorage& kv = ctx.kv();
+  const KvStorage& kv = ctx.kv_of(il);
+  const int64_t kv_layer = ctx.kv_index(il);
+  const std::vector<const int32_t*>& tables = ctx.windowed(il) ? s.window_tables : s.block_tables;
   pool.Run([&, plan](int ith, int nth) {
     AttentionScratch& sc = s.attention[static_cast<size_t>(ith)];
     int64_t i0, i1;
@@ -518,7 +586,7 @@ void LlamaModel::Attend(int64_t il, std::span<const BatchToken> step, LlamaConte
       const float* q = s.q.data() + it.t0 * c.q_dim() + it.kv_head * shape.n_group * c.head_dim_k;
       float* out =
           s.attn.data() + it.t0 * c.attn_out_dim() + it.kv_head * shape.n_group * c.head_dim_v;
-      AttendTile(kernels, kv, il, s.block_tables[static_cast<size_t>(it.t0)], it.kv_head, shape,
+      AttendTile(kernels, kv, kv_layer, tables[static_cast<size_t>(it.t0)], it.kv_head, shape,
                  q, c.q_dim(), out, c.attn_out_dim(), it.n_tokens, it.pos0, sc);
     }
   });

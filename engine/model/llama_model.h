@@ -85,7 +85,8 @@ class LlamaModel {
 
   Status ValidateBatch(std::span<const BatchToken> batch, LlamaContext& ctx,
                        int64_t* n_wanted) const;
-  Status ReserveBlocks(LlamaContext& ctx) const;
+  Status ReserveBlocks(std::span<const BatchToken> batch, LlamaContext& ctx) const;
+  Status CheckWindowBlocks(std::span<const BatchToken> batch, LlamaContext& ctx) const;
   // One step of at most max_batch_tokens tokens; logits rows go to `logits`.
   void EvalStep(std::span<const BatchToken> step, LlamaContext& ctx, ComputePool& pool,
                 float* logits) const;

@@ -223,6 +223,63 @@ TEST(ForwardOracle, Qwen2MoeSharedExpertNoRenormalisation) {
   CheckAgainstOracle(s, kPrompt20);
 }
 
+// Gemma 2 with an 8-position window over a 256-position context: its sliding-window layer
+// keeps K/V in window storage whose blocks are released as the sequence advances (a long
+// prompt in steps, then one token at a time), and the logits still match the oracle.
+TEST(ForwardOracle, SlidingWindowStorageReleasesBlocksAndMatches) {
+  TinyModelSpec s;
+  s.arch = "gemma2";
+  s.tied_output = true;
+  s.context_length = 256;
+  s.sliding_window = 8;
+  s.attn_softcap = 1.5f;
+  const std::string path = TempModelPath("window");
+  ASSERT_TRUE(WriteTinyModel(s, path).ok());
+  auto f = GgufFile::Open(path);
+  std::remove(path.c_str());
+  ASSERT_TRUE(f.ok());
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 120; ++i) tokens.push_back((i * 7 + 3) % 40);
+  const std::vector<float> want = NaiveForward(**f, s, tokens, 256);
+  auto m = LlamaModel::Load(std::move(*f), ReferenceKernels());
+  ASSERT_TRUE(m.ok());
+  ComputePool pool(2);
+  ContextOptions opts;
+  opts.n_ctx = 256;
+  opts.kv_type = KvType::kF32;
+  opts.max_batch_tokens = 16;
+  auto ctx = LlamaContext::Create((*m)->config(), opts);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  ASSERT_TRUE((*ctx)->kv_plan().windowed);
+  EXPECT_EQ((*ctx)->kv_plan().n_layer_window, 1);  // layer 0 of 2
+  const KvWindowTable& window = *(*ctx)->window_table();
+  const int64_t pool_blocks = window.pool().n_blocks();
+  EXPECT_EQ(pool_blocks, KvBlocksFor(8 + 16) + 2);  // one sequence: window + a step
+  const SeqId seq = (*ctx)->NewSequence();
+  const int64_t n_vocab = s.n_vocab;
+  std::vector<float> got;
+  // 100 prompt tokens in one Eval (7 steps of 16), then 20 decode steps.
+  std::vector<BatchToken> batch;
+  for (int64_t i = 0; i < 100; ++i) batch.push_back({tokens[i], i, seq, true});
+  std::vector<float> logits(100 * static_cast<size_t>(n_vocab));
+  ASSERT_TRUE((*m)->Eval(batch, **ctx, pool, logits).ok());
+  got = logits;
+  EXPECT_LE(pool_blocks - window.pool().n_free(), KvBlocksFor(8) + 1);
+  for (int64_t i = 100; i < 120; ++i) {
+    const BatchToken t{tokens[i], i, seq, true};
+    std::vector<float> one(static_cast<size_t>(n_vocab));
+    ASSERT_TRUE((*m)->Eval({&t, 1}, **ctx, pool, one).ok());
+    got.insert(got.end(), one.begin(), one.end());
+    EXPECT_LE(pool_blocks - window.pool().n_free(), KvBlocksFor(8) + 1);
+  }
+  ExpectClose(got, want, 1e-4, "gemma2 window storage");
+  // Rewinding past the window's released blocks is refused and changes nothing; within it,
+  // allowed.
+  EXPECT_EQ((*ctx)->TruncateSequence(seq, 60).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*ctx)->SequenceLength(seq), 120);
+  EXPECT_TRUE((*ctx)->TruncateSequence(seq, 119).ok());
+}
+
 TEST(ForwardOracle, Stories260KWithF32Cache) {
   // Hyperparameters as documented in ../shared/models/README.md, not read by our loader.
   TinyModelSpec s;
