@@ -36,7 +36,7 @@ Mat LoadMat(const GgufFile& f, const std::string& name) {
   LL_CHECK(t != nullptr);
   Mat m;
   m.cols = t->ne[0];
-  m.rows = t->ne[1];
+  m.rows = t->ne[1] * t->ne[2] * t->ne[3];  // a 3-D expert tensor: all experts' rows
   m.w.resize(static_cast<size_t>(m.rows * m.cols));
   const uint64_t row_bytes = *RowBytes(t->type, m.cols);
   for (int64_t r = 0; r < m.rows; ++r) {
