@@ -4,10 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <numeric>
 #include <string>
-#include <system_error>
-#include <thread>
 #include <vector>
 
 #include "base/check.h"
