@@ -129,6 +129,9 @@ int RunBench(const BenchFlags& f) {
         {"model_bytes", res->model_bytes},
         {"params", res->n_params},
         {"weight_bytes_per_token", res->weight_bytes_per_token},
+        {"expert_bytes", res->expert_bytes},
+        {"n_expert", res->n_expert},
+        {"n_expert_used", res->n_expert_used},
         {"threads", pool.n_threads()},
         {"pinned_cpus", pool.pin_cpus()},
         {"pinned_threads", pool.pinned_threads()},
@@ -174,6 +177,14 @@ int RunBench(const BenchFlags& f) {
               res->model_bytes / 1048576.0, res->n_params / 1e6, bytes_per_token / 1048576.0,
               isa.c_str(), pool.n_threads(), KvTypeName(*kv_type),
               loaded->model->repacked_bytes() / 1048576.0);
+  if (res->n_expert > 0) {
+    std::printf("mixture of experts: %lld of %lld experts per token; the decode roofline counts "
+                "the active weights (%.2f MiB of %.2f MiB of experts read per token)\n",
+                static_cast<long long>(res->n_expert_used), static_cast<long long>(res->n_expert),
+                res->expert_bytes * static_cast<double>(res->n_expert_used) /
+                    static_cast<double>(res->n_expert) / 1048576.0,
+                res->expert_bytes / 1048576.0);
+  }
   if (!pool.pin_cpus().empty()) {
     std::printf("pinned to CPUs %s (%d of %d threads bound)\n",
                 CpuListString(pool.pin_cpus()).c_str(), pool.pinned_threads(), pool.n_threads());

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "app/commands.h"
 #include "tools/flag_parse.h"
@@ -18,6 +19,8 @@ struct MakeModelFlags {
   std::string arch = "llama";
   std::string dim, layers, heads, kv_heads, ffn, vocab, ctx = "4096", rope_base;
   std::string type, seed, threads, vocab_from, out, name;
+  std::string head_dim, rope_dim, sliding_window, swa_pattern, rope_base_swa, attn_softcap,
+      final_softcap, rope_orig_ctx, experts, experts_used, expert_ffn, shared_ffn;
   bool tied = false;
 };
 
@@ -36,6 +39,46 @@ Status Require(const char* flag, const std::string& value) {
 Result<int64_t> Int(const char* flag, const std::string& text, int64_t lo, int64_t hi) {
   LL_RETURN_IF_ERROR(Require(flag, text));
   return tools::ParseIntFlag(flag, text, lo, hi);
+}
+
+// The flags of one family or another (ranges and which --arch they suit are checked by
+// ValidateModelShape).
+Status FamilyOptions(const MakeModelFlags& f, tools::ModelShape* s) {
+  constexpr int64_t kBig = int64_t{1} << 40;
+  if (!f.head_dim.empty()) {
+    LL_ASSIGN_OR_RETURN(s->head_dim_flag, Int("--head-dim", f.head_dim, 1, kBig));
+  }
+  if (!f.rope_dim.empty()) {
+    LL_ASSIGN_OR_RETURN(s->rope_dim, Int("--rope-dim", f.rope_dim, 1, kBig));
+  }
+  if (!f.sliding_window.empty()) {
+    LL_ASSIGN_OR_RETURN(s->sliding_window, Int("--sliding-window", f.sliding_window, 0, kBig));
+  }
+  if (!f.swa_pattern.empty()) {
+    LL_ASSIGN_OR_RETURN(s->swa_pattern, Int("--swa-pattern", f.swa_pattern, 1, kBig));
+  }
+  for (const auto& [flag, text, dst] :
+       {std::tuple<const char*, const std::string&, int64_t*>{"--experts", f.experts,
+                                                              &s->n_expert},
+        {"--experts-used", f.experts_used, &s->n_expert_used},
+        {"--expert-ffn", f.expert_ffn, &s->expert_ffn},
+        {"--shared-ffn", f.shared_ffn, &s->shared_ffn}}) {
+    if (text.empty()) continue;
+    LL_ASSIGN_OR_RETURN(*dst, Int(flag, text, 1, kBig));
+  }
+  if (!f.rope_orig_ctx.empty()) {
+    LL_ASSIGN_OR_RETURN(s->rope_orig_ctx, Int("--rope-orig-ctx", f.rope_orig_ctx, 1, kBig));
+  }
+  for (const auto& [flag, text, dst] :
+       {std::tuple<const char*, const std::string&, double*>{"--rope-base-swa",
+                                                             f.rope_base_swa,
+                                                             &s->rope_base_swa},
+        {"--attn-softcap", f.attn_softcap, &s->attn_softcap},
+        {"--final-softcap", f.final_softcap, &s->final_softcap}}) {
+    if (text.empty()) continue;
+    LL_ASSIGN_OR_RETURN(*dst, tools::ParsePositiveFloatFlag(flag, text));
+  }
+  return Status::Ok();
 }
 
 Result<tools::MakeModelOptions> ToOptions(const MakeModelFlags& f) {
@@ -62,6 +105,7 @@ Result<tools::MakeModelOptions> ToOptions(const MakeModelFlags& f) {
                                                                          f.rope_base));
   }
   o.shape.tied = f.tied;
+  LL_RETURN_IF_ERROR(FamilyOptions(f, &o.shape));
   LL_RETURN_IF_ERROR(Require("--type", f.type));
   const auto ftype = tools::FileTypeFromName(f.type);
   if (!ftype) {
@@ -109,7 +153,8 @@ CommandFn RegisterMakeModel(CLI::App& root) {
   auto flags = std::make_shared<MakeModelFlags>();
   CLI::App* sub = root.add_subcommand(
       "make-model", "Write a synthetic GGUF model with random weights (llama.cpp layout)");
-  sub->add_option("--arch", flags->arch, "Architecture: llama|qwen2 (default llama)");
+  sub->add_option("--arch", flags->arch,
+                  std::string("Architecture: ") + tools::SupportedArchs() + " (default llama)");
   sub->add_option("--dim", flags->dim, "Embedding width (required)")->type_name("INT");
   sub->add_option("--layers", flags->layers, "Number of blocks (required)")->type_name("INT");
   sub->add_option("--heads", flags->heads, "Attention heads (required)")->type_name("INT");
@@ -123,6 +168,37 @@ CommandFn RegisterMakeModel(CLI::App& root) {
   sub->add_option("--rope-base", flags->rope_base, "rope.freq_base (default: arch's)")
       ->type_name("FLOAT");
   sub->add_flag("--tied", flags->tied, "No output.weight: the classifier reuses token_embd");
+  sub->add_option("--head-dim", flags->head_dim,
+                  "attention.key_length / value_length (default dim / heads)")
+      ->type_name("INT");
+  sub->add_option("--rope-dim", flags->rope_dim, "Rotated dims per head (default: all)")
+      ->type_name("INT");
+  sub->add_option("--sliding-window", flags->sliding_window,
+                  "gemma2|gemma3: attention.sliding_window (default 4096 | 512)")
+      ->type_name("INT");
+  sub->add_option("--swa-pattern", flags->swa_pattern,
+                  "gemma2|gemma3: attention.sliding_window_pattern (default: absent, 2 | 6)")
+      ->type_name("INT");
+  sub->add_option("--rope-base-swa", flags->rope_base_swa,
+                  "gemma2|gemma3: rope.freq_base_swa of the sliding-window layers")
+      ->type_name("FLOAT");
+  sub->add_option("--attn-softcap", flags->attn_softcap, "gemma2: attn_logit_softcapping (50)")
+      ->type_name("FLOAT");
+  sub->add_option("--final-softcap", flags->final_softcap, "gemma2: final_logit_softcapping (30)")
+      ->type_name("FLOAT");
+  sub->add_option("--experts", flags->experts,
+                  "Mixture of experts: experts per layer (qwen2moe|qwen3moe; llama: Mixtral)")
+      ->type_name("INT");
+  sub->add_option("--experts-used", flags->experts_used, "Experts each token uses (top-k)")
+      ->type_name("INT");
+  sub->add_option("--expert-ffn", flags->expert_ffn, "qwen*moe: expert width (default --ffn)")
+      ->type_name("INT");
+  sub->add_option("--shared-ffn", flags->shared_ffn,
+                  "qwen2moe: shared expert width (default --ffn)")
+      ->type_name("INT");
+  sub->add_option("--rope-orig-ctx", flags->rope_orig_ctx,
+                  "phi3: LongRoPE with this original context (factor tensors, attn_factor)")
+      ->type_name("INT");
   sub->add_option("--type", flags->type, "Weight file type (required): " +
                                              tools::FileTypeNamesJoined());
   sub->add_option("--seed", flags->seed, "RNG seed (required)")->type_name("UINT64");

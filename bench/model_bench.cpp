@@ -31,12 +31,33 @@ double Seconds(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+namespace {
+
+uint64_t FfnBytes(const FfnWeights& f) {
+  return MatrixBytes(f.w_gate) + MatrixBytes(f.w_up) + MatrixBytes(f.w_down);
+}
+
+}  // namespace
+
 uint64_t WeightBytesPerToken(const LlamaModel& model) {
   const LlamaWeights& w = model.weights();
+  const ModelConfig& c = model.config();
   uint64_t bytes = MatrixBytes(w.output);
   for (const auto& l : w.layers) {
     bytes += MatrixBytes(l.wq) + MatrixBytes(l.wk) + MatrixBytes(l.wv) + MatrixBytes(l.wo) +
-             MatrixBytes(l.w_gate) + MatrixBytes(l.w_up) + MatrixBytes(l.w_down);
+             FfnBytes(l.dense()) + MatrixBytes(l.ffn_gate_inp) + FfnBytes(l.shexp);
+    // A decode step reads exactly n_expert_used experts of each layer (all of one size).
+    if (!l.experts.empty()) {
+      bytes += static_cast<uint64_t>(c.n_expert_used) * FfnBytes(l.experts.front());
+    }
+  }
+  return bytes;
+}
+
+uint64_t ExpertBytes(const LlamaModel& model) {
+  uint64_t bytes = 0;
+  for (const auto& l : model.weights().layers) {
+    for (const FfnWeights& e : l.experts) bytes += FfnBytes(e);
   }
   return bytes;
 }
@@ -72,6 +93,9 @@ Result<ModelBenchResult> RunModelBench(const LlamaModel& model, ComputePool& poo
 
   ModelBenchResult out;
   out.weight_bytes_per_token = WeightBytesPerToken(model);
+  out.expert_bytes = ExpertBytes(model);
+  out.n_expert = cfg.n_expert;
+  out.n_expert_used = cfg.n_expert_used;
   for (const auto& t : model.file().tensors()) {
     out.model_bytes += t.size_bytes;
     out.n_params += t.n_elements();

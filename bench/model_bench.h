@@ -45,14 +45,19 @@ struct ModelBenchResult {
   // bandwidth_sample just before tg run i is [2 i], just after it [2 i + 1] (empty without
   // the callback).
   std::vector<double> tg_bandwidth_gb_per_s;
-  uint64_t weight_bytes_per_token = 0;  // matrices read once per decoded token
+  uint64_t weight_bytes_per_token = 0;  // matrices read once per decoded token (MoE: active)
+  uint64_t expert_bytes = 0;            // all experts' matrices (MoE), 0 for dense models
   uint64_t model_bytes = 0;             // all tensor data
   uint64_t n_params = 0;
+  int64_t n_expert = 0, n_expert_used = 0;
 };
 
 // Bytes of weights a batch-1 decode step streams: every layer matrix plus the output matrix
-// (the embedding contributes one row, ignored).
+// (the embedding contributes one row, ignored); of a mixture of experts, the router, the
+// shared expert and n_expert_used experts per layer (the active weights), not all experts.
 uint64_t WeightBytesPerToken(const LlamaModel& model);
+// Bytes of all experts' matrices (0 for a dense model).
+uint64_t ExpertBytes(const LlamaModel& model);
 
 Result<ModelBenchResult> RunModelBench(const LlamaModel& model, ComputePool& pool,
                                        const ModelBenchOptions& opts);

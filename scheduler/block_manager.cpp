@@ -56,7 +56,7 @@ BlockId BlockManager::FindCached(uint64_t hash, uint64_t parent_entry_id,
 }
 
 void BlockManager::WalkPrefix(std::span<const int32_t> tokens, std::vector<Hit>* hits) const {
-  if (tokens.empty()) return;
+  if (tokens.empty() || !prefix_caching_) return;
   // Copy-on-write cap: never cover the last token (its logits must be computed).
   const size_t max_blocks = (tokens.size() - 1) / static_cast<size_t>(block_tokens_);
   uint64_t parent_hash = kRootBlockHash;

@@ -82,6 +82,9 @@ class BlockManager {
 
   int32_t n_blocks() const { return static_cast<int32_t>(blocks_.size()); }
   int32_t block_tokens() const { return block_tokens_; }
+  // false: prefixes are never matched (every sequence computes from position 0), for models
+  // whose cache holds per-sequence state beside the blocks (sliding-window layers).
+  void set_prefix_caching(bool on) { prefix_caching_ = on; }
   int64_t capacity_tokens() const { return int64_t{n_blocks()} * block_tokens_; }
   int64_t BlocksFor(int64_t n_positions) const {
     return (n_positions + block_tokens_ - 1) / block_tokens_;
@@ -175,6 +178,7 @@ class BlockManager {
   std::unordered_multimap<uint64_t, BlockId> index_;    // chain hash -> cached block
   std::unordered_map<SeqKey, Seq> seqs_;
   uint64_t next_entry_id_ = 1;
+  bool prefix_caching_ = true;
   int64_t prefix_lookup_tokens_ = 0;
   int64_t prefix_hit_tokens_ = 0;
   int64_t evictions_ = 0;

@@ -77,6 +77,9 @@ struct SchedulerConfig {
   int64_t max_seq_tokens = 0;           // prompt + max_tokens cap (model context); 0 = none
   QueueOrder queue_order = QueueOrder::kFcfs;
   BlockHashFn block_hash_fn = &HashBlockTokens;  // test hook (forced collisions)
+  // false: no prefix-cache hits (BlockManager::set_prefix_caching), e.g. for a model whose
+  // sliding-window layers keep per-sequence K/V outside the blocks.
+  bool prefix_caching = true;
 };
 
 // The knobs the SLO controller may change between steps.

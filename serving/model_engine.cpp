@@ -70,13 +70,10 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
     }
   }
 
-  // KV pool from the memory budget: bytes per 16-position block across all layers.
-  const uint64_t block_bytes =
-      KvBlockBytes(options.kv_type, cfg.n_layer, cfg.n_head_kv, cfg.head_dim_k, cfg.head_dim_v);
-  const uint64_t n_blocks_u64 = options.kv_memory_bytes / block_bytes;
   ContextOptions copts;
   copts.n_ctx = options.n_ctx;
   copts.max_batch_tokens = options.max_step_tokens;
+  copts.max_sequences = options.max_running;  // the sliding-window pool's sequences
   copts.kv_type = options.kv_type;
   copts.max_kv_bytes = options.kv_memory_bytes;
   // Probe n_ctx with a one-block context first (cheap), then size the real one.
@@ -87,6 +84,17 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
     LL_ASSIGN_OR_RETURN(auto c, LlamaContext::Create(cfg, probe));
     e->n_ctx_ = c->n_ctx();
   }
+  // KV pool from the memory budget: bytes per 16-position block across the layers the pool
+  // holds (all of them, or the global ones when sliding-window layers keep their own window
+  // storage, which comes off the budget first).
+  const KvPlan plan = PlanKv(cfg, copts, e->n_ctx_);
+  if (plan.window_bytes >= options.kv_memory_bytes) {
+    return ResourceExhausted("kv-memory: " + std::to_string(options.kv_memory_bytes) +
+                             " bytes do not cover the sliding-window layers' " +
+                             std::to_string(plan.window_bytes) + " bytes");
+  }
+  const uint64_t block_bytes = plan.main_block_bytes;
+  const uint64_t n_blocks_u64 = (options.kv_memory_bytes - plan.window_bytes) / block_bytes;
   const uint64_t min_blocks = static_cast<uint64_t>(KvBlocksFor(e->n_ctx_));
   if (n_blocks_u64 < min_blocks) {
     return ResourceExhausted("kv-memory: " + std::to_string(options.kv_memory_bytes) +
@@ -124,6 +132,9 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
   scfg.max_step_tokens = options.max_step_tokens;
   scfg.max_waiting = options.max_waiting;
   scfg.max_seq_tokens = e->n_ctx_;
+  // Window storage is per sequence and released as it slides: a cached prefix has no window
+  // behind it, so such models compute every prompt from position 0.
+  scfg.prefix_caching = !plan.windowed;
   // Higher priority first, then earliest deadline (requests without one last), then arrival.
   scfg.queue_order = QueueOrder::kEdfWithinPriority;
   LL_ASSIGN_OR_RETURN(e->scheduler_, Scheduler::Create(scfg));

@@ -37,12 +37,47 @@ void AddArchKvs(const ModelShape& s, GgufWriter* w) {
   w->AddUint32(a + "feed_forward_length", static_cast<uint32_t>(s.ffn));
   w->AddUint32(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
   w->AddUint32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
-  w->AddUint32(a + "rope.dimension_count", static_cast<uint32_t>(s.head_dim()));
+  // The converters of these families always state the head size; elsewhere only when it is
+  // not dim / heads (Mistral Nemo: 128 with 5120 / 32).
+  if (s.head_dim_flag > 0 || s.arch == "qwen3" || IsGemmaFamily(s.arch)) {
+    w->AddUint32(a + "attention.key_length", static_cast<uint32_t>(s.head_dim()));
+    w->AddUint32(a + "attention.value_length", static_cast<uint32_t>(s.head_dim()));
+  }
+  w->AddUint32(a + "rope.dimension_count", static_cast<uint32_t>(s.rotary_dim()));
   w->AddFloat32(a + "attention.layer_norm_rms_epsilon", DefaultRmsEps(s.arch));
   w->AddFloat32(a + "rope.freq_base", static_cast<float>(rope_base));
+  if (s.arch == "gemma2") {
+    w->AddFloat32(a + "attn_logit_softcapping",
+                  static_cast<float>(s.attn_softcap > 0 ? s.attn_softcap : 50.0));
+    w->AddFloat32(a + "final_logit_softcapping",
+                  static_cast<float>(s.final_softcap > 0 ? s.final_softcap : 30.0));
+  }
+  if (const int64_t window = SlidingWindowOf(s); window > 0) {
+    w->AddUint32(a + "attention.sliding_window", static_cast<uint32_t>(window));
+  }
+  if (s.swa_pattern > 0) {
+    w->AddUint32(a + "attention.sliding_window_pattern", static_cast<uint32_t>(s.swa_pattern));
+  }
+  if (s.rope_base_swa > 0) w->AddFloat32(a + "rope.freq_base_swa", static_cast<float>(s.rope_base_swa));
+  if (s.n_expert > 0) {
+    w->AddUint32(a + "expert_count", static_cast<uint32_t>(s.n_expert));
+    w->AddUint32(a + "expert_used_count", static_cast<uint32_t>(s.n_expert_used));
+    if (IsMoeArch(s.arch)) {
+      w->AddUint32(a + "expert_feed_forward_length", static_cast<uint32_t>(s.expert_width()));
+    }
+    if (s.arch == "qwen2moe") {
+      w->AddUint32(a + "expert_shared_feed_forward_length",
+                   static_cast<uint32_t>(s.shared_width()));
+    }
+  }
+  if (s.arch == "phi3" && s.rope_orig_ctx > 0) {
+    w->AddUint32(a + "rope.scaling.original_context_length",
+                 static_cast<uint32_t>(s.rope_orig_ctx));
+    w->AddFloat32(a + "rope.scaling.attn_factor", static_cast<float>(LongRopeAttnFactor(s)));
+  }
 }
 
-void AddSyntheticVocab(const SpmVocab& v, GgufWriter* w) {
+void AddSyntheticVocab(const SpmVocab& v, const std::string& arch, GgufWriter* w) {
   w->AddString("tokenizer.ggml.model", "llama");
   w->AddStringArray("tokenizer.ggml.tokens", v.tokens);
   w->AddFloat32Array("tokenizer.ggml.scores", v.scores);
@@ -52,6 +87,8 @@ void AddSyntheticVocab(const SpmVocab& v, GgufWriter* w) {
   w->AddUint32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(v.eos_id));
   w->AddBool("tokenizer.ggml.add_bos_token", true);
   w->AddBool("tokenizer.ggml.add_eos_token", false);
+  // Gemma's SentencePiece model does not prefix the text with a space.
+  if (IsGemmaFamily(arch)) w->AddBool("tokenizer.ggml.add_space_prefix", false);
 }
 
 // Opens --vocab-from and returns its vocabulary size (the length of tokenizer.ggml.tokens).
@@ -84,9 +121,14 @@ Status FillTensor(const PlannedTensor& t, uint64_t seed, ComputePool* pool, uint
     for (int64_t r = begin; r < end; ++r) {
       if (t.init == InitKind::kOnes) {
         std::fill(row.begin(), row.end(), 1.0f);
+      } else if (t.init == InitKind::kValues) {
+        std::copy(t.values.begin(), t.values.end(), row.begin());
       } else {
         Xoshiro256pp rng(RowSeed(seed, name_hash, static_cast<uint64_t>(r)));
         FillNormal(&rng, t.std_dev, row.data(), n);
+        if (t.init == InitKind::kOnePlusNormal) {
+          for (float& v : row) v += 1.0f;
+        }
       }
       ref::QuantizeRow(t.type, row.data(), dst + static_cast<uint64_t>(r) * *row_bytes, n);
     }
@@ -122,6 +164,14 @@ Status MakeModel(const MakeModelOptions& opts) {
   SpmVocab vocab;
   if (!vocab_file) {
     LL_ASSIGN_OR_RETURN(vocab, BuildSyntheticSpmVocab(o.shape.vocab));
+    if (o.shape.arch == "phi3") {
+      // llama.cpp looks "<|endoftext|>" up (and fails to load without it) in the vocabulary
+      // of every model whose general.name says phi3; Phi-3's own vocabulary has it as a
+      // control token. It takes the last generated piece's place.
+      vocab.tokens.back() = "<|endoftext|>";
+      vocab.scores.back() = 0.0f;
+      vocab.types.back() = static_cast<int32_t>(SpmTokenType::kControl);
+    }
   }
 
   const std::vector<PlannedTensor> plan = PlanTensors(o.shape, o.ftype);
@@ -143,7 +193,7 @@ Status MakeModel(const MakeModelOptions& opts) {
       }
     }
   } else {
-    AddSyntheticVocab(vocab, &w);
+    AddSyntheticVocab(vocab, o.shape.arch, &w);
   }
   for (const auto& t : plan) w.AddTensor(t.name, t.type, t.ne);
 

@@ -44,6 +44,8 @@ GgmlType AttnVType(const ModelTypeContext& m, FileType ftype, int64_t layer, Ggm
       return UseMoreBits(layer, m.n_layers) ? GgmlType::kQ6_K : t;
     case FileType::kMostlyQ4_K_S:
       return layer < 4 ? GgmlType::kQ5_K : t;
+    case FileType::kMostlyIQ4_NL:
+      return n_gqa >= 4 ? GgmlType::kQ5_K : t;
     default:
       return t;
   }
@@ -54,6 +56,8 @@ GgmlType FfnDownType(const ModelTypeContext& m, FileType ftype, int64_t layer, G
   switch (ftype) {
     case FileType::kMostlyQ2_K:
       return GgmlType::kQ3_K;
+    case FileType::kMostlyIQ4_NL:
+      return layer < n / 8 ? GgmlType::kQ5_K : t;
     case FileType::kMostlyQ3_K_M:
       // llama.cpp keeps Q3_K only for Falcon's non-"more bits" layers; other archs get Q4_K.
       return layer < n / 16 ? GgmlType::kQ5_K : GgmlType::kQ4_K;
@@ -102,8 +106,8 @@ GgmlType FallbackForRow(GgmlType t, int64_t row_elems) {
   if (RowFits(t, row_elems)) return t;
   GgmlType alt = GgmlType::kF16;
   switch (t) {
-    case GgmlType::kQ2_K: alt = GgmlType::kQ4_0; break;
-    case GgmlType::kQ3_K: alt = GgmlType::kQ4_1; break;
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K: alt = GgmlType::kIQ4_NL; break;
     case GgmlType::kQ4_K: alt = GgmlType::kQ5_0; break;
     case GgmlType::kQ5_K: alt = GgmlType::kQ5_1; break;
     case GgmlType::kQ6_K: alt = GgmlType::kQ8_0; break;
@@ -133,6 +137,7 @@ const std::vector<FileTypeInfo>& AllFileTypes() {
       {FileType::kMostlyQ5_K_S, "q5_k_s", GgmlType::kQ5_K},
       {FileType::kMostlyQ5_K_M, "q5_k_m", GgmlType::kQ5_K},
       {FileType::kMostlyQ6_K, "q6_k", GgmlType::kQ6_K},
+      {FileType::kMostlyIQ4_NL, "iq4_nl", GgmlType::kIQ4_NL},
   };
   return kTypes;
 }

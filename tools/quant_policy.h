@@ -11,11 +11,11 @@
 //     except in Q8_0 files (stays Q8_0) and when its row length isn't a multiple of the file
 //     type's block (Q8_0);
 //   - per-layer bumps: attn_v / ffn_down / attn_output for the K-quant mixes (Q2_K, Q3_K_*,
-//     Q4_K_*, Q5_K_M) with llama.cpp's use_more_bits(layer) pattern;
+//     Q4_K_*, Q5_K_M) with llama.cpp's use_more_bits(layer) pattern; for IQ4_NL files attn_v
+//     (with 4+ query heads per KV head) and the first eighth of ffn_down get Q5_K;
 //   - a row length not divisible by the chosen type's block falls back Q4_K->Q5_0,
-//     Q5_K->Q5_1, Q6_K->Q8_0, Q2_K->Q4_0, Q3_K->Q4_1 and to F16 if that still doesn't fit.
-//     Note: current llama.cpp sends Q2_K/Q3_K to IQ4_NL, a type Lifeline doesn't implement; we
-//     keep the older llama.cpp fallback (Q4_0 / Q4_1), which every GGUF engine reads.
+//     Q5_K->Q5_1, Q6_K->Q8_0, Q2_K and Q3_K->IQ4_NL (as current llama.cpp does) and to F16 if
+//     that still doesn't fit.
 //
 // Thread-safety: pure functions over constant tables.
 #pragma once
@@ -48,6 +48,7 @@ enum class FileType : uint32_t {
   kMostlyQ5_K_S = 16,
   kMostlyQ5_K_M = 17,
   kMostlyQ6_K = 18,
+  kMostlyIQ4_NL = 25,
   kMostlyBF16 = 32,
 };
 

@@ -2,7 +2,9 @@
 //
 // One call handles one KV head of one sequence and a run of consecutive query tokens of that
 // sequence (a "tile"): token i of the tile sits at position pos0 + i and sees positions
-// [0, pos0 + i]. Each of its n_group query heads (grouped-query attention) shares the KV
+// [0, pos0 + i], or with a sliding window of W positions [max(0, pos0 + i - W + 1), pos0 + i]
+// (the window is a bound on the loop and the mask: blocks wholly before the tile's first
+// visible position are never read, so their memory may already belong to someone else). Each of its n_group query heads (grouped-query attention) shares the KV
 // head. The kernel walks the sequence's KV blocks once per tile: every K/V block row is
 // converted to f32 once and reused by all tokens x group heads of the tile, scores go
 // through an online softmax (running max and denominator per query row), and no score matrix
@@ -68,7 +70,16 @@ struct AttnShape {
   int64_t head_dim_k = 0;
   int64_t head_dim_v = 0;
   float scale = 1.0f;  // applied to q.k
+  // > 0: scores are soft-capped, s = softcap * tanh(scale * q.k / softcap) (Gemma 2).
+  float softcap = 0.0f;
+  // > 0: sliding window, a query at position p sees positions p - window + 1 ... p.
+  int64_t window = 0;
 };
+
+// First position a query at `pos` sees under `window` (0: no window).
+inline int64_t AttnFirstVisible(int64_t pos, int64_t window) {
+  return window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+}
 
 struct AttnTile {
   // q of token i, group head j: q + i * q_token_stride + j * head_dim_k (floats).

@@ -80,7 +80,7 @@ void AttendScalar(const AttnKvView& kv, const AttnShape& s, const AttnTile& tile
                   AttnScratch& scratch) {
   LL_CHECK(kv.block_tokens >= 1 && kv.block_tokens <= kAttnMaxBlockTokens);
   LL_CHECK(s.n_group >= 1 && s.head_dim_k >= 1 && s.head_dim_v >= 1);
-  LL_CHECK(tile.n_tokens >= 0 && tile.pos0 >= 0);
+  LL_CHECK(tile.n_tokens >= 0 && tile.pos0 >= 0 && s.window >= 0);
   const int64_t bt = kv.block_tokens;
   // Scratch: K rows [bt][hdk], V rows [bt][hdv], scores [bt], max/denom [n_group].
   float* k_rows = scratch.Grow(static_cast<size_t>(bt * (s.head_dim_k + s.head_dim_v + 1) +
@@ -90,7 +90,8 @@ void AttendScalar(const AttnKvView& kv, const AttnShape& s, const AttnTile& tile
   float* run_max = scores + bt;
   float* run_denom = run_max + s.n_group;
   for (int64_t i = 0; i < tile.n_tokens; ++i) {
-    const int64_t n_kv = tile.pos0 + i + 1;
+    const int64_t pos = tile.pos0 + i;
+    const int64_t first_pos = AttnFirstVisible(pos, s.window);
     const float* q = tile.q + i * tile.q_token_stride;
     float* out = tile.out + i * tile.out_token_stride;
     for (int64_t j = 0; j < s.n_group; ++j) {
@@ -98,11 +99,12 @@ void AttendScalar(const AttnKvView& kv, const AttnShape& s, const AttnTile& tile
       run_denom[j] = 0.0f;
     }
     std::fill(out, out + s.n_group * s.head_dim_v, 0.0f);
-    const int64_t n_blocks = (n_kv + bt - 1) / bt;
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      const int64_t n_slots = std::min<int64_t>(bt, n_kv - b * bt);
+    for (int64_t b = first_pos / bt; b * bt <= pos; ++b) {
+      // Visible slots of this block: [slot0, n_slots).
+      const int64_t slot0 = std::max<int64_t>(0, first_pos - b * bt);
+      const int64_t n_slots = std::min<int64_t>(bt, pos + 1 - b * bt);
       const uint64_t block = static_cast<uint64_t>(kv.blocks[b]);
-      for (int64_t slot = 0; slot < n_slots; ++slot) {
+      for (int64_t slot = slot0; slot < n_slots; ++slot) {
         const uint64_t us = static_cast<uint64_t>(slot);
         LoadHeadRow(kv.type, kv.k_head + block * kv.k_block_bytes + us * kv.k_row_bytes,
                     k_rows + slot * s.head_dim_k, s.head_dim_k);
@@ -113,8 +115,10 @@ void AttendScalar(const AttnKvView& kv, const AttnShape& s, const AttnTile& tile
         const float* qj = q + j * s.head_dim_k;
         float* oj = out + j * s.head_dim_v;
         float block_max = -std::numeric_limits<float>::infinity();
-        for (int64_t slot = 0; slot < n_slots; ++slot) {
-          scores[slot] = Dot(qj, k_rows + slot * s.head_dim_k, s.head_dim_k) * s.scale;
+        for (int64_t slot = slot0; slot < n_slots; ++slot) {
+          float score = Dot(qj, k_rows + slot * s.head_dim_k, s.head_dim_k) * s.scale;
+          if (s.softcap > 0.0f) score = s.softcap * std::tanh(score / s.softcap);
+          scores[slot] = score;
           block_max = std::max(block_max, scores[slot]);
         }
         const float new_max = std::max(run_max[j], block_max);
@@ -122,7 +126,7 @@ void AttendScalar(const AttnKvView& kv, const AttnShape& s, const AttnTile& tile
         const float correction = std::exp(run_max[j] - new_max);
         float denom = run_denom[j] * correction;
         for (int64_t d = 0; d < s.head_dim_v; ++d) oj[d] *= correction;
-        for (int64_t slot = 0; slot < n_slots; ++slot) {
+        for (int64_t slot = slot0; slot < n_slots; ++slot) {
           const float p = std::exp(scores[slot] - new_max);
           denom += p;
           const float* v = v_rows + slot * s.head_dim_v;

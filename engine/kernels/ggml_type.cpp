@@ -9,7 +9,7 @@ namespace lifeline {
 namespace {
 
 // Block sizes are part of the GGUF on-disk format (ggml's block_* structs).
-constexpr std::array<GgmlTypeTraits, 20> kTraits = {{
+constexpr std::array<GgmlTypeTraits, 21> kTraits = {{
     {GgmlType::kF32, "f32", 1, 4, true},
     {GgmlType::kF16, "f16", 1, 2, true},
     {GgmlType::kQ4_0, "q4_0", 32, 2 + 16, true},
@@ -24,6 +24,7 @@ constexpr std::array<GgmlTypeTraits, 20> kTraits = {{
     {GgmlType::kQ5_K, "q5_k", kQK_K, 2 + 2 + 12 + kQK_K / 8 + kQK_K / 2, true},
     {GgmlType::kQ6_K, "q6_k", kQK_K, kQK_K / 2 + kQK_K / 4 + kQK_K / 16 + 2, true},
     {GgmlType::kQ8_K, "q8_k", kQK_K, 4 + kQK_K + kQK_K / 16 * 2, false},
+    {GgmlType::kIQ4_NL, "iq4_nl", 32, 2 + 16, true},
     {GgmlType::kI8, "i8", 1, 1, false},
     {GgmlType::kI16, "i16", 1, 2, false},
     {GgmlType::kI32, "i32", 1, 4, false},

@@ -27,6 +27,7 @@ enum class GgmlType : uint32_t {
   kQ5_K = 13,
   kQ6_K = 14,
   kQ8_K = 15,
+  kIQ4_NL = 20,  // 32 values: f16 d + 16 nibble indices into a fixed non-linear table
   kI8 = 24,
   kI16 = 25,
   kI32 = 26,

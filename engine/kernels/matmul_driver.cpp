@@ -195,6 +195,7 @@ TileKernel ScalarTile(GgmlType type) {
     case GgmlType::kQ5_0: k.fn = &ScalarTileT<GgmlType::kQ5_0>; break;
     case GgmlType::kQ5_1: k.fn = &ScalarTileT<GgmlType::kQ5_1>; break;
     case GgmlType::kQ8_0: k.fn = &ScalarTileT<GgmlType::kQ8_0>; break;
+    case GgmlType::kIQ4_NL: k.fn = &ScalarTileT<GgmlType::kIQ4_NL>; break;
     case GgmlType::kQ2_K: k.fn = &ScalarTileT<GgmlType::kQ2_K>; break;
     case GgmlType::kQ3_K: k.fn = &ScalarTileT<GgmlType::kQ3_K>; break;
     case GgmlType::kQ4_K: k.fn = &ScalarTileT<GgmlType::kQ4_K>; break;

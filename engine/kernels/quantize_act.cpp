@@ -102,7 +102,8 @@ ActFormat ActFormatFor(GgmlType weight_type) {
   switch (weight_type) {
     case GgmlType::kQ4_0:
     case GgmlType::kQ5_0:
-    case GgmlType::kQ8_0: return ActFormat::kQ8_0;
+    case GgmlType::kQ8_0:
+    case GgmlType::kIQ4_NL: return ActFormat::kQ8_0;
     case GgmlType::kQ4_1:
     case GgmlType::kQ5_1: return ActFormat::kQ8_1;
     case GgmlType::kQ2_K:

@@ -1,6 +1,6 @@
 // Activation quantization: before a matmul, every token row of x is converted once into the
 // format the weight type's dot product consumes, the way ggml does it (its "vec_dot_type"):
-//   Q4_0, Q5_0, Q8_0 weights -> Q8_0 activations (32-value blocks, f16-rounded scale)
+//   Q4_0, Q5_0, Q8_0, IQ4_NL weights -> Q8_0 activations (32-value blocks, f16-rounded scale)
 //   Q4_1, Q5_1 weights       -> Q8_1 activations (as Q8_0 plus s = f16(d * sum(q)))
 //   K-quant weights          -> Q8_K activations (256-value blocks, f32 scale, sums of 16)
 //   F16 weights              -> x rounded to f16 (kept as f32 values so no re-conversion)

@@ -44,7 +44,8 @@ void AttendTile(const AttentionKernels& kernels, const KvStorage& kv, int64_t la
   view.v_block_bytes = v.block_bytes;
   view.blocks = blocks;
   view.block_tokens = kKvBlockTokens;
-  const AttnShape s{shape.n_group, shape.head_dim_k, shape.head_dim_v, shape.scale};
+  const AttnShape s{shape.n_group,  shape.head_dim_k, shape.head_dim_v,
+                    shape.scale,    shape.softcap,    shape.window};
   AttnTile tile;
   tile.q = q;
   tile.q_token_stride = q_token_stride;

@@ -27,7 +27,9 @@ struct AttentionShape {
   int64_t n_group = 1;     // query heads per KV head
   int64_t head_dim_k = 0;
   int64_t head_dim_v = 0;
-  float scale = 1.0f;      // applied to q.k (1/sqrt(head_dim_k))
+  float scale = 1.0f;      // applied to q.k (1/sqrt(head_dim_k), or the family's own)
+  float softcap = 0.0f;    // > 0: scores soft-capped, softcap * tanh(s / softcap)
+  int64_t window = 0;      // > 0: sliding window (positions p - window + 1 ... p)
 };
 
 struct AttentionScratch {
@@ -40,7 +42,8 @@ struct AttentionScratch {
 //   q:   token i, group head j at q + i * q_token_stride + j * head_dim_k (the group's heads
 //        are kv_head * n_group ... + n_group - 1 of the token's query row)
 //   out: token i, group head j at out + i * out_token_stride + j * head_dim_v
-//   Token i is at position pos0 + i and sees positions [0, pos0 + i]; blocks covers them.
+//   Token i is at position pos0 + i and sees positions [0, pos0 + i] (with a window, the last
+//   `window` of them); blocks covers them (entries before the window are never read).
 void AttendTile(const AttentionKernels& kernels, const KvStorage& kv, int64_t layer,
                 const int32_t* blocks, int64_t kv_head, const AttentionShape& shape,
                 const float* q, int64_t q_token_stride, float* out, int64_t out_token_stride,

@@ -88,4 +88,56 @@ class KvSequenceTable {
   SeqId next_id_ = 0;
 };
 
+// The block tables of the sliding-window layers. Positional like KvSequenceTable's (logical
+// block p / 16 holds position p), but a layer with a window of W positions never reads a
+// position more than W - 1 before the one it computes, so once a sequence's next position is
+// n, blocks that end before n - W + 1 are returned to the pool and their entries become -1
+// (the attention kernels take the window as a bound and never read them). A sequence then
+// holds about W + one step of positions here, whatever its length.
+//
+// Ownership: owns its pool and tables, keyed by the ids KvSequenceTable hands out.
+// Thread-safety: none (one owner). Failure: running out of blocks is an expected outcome
+// (Reserve returns false); rewinding into released positions is InvalidArgument; an
+// unknown sequence is a programming error (LL_CHECK) since LlamaContext keeps both tables in
+// step.
+class KvWindowTable {
+ public:
+  KvWindowTable(int32_t n_blocks, int64_t window);
+
+  void Create(SeqId seq);
+  void Release(SeqId seq);
+  int64_t window() const { return window_; }
+
+  // Blocks `seq` needs so positions [0, n_positions) have a home (released ones excluded).
+  int64_t BlocksNeeded(SeqId seq, int64_t n_positions) const;
+  // All or nothing, as KvSequenceTable::Reserve.
+  bool Reserve(SeqId seq, int64_t n_positions);
+  // Positions [0, n_tokens) are written; releases the blocks no later position will read.
+  void Advance(SeqId seq, int64_t n_tokens);
+  // Forgets positions >= n_tokens; InvalidArgument when the window before n_tokens was
+  // already released (the positions must be recomputed from the start).
+  Status Truncate(SeqId seq, int64_t n_tokens);
+  // The table: entry i is logical block i's physical block, -1 once released.
+  const int32_t* blocks(SeqId seq) const;
+  int64_t length(SeqId seq) const;  // positions written
+  // Logical blocks before this one are released.
+  int64_t first_held(SeqId seq) const;
+
+  const KvBlockPool& pool() const { return pool_; }
+
+ private:
+  struct Seq {
+    std::vector<int32_t> blocks;
+    int64_t n_tokens = 0;
+    int64_t first_held = 0;
+  };
+  Seq& Get(SeqId seq);
+  const Seq& Get(SeqId seq) const;
+  int64_t AttnFirstVisibleBlock(int64_t pos) const;
+
+  KvBlockPool pool_;
+  int64_t window_;
+  std::unordered_map<SeqId, Seq> seqs_;
+};
+
 }  // namespace lifeline

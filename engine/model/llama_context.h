@@ -3,6 +3,12 @@
 // `max_batch_tokens` tokens per forward step (bigger batches are split into steps of that
 // size) and `n_ctx` positions per sequence.
 //
+// Sliding-window layers (gemma2/3) keep their K/V apart when that saves memory (window +
+// one step of positions per sequence is less than the context): a second KvStorage holding
+// only those layers, with per-sequence KvWindowTable tables whose blocks are released as
+// they fall out of the window. The other layers use the ordinary pool and tables (adoptable
+// by a server's block manager). A sequence whose window was released cannot rewind into it.
+//
 // Ownership: owns KV memory, block tables and scratch; borrows nothing (it copies the few
 // config numbers it needs). Thread-safety: one owner thread at a time (the engine loop);
 // LlamaModel::Eval uses a ComputePool internally but the context is never shared across
@@ -24,10 +30,25 @@
 
 namespace lifeline {
 
+// How the KV memory of a model splits (PlanKv): bytes per 16-position block of the
+// ordinary pool (its layers only) and, with separate window storage, the window pool.
+struct KvPlan {
+  bool windowed = false;          // sliding-window layers in their own, released, storage
+  int64_t n_layer_main = 0;       // layers in the ordinary pool
+  int64_t n_layer_window = 0;     // layers in the window pool
+  uint64_t main_block_bytes = 0;  // one block of the ordinary pool
+  int64_t window_blocks = 0;      // blocks of the window pool (max_sequences of them)
+  uint64_t window_bytes = 0;      // its memory
+};
+
+struct ContextOptions;
+KvPlan PlanKv(const ModelConfig& config, const ContextOptions& options, int64_t n_ctx);
+
 struct ContextOptions {
   int64_t n_ctx = 0;               // positions per sequence; 0 -> min(context_length, 4096)
   int64_t max_batch_tokens = 256;  // tokens per forward step (scratch is sized for this)
-  int32_t max_sequences = 1;       // default KV size: this many sequences of n_ctx positions
+  int32_t max_sequences = 1;       // default KV size: this many sequences of n_ctx positions;
+                                   // also the sequences the window pool holds at once
   int64_t n_kv_blocks = 0;         // 0 -> max_sequences * ceil(n_ctx / 16)
   KvType kv_type = KvType::kF16;
   uint64_t max_kv_bytes = 64ull << 30;       // cap on KV memory
@@ -56,8 +77,28 @@ struct LlamaScratch {
                                 //   [B, 2 * n_ff + kRowPadFloats]
   std::vector<float> rope_cos;  // [B, rope_dim / 2]
   std::vector<float> rope_sin;  // [B, rope_dim / 2]
+  // Angles of the sliding-window layers when their rope differs (gemma3: another base);
+  // empty otherwise.
+  std::vector<float> rope_cos_swa;  // [B, rope_dim / 2] or empty
+  std::vector<float> rope_sin_swa;  // [B, rope_dim / 2] or empty
   std::vector<float> head_in;   // [B, n_embd] final-normed rows whose logits are wanted
+  // Mixture of experts (empty for dense models), k = n_expert_used, E = n_expert:
+  std::vector<float> router;         // [B, E] router logits
+  std::vector<int32_t> moe_expert;   // [B, k] each token's chosen experts
+  std::vector<float> moe_weight;     // [B, k] and their weights
+  std::vector<int32_t> moe_order;    // [B * k] (token, slot) pairs grouped by expert
+  std::vector<int32_t> moe_offsets;  // [E + 1] each expert's run in moe_order
+  std::vector<int32_t> moe_fill;     // [E] counting-sort cursor
+  std::vector<float> moe_in;         // [B, n_embd] one expert's tokens, gathered
+  std::vector<float> moe_probs;      // [E] one token's probabilities
+  std::vector<int32_t> moe_ids;      // [E] one token's experts, by probability
+  // [B] per token of the last step: the smallest gap, over the layers, between the router
+  // logits of the last chosen and the first unchosen expert (infinity for dense models). A
+  // small gap is a routing near-tie that any rounding difference may flip (the golden tests
+  // skip such tokens when they compare with another implementation).
+  std::vector<float> moe_route_margin;
   std::vector<const int32_t*> block_tables;  // [B] each token's sequence block table
+  std::vector<const int32_t*> window_tables;  // [B] its window table (windowed contexts)
   std::vector<AttentionScratch> attention;   // [n_threads] grown to the pool's size once
   // Per-Eval validation state: (sequence, next position) for the sequences in the batch.
   std::vector<std::pair<SeqId, int64_t>> seq_next;
@@ -72,10 +113,11 @@ class LlamaContext {
   int64_t max_batch_tokens() const { return max_batch_tokens_; }
 
   // Sequences: a handle to a block table in this context's cache.
-  SeqId NewSequence() { return seqs_.Create(); }
-  Status ReleaseSequence(SeqId seq) { return seqs_.Release(seq); }
-  // Drops positions >= n_tokens (e.g. to rewind or reuse a prompt prefix).
-  Status TruncateSequence(SeqId seq, int64_t n_tokens) { return seqs_.Truncate(seq, n_tokens); }
+  SeqId NewSequence();
+  Status ReleaseSequence(SeqId seq);
+  // Drops positions >= n_tokens (e.g. to rewind or reuse a prompt prefix). With window
+  // storage, InvalidArgument when the window before n_tokens was already released.
+  Status TruncateSequence(SeqId seq, int64_t n_tokens);
   // Valid positions [0, n) of a sequence, or -1 for an unknown handle.
   int64_t SequenceLength(SeqId seq) const;
 
@@ -83,6 +125,16 @@ class LlamaContext {
   KvSequenceTable& sequences() { return seqs_; }
   const KvStorage& kv() const { return *kv_; }
   KvStorage& kv() { return *kv_; }
+  // Where layer il's K/V live: the window storage for a windowed context's sliding-window
+  // layers, else the ordinary one; and the layer's index inside that storage.
+  bool windowed(int64_t il) const { return window_ != nullptr && kv_windowed_[static_cast<size_t>(il)]; }
+  KvStorage& kv_of(int64_t il) { return windowed(il) ? *kv_window_ : *kv_; }
+  const KvStorage& kv_of(int64_t il) const { return windowed(il) ? *kv_window_ : *kv_; }
+  int64_t kv_index(int64_t il) const { return kv_index_[static_cast<size_t>(il)]; }
+  // The window tables (null unless the sliding-window layers are stored apart).
+  KvWindowTable* window_table() { return window_.get(); }
+  const KvWindowTable* window_table() const { return window_.get(); }
+  const KvPlan& kv_plan() const { return plan_; }
   LlamaScratch& scratch() { return scratch_; }
 
   // The dims this context was built for; Eval refuses a model with different ones.
@@ -102,6 +154,11 @@ class LlamaContext {
   int64_t v_dim_ = 0;
   KvSequenceTable seqs_;
   std::unique_ptr<KvStorage> kv_;
+  KvPlan plan_;
+  std::unique_ptr<KvWindowTable> window_;     // windowed contexts only
+  std::unique_ptr<KvStorage> kv_window_;      // the sliding-window layers' K/V
+  std::vector<uint8_t> kv_windowed_;          // [n_layer] layer stored in kv_window_
+  std::vector<int64_t> kv_index_;             // [n_layer] its index in its storage
   LlamaScratch scratch_;
 };
 

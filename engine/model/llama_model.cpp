@@ -3,36 +3,24 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
-#include <system_error>
-#include <thread>
 #include <vector>
 
 #include "base/check.h"
 #include "engine/kernels/interleave.h"
 #include "engine/kernels/ref/quants_ref.h"
 #include "engine/model/attention.h"
+#include "engine/model/norm_hook.h"
 #include "engine/model/ops.h"
 
 namespace lifeline {
+
 namespace {
 
 // Hooks of the fused products (MatmulGroup in kernel_table.h). Each runs on the pool thread
 // that owns the token rows / output rows it is given, right before or after they are
 // computed, so none of them is a separate single-threaded pass over the activations.
-
-// Prologue: out[t] = RMSNorm(x[t]) * w for token rows [t0, t1) ([n, d] buffers).
-struct NormHook {
-  const float* x;
-  const float* w;
-  int64_t d;
-  float eps;
-  float* out;
-  static void Run(const void* p, int64_t t0, int64_t t1) {
-    const auto& h = *static_cast<const NormHook*>(p);
-    for (int64_t t = t0; t < t1; ++t) ops::RmsNorm(h.x + t * h.d, h.w, h.d, h.eps, h.out + t * h.d);
-  }
-};
 
 // Epilogue of Q/K/V: adds each matrix's bias (qwen2) to its output rows [r0, r1).
 struct BiasHook {
@@ -68,35 +56,38 @@ struct RowsHook {
   }
 };
 using ResidualHook = RowsHook<&ops::AddInPlace>;
-using SwiGluHook = RowsHook<&ops::SwiGlu>;
 
 // Epilogue of the fused gate/up product (LlamaLayerWeights::w_gate_up): each token's row of
 // its output gu (ld_gu floats apart) holds 16 gate rows, then the same 16 rows of up, and so
 // on; rows [r0, r1) (multiples of 32: MatmulGroup::epilogue_rows) give
-// out[t][j] = silu(gate_j) * up_j ([n_tokens, n_ff]) for the n_ff rows j they cover.
-struct PairedSwiGluHook {
+// out[t][j] = act(gate_j) * up_j ([n_tokens, n_ff]) for the n_ff rows j they cover.
+template <void (*Glu)(float*, const float*, int64_t)>
+struct PairedGluHook {
   float* gu;
   int64_t ld_gu;
   float* out;
   int64_t n_ff;
   int64_t n_tokens;
   static void Run(const void* p, int, int64_t r0, int64_t r1) {
-    const auto& h = *static_cast<const PairedSwiGluHook*>(p);
+    const auto& h = *static_cast<const PairedGluHook*>(p);
     constexpr int64_t kGroup = kernels::kInterleaveRows;
     for (int64_t t = 0; t < h.n_tokens; ++t) {
       float* row = h.gu + t * h.ld_gu;
       for (int64_t r = r0; r < r1; r += 2 * kGroup) {
-        ops::SwiGlu(row + r, row + r + kGroup, kGroup);  // in place over the gate half
+        Glu(row + r, row + r + kGroup, kGroup);  // in place over the gate half
         std::memcpy(h.out + t * h.n_ff + r / 2, row + r, kGroup * sizeof(float));
       }
     }
   }
 };
 
-// One product y = W x with the residual add fused into its output: x_res += W x. proj's rows
-// are w.rows + kRowPadFloats floats apart (llama_context.h).
-void ProjectAndAdd(const KernelTable& kernels, const WeightMatrix& w, const float* in,
-                   int64_t n, float* proj, float* x_res, ComputePool& pool) {
+// The residual update of a sub-block: x_res += W in, or with a post-norm (gemma2/3)
+// x_res += RMSNorm(W in) * post_norm. Without a post-norm the add is the product's epilogue
+// (no separate pass); a post-norm needs whole rows, so it runs after the product. proj's
+// rows are w.rows + kRowPadFloats floats apart (llama_context.h).
+void AddProjection(const KernelTable& kernels, const WeightMatrix& w, const float* in,
+                   int64_t n, const std::vector<float>& post_norm, float eps, float* proj,
+                   float* x_res, ComputePool& pool) {
   const int64_t ld = w.rows + kRowPadFloats;
   const ResidualHook hook{x_res, proj, w.rows, n, ld};
   MatmulGroup g;
@@ -104,9 +95,17 @@ void ProjectAndAdd(const KernelTable& kernels, const WeightMatrix& w, const floa
   g.w[0] = w;
   g.y[0] = proj;
   g.ldy[0] = ld;
-  g.epilogue = &ResidualHook::Run;
-  g.epilogue_ctx = &hook;
+  if (post_norm.empty()) {
+    g.epilogue = &ResidualHook::Run;
+    g.epilogue_ctx = &hook;
+  }
   RunMatmulGroup(kernels, g, in, n, pool);
+  if (post_norm.empty()) return;
+  for (int64_t t = 0; t < n; ++t) {
+    float* row = proj + t * ld;
+    ops::RmsNorm(row, post_norm.data(), w.rows, eps, row);
+    ops::AddInPlace(x_res + t * w.rows, row, w.rows);
+  }
 }
 
 std::pair<SeqId, int64_t>* FindSeq(std::vector<std::pair<SeqId, int64_t>>& v, SeqId seq) {
@@ -130,110 +129,6 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(std::unique_ptr<GgufFile> f
   LL_ASSIGN_OR_RETURN(m->weights_, BindLlamaWeights(*m->file_, m->config_));
   if (options.repack) LL_RETURN_IF_ERROR(m->RepackMatrices(options.fuse_gate_up));
   return m;
-}
-
-// Every matrix used only in products (not token_embd, whose rows the embedding lookup reads,
-// nor a classifier tied to it) is copied once into the interleaved layout when the kernel
-// table has SIMD kernels for its type. All copies share one anonymous mapping asking for
-// transparent huge pages: 2 MiB pages make the copy fault a few hundred times instead of
-// ~150 000 times for a 600 MB model, and the decode stream misses the TLB far less. The copy
-// runs on every core; afterwards the file pages of the copied matrices are released (they
-// would otherwise stay in the process's resident set next to the copies).
-//
-// With fuse_gate_up, a layer's gate and up (same type and shape) become one matrix whose
-// 16-row groups alternate (LlamaLayerWeights::w_gate_up). Why: the gate+up product was the
-// slowest per byte of a decode step, because each piece of rows a thread takes switches
-// between two weight streams; measured (1.1B, tg64, two threads, per-product timing) the
-// same rows walked as two contiguous matrices streamed 8-14 % faster (Q4_0 46.6 -> 50.5
-// GB/s, Q4_K_M 43.6 -> 49.9 under the same neighbour load), while finer alternation between
-// the two matrices (every 16-128 rows) was slower still. With this fusion the product read
-// 63-64 GB/s where the two row-aligned matrices read 57-60 (1.1B Q4_K_M, alternating, same
-// minutes); two binaries alternated, 6 rounds of tg64: 1.1B Q4_K_M 1.07x in a quiet hour,
-// 1.02x in a busier one, Q4_0 1.05x, Q8_0 1.03x, 110M Q8_0 1.00x.
-Status LlamaModel::RepackMatrices(bool fuse_gate_up) {
-  // One copy: `a` alone, or `a` and `b` (same type and shape) alternating group by group.
-  struct Copy {
-    WeightMatrix* a;
-    WeightMatrix* b;
-    WeightMatrix* fused;  // where the fused matrix goes (b != nullptr)
-    uint64_t offset;
-  };
-  const auto asked = [&](const WeightMatrix& w) {
-    return (kernels_->interleaved_types >> static_cast<uint32_t>(w.type) & 1u) != 0 &&
-           kernels::CanInterleave(w);
-  };
-  std::vector<Copy> todo;
-  for (LlamaLayerWeights& l : weights_.layers) {
-    const bool pair = fuse_gate_up && asked(l.w_gate) && asked(l.w_up) &&
-                      l.w_gate.type == l.w_up.type && l.w_gate.rows == l.w_up.rows &&
-                      l.w_gate.cols == l.w_up.cols;
-    for (WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-      if (pair && w == &l.w_gate) {
-        todo.push_back({&l.w_gate, &l.w_up, &l.w_gate_up, 0});
-      } else if (!(pair && w == &l.w_up) && asked(*w)) {
-        todo.push_back({w, nullptr, nullptr, 0});
-      }
-    }
-  }
-  if (!weights_.output_tied && asked(weights_.output)) {
-    todo.push_back({&weights_.output, nullptr, nullptr, 0});
-  }
-  if (todo.empty()) return Status::Ok();
-
-  const auto bytes_of = [](const WeightMatrix& w) {
-    return static_cast<uint64_t>(w.rows) * w.row_bytes;
-  };
-  uint64_t total = 0;
-  for (Copy& c : todo) {
-    c.offset = total;
-    total += ((c.b == nullptr ? 1 : 2) * bytes_of(*c.a) + 63) / 64 * 64;
-  }
-  LL_ASSIGN_OR_RETURN(repacked_, HugePageBuffer::Allocate(total));
-
-  const unsigned n_threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
-  auto work = [&](unsigned ith) {
-    for (const Copy& c : todo) {
-      const int64_t groups = c.a->rows / kernels::kInterleaveRows;
-      const int64_t g0 = groups * ith / n_threads, g1 = groups * (ith + 1) / n_threads;
-      if (g0 >= g1) continue;
-      uint8_t* dst = repacked_.data() + c.offset;
-      if (c.b == nullptr) {
-        kernels::InterleaveRows(*c.a, dst, g0, g1);
-        continue;
-      }
-      const uint64_t group_bytes = kernels::kInterleaveRows * c.a->row_bytes;
-      kernels::InterleaveRows(*c.a, dst, g0, g1, 2 * group_bytes);
-      kernels::InterleaveRows(*c.b, dst + group_bytes, g0, g1, 2 * group_bytes);
-    }
-  };
-  std::vector<std::thread> threads;
-  unsigned started = 1;
-  try {
-    for (; started < n_threads; ++started) threads.emplace_back(work, started);
-  } catch (const std::system_error&) {
-    // No more threads available: this thread does the rest of the slabs itself.
-  }
-  for (unsigned t = started; t < n_threads; ++t) work(t);
-  work(0);
-  for (std::thread& t : threads) t.join();
-
-  for (const Copy& c : todo) {
-    for (WeightMatrix* w : {c.a, c.b}) {
-      if (w != nullptr) file_->ReleasePages(w->data, bytes_of(*w));
-    }
-    if (c.b == nullptr) {
-      c.a->data = repacked_.data() + c.offset;
-      c.a->layout = WeightLayout::kInterleaved16;
-      continue;
-    }
-    // gate and up keep describing the file's copy (GGUF row layout); products use the fusion.
-    *c.fused = *c.a;
-    c.fused->rows = 2 * c.a->rows;
-    c.fused->data = repacked_.data() + c.offset;
-    c.fused->layout = WeightLayout::kInterleaved16;
-  }
-  repacked_bytes_ = total;
-  return Status::Ok();
 }
 
 Status LlamaModel::ValidateBatch(std::span<const BatchToken> batch, LlamaContext& ctx,
@@ -275,7 +170,7 @@ Status LlamaModel::ValidateBatch(std::span<const BatchToken> batch, LlamaContext
   return Status::Ok();
 }
 
-Status LlamaModel::ReserveBlocks(LlamaContext& ctx) const {
+Status LlamaModel::ReserveBlocks(std::span<const BatchToken> batch, LlamaContext& ctx) const {
   KvSequenceTable& seqs = ctx.sequences();
   int64_t need = 0;
   for (const auto& [seq, next] : ctx.scratch().seq_next) {
@@ -294,7 +189,57 @@ Status LlamaModel::ReserveBlocks(LlamaContext& ctx) const {
                              " more blocks of " + std::to_string(kKvBlockTokens) +
                              " positions, " + std::to_string(seqs.pool().n_free()) + " free");
   }
+  KvWindowTable* window = ctx.window_table();
+  if (window != nullptr) LL_RETURN_IF_ERROR(CheckWindowBlocks(batch, ctx));
   for (const auto& [seq, next] : ctx.scratch().seq_next) LL_CHECK(seqs.Reserve(seq, next));
+  return Status::Ok();
+}
+
+// Window tables grow and shrink step by step inside one Eval (a long prompt never holds more
+// than its window plus one step there), so the check is a simulation: per sequence, the most
+// blocks it holds during any step of this batch; their growth over what it holds now must fit
+// the free blocks (a bound: the sequences' peaks need not coincide).
+Status LlamaModel::CheckWindowBlocks(std::span<const BatchToken> batch, LlamaContext& ctx) const {
+  KvWindowTable& window = *ctx.window_table();
+  const int64_t w = window.window();
+  const auto first_block = [w](int64_t pos) {
+    return pos - w + 1 > 0 ? (pos - w + 1) / kKvBlockTokens : 0;
+  };
+  const int64_t n = static_cast<int64_t>(batch.size());
+  int64_t need = 0;
+  for (const auto& [seq, next] : ctx.scratch().seq_next) {
+    const int64_t start = ctx.SequenceLength(seq);
+    // The window tables continue from the last step's length; a table adopted with a longer
+    // cached prefix has no window behind it (prefix-cache hits do not apply here).
+    if (window.length(seq) != start) {
+      return InvalidArgument("kv: sequence " + std::to_string(seq) + " continues at position " +
+                             std::to_string(start) +
+                             " but its sliding-window layers hold positions up to " +
+                             std::to_string(window.length(seq)) +
+                             " (a cached prefix cannot be reused by sliding-window layers)");
+    }
+    const int64_t held = KvBlocksFor(start) - window.first_held(seq);
+    int64_t peak = held;
+    int64_t first_held = window.first_held(seq);
+    for (int64_t begin = 0; begin < n; begin += ctx.max_batch_tokens()) {
+      const int64_t end = std::min(n, begin + ctx.max_batch_tokens());
+      int64_t a = -1, e = -1;  // this sequence's positions in the step: [a, e)
+      for (int64_t t = begin; t < end; ++t) {
+        if (batch[static_cast<size_t>(t)].seq != seq) continue;
+        if (a < 0) a = batch[static_cast<size_t>(t)].pos;
+        e = batch[static_cast<size_t>(t)].pos + 1;
+      }
+      if (a < 0) continue;
+      peak = std::max(peak, KvBlocksFor(e) - first_held);
+      first_held = std::max(first_held, first_block(e));  // released after the step
+    }
+    need += std::max<int64_t>(0, peak - held);
+  }
+  if (need > window.pool().n_free()) {
+    return ResourceExhausted("kv window pool full: the batch needs up to " + std::to_string(need) +
+                             " more blocks, " + std::to_string(window.pool().n_free()) +
+                             " free (the pool holds the window of max_sequences sequences)");
+  }
   return Status::Ok();
 }
 
@@ -308,17 +253,30 @@ Status LlamaModel::Eval(std::span<const BatchToken> batch, LlamaContext& ctx, Co
                            " floats, " + std::to_string(logits_needed) + " needed (" +
                            std::to_string(n_wanted) + " x n_vocab)");
   }
-  LL_RETURN_IF_ERROR(ReserveBlocks(ctx));
+  LL_RETURN_IF_ERROR(ReserveBlocks(batch, ctx));
 
   if (ctx.scratch().attention.size() < static_cast<size_t>(pool.n_threads())) {
     ctx.scratch().attention.resize(static_cast<size_t>(pool.n_threads()));
   }
   const int64_t n = static_cast<int64_t>(batch.size());
   float* out = logits.data();
+  KvWindowTable* window = ctx.window_table();
   for (int64_t begin = 0; begin < n; begin += ctx.max_batch_tokens()) {
     const int64_t len = std::min(ctx.max_batch_tokens(), n - begin);
     const auto step = batch.subspan(static_cast<size_t>(begin), static_cast<size_t>(len));
+    // Window tables: blocks for this step's positions (checked by CheckWindowBlocks) ...
+    for (size_t t = 0; window != nullptr && t < step.size(); ++t) {
+      if (t + 1 == step.size() || step[t + 1].seq != step[t].seq) {
+        LL_CHECK(window->Reserve(step[t].seq, step[t].pos + 1));
+      }
+    }
     EvalStep(step, ctx, pool, out);
+    // ... and the blocks no later position reads go back to the pool.
+    for (size_t t = 0; window != nullptr && t < step.size(); ++t) {
+      if (t + 1 == step.size() || step[t + 1].seq != step[t].seq) {
+        window->Advance(step[t].seq, step[t].pos + 1);
+      }
+    }
     for (const BatchToken& t : step) {
       if (t.want_logits) out += config_.n_vocab;
     }
@@ -327,43 +285,72 @@ Status LlamaModel::Eval(std::span<const BatchToken> batch, LlamaContext& ctx, Co
   return Status::Ok();
 }
 
-// The transformer, as in the paper: embed, then per layer x += Attn(RMSNorm(x)) and
-// x += FFN(RMSNorm(x)), then logits = Output(RMSNorm(x)).
+// The transformer, as in the paper: embed, then per layer
+//   x += [PostNorm] Attention(RMSNorm(x))   and   x += [PostNorm] FFN(RMSNorm(x)),
+// then logits = Output(RMSNorm(x)) [soft-capped]. Each RMSNorm runs as the prologue of the
+// product that reads it and each residual add as the epilogue of the product that feeds it,
+// so every line below is one pass over the weights.
 void LlamaModel::EvalStep(std::span<const BatchToken> step, LlamaContext& ctx, ComputePool& pool,
                           float* logits) const {
+  const ModelConfig& c = config_;
+  LlamaScratch& s = ctx.scratch();
   const int64_t n = static_cast<int64_t>(step.size());
-  EmbedAndRope(step, ctx);
-  for (int64_t il = 0; il < config_.n_layer; ++il) {
-    AttentionBlock(il, step, ctx, pool);
-    FeedForwardBlock(il, n, ctx, pool);
+  if (c.is_moe()) {
+    std::fill_n(s.moe_route_margin.begin(), n, std::numeric_limits<float>::infinity());
+  }
+  Embed(step, ctx);  // x = token_embd[token] * embd_scale; rope angles of every position
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    const LlamaLayerWeights& w = weights_.layers[static_cast<size_t>(il)];
+    NormAndProjectQkv(w, n, ctx, pool);        // q, k, v = RMSNorm(x) * attn_norm . Wq, Wk, Wv
+    PositionAndCache(il, step, ctx);           // [Q/K norm], RoPE, K and V into the cache
+    Attend(il, step, ctx, pool);               // attn = softmax(q k^T * scale) v, causal
+    AddProjection(*kernels_, w.wo, s.attn.data(), n, w.attn_post_norm, c.rms_eps,
+                  s.proj.data(), s.x.data(), pool);  // x += [PostNorm](attn . Wo)
+    if (!c.is_moe()) {
+      const NormHook norm{s.x.data(), w.ffn_norm.data(), c.n_embd, c.rms_eps, s.xb.data()};
+      GateUp(w.dense(), c.n_ff, s.xb.data(), n, &norm, ctx, pool);  // h = act(RMSNorm(x) .
+                                                                    //  Wgate) * (... . Wup)
+      AddProjection(*kernels_, w.w_down, s.gate.data(), n, w.ffn_post_norm, c.rms_eps,
+                    s.proj.data(), s.x.data(), pool);  // x += [PostNorm](h . Wdown)
+    } else {
+      NormAndMixExperts(w, n, ctx, pool);  // x += sum_k p_k Expert_k(RMSNorm(x)) [+ shared]
+    }
   }
   OutputLogits(step, ctx, pool, logits);
 }
 
-void LlamaModel::EmbedAndRope(std::span<const BatchToken> step, LlamaContext& ctx) const {
+void LlamaModel::Embed(std::span<const BatchToken> step, LlamaContext& ctx) const {
+  const ModelConfig& c = config_;
   LlamaScratch& s = ctx.scratch();
   const WeightMatrix& emb = weights_.token_embd;
-  const ops::RopeParams rope = ops::RopeParamsFrom(config_);
-  const int64_t half = config_.rope_dim / 2;
+  const ops::RopeParams rope = ops::RopeParamsFrom(c, ctx.n_ctx());
+  const ops::RopeParams rope_swa = ops::RopeParamsFrom(c, ctx.n_ctx(), /*swa=*/true);
+  const bool swa_angles = !s.rope_cos_swa.empty();
+  const int64_t half = c.rope_dim / 2;
   for (size_t t = 0; t < step.size(); ++t) {
     const int64_t ti = static_cast<int64_t>(t);
-    // x[t] = token_embd[token]   x: [n, n_embd]
+    float* x = s.x.data() + ti * c.n_embd;  // x: [n, n_embd]
     ref::DequantizeRow(emb.type, emb.data + static_cast<uint64_t>(step[t].token) * emb.row_bytes,
-                       s.x.data() + ti * config_.n_embd, config_.n_embd);
+                       x, c.n_embd);
+    if (c.embd_scale != 1.0f) {
+      for (int64_t i = 0; i < c.n_embd; ++i) x[i] *= c.embd_scale;
+    }
     // Rotation angles depend only on the position: computed once, shared by all layers.
     ops::RopeAngles(step[t].pos, rope, s.rope_cos.data() + ti * half,
                     s.rope_sin.data() + ti * half);
+    if (swa_angles) {
+      ops::RopeAngles(step[t].pos, rope_swa, s.rope_cos_swa.data() + ti * half,
+                      s.rope_sin_swa.data() + ti * half);
+    }
     s.block_tables[t] = ctx.sequences().Find(step[t].seq)->blocks.data();
+    if (ctx.window_table() != nullptr) s.window_tables[t] = ctx.window_table()->blocks(step[t].seq);
   }
 }
 
-void LlamaModel::AttentionBlock(int64_t il, std::span<const BatchToken> step, LlamaContext& ctx,
-                                ComputePool& pool) const {
-  const LlamaLayerWeights& w = weights_.layers[static_cast<size_t>(il)];
+void LlamaModel::NormAndProjectQkv(const LlamaLayerWeights& w, int64_t n, LlamaContext& ctx,
+                                   ComputePool& pool) const {
   const ModelConfig& c = config_;
   LlamaScratch& s = ctx.scratch();
-  const int64_t n = static_cast<int64_t>(step.size());
-
   // xb = RMSNorm(x) (fused into the activation quantization), then q, k, v as one product:
   // q: [n, n_head * head_dim_k], k: [n, n_head_kv * head_dim_k], v: [n, n_head_kv * head_dim_v]
   const NormHook norm{s.x.data(), w.attn_norm.data(), c.n_embd, c.rms_eps, s.xb.data()};
@@ -387,26 +374,43 @@ void LlamaModel::AttentionBlock(int64_t il, std::span<const BatchToken> step, Ll
     qkv.epilogue_ctx = &bias;
   }
   RunMatmulGroup(*kernels_, qkv, s.xb.data(), n, pool);
+}
 
-  const ops::RopeParams rope = ops::RopeParamsFrom(c);
+void LlamaModel::PositionAndCache(int64_t il, std::span<const BatchToken> step,
+                                  LlamaContext& ctx) const {
+  const LlamaLayerWeights& w = weights_.layers[static_cast<size_t>(il)];
+  const ModelConfig& c = config_;
+  LlamaScratch& s = ctx.scratch();
+  const bool swa_angles = c.is_swa(il) && !s.rope_cos_swa.empty();
+  const ops::RopeParams rope = ops::RopeParamsFrom(c, ctx.n_ctx(), c.is_swa(il));
+  const float* cos_base = swa_angles ? s.rope_cos_swa.data() : s.rope_cos.data();
+  const float* sin_base = swa_angles ? s.rope_sin_swa.data() : s.rope_sin.data();
   const int64_t half = c.rope_dim / 2;
-  KvStorage& kv = ctx.kv();
-  for (int64_t t = 0; t < n; ++t) {
-    const float* cos = s.rope_cos.data() + t * half;
-    const float* sin = s.rope_sin.data() + t * half;
-    ops::ApplyRope(s.q.data() + t * c.q_dim(), c.n_head, c.head_dim_k, rope, cos, sin);
-    ops::ApplyRope(s.k.data() + t * c.k_dim(), c.n_head_kv, c.head_dim_k, rope, cos, sin);
+  KvStorage& kv = ctx.kv_of(il);
+  const int64_t kv_layer = ctx.kv_index(il);
+  const std::vector<const int32_t*>& tables = ctx.windowed(il) ? s.window_tables : s.block_tables;
+  for (int64_t t = 0; t < static_cast<int64_t>(step.size()); ++t) {
+    float* q = s.q.data() + t * c.q_dim();
+    float* k = s.k.data() + t * c.k_dim();
+    if (c.qk_norm) {  // qwen3, gemma3: each head normalised on its own before the rotation
+      for (int64_t h = 0; h < c.n_head; ++h) {
+        float* qh = q + h * c.head_dim_k;
+        ops::RmsNorm(qh, w.attn_q_norm.data(), c.head_dim_k, c.rms_eps, qh);
+      }
+      for (int64_t h = 0; h < c.n_head_kv; ++h) {
+        float* kh = k + h * c.head_dim_k;
+        ops::RmsNorm(kh, w.attn_k_norm.data(), c.head_dim_k, c.rms_eps, kh);
+      }
+    }
+    ops::ApplyRope(q, c.n_head, c.head_dim_k, rope, cos_base + t * half, sin_base + t * half);
+    ops::ApplyRope(k, c.n_head_kv, c.head_dim_k, rope, cos_base + t * half, sin_base + t * half);
     // Write this token's K and V into its sequence's block for its position.
     const int64_t pos = step[static_cast<size_t>(t)].pos;
-    const int32_t block = s.block_tables[static_cast<size_t>(t)][pos / kKvBlockTokens];
+    const int32_t block = tables[static_cast<size_t>(t)][pos / kKvBlockTokens];
     const int64_t slot = pos % kKvBlockTokens;
-    kv.StoreK(il, block, slot, s.k.data() + t * c.k_dim());
-    kv.StoreV(il, block, slot, s.v.data() + t * c.v_dim());
+    kv.StoreK(kv_layer, block, slot, k);
+    kv.StoreV(kv_layer, block, slot, s.v.data() + t * c.v_dim());
   }
-
-  Attend(il, step, ctx, pool);  // attn: [n, n_head * head_dim_v]
-  // x += attn_output(attn), the add fused into the product (proj: [n, n_embd]).
-  ProjectAndAdd(*kernels_, w.wo, s.attn.data(), n, s.proj.data(), s.x.data(), pool);
 }
 
 // Causal attention, split over the pool. Each token sees positions [0, pos] of its own
@@ -422,7 +426,9 @@ void LlamaModel::Attend(int64_t il, std::span<const BatchToken> step, LlamaConte
   shape.n_group = c.n_group();
   shape.head_dim_k = c.head_dim_k;
   shape.head_dim_v = c.head_dim_v;
-  shape.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim_k)));
+  shape.scale = c.attn_scale;
+  shape.softcap = c.attn_softcap;
+  shape.window = c.is_swa(il) ? c.swa_window : 0;
   const AttentionKernels& kernels = AttentionKernelsFor(kernels_->isa);
   // Runs of consecutive batch entries of one sequence; their positions are consecutive
   // because ValidateBatch made every token continue its sequence.
@@ -439,7 +445,9 @@ void LlamaModel::Attend(int64_t il, std::span<const BatchToken> step, LlamaConte
   PlanAttention(runs, c.n_head_kv, AttentionTileTokens(shape.n_group), &items);
   // Note: the workers must not name the thread_local vectors (each thread has its own copy).
   const std::span<const AttentionItem> plan(items);
-  const KvStorage& kv = ctx.kv();
+  const KvStorage& kv = ctx.kv_of(il);
+  const int64_t kv_layer = ctx.kv_index(il);
+  const std::vector<const int32_t*>& tables = ctx.windowed(il) ? s.window_tables : s.block_tables;
   pool.Run([&, plan](int ith, int nth) {
     AttentionScratch& sc = s.attention[static_cast<size_t>(ith)];
     int64_t i0, i1;
@@ -449,48 +457,63 @@ void LlamaModel::Attend(int64_t il, std::span<const BatchToken> step, LlamaConte
       const float* q = s.q.data() + it.t0 * c.q_dim() + it.kv_head * shape.n_group * c.head_dim_k;
       float* out =
           s.attn.data() + it.t0 * c.attn_out_dim() + it.kv_head * shape.n_group * c.head_dim_v;
-      AttendTile(kernels, kv, il, s.block_tables[static_cast<size_t>(it.t0)], it.kv_head, shape,
+      AttendTile(kernels, kv, kv_layer, tables[static_cast<size_t>(it.t0)], it.kv_head, shape,
                  q, c.q_dim(), out, c.attn_out_dim(), it.n_tokens, it.pos0, sc);
     }
   });
 }
 
-void LlamaModel::FeedForwardBlock(int64_t il, int64_t n, LlamaContext& ctx,
-                                  ComputePool& pool) const {
-  const LlamaLayerWeights& w = weights_.layers[static_cast<size_t>(il)];
+void LlamaModel::GateUp(const FfnWeights& f, int64_t n_ff, const float* in, int64_t n,
+                        const NormHook* norm, LlamaContext& ctx, ComputePool& pool) const {
   const ModelConfig& c = config_;
   LlamaScratch& s = ctx.scratch();
-  // xb = RMSNorm(x) fused into the quantization; gate and up as one product with
-  // gate = silu(gate) * up applied per finished chunk of rows; then x += ffn_down(gate).
-  const NormHook norm{s.x.data(), w.ffn_norm.data(), c.n_embd, c.rms_eps, s.xb.data()};
+  // gate and up as one product with gate = act(gate) * up applied per finished chunk of rows
+  // (in: [n, n_embd]; the norm, when given, writes it as the product's prologue); the result
+  // is s.gate [n, n_ff].
   MatmulGroup gate_up;
-  gate_up.prologue = &NormHook::Run;
-  gate_up.prologue_ctx = &norm;
+  if (norm != nullptr) {
+    gate_up.prologue = &NormHook::Run;
+    gate_up.prologue_ctx = norm;
+  }
+  const bool gelu = c.ffn_act == FfnActivation::kGeluTanh;
   // Fused (RepackMatrices): one matrix, gate and up groups alternating; up holds its output,
   // rows padded (kRowPadFloats) off a multiple of 4 KiB (MatmulGroup::ldy).
-  const int64_t ld = 2 * c.n_ff + kRowPadFloats;
-  const PairedSwiGluHook paired{s.up.data(), ld, s.gate.data(), c.n_ff, n};
-  const SwiGluHook swiglu{s.gate.data(), s.up.data(), c.n_ff, n};
-  if (w.w_gate_up.rows != 0) {
+  const int64_t ld = 2 * n_ff + kRowPadFloats;
+  const PairedGluHook<&ops::SwiGlu> paired_silu{s.up.data(), ld, s.gate.data(), n_ff, n};
+  const PairedGluHook<&ops::GeluTanhGlu> paired_gelu{s.up.data(), ld, s.gate.data(), n_ff, n};
+  const RowsHook<&ops::SwiGlu> silu{s.gate.data(), s.up.data(), n_ff, n};
+  const RowsHook<&ops::GeluTanhGlu> gelu_rows{s.gate.data(), s.up.data(), n_ff, n};
+  if (f.w_gate_up.rows != 0) {
     gate_up.n = 1;
-    gate_up.w[0] = w.w_gate_up;  // [n, 2 * n_ff] in rows of ld floats
+    gate_up.w[0] = f.w_gate_up;  // [n, 2 * n_ff] in rows of ld floats
     gate_up.y[0] = s.up.data();
     gate_up.ldy[0] = ld;
     gate_up.epilogue_rows = 2 * kernels::kInterleaveRows;
-    gate_up.epilogue = &PairedSwiGluHook::Run;
-    gate_up.epilogue_ctx = &paired;
+    gate_up.epilogue = gelu ? &PairedGluHook<&ops::GeluTanhGlu>::Run
+                            : &PairedGluHook<&ops::SwiGlu>::Run;
+    gate_up.epilogue_ctx = gelu ? static_cast<const void*>(&paired_gelu) : &paired_silu;
   } else {
     gate_up.n = 2;
-    gate_up.w[0] = w.w_gate;  // gate: [n, n_ff]
-    gate_up.w[1] = w.w_up;    // up:   [n, n_ff]
+    gate_up.w[0] = f.w_gate;  // gate: [n, n_ff]
+    gate_up.w[1] = f.w_up;    // up:   [n, n_ff]
     gate_up.y[0] = s.gate.data();
     gate_up.y[1] = s.up.data();
     gate_up.row_aligned = true;
-    gate_up.epilogue = &SwiGluHook::Run;
-    gate_up.epilogue_ctx = &swiglu;
+    gate_up.epilogue = gelu ? &RowsHook<&ops::GeluTanhGlu>::Run : &RowsHook<&ops::SwiGlu>::Run;
+    gate_up.epilogue_ctx = gelu ? static_cast<const void*>(&gelu_rows) : &silu;
   }
-  RunMatmulGroup(*kernels_, gate_up, s.xb.data(), n, pool);
-  ProjectAndAdd(*kernels_, w.w_down, s.gate.data(), n, s.proj.data(), s.x.data(), pool);
+  RunMatmulGroup(*kernels_, gate_up, in, n, pool);
+}
+
+// y = W in, rows ld floats apart (no hooks).
+void LlamaModel::Project(const WeightMatrix& w, const float* in, int64_t n, float* y,
+                         int64_t ld, ComputePool& pool) const {
+  MatmulGroup g;
+  g.n = 1;
+  g.w[0] = w;
+  g.y[0] = y;
+  g.ldy[0] = ld;
+  RunMatmulGroup(*kernels_, g, in, n, pool);
 }
 
 void LlamaModel::OutputLogits(std::span<const BatchToken> step, LlamaContext& ctx,
@@ -513,6 +536,7 @@ void LlamaModel::OutputLogits(std::span<const BatchToken> step, LlamaContext& ct
   out.w[0] = weights_.output;
   out.y[0] = logits;
   RunMatmulGroup(*kernels_, out, s.head_in.data(), n_rows, pool);
+  if (c.final_softcap > 0.0f) ops::SoftCap(logits, n_rows * c.n_vocab, c.final_softcap);
 }
 
 }  // namespace lifeline

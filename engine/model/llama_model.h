@@ -1,5 +1,6 @@
-// LlamaModel: a loaded llama / qwen2 model (config + weights + the file they point into) and
-// its forward pass over a batch of tokens from one or more sequences.
+// LlamaModel: a loaded decoder-only model of any family ModelConfig describes (llama, qwen2,
+// qwen3, gemma 1/2/3, phi3: config + weights + the file they point into) and its one forward
+// pass, steered by the config's switches, over a batch of tokens from one or more sequences.
 //
 //   LL_ASSIGN_OR_RETURN(auto file, GgufFile::Open(path));
 //   LL_ASSIGN_OR_RETURN(auto model, LlamaModel::Load(std::move(file), ReferenceKernels()));
@@ -57,6 +58,8 @@ struct ModelLoadOptions {
   bool fuse_gate_up = true;
 };
 
+struct NormHook;  // the RMSNorm prologue of a product (llama_model.cpp)
+
 class LlamaModel {
  public:
   static Result<std::unique_ptr<LlamaModel>> Load(std::unique_ptr<GgufFile> file,
@@ -82,14 +85,22 @@ class LlamaModel {
 
   Status ValidateBatch(std::span<const BatchToken> batch, LlamaContext& ctx,
                        int64_t* n_wanted) const;
-  Status ReserveBlocks(LlamaContext& ctx) const;
+  Status ReserveBlocks(std::span<const BatchToken> batch, LlamaContext& ctx) const;
+  Status CheckWindowBlocks(std::span<const BatchToken> batch, LlamaContext& ctx) const;
   // One step of at most max_batch_tokens tokens; logits rows go to `logits`.
   void EvalStep(std::span<const BatchToken> step, LlamaContext& ctx, ComputePool& pool,
                 float* logits) const;
-  void EmbedAndRope(std::span<const BatchToken> step, LlamaContext& ctx) const;
-  void AttentionBlock(int64_t il, std::span<const BatchToken> step, LlamaContext& ctx,
-                      ComputePool& pool) const;
-  void FeedForwardBlock(int64_t il, int64_t n, LlamaContext& ctx, ComputePool& pool) const;
+  void Embed(std::span<const BatchToken> step, LlamaContext& ctx) const;
+  void NormAndProjectQkv(const LlamaLayerWeights& w, int64_t n, LlamaContext& ctx,
+                         ComputePool& pool) const;
+  void PositionAndCache(int64_t il, std::span<const BatchToken> step, LlamaContext& ctx) const;
+  void GateUp(const FfnWeights& f, int64_t n_ff, const float* in, int64_t n,
+              const NormHook* norm, LlamaContext& ctx, ComputePool& pool) const;
+  void NormAndMixExperts(const LlamaLayerWeights& w, int64_t n, LlamaContext& ctx,
+                         ComputePool& pool) const;
+  void RouteTokens(int64_t n, LlamaContext& ctx) const;
+  void Project(const WeightMatrix& w, const float* in, int64_t n, float* y, int64_t ld,
+               ComputePool& pool) const;
   void Attend(int64_t il, std::span<const BatchToken> step, LlamaContext& ctx,
               ComputePool& pool) const;
   void OutputLogits(std::span<const BatchToken> step, LlamaContext& ctx, ComputePool& pool,

@@ -1,5 +1,6 @@
 #include "engine/model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <string_view>
@@ -10,6 +11,67 @@ namespace lifeline {
 namespace {
 
 using Limits = ModelConfigLimits;
+
+// One row per architecture: the switches of the decoder and the defaults llama.cpp applies
+// when the file does not say (llama.cpp's src/models/<arch>.cpp load_arch_hparams /
+// load_arch_tensors and llama-arch.cpp's rope types).
+struct ArchSpec {
+  ModelArch arch;
+  const char* name;
+  RopeLayout rope;
+  bool qkv_bias;          // attn_{q,k,v}.bias required
+  bool qk_norm;           // attn_{q,k}_norm.weight, one [head_dim_k] vector each
+  bool post_norms;        // post_attention_norm / post_ffw_norm
+  bool embd_scale;        // x = token_embd[t] * sqrt(n_embd)
+  FfnActivation act;
+  OutputTensor output;
+  int64_t swa_period;     // sliding_window_pattern default: layer il is SWA when
+                          // il % period < period - 1; 0: the family has no SWA layers
+  int64_t swa_window;     // sliding_window default; 0: SWA only when the file gives a window
+  float attn_softcap;     // attn_logit_softcapping default (0: not applied)
+  float final_softcap;    // final_logit_softcapping default (0: none)
+  int64_t layers_27b;     // gemma's attention-scale rule: with this many layers the scale is
+                          // 1/sqrt(n_embd / n_head) instead of 1/sqrt(head_dim); 0: no rule
+  int moe;                // 0: dense only; 1: experts when expert_count > 0; 2: experts required
+  bool moe_norm_topk;     // the chosen experts' weights renormalised to sum 1
+  bool shared_expert;     // ffn_{gate,up,down}_shexp + a sigmoid gate (qwen2moe)
+};
+
+constexpr ArchSpec kArchSpecs[] = {
+    // arch              name      rope               bias   qknorm post   escale act
+    {ModelArch::kLlama, "llama", RopeLayout::kNormal, false, false, false, false,
+     FfnActivation::kSilu, OutputTensor::kOptional, 0, 0, 0.0f, 0.0f, 0, 1, true, false},
+    {ModelArch::kQwen2, "qwen2", RopeLayout::kNeox, true, false, false, false,
+     FfnActivation::kSilu, OutputTensor::kOptional, 0, 0, 0.0f, 0.0f, 0, 0, false, false},
+    {ModelArch::kQwen3, "qwen3", RopeLayout::kNeox, false, true, false, false,
+     FfnActivation::kSilu, OutputTensor::kOptional, 0, 0, 0.0f, 0.0f, 0, 0, false, false},
+    {ModelArch::kGemma, "gemma", RopeLayout::kNeox, false, false, false, true,
+     FfnActivation::kGeluTanh, OutputTensor::kAlwaysTied, 0, 0, 0.0f, 0.0f, 0, 0, false, false},
+    {ModelArch::kGemma2, "gemma2", RopeLayout::kNeox, false, false, true, true,
+     FfnActivation::kGeluTanh, OutputTensor::kAlwaysTied, 2, 4096, 50.0f, 30.0f, 46, 0, false,
+     false},
+    {ModelArch::kGemma3, "gemma3", RopeLayout::kNeox, false, true, true, true,
+     FfnActivation::kGeluTanh, OutputTensor::kOptional, 6, 0, 0.0f, 0.0f, 62, 0, false, false},
+    {ModelArch::kPhi3, "phi3", RopeLayout::kNeox, false, false, false, false,
+     FfnActivation::kSilu, OutputTensor::kOptional, 0, 0, 0.0f, 0.0f, 0, 0, false, false},
+    {ModelArch::kQwen2Moe, "qwen2moe", RopeLayout::kNeox, false, false, false, false,
+     FfnActivation::kSilu, OutputTensor::kOptional, 0, 0, 0.0f, 0.0f, 0, 2, false, true},
+    {ModelArch::kQwen3Moe, "qwen3moe", RopeLayout::kNeox, false, true, false, false,
+     FfnActivation::kSilu, OutputTensor::kOptional, 0, 0, 0.0f, 0.0f, 0, 2, true, false},
+};
+
+const ArchSpec& SpecOf(ModelArch arch) {
+  for (const ArchSpec& a : kArchSpecs) {
+    if (a.arch == arch) return a;
+  }
+  return kArchSpecs[0];
+}
+
+std::string SupportedArchNames() {
+  std::string names;
+  for (const ArchSpec& a : kArchSpecs) names += (names.empty() ? "" : ", ") + std::string(a.name);
+  return names;
+}
 
 std::string Key(const ModelConfig& c, std::string_view suffix) {
   return c.arch_name + "." + std::string(suffix);
@@ -80,9 +142,50 @@ Result<ModelArch> ReadArch(const GgufFile& f, std::string* name) {
     return DataLoss("general.architecture: " + arch.status().message());
   }
   *name = std::string(*arch);
-  if (*arch == "llama") return ModelArch::kLlama;
-  if (*arch == "qwen2") return ModelArch::kQwen2;
-  return Unimplemented("unsupported architecture '" + *name + "' (supported: llama, qwen2)");
+  for (const ArchSpec& a : kArchSpecs) {
+    if (*arch == a.name) return a.arch;
+  }
+  return Unimplemented("unsupported architecture '" + *name + "' (supported: " +
+                       SupportedArchNames() + ")");
+}
+
+// expert_count / expert_used_count and the expert widths (llama.cpp's defaults: n_ff_exp =
+// n_ff / n_expert_used for qwen*moe, n_ff for Mixtral; the shared expert n_ff).
+Status ReadExperts(const GgufFile& f, ModelConfig* c) {
+  const ArchSpec& a = SpecOf(c->arch);
+  const int64_t none = 0;
+  LL_ASSIGN_OR_RETURN(c->n_expert, OptionalInt(f, Key(*c, "expert_count"), none, 0,
+                                               Limits::kMaxExperts));
+  if (c->n_expert == 0) {
+    if (a.moe == 2) {
+      return NotFound("required metadata key " + Key(*c, "expert_count") + " is missing (" +
+                      c->arch_name + " is a mixture of experts)");
+    }
+    return Status::Ok();
+  }
+  if (a.moe == 0) {
+    return Unimplemented(Key(*c, "expert_count") + " = " + std::to_string(c->n_expert) +
+                         ": " + c->arch_name + " has no mixture-of-experts variant here");
+  }
+  LL_ASSIGN_OR_RETURN(c->n_expert_used,
+                      RequiredInt(f, Key(*c, "expert_used_count"), 1, c->n_expert));
+  const int64_t default_exp = c->arch == ModelArch::kLlama ? c->n_ff : c->n_ff / c->n_expert_used;
+  LL_ASSIGN_OR_RETURN(c->n_ff_exp, OptionalInt(f, Key(*c, "expert_feed_forward_length"),
+                                               std::max<int64_t>(1, default_exp), 1,
+                                               Limits::kMaxFeedForward));
+  if (a.shared_expert) {
+    LL_ASSIGN_OR_RETURN(c->n_ff_shexp,
+                        OptionalInt(f, Key(*c, "expert_shared_feed_forward_length"), c->n_ff, 1,
+                                    Limits::kMaxFeedForward));
+  }
+  c->expert_norm_topk = a.moe_norm_topk;
+  c->expert_gating = ExpertGating::kSoftmax;
+  if (c->arch != ModelArch::kLlama) {
+    const float none_f = 0.0f;
+    LL_ASSIGN_OR_RETURN(c->expert_weights_scale,
+                        ReadFloat(f, Key(*c, "expert_weights_scale"), -1.0, 1e6, &none_f));
+  }
+  return Status::Ok();
 }
 
 Status ReadDims(const GgufFile& f, ModelConfig* c) {
@@ -102,14 +205,7 @@ Status ReadDims(const GgufFile& f, ModelConfig* c) {
   LL_ASSIGN_OR_RETURN(c->context_length,
                       RequiredInt(f, Key(*c, "context_length"), 1, Limits::kMaxContext));
 
-  const int64_t experts = 0;
-  LL_ASSIGN_OR_RETURN(int64_t n_expert, OptionalInt(f, Key(*c, "expert_count"), experts, 0,
-                                                    Limits::kMaxHeads));
-  if (n_expert > 0) {
-    return Unimplemented(Key(*c, "expert_count") + " = " + std::to_string(n_expert) +
-                         ": mixture-of-experts models are not supported");
-  }
-  return Status::Ok();
+  return ReadExperts(f, c);
 }
 
 Status ReadHeadDims(const GgufFile& f, ModelConfig* c) {
@@ -131,33 +227,66 @@ Status ReadHeadDims(const GgufFile& f, ModelConfig* c) {
   return Status::Ok();
 }
 
-Status ReadRopeFreqFactors(const GgufFile& f, ModelConfig* c) {
-  const GgufTensorInfo* t = f.FindTensor("rope_freqs.weight");
+// A [rope_dim / 2] vector of rope divisors (rope_freqs, rope_factors_long / _short): absent
+// leaves *out empty.
+Status ReadRopeFactorTensor(const GgufFile& f, const std::string& name, int64_t rope_dim,
+                            std::vector<float>* out) {
+  const GgufTensorInfo* t = f.FindTensor(name);
   if (t == nullptr) return Status::Ok();
-  const int64_t want = c->rope_dim / 2;
+  const int64_t want = rope_dim / 2;
   if (t->n_dims != 1 || t->ne[0] != want) {
-    return DataLoss("tensor rope_freqs.weight: shape [" + std::to_string(t->ne[0]) + ", " +
+    return DataLoss("tensor " + name + ": shape [" + std::to_string(t->ne[0]) + ", " +
                     std::to_string(t->ne[1]) + "] (n_dims " + std::to_string(t->n_dims) +
                     "), expected [" + std::to_string(want) + "] (rope_dim / 2)");
   }
   if (!ref::CanDequantize(t->type)) {
-    return Unimplemented("tensor rope_freqs.weight: type " +
-                         std::string(TypeTraits(t->type).name) + " is not supported");
+    return Unimplemented("tensor " + name + ": type " + std::string(TypeTraits(t->type).name) +
+                         " is not supported");
   }
-  c->rope_freq_factors.resize(static_cast<size_t>(want));  // [rope_dim/2]
-  ref::DequantizeRow(t->type, t->data, c->rope_freq_factors.data(), want);
+  out->resize(static_cast<size_t>(want));  // [rope_dim/2]
+  ref::DequantizeRow(t->type, t->data, out->data(), want);
   for (int64_t i = 0; i < want; ++i) {
-    const float v = c->rope_freq_factors[static_cast<size_t>(i)];
+    const float v = (*out)[static_cast<size_t>(i)];
     if (!std::isfinite(v) || v <= 0.0f) {
-      return OutOfRange("tensor rope_freqs.weight: factor " + std::to_string(i) + " = " +
+      return OutOfRange("tensor " + name + ": factor " + std::to_string(i) + " = " +
                         std::to_string(v) + " must be finite and > 0");
     }
   }
   return Status::Ok();
 }
 
+// Which layers attend within a sliding window, and their rope. gemma2: window 4096 and every
+// other layer (0, 2, ...) unless the file says otherwise; gemma3: five layers of six, only
+// when the file gives a window, rotated with their own base (default 10000, scale 1).
+Status ReadSlidingWindow(const GgufFile& f, const ArchSpec& a, ModelConfig* c) {
+  c->rope_freq_base_swa = c->rope_freq_base;
+  c->rope_freq_scale_swa = c->rope_freq_scale;
+  if (a.swa_period == 0) return Status::Ok();
+  LL_ASSIGN_OR_RETURN(c->swa_window, OptionalInt(f, Key(*c, "attention.sliding_window"),
+                                                 a.swa_window, 0, Limits::kMaxContext));
+  LL_ASSIGN_OR_RETURN(const int64_t period,
+                      OptionalInt(f, Key(*c, "attention.sliding_window_pattern"), a.swa_period,
+                                  0, Limits::kMaxLayers));
+  if (c->arch == ModelArch::kGemma3) {
+    c->rope_freq_scale_swa = 1.0f;
+    const float base = 10000.0f;
+    LL_ASSIGN_OR_RETURN(c->rope_freq_base_swa,
+                        ReadFloat(f, Key(*c, "rope.freq_base_swa"), 0.0, 1e12, &base));
+  } else {
+    LL_ASSIGN_OR_RETURN(c->rope_freq_base_swa, ReadFloat(f, Key(*c, "rope.freq_base_swa"), 0.0,
+                                                         1e12, &c->rope_freq_base));
+  }
+  if (c->swa_window == 0) return Status::Ok();
+  c->swa_layers.assign(static_cast<size_t>(c->n_layer), 0);
+  for (int64_t il = 0; il < c->n_layer; ++il) {
+    // llama.cpp's set_swa_pattern: period 0 makes every layer SWA.
+    c->swa_layers[static_cast<size_t>(il)] = period == 0 || il % period < period - 1;
+  }
+  return Status::Ok();
+}
+
 Status ReadRope(const GgufFile& f, ModelConfig* c) {
-  c->rope_layout = c->arch == ModelArch::kQwen2 ? RopeLayout::kNeox : RopeLayout::kNormal;
+  c->rope_layout = SpecOf(c->arch).rope;
   const std::string dim_key = Key(*c, "rope.dimension_count");
   LL_ASSIGN_OR_RETURN(c->rope_dim, OptionalInt(f, dim_key, c->head_dim_k, 2, c->head_dim_k));
   if (c->rope_dim % 2 != 0) {
@@ -173,9 +302,10 @@ Status ReadRope(const GgufFile& f, ModelConfig* c) {
   if (f.FindKv(type_key) != nullptr) {
     Result<std::string_view> type = f.GetString(type_key);
     if (!type.ok()) return DataLoss(type_key + ": " + type.status().message());
-    if (*type != "none" && *type != "linear") {
+    // longrope: its factors are tensors (ReadLongRopeFactors) and positions are not scaled.
+    if (*type != "none" && *type != "linear" && *type != "longrope") {
       return Unimplemented(type_key + " = '" + std::string(*type) +
-                           "' is not supported (supported: none, linear)");
+                           "' is not supported (supported: none, linear, longrope)");
     }
   }
   const float no_factor = 0.0f;
@@ -188,7 +318,52 @@ Status ReadRope(const GgufFile& f, ModelConfig* c) {
                       " must be >= 0");
   }
   c->rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
-  return ReadRopeFreqFactors(f, c);
+  const float one = 1.0f;
+  LL_ASSIGN_OR_RETURN(c->rope_attn_factor,
+                      ReadFloat(f, Key(*c, "rope.scaling.attn_factor"), 0.0, 1e3, &one));
+  LL_ASSIGN_OR_RETURN(c->rope_orig_ctx,
+                      OptionalInt(f, Key(*c, "rope.scaling.original_context_length"),
+                                  c->context_length, 1, Limits::kMaxContext));
+  LL_RETURN_IF_ERROR(ReadRopeFactorTensor(f, "rope_freqs.weight", c->rope_dim,
+                                          &c->rope_freq_factors));
+  LL_RETURN_IF_ERROR(ReadRopeFactorTensor(f, "rope_factors_long.weight", c->rope_dim,
+                                          &c->rope_factors_long));
+  LL_RETURN_IF_ERROR(ReadRopeFactorTensor(f, "rope_factors_short.weight", c->rope_dim,
+                                          &c->rope_factors_short));
+  if (c->rope_factors_long.empty() != c->rope_factors_short.empty()) {
+    return NotFound("rope_factors_long.weight and rope_factors_short.weight come as a pair; "
+                    "the file has only one");
+  }
+  return Status::Ok();
+}
+
+// The family's switches and the keys that tune them.
+Status ReadArchSwitches(const GgufFile& f, ModelConfig* c) {
+  const ArchSpec& a = SpecOf(c->arch);
+  c->qkv_bias_required = a.qkv_bias;
+  c->qk_norm = a.qk_norm;
+  c->post_norms = a.post_norms;
+  c->embd_scale = a.embd_scale ? std::sqrt(static_cast<float>(c->n_embd)) : 1.0f;
+  c->ffn_act = a.act;
+  c->output = a.output;
+  // Gemma 2 / 3 (google/gemma_pytorch config): 1/sqrt(n_embd / n_head) for the 27B models,
+  // whose query_pre_attn_scalar is not the head size; llama.cpp recognises them by their layer
+  // count and reads no key for it. Everyone else: 1/sqrt(head_dim).
+  const bool by_width = a.layers_27b != 0 && c->n_layer == a.layers_27b;
+  const double scale_dim = by_width ? static_cast<double>(c->n_embd / c->n_head)
+                                    : static_cast<double>(c->head_dim_k);
+  c->attn_scale = static_cast<float>(1.0 / std::sqrt(scale_dim));
+  const float attn_cap = a.attn_softcap, final_cap = a.final_softcap;
+  if (attn_cap > 0.0f) {
+    LL_ASSIGN_OR_RETURN(c->attn_softcap,
+                        ReadFloat(f, Key(*c, "attn_logit_softcapping"), 0.0, 1e6, &attn_cap));
+  }
+  if (a.swa_period > 0 || final_cap > 0.0f) {  // the gemma2 / gemma3 rows read it
+    LL_ASSIGN_OR_RETURN(c->final_softcap,
+                        ReadFloat(f, Key(*c, "final_logit_softcapping"), -1.0, 1e6, &final_cap));
+    if (c->final_softcap < 0.0f) c->final_softcap = 0.0f;
+  }
+  return ReadSlidingWindow(f, a, c);
 }
 
 Status ReadVocab(const GgufFile& f, ModelConfig* c) {
@@ -218,12 +393,11 @@ Status ReadVocab(const GgufFile& f, ModelConfig* c) {
 
 }  // namespace
 
-const char* ModelArchName(ModelArch arch) {
-  switch (arch) {
-    case ModelArch::kLlama: return "llama";
-    case ModelArch::kQwen2: return "qwen2";
-  }
-  return "unknown";
+const char* ModelArchName(ModelArch arch) { return SpecOf(arch).name; }
+
+const std::vector<float>& ModelConfig::RopeFactorsFor(int64_t n_ctx) const {
+  if (!rope_freq_factors.empty() || rope_factors_long.empty()) return rope_freq_factors;
+  return n_ctx > rope_orig_ctx ? rope_factors_long : rope_factors_short;
 }
 
 Result<ModelConfig> ReadModelConfig(const GgufFile& file) {
@@ -232,6 +406,7 @@ Result<ModelConfig> ReadModelConfig(const GgufFile& file) {
   LL_RETURN_IF_ERROR(ReadDims(file, &c));
   LL_RETURN_IF_ERROR(ReadHeadDims(file, &c));
   LL_RETURN_IF_ERROR(ReadRope(file, &c));
+  LL_RETURN_IF_ERROR(ReadArchSwitches(file, &c));
   LL_RETURN_IF_ERROR(ReadVocab(file, &c));
   return c;
 }

@@ -28,13 +28,15 @@ void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* o
   for (int64_t j = 0; j < n; ++j) out[j] = x[j] * scale * weight[j];
 }
 
-RopeParams RopeParamsFrom(const ModelConfig& c) {
+RopeParams RopeParamsFrom(const ModelConfig& c, int64_t n_ctx, bool swa) {
   RopeParams p;
   p.rope_dim = c.rope_dim;
-  p.freq_base = c.rope_freq_base;
-  p.freq_scale = c.rope_freq_scale;
-  p.freq_factors = c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data();
+  p.freq_base = swa ? c.rope_freq_base_swa : c.rope_freq_base;
+  p.freq_scale = swa ? c.rope_freq_scale_swa : c.rope_freq_scale;
+  const std::vector<float>& factors = c.RopeFactorsFor(n_ctx);
+  p.freq_factors = factors.empty() ? nullptr : factors.data();
   p.layout = c.rope_layout;
+  p.attn_factor = c.rope_attn_factor;
   return p;
 }
 
@@ -47,8 +49,8 @@ void RopeAngles(int64_t pos, const RopeParams& p, float* cos_out, float* sin_out
         std::pow(static_cast<double>(p.freq_base), -2.0 * static_cast<double>(i) / p.rope_dim);
     double theta = scaled_pos * inv_freq;
     if (p.freq_factors != nullptr) theta /= p.freq_factors[i];
-    cos_out[i] = static_cast<float>(std::cos(theta));
-    sin_out[i] = static_cast<float>(std::sin(theta));
+    cos_out[i] = static_cast<float>(std::cos(theta)) * p.attn_factor;
+    sin_out[i] = static_cast<float>(std::sin(theta)) * p.attn_factor;
   }
 }
 
@@ -100,9 +102,12 @@ inline float ExpForSilu(float x_in) {
   return x_in > kExpHi ? std::numeric_limits<float>::infinity() : e;
 }
 
-}  // namespace
-
-void SwiGlu(float* gate, const float* up, int64_t n) {
+// gate[i] = gate[i] * sigmoid(z(gate[i])) * up[i], with z(g) = g (SiLU) or
+// z(g) = 2 sqrt(2/pi) (g + 0.044715 g^3) (tanh-GELU: z/2 (1 + tanh(y)) = z sigmoid(2y)).
+template <bool kGelu>
+void GatedUnit(float* gate, const float* up, int64_t n) {
+  constexpr float kGeluK = 1.5957691216057308f;  // 2 sqrt(2 / pi)
+  constexpr float kGeluC = 0.044715f;
   int64_t i = 0;
 #if defined(__SSE2__)
   // The scalar ExpForSilu, four lanes at a time (GCC keeps the scalar selects as branches,
@@ -112,7 +117,12 @@ void SwiGlu(float* gate, const float* up, int64_t n) {
   const __m128 inf = _mm_set1_ps(std::numeric_limits<float>::infinity());
   for (; i + 4 <= n; i += 4) {
     const __m128 g = _mm_loadu_ps(gate + i);
-    const __m128 x_in = _mm_xor_ps(g, sign);  // -g
+    __m128 z = g;
+    if constexpr (kGelu) {
+      const __m128 g3 = _mm_mul_ps(_mm_mul_ps(g, g), g);
+      z = _mm_mul_ps(_mm_set1_ps(kGeluK), _mm_add_ps(g, _mm_mul_ps(_mm_set1_ps(kGeluC), g3)));
+    }
+    const __m128 x_in = _mm_xor_ps(z, sign);  // -z
     const __m128 x = _mm_min_ps(hi, _mm_max_ps(lo, x_in));
     const __m128 nf = _mm_sub_ps(_mm_add_ps(_mm_mul_ps(x, _mm_set1_ps(kLog2e)),
                                             _mm_set1_ps(kRoundMagic)),
@@ -132,7 +142,23 @@ void SwiGlu(float* gate, const float* up, int64_t n) {
 #endif
   for (; i < n; ++i) {
     const float g = gate[i];
-    gate[i] = g / (1.0f + ExpForSilu(-g)) * up[i];
+    const float z = kGelu ? kGeluK * (g + kGeluC * (g * g * g)) : g;
+    gate[i] = g / (1.0f + ExpForSilu(-z)) * up[i];
+  }
+}
+
+}  // namespace
+
+void SwiGlu(float* gate, const float* up, int64_t n) { GatedUnit<false>(gate, up, n); }
+
+void GeluTanhGlu(float* gate, const float* up, int64_t n) { GatedUnit<true>(gate, up, n); }
+
+void SoftCap(float* x, int64_t n, float cap) {
+  // tanh(y) = 2 / (1 + e^(-2y)) - 1: the same exp as the gated units; the absolute error
+  // stays ~1e-7 (times cap), far below any logit difference that matters.
+  const float inv = 1.0f / cap;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = cap * (2.0f / (1.0f + ExpForSilu(-2.0f * x[i] * inv)) - 1.0f);
   }
 }
 

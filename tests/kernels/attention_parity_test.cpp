@@ -5,7 +5,9 @@
 //     (head dims 64 / 128 / odd, different K and V dims, GQA groups 1 / 4 / 8, positions not
 //     a multiple of 16, many blocks, tiles of many query tokens, scattered block tables);
 //   - the SIMD exp against std::exp in double over the softmax's input range;
-//   - stale bytes (NaN) in unused cache memory never reach an output.
+//   - stale bytes (NaN) in unused cache memory never reach an output;
+//   - soft-capped scores and sliding windows (a window's earlier blocks hold NaN bytes: the
+//     kernels must not read them at all).
 #include "engine/kernels/attention_kernels.h"
 
 #include <algorithm>
@@ -91,13 +93,16 @@ struct Case {
   int64_t n_tokens = 1;
   uint32_t seed = 1;
   float q_sigma = 1.0f;
+  float softcap = 0.0f;
+  int64_t window = 0;
 };
 
 std::string Describe(const Case& c) {
   return std::string(TypeName(c.type)) + " kv_heads " + std::to_string(c.n_kv_heads) +
          " group " + std::to_string(c.n_group) + " hdk " + std::to_string(c.hdk) + " hdv " +
          std::to_string(c.hdv) + " bt " + std::to_string(c.block_tokens) + " pos0 " +
-         std::to_string(c.pos0) + " tokens " + std::to_string(c.n_tokens);
+         std::to_string(c.pos0) + " tokens " + std::to_string(c.n_tokens) + " softcap " +
+         std::to_string(c.softcap) + " window " + std::to_string(c.window);
 }
 
 // A paged cache with a scattered block table; unused memory (other blocks, slots past the
@@ -138,6 +143,16 @@ struct Fixture {
         EncodeHead(c.type, row.data(), c.hdv, &v[slot * v_row_bytes + h * v_head_bytes]);
       }
     }
+    // Blocks wholly before the first token's window may already hold another sequence's
+    // data: NaN bytes here, which reach an output only if a kernel reads them.
+    const int64_t first_block = AttnFirstVisible(c.pos0, c.window) / c.block_tokens;
+    for (int64_t b = 0; b < first_block; ++b) {
+      const uint64_t base = static_cast<uint64_t>(blocks[static_cast<size_t>(b)] * c.block_tokens);
+      std::fill_n(k.begin() + static_cast<int64_t>(base * k_row_bytes),
+                  c.block_tokens * static_cast<int64_t>(k_row_bytes), uint8_t{0xff});
+      std::fill_n(v.begin() + static_cast<int64_t>(base * v_row_bytes),
+                  c.block_tokens * static_cast<int64_t>(v_row_bytes), uint8_t{0xff});
+    }
     q_stride = c.n_kv_heads * c.n_group * c.hdk + 3;
     out_stride = c.n_kv_heads * c.n_group * c.hdv + 5;
     q.resize(static_cast<size_t>(c.n_tokens * q_stride));
@@ -160,7 +175,8 @@ struct Fixture {
 
   AttnShape Shape() const {
     return AttnShape{c.n_group, c.hdk, c.hdv,
-                     static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.hdk)))};
+                     static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.hdk))), c.softcap,
+                     c.window};
   }
 
   // All KV heads through one kernel, the tile split into runs of `tile` tokens.
@@ -182,12 +198,13 @@ struct Fixture {
     return out;
   }
 
-  // Naive: full score vector in double, two-pass softmax.
+  // Naive: full score vector in double, two-pass softmax over the visible positions.
   double Naive(int64_t t, int64_t head, int64_t j, int64_t d) const {
     const int64_t n_kv = c.pos0 + t + 1;
+    const int64_t first = c.window > 0 ? std::max<int64_t>(0, n_kv - c.window) : 0;
     std::vector<double> sc(static_cast<size_t>(n_kv));
     double mx = -1e300;
-    for (int64_t p = 0; p < n_kv; ++p) {
+    for (int64_t p = first; p < n_kv; ++p) {
       const uint64_t slot = static_cast<uint64_t>(blocks[static_cast<size_t>(p / c.block_tokens)] *
                                                   c.block_tokens + p % c.block_tokens);
       const uint8_t* kr = &k[slot * k_row_bytes + head * k_head_bytes];
@@ -196,11 +213,13 @@ struct Fixture {
         dot += static_cast<double>(q[t * q_stride + (head * c.n_group + j) * c.hdk + e]) *
                DecodeHead(c.type, kr, e);
       }
-      sc[static_cast<size_t>(p)] = dot / std::sqrt(static_cast<double>(c.hdk));
+      double score = dot / std::sqrt(static_cast<double>(c.hdk));
+      if (c.softcap > 0) score = c.softcap * std::tanh(score / c.softcap);
+      sc[static_cast<size_t>(p)] = score;
       mx = std::max(mx, sc[static_cast<size_t>(p)]);
     }
     double den = 0, num = 0;
-    for (int64_t p = 0; p < n_kv; ++p) {
+    for (int64_t p = first; p < n_kv; ++p) {
       const uint64_t slot = static_cast<uint64_t>(blocks[static_cast<size_t>(p / c.block_tokens)] *
                                                   c.block_tokens + p % c.block_tokens);
       const double w = std::exp(sc[static_cast<size_t>(p)] - mx);
@@ -241,6 +260,12 @@ TEST(AttentionKernels, ScalarMatchesNaiveSoftmax) {
     cases.push_back({type, 2, 2, 3, 5, 16, 30, 9, 11});
     cases.push_back({type, 1, 4, 64, 64, 16, 0, 40, 12});
     cases.push_back({type, 2, 1, 40, 24, 8, 77, 3, 13});
+    // Soft-capped (large scores, so the cap bends them), windows shorter and longer than a
+    // block, a tile spanning more than the window.
+    cases.push_back({type, 2, 2, 32, 32, 16, 20, 9, 14, 8.0f, 5.0f, 0});
+    cases.push_back({type, 1, 4, 64, 64, 16, 40, 30, 15, 1.0f, 0.0f, 7});
+    cases.push_back({type, 2, 1, 40, 24, 8, 77, 20, 16, 2.0f, 50.0f, 33});
+    cases.push_back({type, 2, 2, 16, 16, 16, 0, 50, 17, 1.0f, 0.0f, 16});
   }
   for (const Case& c : cases) {
     SCOPED_TRACE(Describe(c));
@@ -282,6 +307,14 @@ TEST(AttentionKernels, SimdMatchesScalarOnRandomShapes) {
   // Decode-shaped: one token deep into a long sequence; and sharp softmax (large scores).
   cases.push_back({AttnKvType::kF16, 4, 8, 128, 128, 16, 1000, 1, 7});
   cases.push_back({AttnKvType::kF16, 2, 1, 64, 64, 16, 0, 130, 8, 6.0f});
+  // Soft caps and sliding windows (window 1 sees only itself; windows not a block multiple;
+  // a decode token far past its window; a long tile crossing window boundaries).
+  cases.push_back({AttnKvType::kF16, 2, 2, 64, 64, 16, 50, 40, 20, 6.0f, 5.0f, 0});
+  cases.push_back({AttnKvType::kF32, 2, 4, 128, 128, 16, 300, 1, 21, 6.0f, 30.0f, 0});
+  cases.push_back({AttnKvType::kF16, 2, 1, 64, 64, 16, 0, 90, 22, 1.0f, 0.0f, 1});
+  cases.push_back({AttnKvType::kQ8_0, 2, 4, 72, 40, 16, 37, 60, 23, 1.0f, 0.0f, 24});
+  cases.push_back({AttnKvType::kF16, 1, 8, 128, 128, 16, 1000, 1, 24, 1.0f, 0.0f, 100});
+  cases.push_back({AttnKvType::kF16, 2, 2, 33, 33, 8, 5, 70, 25, 3.0f, 20.0f, 17});
   for (IsaLevel level : levels) {
     const AttentionKernels& simd = AttentionKernelsFor(level);
     ASSERT_EQ(simd.isa, level);

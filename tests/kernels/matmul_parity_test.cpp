@@ -67,7 +67,7 @@ std::vector<Param> AllParams() {
   for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K,
                      GgmlType::kQ5_K, GgmlType::kQ5_0, GgmlType::kQ4_1, GgmlType::kQ5_1,
                      GgmlType::kF16, GgmlType::kBF16, GgmlType::kF32, GgmlType::kQ2_K,
-                     GgmlType::kQ3_K}) {
+                     GgmlType::kQ3_K, GgmlType::kIQ4_NL}) {
     for (IsaLevel l : SupportedLevels()) out.push_back({t, l});
   }
   return out;

@@ -31,7 +31,8 @@ std::vector<int> F16FieldOffsets(GgmlType type) {
   switch (type) {
     case GgmlType::kQ4_0:
     case GgmlType::kQ5_0:
-    case GgmlType::kQ8_0: return {0};
+    case GgmlType::kQ8_0:
+    case GgmlType::kIQ4_NL: return {0};
     case GgmlType::kQ4_1:
     case GgmlType::kQ5_1:
     case GgmlType::kQ4_K:

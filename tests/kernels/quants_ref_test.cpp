@@ -72,6 +72,35 @@ TEST(DequantHand, FloatTypes) {
   }
 }
 
+// IQ4_NL: value = d * grid[q] with ggml's grid {-127, -104, -83, -65, -49, -35, -22, -10, 1,
+// 13, 25, 38, 53, 69, 89, 113} (written out here, not taken from the code under test).
+TEST(DequantHand, IQ4_NL) {
+  const double grid[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  std::vector<uint8_t> b(18);
+  PutU16(b, 0, kHalf_0_5);
+  std::vector<double> want(32);
+  for (int j = 0; j < 16; ++j) {
+    const int lo = j, hi = 15 - j;
+    b[2 + j] = static_cast<uint8_t>(lo | (hi << 4));
+    want[j] = 0.5 * grid[lo];
+    want[j + 16] = 0.5 * grid[hi];
+  }
+  ExpectAllEq(Dequantize(GgmlType::kIQ4_NL, b, 32), want);
+}
+
+// Values on the grid (times a power of two) quantize back to themselves: the first scale
+// guess from the largest magnitude is exact and no trial scale beats a zero error.
+TEST(QuantHand, IQ4_NLGridValuesRoundTripExactly) {
+  const float grid[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  std::vector<float> x(64);
+  for (int i = 0; i < 64; ++i) x[i] = 0.25f * grid[(i * 7) % 16];
+  std::vector<uint8_t> q(2 * 18);
+  ref::QuantizeRow(GgmlType::kIQ4_NL, x.data(), q.data(), 64);
+  std::vector<float> y(64);
+  ref::DequantizeRow(GgmlType::kIQ4_NL, q.data(), y.data(), 64);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(y[i], x[i]) << i;
+}
+
 TEST(DequantHand, Q4_0) {
   // Literal bytes: d = 0.5; byte 0 = 0x3B -> element 0 has q = 0xB, element 16 has q = 3.
   {
@@ -371,8 +400,8 @@ TEST(DequantHand, Q8_K) {
 TEST(QuantsRef, SupportedTypeLists) {
   for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ4_0,
                      GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ8_0,
-                     GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,
-                     GgmlType::kQ6_K, GgmlType::kQ8_K}) {
+                     GgmlType::kIQ4_NL, GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K,
+                     GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ8_K}) {
     EXPECT_TRUE(ref::CanDequantize(t)) << TypeTraits(t).name;
     EXPECT_TRUE(ref::CanQuantize(t)) << TypeTraits(t).name;
   }

@@ -57,6 +57,7 @@ double BlockAbsMax(const std::vector<float>& x, size_t start, size_t len) {
 //   Q8_0: amax(32 values) ~= 2.1, D = amax / 127 ~= 0.017            -> ~0.005
 //   Q8_K: one scale per 256 values, amax ~= 3.3, D ~= 0.026           -> ~0.0075
 //   Q5_0: D = amax / 16 ~= 0.13 -> ~0.038;  Q4_0: D = amax / 8 ~= 0.26 -> ~0.076
+//   IQ4_NL: 16 levels packed near zero plus a least-squares scale: below Q4_0 (~0.07)
 //   Q5_1: D = range(32) / 31 ~= 0.13 -> ~0.038; Q4_1: range / 15 ~= 0.27 -> ~0.08
 //   Q6_K: 16-value groups, D ~= amax(16) / 32 ~= 0.055                 -> ~0.016
 //   Q5_K / Q4_K: like Q5_1 / Q4_1 on 32 values, but 6-bit quantized sub-block scales and the
@@ -71,7 +72,7 @@ const std::map<GgmlType, double>& RmsBounds() {
       {GgmlType::kQ8_0, 0.008},    {GgmlType::kQ8_K, 0.011},   {GgmlType::kQ5_0, 0.055},
       {GgmlType::kQ5_1, 0.055},    {GgmlType::kQ4_0, 0.11},    {GgmlType::kQ4_1, 0.11},
       {GgmlType::kQ6_K, 0.025},    {GgmlType::kQ5_K, 0.05},    {GgmlType::kQ4_K, 0.10},
-      {GgmlType::kQ3_K, 0.19},     {GgmlType::kQ2_K, 0.42},
+      {GgmlType::kQ3_K, 0.19},     {GgmlType::kQ2_K, 0.42},     {GgmlType::kIQ4_NL, 0.10},
   };
   return kBounds;
 }
@@ -108,6 +109,8 @@ TEST(QuantRoundTrip, MoreBitsLessError) {
   // counts they must not be worse than the 32-value legacy types.
   EXPECT_LT(err[GgmlType::kQ4_K], err[GgmlType::kQ4_0]);
   EXPECT_LT(err[GgmlType::kQ5_K], err[GgmlType::kQ5_0]);
+  // IQ4_NL's grid is denser where Gaussian weights lie: better than Q4_0 at the same size.
+  EXPECT_LT(err[GgmlType::kIQ4_NL], err[GgmlType::kQ4_0]);
 }
 
 // Q8_0: d = amax / 127 and q = round(x / d), so |q d - x| <= d / 2 before d is stored. The

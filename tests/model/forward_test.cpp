@@ -69,18 +69,21 @@ void ExpectClose(const std::vector<float>& a, const std::vector<float>& b, doubl
                         << " expected " << b[worst_i];
 }
 
-// Runs the naive oracle on a synthetic spec and compares with an F32-KV forward pass.
-void CheckAgainstOracle(const TinyModelSpec& spec, const std::vector<int32_t>& tokens) {
+// Runs the naive oracle on a synthetic spec and compares with an F32-KV forward pass
+// (n_ctx: the context both run with; 0: the default).
+void CheckAgainstOracle(const TinyModelSpec& spec, const std::vector<int32_t>& tokens,
+                        int64_t n_ctx = 0) {
   const std::string path = TempModelPath("oracle");
   ASSERT_TRUE(WriteTinyModel(spec, path).ok());
   auto f = GgufFile::Open(path);
   std::remove(path.c_str());
   ASSERT_TRUE(f.ok()) << f.status().ToString();
-  const std::vector<float> want = NaiveForward(**f, spec, tokens);
+  const std::vector<float> want = NaiveForward(**f, spec, tokens, n_ctx);
   auto m = LlamaModel::Load(std::move(*f), ReferenceKernels());
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   ComputePool pool(2);
   ContextOptions opts;
+  opts.n_ctx = n_ctx;
   opts.kv_type = KvType::kF32;  // the oracle keeps K/V exact
   opts.max_batch_tokens = 7;    // also exercises splitting a batch into steps
   // f32 forward vs f64 oracle: a few ulps per op over two layers.
@@ -111,6 +114,170 @@ TEST(ForwardOracle, LinearRopeScalingAndFreqFactors) {
   s.rope_freqs = {1.0f, 3.0f};
   s.n_head_kv = 1;  // multi-query attention
   CheckAgainstOracle(s, kPrompt20);
+}
+
+TEST(ForwardOracle, Qwen3PerHeadQkNormAndWideHeads) {
+  TinyModelSpec s;
+  s.arch = "qwen3";
+  s.head_dim = 8;  // key_length 8 while n_embd / n_head = 4 (Q is wider than the stream)
+  s.tied_output = true;
+  s.rope_freq_base = 1000000.0f;
+  CheckAgainstOracle(s, kPrompt20);
+}
+
+TEST(ForwardOracle, MistralNemoStyleKeyLength) {
+  TinyModelSpec s;  // llama with attention.key_length != n_embd / n_head
+  s.head_dim = 8;
+  CheckAgainstOracle(s, kPrompt20);
+}
+
+TEST(ForwardOracle, GemmaGeluEmbeddingScaleTiedOutput) {
+  TinyModelSpec s;
+  s.arch = "gemma";
+  s.tied_output = true;  // gemma's classifier is always token_embd
+  CheckAgainstOracle(s, kPrompt20);
+}
+
+TEST(ForwardOracle, Gemma2SoftCapsPostNormsSlidingWindow) {
+  TinyModelSpec s;
+  s.arch = "gemma2";
+  s.tied_output = true;
+  s.sliding_window = 5;  // layer 0 sees the last 5 positions, layer 1 all of them
+  s.attn_softcap = 1.5f;   // small caps so that the tanh bends these tiny models' scores
+  s.final_softcap = 2.0f;
+  CheckAgainstOracle(s, kPrompt20);
+}
+
+TEST(ForwardOracle, Gemma2DefaultsWhenKeysAreAbsent) {
+  TinyModelSpec s;  // window 4096, caps 50 / 30: the defaults llama.cpp applies
+  s.arch = "gemma2";
+  s.tied_output = true;
+  CheckAgainstOracle(s, kPrompt20);
+}
+
+TEST(ForwardOracle, Gemma3QkNormTwoRopeBasesWindowPattern) {
+  TinyModelSpec s;
+  s.arch = "gemma3";
+  s.n_layer = 3;
+  s.head_dim = 8;
+  s.sliding_window = 4;
+  s.swa_pattern = 3;  // layers 0 and 1 local, layer 2 global
+  s.rope_freq_base = 1000000.0f;
+  s.rope_freq_base_swa = 10000.0f;
+  s.rope_scaling_type = "linear";  // global layers only
+  s.rope_scaling_factor = 4.0f;
+  CheckAgainstOracle(s, kPrompt20);
+}
+
+TinyModelSpec Phi3Spec() {
+  TinyModelSpec s;
+  s.arch = "phi3";
+  s.n_embd = 32;  // head dim 8, rotary on its first 4 dims
+  s.n_ff = 40;
+  s.rope_dim = 4;
+  s.fused_qkv = true;
+  s.fused_gate_up = true;
+  s.context_length = 64;
+  s.rope_orig_ctx = 32;
+  s.rope_factors_long = {1.5f, 6.0f};
+  s.rope_factors_short = {1.0f, 2.0f};
+  s.rope_attn_factor = 1.2f;
+  return s;
+}
+
+TEST(ForwardOracle, Phi3FusedQkvGateUpPartialRotaryLongRope) {
+  CheckAgainstOracle(Phi3Spec(), kPrompt20, 64);  // 64 > 32: the long factors
+}
+
+TEST(ForwardOracle, Phi3ShortRopeFactorsWithinTheOriginalContext) {
+  CheckAgainstOracle(Phi3Spec(), kPrompt20, 32);
+}
+
+TEST(ForwardOracle, MixtralRenormalisedTopTwoOfFour) {
+  TinyModelSpec s;  // llama + expert_count
+  s.n_expert = 4;
+  s.n_expert_used = 2;
+  s.n_ff = 32;  // the expert width (Mixtral: feed_forward_length)
+  CheckAgainstOracle(s, kPrompt20);
+}
+
+TEST(ForwardOracle, Qwen3MoeMergedGateUpExperts) {
+  TinyModelSpec s;
+  s.arch = "qwen3moe";
+  s.n_expert = 8;
+  s.n_expert_used = 3;
+  s.n_ff_exp = 16;
+  s.merged_gate_up_exps = true;
+  s.head_dim = 8;
+  CheckAgainstOracle(s, kPrompt20);
+}
+
+TEST(ForwardOracle, Qwen2MoeSharedExpertNoRenormalisation) {
+  TinyModelSpec s;
+  s.arch = "qwen2moe";
+  s.with_qkv_bias = true;
+  s.n_expert = 6;
+  s.n_expert_used = 2;
+  s.n_ff_exp = 16;
+  s.n_ff_shexp = 48;
+  CheckAgainstOracle(s, kPrompt20);
+}
+
+// Gemma 2 with an 8-position window over a 256-position context: its sliding-window layer
+// keeps K/V in window storage whose blocks are released as the sequence advances (a long
+// prompt in steps, then one token at a time), and the logits still match the oracle.
+TEST(ForwardOracle, SlidingWindowStorageReleasesBlocksAndMatches) {
+  TinyModelSpec s;
+  s.arch = "gemma2";
+  s.tied_output = true;
+  s.context_length = 256;
+  s.sliding_window = 8;
+  s.attn_softcap = 1.5f;
+  const std::string path = TempModelPath("window");
+  ASSERT_TRUE(WriteTinyModel(s, path).ok());
+  auto f = GgufFile::Open(path);
+  std::remove(path.c_str());
+  ASSERT_TRUE(f.ok());
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 120; ++i) tokens.push_back((i * 7 + 3) % 40);
+  const std::vector<float> want = NaiveForward(**f, s, tokens, 256);
+  auto m = LlamaModel::Load(std::move(*f), ReferenceKernels());
+  ASSERT_TRUE(m.ok());
+  ComputePool pool(2);
+  ContextOptions opts;
+  opts.n_ctx = 256;
+  opts.kv_type = KvType::kF32;
+  opts.max_batch_tokens = 16;
+  auto ctx = LlamaContext::Create((*m)->config(), opts);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  ASSERT_TRUE((*ctx)->kv_plan().windowed);
+  EXPECT_EQ((*ctx)->kv_plan().n_layer_window, 1);  // layer 0 of 2
+  const KvWindowTable& window = *(*ctx)->window_table();
+  const int64_t pool_blocks = window.pool().n_blocks();
+  EXPECT_EQ(pool_blocks, KvBlocksFor(8 + 16) + 2);  // one sequence: window + a step
+  const SeqId seq = (*ctx)->NewSequence();
+  const int64_t n_vocab = s.n_vocab;
+  std::vector<float> got;
+  // 100 prompt tokens in one Eval (7 steps of 16), then 20 decode steps.
+  std::vector<BatchToken> batch;
+  for (int64_t i = 0; i < 100; ++i) batch.push_back({tokens[i], i, seq, true});
+  std::vector<float> logits(100 * static_cast<size_t>(n_vocab));
+  ASSERT_TRUE((*m)->Eval(batch, **ctx, pool, logits).ok());
+  got = logits;
+  EXPECT_LE(pool_blocks - window.pool().n_free(), KvBlocksFor(8) + 1);
+  for (int64_t i = 100; i < 120; ++i) {
+    const BatchToken t{tokens[i], i, seq, true};
+    std::vector<float> one(static_cast<size_t>(n_vocab));
+    ASSERT_TRUE((*m)->Eval({&t, 1}, **ctx, pool, one).ok());
+    got.insert(got.end(), one.begin(), one.end());
+    EXPECT_LE(pool_blocks - window.pool().n_free(), KvBlocksFor(8) + 1);
+  }
+  ExpectClose(got, want, 1e-4, "gemma2 window storage");
+  // Rewinding past the window's released blocks is refused and changes nothing; within it,
+  // allowed.
+  EXPECT_EQ((*ctx)->TruncateSequence(seq, 60).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*ctx)->SequenceLength(seq), 120);
+  EXPECT_TRUE((*ctx)->TruncateSequence(seq, 119).ok());
 }
 
 TEST(ForwardOracle, Stories260KWithF32Cache) {

@@ -135,3 +135,59 @@ TEST(KvStorage, SizeCapIsEnforced) {
 
 }  // namespace
 }  // namespace lifeline
+
+namespace lifeline {
+namespace {
+
+// Window of 20 positions: once the next position is n, blocks ending before n - 19 go.
+TEST(KvWindowTable, ReleasesBlocksAsTheyFallOutOfTheWindow) {
+  KvWindowTable t(4, 20);
+  t.Create(7);
+  ASSERT_TRUE(t.Reserve(7, 40));  // positions [0, 40): 3 blocks
+  EXPECT_EQ(t.pool().n_free(), 1);
+  t.Advance(7, 40);  // next position 40 reads [21, 40]: block 0 ([0, 16)) is released
+  EXPECT_EQ(t.first_held(7), 1);
+  EXPECT_EQ(t.blocks(7)[0], -1);
+  EXPECT_EQ(t.pool().n_free(), 2);
+  ASSERT_TRUE(t.Reserve(7, 64));  // one more block: [48, 64)
+  EXPECT_EQ(t.pool().n_free(), 1);
+  EXPECT_FALSE(t.Reserve(7, 81));  // two more: all or nothing, nothing changed
+  EXPECT_EQ(t.pool().n_free(), 1);
+  t.Advance(7, 64);                // reads [45, 64]: block 1 ([16, 32)) goes, 2 stays
+  EXPECT_EQ(t.first_held(7), 2);
+  EXPECT_EQ(t.pool().n_free(), 2);
+  EXPECT_EQ(t.length(7), 64);
+  t.Release(7);
+  EXPECT_EQ(t.pool().n_free(), 4);
+}
+
+TEST(KvWindowTable, RewindingIntoReleasedPositionsIsRefused) {
+  KvWindowTable t(8, 16);
+  t.Create(1);
+  ASSERT_TRUE(t.Reserve(1, 80));
+  t.Advance(1, 80);  // reads [65, 80]: blocks 0..3 released
+  EXPECT_EQ(t.first_held(1), 4);
+  // Rewinding to 70 needs [55, 70], whose block 3 is gone.
+  const Status s = t.Truncate(1, 70);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("recompute from the start"), std::string::npos);
+  EXPECT_EQ(t.length(1), 80);
+  EXPECT_EQ(t.Truncate(1, 76).code(), StatusCode::kInvalidArgument);  // [61, 76]: block 3
+  ASSERT_TRUE(t.Truncate(1, 79).ok());  // [64, 79]: blocks 4 on, all held
+}
+
+TEST(KvWindowTable, TruncateWithinTheWindowAndToZero) {
+  KvWindowTable t(8, 16);
+  t.Create(1);
+  ASSERT_TRUE(t.Reserve(1, 80));
+  t.Advance(1, 80);
+  ASSERT_TRUE(t.Truncate(1, 79).ok());  // reads [64, 79]: block 4, held
+  EXPECT_EQ(t.length(1), 79);
+  ASSERT_TRUE(t.Truncate(1, 0).ok());   // an empty sequence needs nothing
+  EXPECT_EQ(t.pool().n_free(), 8);
+  EXPECT_EQ(t.first_held(1), 0);
+  ASSERT_TRUE(t.Reserve(1, 16));
+}
+
+}  // namespace
+}  // namespace lifeline

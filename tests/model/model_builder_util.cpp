@@ -84,8 +84,10 @@ struct TensorPlan {
 };
 
 std::vector<TensorPlan> PlanTensors(const TinyModelSpec& s) {
-  const int64_t hd = s.n_embd / s.n_head;
+  const int64_t hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
   const int64_t q = s.n_head * hd, kv = s.n_head_kv * hd;
+  const bool qk_norm = s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3";
+  const bool post_norms = s.arch == "gemma2" || s.arch == "gemma3";
   std::vector<TensorPlan> t;
   t.push_back({"token_embd.weight", s.matrix_type, {s.n_embd, s.n_vocab}, TensorPlan::kEmbedding});
   t.push_back({"output_norm.weight", GgmlType::kF32, {s.n_embd}, TensorPlan::kNorm});
@@ -96,21 +98,73 @@ std::vector<TensorPlan> PlanTensors(const TinyModelSpec& s) {
     t.push_back({"rope_freqs.weight", GgmlType::kF32, {static_cast<int64_t>(s.rope_freqs.size())},
                  TensorPlan::kFreqs});
   }
+  if (!s.rope_factors_long.empty()) {
+    t.push_back({"rope_factors_long.weight", GgmlType::kF32,
+                 {static_cast<int64_t>(s.rope_factors_long.size())}, TensorPlan::kFreqs});
+    t.push_back({"rope_factors_short.weight", GgmlType::kF32,
+                 {static_cast<int64_t>(s.rope_factors_short.size())}, TensorPlan::kFreqs});
+  }
   for (int64_t il = 0; il < s.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     t.push_back({p + "attn_norm.weight", GgmlType::kF32, {s.n_embd}, TensorPlan::kNorm});
-    t.push_back({p + "attn_q.weight", s.matrix_type, {s.n_embd, q}, TensorPlan::kMatrix});
-    t.push_back({p + "attn_k.weight", s.matrix_type, {s.n_embd, kv}, TensorPlan::kMatrix});
-    t.push_back({p + "attn_v.weight", s.matrix_type, {s.n_embd, kv}, TensorPlan::kMatrix});
+    if (s.fused_qkv) {
+      t.push_back({p + "attn_qkv.weight", s.matrix_type, {s.n_embd, q + 2 * kv},
+                   TensorPlan::kMatrix});
+    } else {
+      t.push_back({p + "attn_q.weight", s.matrix_type, {s.n_embd, q}, TensorPlan::kMatrix});
+      t.push_back({p + "attn_k.weight", s.matrix_type, {s.n_embd, kv}, TensorPlan::kMatrix});
+      t.push_back({p + "attn_v.weight", s.matrix_type, {s.n_embd, kv}, TensorPlan::kMatrix});
+    }
     t.push_back({p + "attn_output.weight", s.matrix_type, {q, s.n_embd}, TensorPlan::kMatrix});
     if (s.with_qkv_bias) {
       t.push_back({p + "attn_q.bias", GgmlType::kF32, {q}, TensorPlan::kBias});
       t.push_back({p + "attn_k.bias", GgmlType::kF32, {kv}, TensorPlan::kBias});
       t.push_back({p + "attn_v.bias", GgmlType::kF32, {kv}, TensorPlan::kBias});
     }
+    if (qk_norm) {
+      t.push_back({p + "attn_q_norm.weight", GgmlType::kF32, {hd}, TensorPlan::kNorm});
+      t.push_back({p + "attn_k_norm.weight", GgmlType::kF32, {hd}, TensorPlan::kNorm});
+    }
+    if (post_norms) {
+      t.push_back({p + "post_attention_norm.weight", GgmlType::kF32, {s.n_embd},
+                   TensorPlan::kNorm});
+      t.push_back({p + "post_ffw_norm.weight", GgmlType::kF32, {s.n_embd}, TensorPlan::kNorm});
+    }
     t.push_back({p + "ffn_norm.weight", GgmlType::kF32, {s.n_embd}, TensorPlan::kNorm});
-    t.push_back({p + "ffn_gate.weight", s.matrix_type, {s.n_embd, s.n_ff}, TensorPlan::kMatrix});
-    t.push_back({p + "ffn_up.weight", s.matrix_type, {s.n_embd, s.n_ff}, TensorPlan::kMatrix});
+    if (s.n_expert > 0) {
+      const int64_t ff = s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff, e = s.n_expert;
+      t.push_back({p + "ffn_gate_inp.weight", GgmlType::kF32, {s.n_embd, e}, TensorPlan::kMatrix});
+      if (s.merged_gate_up_exps) {
+        t.push_back({p + "ffn_gate_up_exps.weight", s.matrix_type, {s.n_embd, 2 * ff, e},
+                     TensorPlan::kMatrix});
+      } else {
+        t.push_back({p + "ffn_gate_exps.weight", s.matrix_type, {s.n_embd, ff, e},
+                     TensorPlan::kMatrix});
+        t.push_back({p + "ffn_up_exps.weight", s.matrix_type, {s.n_embd, ff, e},
+                     TensorPlan::kMatrix});
+      }
+      t.push_back({p + "ffn_down_exps.weight", s.matrix_type, {ff, s.n_embd, e},
+                   TensorPlan::kMatrix});
+      if (s.n_ff_shexp > 0) {
+        const int64_t sh = s.n_ff_shexp;
+        t.push_back({p + "ffn_gate_inp_shexp.weight", GgmlType::kF32, {s.n_embd},
+                     TensorPlan::kBias});
+        t.push_back({p + "ffn_gate_shexp.weight", s.matrix_type, {s.n_embd, sh},
+                     TensorPlan::kMatrix});
+        t.push_back({p + "ffn_up_shexp.weight", s.matrix_type, {s.n_embd, sh},
+                     TensorPlan::kMatrix});
+        t.push_back({p + "ffn_down_shexp.weight", s.matrix_type, {sh, s.n_embd},
+                     TensorPlan::kMatrix});
+      }
+      continue;
+    }
+    if (s.fused_gate_up) {
+      t.push_back({p + "ffn_up.weight", s.matrix_type, {s.n_embd, 2 * s.n_ff},
+                   TensorPlan::kMatrix});
+    } else {
+      t.push_back({p + "ffn_gate.weight", s.matrix_type, {s.n_embd, s.n_ff}, TensorPlan::kMatrix});
+      t.push_back({p + "ffn_up.weight", s.matrix_type, {s.n_embd, s.n_ff}, TensorPlan::kMatrix});
+    }
     t.push_back({p + "ffn_down.weight", s.matrix_type, {s.n_ff, s.n_embd}, TensorPlan::kMatrix});
   }
   std::vector<TensorPlan> kept;
@@ -142,7 +196,11 @@ std::vector<float> TensorValues(const TinyModelSpec& s, const TensorPlan& tp, si
       case TensorPlan::kFreqs: x = 0.0f; break;
     }
   }
-  if (tp.kind == TensorPlan::kFreqs) v = s.rope_freqs;
+  if (tp.kind == TensorPlan::kFreqs) {
+    v = tp.name == "rope_factors_long.weight"    ? s.rope_factors_long
+        : tp.name == "rope_factors_short.weight" ? s.rope_factors_short
+                                                 : s.rope_freqs;
+  }
   return v;
 }
 
@@ -169,6 +227,24 @@ Status WriteTinyModel(const TinyModelSpec& s, const std::string& path) {
   if (!s.omit_keys.count(a + "rope.freq_base")) w.AddFloat32(a + "rope.freq_base", s.rope_freq_base);
   if (!s.rope_scaling_type.empty()) w.AddString(a + "rope.scaling.type", s.rope_scaling_type);
   if (s.rope_scaling_factor != 0.0f) w.AddFloat32(a + "rope.scaling.factor", s.rope_scaling_factor);
+  if (s.head_dim > 0) {
+    add_uint(a + "attention.key_length", s.head_dim);
+    add_uint(a + "attention.value_length", s.head_dim);
+  }
+  if (s.rope_dim > 0) add_uint(a + "rope.dimension_count", s.rope_dim);
+  if (s.rope_orig_ctx > 0) add_uint(a + "rope.scaling.original_context_length", s.rope_orig_ctx);
+  if (s.rope_attn_factor > 0) w.AddFloat32(a + "rope.scaling.attn_factor", s.rope_attn_factor);
+  if (s.attn_softcap > 0) w.AddFloat32(a + "attn_logit_softcapping", s.attn_softcap);
+  if (s.final_softcap > 0) w.AddFloat32(a + "final_logit_softcapping", s.final_softcap);
+  if (s.sliding_window > 0) add_uint(a + "attention.sliding_window", s.sliding_window);
+  if (s.swa_pattern > 0) add_uint(a + "attention.sliding_window_pattern", s.swa_pattern);
+  if (s.rope_freq_base_swa > 0) w.AddFloat32(a + "rope.freq_base_swa", s.rope_freq_base_swa);
+  if (s.n_expert > 0) {
+    add_uint(a + "expert_count", s.n_expert);
+    add_uint(a + "expert_used_count", s.n_expert_used);
+  }
+  if (s.n_ff_exp > 0) add_uint(a + "expert_feed_forward_length", s.n_ff_exp);
+  if (s.n_ff_shexp > 0) add_uint(a + "expert_shared_feed_forward_length", s.n_ff_shexp);
   for (const auto& [key, v] : s.uint_key_overrides) {
     if (s.omit_keys.count(key)) continue;
     w.AddUint32(key, static_cast<uint32_t>(v));  // replaces in place, or adds a new key

@@ -23,7 +23,9 @@ GgmlType DominantWeightType(const GgufFile& file);
 // logit_sum and logit_sumsq at that position.
 double LogitTolerance(GgmlType type, double ref_sum, double ref_sumsq, int64_t n_vocab);
 
-// A tiny llama/qwen2 model with deterministic pseudo-random weights.
+// A tiny model of any supported family with deterministic pseudo-random weights. The family
+// (arch) decides which tensors exist (qwen2 biases, qwen3/gemma3 Q/K norms, gemma2/3 post
+// norms); the fields below set the shapes and the metadata keys written.
 struct TinyModelSpec {
   std::string arch = "llama";
   int64_t n_embd = 16;
@@ -39,6 +41,24 @@ struct TinyModelSpec {
   bool with_qkv_bias = false;
   bool tied_output = false;
   std::vector<float> rope_freqs;     // non-empty: rope_freqs.weight tensor [rope_dim/2]
+  int64_t head_dim = 0;              // > 0: attention.key_length / value_length (else dim/heads)
+  int64_t rope_dim = 0;              // > 0: rope.dimension_count (partial rotary), else head dim
+  bool fused_qkv = false;            // phi3 layout: one attn_qkv.weight
+  bool fused_gate_up = false;        // phi3 layout: ffn_up.weight of 2 * n_ff rows, no ffn_gate
+  std::vector<float> rope_factors_long;   // non-empty: LongRoPE tensors (with the short ones)
+  std::vector<float> rope_factors_short;
+  int64_t rope_orig_ctx = 0;         // > 0: rope.scaling.original_context_length
+  float rope_attn_factor = 0.0f;     // > 0: rope.scaling.attn_factor
+  float attn_softcap = 0.0f;         // > 0: attn_logit_softcapping key
+  float final_softcap = 0.0f;        // > 0: final_logit_softcapping key
+  int64_t sliding_window = 0;        // > 0: attention.sliding_window key
+  int64_t swa_pattern = 0;           // > 0: attention.sliding_window_pattern key
+  float rope_freq_base_swa = 0.0f;   // > 0: rope.freq_base_swa key
+  int64_t n_expert = 0;              // > 0: mixture of experts (expert_count)
+  int64_t n_expert_used = 0;         // expert_used_count
+  int64_t n_ff_exp = 0;              // > 0: expert_feed_forward_length (else n_ff)
+  int64_t n_ff_shexp = 0;            // > 0: a shared expert of this width (qwen2moe)
+  bool merged_gate_up_exps = false;  // ffn_gate_up_exps instead of ffn_gate_exps + ffn_up_exps
   GgmlType matrix_type = GgmlType::kF32;
   uint32_t seed = 7;
   std::set<std::string> omit_keys;   // full key names to leave out
@@ -53,8 +73,10 @@ std::string TempModelPath(const std::string& stem);
 
 // Independent, deliberately naive forward pass (full causal softmax, f64 accumulation, no
 // KV cache), reading the tensors by name straight from the file. The hyperparameters come
-// from the spec, not from ReadModelConfig. Returns logits [tokens.size(), n_vocab].
+// from the spec, not from ReadModelConfig. n_ctx: the context the model runs with (LongRoPE
+// picks its factors by it); 0: min(context_length, 4096), LlamaContext's default.
+// Returns logits [tokens.size(), n_vocab].
 std::vector<float> NaiveForward(const GgufFile& file, const TinyModelSpec& spec,
-                                const std::vector<int32_t>& tokens);
+                                const std::vector<int32_t>& tokens, int64_t n_ctx = 0);
 
 }  // namespace lifeline

@@ -393,6 +393,27 @@ TEST(SchedulerTest, SecondRequestSharingALongPrefixReportsCachedTokens) {
   EXPECT_EQ(s.prefix_lookup_tokens, 100 + 90);
 }
 
+// A model whose sliding-window layers keep per-sequence K/V beside the blocks: the same
+// shared prefix is computed again from position 0.
+TEST(SchedulerTest, WithoutPrefixCachingASharedPrefixIsRecomputed) {
+  SchedulerConfig cfg = Config(64, 4, 256);
+  cfg.prefix_caching = false;
+  Harness h(cfg);
+  const std::vector<int32_t> a = Prompt(100);
+  const RequestId ra = h.Submit(a, 5);
+  h.RunUntilIdle(100);
+  std::vector<int32_t> b(a.begin(), a.begin() + 80);
+  for (int i = 0; i < 10; ++i) b.push_back(-1 - i);
+  const RequestId rb = h.Submit(b, 5);
+  const StepPlan p = h.Step();
+  ASSERT_EQ(p.entries.size(), 1u);
+  EXPECT_EQ(p.entries[0].start_pos, 0);
+  h.RunUntilIdle(100);
+  EXPECT_EQ(h.finished()[ra].n_cached_tokens, 0);
+  EXPECT_EQ(h.finished()[rb].n_cached_tokens, 0);
+  EXPECT_EQ(h.sched().block_manager().stats().prefix_hit_tokens, 0);
+}
+
 TEST(SchedulerTest, ConcurrentIdenticalPromptsShareBlocksButComputeTheLastToken) {
   Harness h(Config(64, 4, 256));
   const RequestId d = h.Submit(Prompt(64), 40);

@@ -106,6 +106,40 @@ TEST(MadeModelLoad, EveryTypeRunsAndTracksTheF32Model) {
   std::remove(f32.out_path.c_str());
 }
 
+// Every family's made file loads and runs (its values against llama.cpp are the golden
+// suite's business): logits finite and O(1), and Gemma's vocabulary has no space prefix.
+TEST(MadeModelLoad, EveryFamilyLoadsAndRuns) {
+  for (const char* arch : {"llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3",
+                           "qwen2moe", "qwen3moe", "mixtral"}) {
+    for (const char* type : {"f32", "q4_k_m"}) {
+      SCOPED_TRACE(std::string(arch) + " " + type);
+      const bool mixtral = std::string(arch) == "mixtral";
+      MakeModelOptions o = Small(type, mixtral ? "llama" : arch, false);
+      if (mixtral || std::string(arch).find("moe") != std::string::npos) {
+        o.shape.n_expert = 8;
+        o.shape.n_expert_used = 2;
+        o.shape.expert_ffn = mixtral ? 0 : 256;
+      }
+      o.shape.head_dim_flag = std::string(arch) == "qwen3" ? 64 : 0;  // q_dim 512 != dim
+      if (std::string(arch) == "phi3") o.shape.rope_orig_ctx = 128;
+      if (std::string(arch) == "gemma2") o.shape.sliding_window = 4;
+      ASSERT_TRUE(MakeModel(o).ok());
+      const std::vector<float> logits = LastLogits(o.out_path);
+      ASSERT_EQ(logits.size(), 1000u);
+      for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+      EXPECT_GT(Rms(logits), 0.2);
+      EXPECT_LT(Rms(logits), 5.0);
+      auto f = GgufFile::Open(o.out_path);
+      ASSERT_TRUE(f.ok());
+      auto tok = Tokenizer::FromGguf(**f);
+      ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+      EXPECT_EQ((*tok)->add_space_prefix(), std::string(arch).rfind("gemma", 0) != 0);
+      f->reset();
+      std::remove(o.out_path.c_str());
+    }
+  }
+}
+
 TEST(MadeModelLoad, Qwen2TiedRuns) {
   const MakeModelOptions o = Small("q8_0", "qwen2", true);
   ASSERT_TRUE(MakeModel(o).ok());

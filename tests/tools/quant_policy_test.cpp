@@ -131,6 +131,24 @@ TEST(QuantPolicy, KQuantMixes) {
             GgmlType::kQ6_K);
 }
 
+// iq4_nl files: IQ4_NL everywhere, the classifier Q6_K (Q8_0 when its rows are not 256s),
+// attn_v Q5_K with 4+ query heads per KV head, the first eighth of ffn_down Q5_K.
+TEST(QuantPolicy, Iq4NlFileType) {
+  const auto info = FileTypeFromName("iq4_nl");
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(static_cast<uint32_t>(info->ftype), 25u);  // LLAMA_FTYPE_MOSTLY_IQ4_NL
+  const ModelTypeContext gqa4{16, 32, 8, true}, mha{16, 32, 32, true};
+  const FileType f = FileType::kMostlyIQ4_NL;
+  EXPECT_EQ(ChooseTensorType(gqa4, f, "blk.5.attn_q.weight", 4096), GgmlType::kIQ4_NL);
+  EXPECT_EQ(ChooseTensorType(gqa4, f, "blk.5.attn_v.weight", 4096), GgmlType::kQ5_K);
+  EXPECT_EQ(ChooseTensorType(mha, f, "blk.5.attn_v.weight", 4096), GgmlType::kIQ4_NL);
+  EXPECT_EQ(ChooseTensorType(gqa4, f, "blk.1.ffn_down.weight", 11008), GgmlType::kQ5_K);
+  EXPECT_EQ(ChooseTensorType(gqa4, f, "blk.1.ffn_down.weight", 11040), GgmlType::kQ5_1);
+  EXPECT_EQ(ChooseTensorType(gqa4, f, "blk.2.ffn_down.weight", 11008), GgmlType::kIQ4_NL);
+  EXPECT_EQ(ChooseTensorType(gqa4, f, "output.weight", 4096), GgmlType::kQ6_K);
+  EXPECT_EQ(ChooseTensorType(gqa4, f, "output.weight", 96), GgmlType::kQ8_0);
+}
+
 TEST(QuantPolicy, RowsThatDontHoldWholeBlocksFallBack) {
   const ModelTypeContext m{2, 4, 4, true};
   // 64-wide rows: K-quants go to the 32-block type of similar size.
@@ -140,10 +158,11 @@ TEST(QuantPolicy, RowsThatDontHoldWholeBlocksFallBack) {
             GgmlType::kQ5_1);
   EXPECT_EQ(ChooseTensorType(m, FileType::kMostlyQ6_K, "blk.0.attn_q.weight", 64),
             GgmlType::kQ8_0);
+  // Q2_K and Q3_K: IQ4_NL, as current llama.cpp substitutes.
   EXPECT_EQ(ChooseTensorType(m, FileType::kMostlyQ2_K, "blk.0.attn_q.weight", 64),
-            GgmlType::kQ4_0);
+            GgmlType::kIQ4_NL);
   EXPECT_EQ(ChooseTensorType(m, FileType::kMostlyQ2_K, "blk.0.attn_output.weight", 64),
-            GgmlType::kQ4_1);  // Q3_K there
+            GgmlType::kIQ4_NL);  // Q3_K there
   // 48-wide rows: no 32-block type fits either -> F16.
   EXPECT_EQ(ChooseTensorType(m, FileType::kMostlyQ4_K_M, "blk.0.attn_q.weight", 48),
             GgmlType::kF16);

@@ -36,6 +36,17 @@ struct BlockQ4_0 {
 };
 static_assert(sizeof(BlockQ4_0) == 2 + 16);
 
+// IQ4_NL: value = d * kIq4nlValues[q]; q in [0, 15], nibble order as Q4_0 (same bytes as
+// BlockQ4_0, other meaning). The table is ggml's kvalues_iq4nl: a non-linear grid denser
+// near zero, where most weights lie.
+struct BlockIQ4_NL {
+  uint16_t d;
+  uint8_t qs[16];
+};
+static_assert(sizeof(BlockIQ4_NL) == 2 + 16);
+inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+
 // value = d * q + m; q in [0, 15]. Nibble order as Q4_0.
 struct BlockQ4_1 {
   uint16_t d;

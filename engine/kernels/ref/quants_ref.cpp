@@ -300,6 +300,7 @@ DequantizeFn DequantizerFor(GgmlType type) {
     case GgmlType::kQ5_1: return &DequantizeRowQ5_1;
     case GgmlType::kQ8_0: return &DequantizeRowQ8_0;
     case GgmlType::kQ8_1: return &DequantizeRowQ8_1;
+    case GgmlType::kIQ4_NL: return &internal::DequantizeRowIQ4NL;
     case GgmlType::kQ2_K: return &internal::DequantizeRowQ2K;
     case GgmlType::kQ3_K: return &internal::DequantizeRowQ3K;
     case GgmlType::kQ4_K: return &internal::DequantizeRowQ4K;
@@ -321,6 +322,7 @@ QuantizeFn QuantizerFor(GgmlType type) {
     case GgmlType::kQ5_1: return &QuantizeRowQ5_1;
     case GgmlType::kQ8_0: return &QuantizeRowQ8_0;
     case GgmlType::kQ8_1: return &QuantizeRowQ8_1;
+    case GgmlType::kIQ4_NL: return &internal::QuantizeRowIQ4NL;
     case GgmlType::kQ2_K: return &internal::QuantizeRowQ2K;
     case GgmlType::kQ3_K: return &internal::QuantizeRowQ3K;
     case GgmlType::kQ4_K: return &internal::QuantizeRowQ4K;

@@ -15,7 +15,7 @@
 namespace lifeline::ref {
 
 // True for the types DequantizeRow accepts (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
-// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, plus the activation types Q8_K and Q8_1). Block layouts:
+// IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, plus the activation types Q8_K and Q8_1). Block layouts:
 // engine/kernels/ref/quant_blocks.h. Output is bit-identical to ggml's dequantize_row_*.
 bool CanDequantize(GgmlType type);
 void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n);

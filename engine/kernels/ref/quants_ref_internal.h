@@ -62,6 +62,8 @@ float FitScaleAndMin(int n, int nmax, const float* x, const float* weights, uint
                      float* neg_min, uint8_t* L_scratch, const ScaleMinSearch& search);
 
 // ---- K-quant rows (quants_ref_k.cpp) ----------------------------------------------------
+void DequantizeRowIQ4NL(const void* src, float* dst, int64_t n);
+void QuantizeRowIQ4NL(const float* src, void* dst, int64_t n);
 void DequantizeRowQ2K(const void* src, float* dst, int64_t n);
 void DequantizeRowQ3K(const void* src, float* dst, int64_t n);
 void DequantizeRowQ4K(const void* src, float* dst, int64_t n);

@@ -63,6 +63,20 @@ float DotQ4_0(const uint8_t* w, const ActRow& a, int64_t nb) {
   return sum;
 }
 
+float DotIQ4_NL(const uint8_t* w, const ActRow& a, int64_t nb) {
+  float sum = 0.0f;
+  int8_t q[32];
+  for (int64_t b = 0; b < nb; ++b) {
+    const auto blk = LoadBlock<BlockIQ4_NL>(w, b);
+    for (int j = 0; j < 16; ++j) {
+      q[j] = kIq4nlValues[blk.qs[j] & 0x0f];
+      q[j + 16] = kIq4nlValues[blk.qs[j] >> 4];
+    }
+    sum += (H(blk.d) * a.d[b]) * static_cast<float>(DotI<32>(q, a.qs + b * 32));
+  }
+  return sum;
+}
+
 float DotQ5_0(const uint8_t* w, const ActRow& a, int64_t nb) {
   float sum = 0.0f;
   int8_t q[32];
@@ -270,6 +284,7 @@ bool HasVecDot(GgmlType type) {
     case GgmlType::kQ5_0:
     case GgmlType::kQ5_1:
     case GgmlType::kQ8_0:
+    case GgmlType::kIQ4_NL:
     case GgmlType::kQ2_K:
     case GgmlType::kQ3_K:
     case GgmlType::kQ4_K:
@@ -289,6 +304,7 @@ float VecDot(GgmlType type, const uint8_t* w_row, const ActRow& a, int64_t n) {
     case GgmlType::kQ5_0: return DotQ5_0(w_row, a, n / 32);
     case GgmlType::kQ5_1: return DotQ5_1(w_row, a, n / 32);
     case GgmlType::kQ8_0: return DotQ8_0(w_row, a, n / 32);
+    case GgmlType::kIQ4_NL: return DotIQ4_NL(w_row, a, n / 32);
     case GgmlType::kQ2_K: return DotQ2K(w_row, a, n / kQK);
     case GgmlType::kQ3_K: return DotQ3K(w_row, a, n / kQK);
     case GgmlType::kQ4_K: return DotQ4K(w_row, a, n / kQK);

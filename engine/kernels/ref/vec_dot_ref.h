@@ -5,6 +5,7 @@
 //
 // Per block b (ggml's vec_dot_*_q8_* computes the same numbers):
 //   Q4_0 / Q5_0 / Q8_0:  sum += (dw * dy) * isum,   isum = sum_j (qw_j - offset) * qy_j
+//   IQ4_NL:              sum += (dw * dy) * isum,   isum = sum_j table[qw_j] * qy_j
 //   Q4_1 / Q5_1:         sum += (dw * dy) * isum + mw * sy,   isum = sum_j qw_j * qy_j
 //   Q4_K / Q5_K (8 sub-blocks of 32, 6-bit scale sc and min m):
 //     sum += (dw * dy) * sum_j sc_j * dot_j - (dminw * dy) * sum_j m_j * (bsum_2j + bsum_2j+1)
@@ -26,7 +27,7 @@
 
 namespace lifeline::ref {
 
-// True for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K.
+// True for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K.
 bool HasVecDot(GgmlType type);
 
 // w_row: one row of n values of `type` (RowBytes(type, n) bytes, any alignment).

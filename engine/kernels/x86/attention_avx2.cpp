@@ -30,6 +30,17 @@ inline __m256 Exp256(__m256 x) {
   return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
 }
 
+// tanh(x) = sign(x) (1 - e) / (1 + e), e = exp(-2|x|) (no cancellation for large |x|; for
+// small |x| the absolute error stays at the exp's ~2e-7).
+inline __m256 Tanh256(__m256 x) {
+  const __m256 sign_bit = _mm256_set1_ps(-0.0f);
+  const __m256 ax = _mm256_andnot_ps(sign_bit, x);
+  const __m256 e = Exp256(_mm256_mul_ps(ax, _mm256_set1_ps(-2.0f)));
+  const __m256 t = _mm256_div_ps(_mm256_sub_ps(_mm256_set1_ps(1.0f), e),
+                                 _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+  return _mm256_or_ps(t, _mm256_and_ps(x, sign_bit));
+}
+
 // Lane k of the result = sum of the 8 lanes of h[k].
 inline __m256 Reduce8(const __m256* h) {
   const __m256 t01 = _mm256_hadd_ps(h[0], h[1]);
@@ -119,15 +130,26 @@ struct Avx2 {
     }
   }
 
-  static float Softmax(float* p, int n_valid, float scale, float* run_max, float* run_den) {
+  // p: raw dots in, probabilities out (0 outside [lo, n_valid)). Returns the factor the
+  // row's accumulator must be scaled by (exp(old max - new max)).
+  static float Softmax(float* p, int lo, int n_valid, float scale, float softcap,
+                       float* run_max, float* run_den) {
     const __m256 nv = _mm256_set1_ps(static_cast<float>(n_valid));
-    const __m256 valid0 =
-        _mm256_cmp_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), nv, _CMP_LT_OQ);
-    const __m256 valid1 =
-        _mm256_cmp_ps(_mm256_setr_ps(8, 9, 10, 11, 12, 13, 14, 15), nv, _CMP_LT_OQ);
+    const __m256 lv = _mm256_set1_ps(static_cast<float>(lo));
+    const __m256 idx0 = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256 idx1 = _mm256_setr_ps(8, 9, 10, 11, 12, 13, 14, 15);
+    const __m256 valid0 = _mm256_and_ps(_mm256_cmp_ps(idx0, nv, _CMP_LT_OQ),
+                                        _mm256_cmp_ps(idx0, lv, _CMP_GE_OQ));
+    const __m256 valid1 = _mm256_and_ps(_mm256_cmp_ps(idx1, nv, _CMP_LT_OQ),
+                                        _mm256_cmp_ps(idx1, lv, _CMP_GE_OQ));
     const __m256 ninf = _mm256_set1_ps(-__builtin_inff());
-    const __m256 s0 = _mm256_mul_ps(_mm256_loadu_ps(p), _mm256_set1_ps(scale));
-    const __m256 s1 = _mm256_mul_ps(_mm256_loadu_ps(p + 8), _mm256_set1_ps(scale));
+    __m256 s0 = _mm256_mul_ps(_mm256_loadu_ps(p), _mm256_set1_ps(scale));
+    __m256 s1 = _mm256_mul_ps(_mm256_loadu_ps(p + 8), _mm256_set1_ps(scale));
+    if (softcap > 0.0f) {
+      const __m256 cap = _mm256_set1_ps(softcap);
+      s0 = _mm256_mul_ps(Tanh256(_mm256_div_ps(s0, cap)), cap);
+      s1 = _mm256_mul_ps(Tanh256(_mm256_div_ps(s1, cap)), cap);
+    }
     const float block_max = Hmax(_mm256_max_ps(_mm256_blendv_ps(ninf, s0, valid0),
                                                _mm256_blendv_ps(ninf, s1, valid1)));
     const float old_max = *run_max;

@@ -27,6 +27,17 @@ inline __m512 Exp512(__m512 x) {
   return _mm512_scalef_ps(y, n);
 }
 
+// tanh(x) = sign(x) (1 - e) / (1 + e), e = exp(-2|x|) (no cancellation for large |x|; for
+// small |x| the absolute error stays at the exp's ~2e-7).
+inline __m512 Tanh512(__m512 x) {
+  const __m512 ax = _mm512_abs_ps(x);
+  const __m512 e = Exp512(_mm512_mul_ps(ax, _mm512_set1_ps(-2.0f)));
+  const __m512 t = _mm512_div_ps(_mm512_sub_ps(_mm512_set1_ps(1.0f), e),
+                                 _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+  const __m512i sign = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN));
+  return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), sign));
+}
+
 // Lane k of the result = sum of the 8 lanes of h[k].
 inline __m256 Reduce8(const __m256* h) {
   const __m256 t01 = _mm256_hadd_ps(h[0], h[1]);
@@ -92,11 +103,16 @@ struct Avx512 {
     _mm256_storeu_ps(p + 8, Reduce8(h + 8));
   }
 
-  // p: raw dots in, probabilities out (0 past n_valid). Returns the factor the row's
-  // accumulator must be scaled by (exp(old max - new max)).
-  static float Softmax(float* p, int n_valid, float scale, float* run_max, float* run_den) {
-    const __mmask16 valid = static_cast<__mmask16>((1u << n_valid) - 1);
-    const __m512 sv = _mm512_mul_ps(_mm512_loadu_ps(p), _mm512_set1_ps(scale));
+  // p: raw dots in, probabilities out (0 outside [lo, n_valid)). Returns the factor the
+  // row's accumulator must be scaled by (exp(old max - new max)).
+  static float Softmax(float* p, int lo, int n_valid, float scale, float softcap,
+                       float* run_max, float* run_den) {
+    const __mmask16 valid = static_cast<__mmask16>(((1u << n_valid) - 1) & ~((1u << lo) - 1));
+    __m512 sv = _mm512_mul_ps(_mm512_loadu_ps(p), _mm512_set1_ps(scale));
+    if (softcap > 0.0f) {
+      sv = _mm512_mul_ps(Tanh512(_mm512_div_ps(sv, _mm512_set1_ps(softcap))),
+                         _mm512_set1_ps(softcap));
+    }
     const float block_max = _mm512_mask_reduce_max_ps(valid, sv);
     const float old_max = *run_max;
     const float new_max = block_max > old_max ? block_max : old_max;

@@ -10,8 +10,11 @@
 //   - for each KV block up to the tile's last position, its K and V rows of this head are
 //     converted once to zero-padded f32 rows (F16 via F16C, Q8_0 by scale x int8);
 //   - every query row that sees the block computes the block's scores (one lane per
-//     position), masks the causally invisible positions, updates its running max and
-//     denominator (online softmax), and folds p . V into its f32 accumulator;
+//     position), soft-caps them when asked, masks the causally invisible positions (and
+//     those before a sliding window), updates its running max and denominator (online
+//     softmax), and folds p . V into its f32 accumulator;
+//   - with a sliding window the block loop starts at the block of the tile's first visible
+//     position: earlier blocks are never touched.
 //   - the accumulators are divided by the denominators and written out.
 #pragma once
 
@@ -64,7 +67,7 @@ void AttendSimd(const AttnKvView& kv, const AttnShape& s, const AttnTile& tile,
                 AttnScratch& scratch) {
   LL_CHECK(kv.block_tokens >= 1 && kv.block_tokens <= kAttnMaxBlockTokens);
   LL_CHECK(s.n_group >= 1 && s.head_dim_k >= 1 && s.head_dim_v >= 1);
-  LL_CHECK(tile.n_tokens >= 0 && tile.pos0 >= 0);
+  LL_CHECK(tile.n_tokens >= 0 && tile.pos0 >= 0 && s.window >= 0);
   if (tile.n_tokens == 0) return;
   constexpr int64_t W = Isa::kLanes;
   constexpr int64_t kSlots = kAttnMaxBlockTokens;
@@ -101,6 +104,7 @@ void AttendSimd(const AttnKvView& kv, const AttnShape& s, const AttnTile& tile,
 
   const int64_t last_pos = tile.pos0 + tile.n_tokens - 1;
   const int64_t n_blocks = last_pos / bt + 1;
+  const int64_t b_first = AttnFirstVisible(tile.pos0, s.window) / bt;
   const int64_t k_bytes = AttnKvHeadBytes(kv.type, s.head_dim_k);
   const int64_t v_bytes = AttnKvHeadBytes(kv.type, s.head_dim_v);
   auto prefetch = [&](int64_t b) {
@@ -109,8 +113,8 @@ void AttendSimd(const AttnKvView& kv, const AttnShape& s, const AttnTile& tile,
     PrefetchRows(kv.k_head + block * kv.k_block_bytes, kv.k_row_bytes, k_bytes, n_slots);
     PrefetchRows(kv.v_head + block * kv.v_block_bytes, kv.v_row_bytes, v_bytes, n_slots);
   };
-  for (int64_t b = 0; b < MinI(kPrefetchBlocks, n_blocks); ++b) prefetch(b);
-  for (int64_t b = 0; b < n_blocks; ++b) {
+  for (int64_t b = b_first; b < MinI(b_first + kPrefetchBlocks, n_blocks); ++b) prefetch(b);
+  for (int64_t b = b_first; b < n_blocks; ++b) {
     if (b + kPrefetchBlocks < n_blocks) prefetch(b + kPrefetchBlocks);
     const int64_t first = b * bt;
     const int64_t n_slots = MinI(bt, last_pos + 1 - first);
@@ -127,10 +131,16 @@ void AttendSimd(const AttnKvView& kv, const AttnShape& s, const AttnTile& tile,
     for (int64_t i = i0; i < tile.n_tokens; ++i) {
       const int n_valid =
           static_cast<int>(MinI(n_slots, tile.pos0 + i - first + 1));
+      // Slots before the token's window: [0, lo) are masked; a block wholly before it is
+      // skipped for this token (later tokens of the tile may still see it).
+      const int64_t first_visible = AttnFirstVisible(tile.pos0 + i, s.window);
+      const int lo = first_visible > first ? static_cast<int>(first_visible - first) : 0;
+      if (lo >= n_valid) continue;
       for (int64_t j = 0; j < s.n_group; ++j) {
         const int64_t r = i * s.n_group + j;
         Isa::Scores(qs + r * hk, kf, hk, p);
-        const float corr = Isa::Softmax(p, n_valid, s.scale, &run_max[r], &run_den[r]);
+        const float corr =
+            Isa::Softmax(p, lo, n_valid, s.scale, s.softcap, &run_max[r], &run_den[r]);
         Isa::AccumulateV(acc + r * hv, p, vf, n_valid, hv, corr);
       }
     }

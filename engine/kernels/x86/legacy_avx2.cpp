@@ -1,10 +1,11 @@
-// AVX2 tiles for the 32-value block types (Q4_0, Q5_0, Q8_0, Q4_1, Q5_1): one block per
-// 256-bit register. vpmaddubsw multiplies the unsigned levels by the activation bytes and
+// AVX2 tiles for the 32-value block types (Q4_0, Q5_0, Q8_0, IQ4_NL, Q4_1, Q5_1): one block
+// per 256-bit register. vpmaddubsw multiplies the unsigned levels by the activation bytes and
 // adds neighbours into int16 (|pair| <= 2 * 31 * 127: no saturation); the level offset is
 // removed in int16 by subtracting vpmaddubsw(offset, y), computed once per token and block and
 // shared by the tile's rows; vpmaddwd by 1 widens to int32 for the f32 conversion.
-// Q8_0 levels are signed and up to |128|, where an offset of 128 would overflow int16, so Q8_0
-// uses the sign trick instead (|w| x sign(y, w), both factors within range).
+// Q8_0 and IQ4_NL levels are signed and up to |128|, where an offset of 128 would overflow
+// int16, so they use the sign trick instead (|w| x sign(y, w), both factors within range);
+// IQ4_NL's levels come from its grid by one vpshufb of the nibbles.
 // The _1 types' min terms m_w * s_y are scalar FMAs per row, token and block.
 #include "engine/kernels/x86/avx2_kernels.h"
 #include "engine/kernels/x86/avx2_util.h"
@@ -85,10 +86,25 @@ struct Unsigned32 {
   }
 };
 
-struct Q8_0Signed {
+// Signed levels of one block: Q8_0's bytes as they are, IQ4_NL's grid values.
+struct Q8_0S {
+  static constexpr int kBytes = 34;
+  static __m256i Levels(const uint8_t* p) { return LoadU256(p + 2); }
+};
+struct IQ4_NLS {
+  static constexpr int kBytes = 18;
+  static __m256i Levels(const uint8_t* p) {
+    const __m256i grid = _mm256_broadcastsi128_si256(_mm_setr_epi8(
+        -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113));
+    return _mm256_shuffle_epi8(grid, Nibbles32(p + 2));
+  }
+};
+
+template <typename W>
+struct Signed32 {
   static constexpr int kRows = 4;
   static constexpr int kTokens = 2;
-  static constexpr int kBytes = 34;
+  static constexpr int kBytes = W::kBytes;
 
   template <int NR, int NT>
   static void Run(const uint8_t* w, uint64_t rb, const ActRow* a, int64_t cols, float* y,
@@ -105,7 +121,7 @@ struct Q8_0Signed {
       for (int r = 0; r < NR; ++r) {
         const uint8_t* p = w + r * rb + b * kBytes;
         _mm_prefetch(reinterpret_cast<const char*>(p + ahead), _MM_HINT_T0);
-        const __m256i wv = LoadU256(p + 2);
+        const __m256i wv = W::Levels(p);
         const __m256i wabs = _mm256_sign_epi8(wv, wv);
         const float dw = LoadF16(p);
         for (int t = 0; t < NT; ++t) {
@@ -128,7 +144,8 @@ void FillLegacy(MatmulImpl* impl) {
   impl->tiles[static_cast<int>(GgmlType::kQ4_1)] = MakeTile<Unsigned32<Q4_1W>>();
   impl->tiles[static_cast<int>(GgmlType::kQ5_0)] = MakeTile<Unsigned32<Q5_0W>>();
   impl->tiles[static_cast<int>(GgmlType::kQ5_1)] = MakeTile<Unsigned32<Q5_1W>>();
-  impl->tiles[static_cast<int>(GgmlType::kQ8_0)] = MakeTile<Q8_0Signed>();
+  impl->tiles[static_cast<int>(GgmlType::kQ8_0)] = MakeTile<Signed32<Q8_0S>>();
+  impl->tiles[static_cast<int>(GgmlType::kIQ4_NL)] = MakeTile<Signed32<IQ4_NLS>>();
 }
 
 }  // namespace lifeline::kernels::avx2

@@ -1,5 +1,5 @@
-// AVX-512 VNNI tiles for the 32-value block types (Q4_0, Q5_0, Q8_0, Q4_1, Q5_1) against
-// Q8_0 / Q8_1 activations.
+// AVX-512 VNNI tiles for the 32-value block types (Q4_0, Q5_0, Q8_0, IQ4_NL, Q4_1, Q5_1)
+// against Q8_0 / Q8_1 activations.
 //
 // Two blocks fill one 512-bit register: 64 weight levels as unsigned bytes (level + offset,
 // offset 8 / 16 / 128 for Q4_0 / Q5_0 / Q8_0, 0 for the _1 types) times 64 activation bytes
@@ -122,6 +122,25 @@ struct Q8_0W {
   }
 };
 
+// IQ4_NL: the nibbles index the 16-entry grid, held +128 (so levels are unsigned bytes,
+// offset 128, within 1..241) in every 128-bit lane for one vpshufb per block pair.
+struct IQ4_NLW {
+  static constexpr int kBytes = 18, kOffset = 128, kMin = -1;
+  static constexpr bool kNibble16 = false;
+  static __m512i Grid() {
+    return _mm512_broadcast_i32x4(_mm_setr_epi8(
+        1, 24, 45, 63, 79, 93, 106, 118, static_cast<char>(129), static_cast<char>(141),
+        static_cast<char>(153), static_cast<char>(166), static_cast<char>(181),
+        static_cast<char>(197), static_cast<char>(217), static_cast<char>(241)));
+  }
+  static __m512i Pair(const uint8_t* p) {
+    return _mm512_shuffle_epi8(Grid(), NibblesShifted(Load128x2(p + 2, p + 2 + kBytes)));
+  }
+  static __m512i Single(const uint8_t* p) {
+    const __m512i a = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)));
+    return _mm512_maskz_mov_epi32(0x00ff, _mm512_shuffle_epi8(Grid(), NibblesShifted(a)));
+  }
+};
 
 template <typename W>
 struct Blocks32 {
@@ -258,6 +277,7 @@ void FillLegacy(MatmulImpl* impl) {
   impl->tiles[static_cast<int>(GgmlType::kQ5_0)] = MakeTile<Blocks32<Q5_0W>>();
   impl->tiles[static_cast<int>(GgmlType::kQ5_1)] = MakeTile<Blocks32<Q5_1W>>();
   impl->tiles[static_cast<int>(GgmlType::kQ8_0)] = MakeTile<Blocks32<Q8_0W>>();
+  impl->tiles[static_cast<int>(GgmlType::kIQ4_NL)] = MakeTile<Blocks32<IQ4_NLW>>();
 }
 
 }  // namespace lifeline::kernels::avx512
