@@ -103,10 +103,13 @@ std::string_view CallTrigger(toolcall::ToolCallFormat format) {
 
 // The schema converter for tool parameters: a schema with listed properties is followed
 // strictly (no keys the function does not declare); a free-form object keeps its extra keys.
+// Keywords the grammar does not enforce (minimum, pattern, ...) are common in real tool
+// definitions and only narrow values: they are skipped, not refused.
 Result<std::string> ParametersToGbnf(const nlohmann::ordered_json& schema, const std::string& prefix) {
   grammar::JsonSchemaOptions o;
   o.rule_prefix = prefix;
   o.strict = schema.is_object() && schema.contains("properties");
+  o.ignore_unknown_keywords = true;
   return grammar::JsonSchemaToGbnf(schema, o);
 }
 
@@ -126,6 +129,9 @@ std::optional<ApiError> ConstraintGbnf(const PrepContext& ctx, const server::Gen
     case Kind::kJsonSchema: {
       grammar::JsonSchemaOptions o;
       o.strict = req.constraint.strict;
+      // strict: true promises the schema exactly, so a keyword it cannot enforce is a 400;
+      // without strict the answer follows the schema as far as the grammar can.
+      o.ignore_unknown_keywords = !req.constraint.strict;
       auto text = grammar::JsonSchemaToGbnf(req.constraint.schema, o);
       if (!text.ok()) return BadRequest(*param + ": " + text.status().message(), *param);
       *gbnf = std::move(text).value();
@@ -163,12 +169,14 @@ std::optional<ApiError> LazyCallGrammar(const PrepContext& ctx, const server::Ge
   if (!tools.ok()) return BadRequest(tools.status().message(), "tools");
   auto choice = toolcall::ParseToolChoice(req.tool_choice, *tools);
   if (!choice.ok() || choice->mode != toolcall::ToolChoice::Mode::kAuto) return std::nullopt;
+  // Best effort: under "auto" nothing was promised, so tools whose schemas do not compile
+  // leave the output free rather than failing the request.
   auto text = toolcall::ToolCallGbnf(ctx.tool_format, *tools,
                                      toolcall::ToolChoice{toolcall::ToolChoice::Mode::kRequired, ""},
                                      req.parallel_tool_calls, ParametersToGbnf);
-  if (!text.ok()) return BadRequest(text.status().message(), "tools");
+  if (!text.ok()) return std::nullopt;
   auto compiled = grammar::ParseGbnf(*text);
-  if (!compiled.ok()) return BadRequest("tools: " + compiled.status().message(), "tools");
+  if (!compiled.ok()) return std::nullopt;
   out->lazy_grammar = std::move(compiled).value();
   out->grammar_trigger = std::string(trigger);
   out->grammar_vocab = ctx.grammar_vocab;

@@ -185,7 +185,9 @@ class Converter {
     }
     if (!s.is_object()) return Err(path, "expected a schema object");
     for (const auto& [key, value] : s.items())
-      if (!KnownKeywords().count(key)) return Err(path + "." + key, "not supported");
+      if (!KnownKeywords().count(key) && !o_.ignore_unknown_keywords) {
+        return Err(path + "." + key, "not supported");
+      }
     if (s.contains("$ref")) return Ref(s, path, depth);
     if (s.contains("enum") || s.contains("const")) return Enum(s, path);
     if (s.contains("anyOf")) return AnyOf(s, path, hint, depth);

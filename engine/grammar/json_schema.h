@@ -37,6 +37,11 @@ namespace lifeline::grammar {
 struct JsonSchemaOptions {
   std::string rule_prefix;
   bool strict = true;
+  // Keywords the converter does not enforce (minimum, pattern, multipleOf, ...) are skipped
+  // instead of refused: the grammar then admits a superset of what the schema allows. For
+  // best-effort constraints (tool parameters, non-strict response formats), where refusing a
+  // common schema would be worse than admitting a few values it excludes.
+  bool ignore_unknown_keywords = false;
   int32_t max_whitespace_chars = 20;
   int32_t max_depth = 64;                // nested schema objects
   int32_t max_repetition = 2000;         // minItems / maxItems / minLength / maxLength

@@ -34,6 +34,20 @@ const char* kPerson = R"({"type": "object", "properties": {
   "name": {"type": "string"}, "age": {"type": "integer"}, "email": {"type": "string"}},
   "required": ["name"]})";
 
+// Keywords the grammar does not enforce: refused by default, skipped on request (the grammar
+// then admits a superset: every integer, though the schema says >= 3).
+TEST(JsonSchema, UnknownKeywordsRefusedOrSkipped) {
+  const std::string schema = R"({"type":"object","properties":{"n":{"type":"integer","minimum":3},
+      "s":{"type":"string","pattern":"^a+$"}},"required":["n","s"]})";
+  EXPECT_NE(SchemaError(schema).find("properties.n.minimum"), std::string::npos) << SchemaError(schema);
+  JsonSchemaOptions lenient;
+  lenient.ignore_unknown_keywords = true;
+  ExpectDocs(schema, {R"({"n": 1, "s": "b"})", R"({"n": 5, "s": "aa"})"},
+             {R"({"n": "1", "s": "b"})", R"({"n": 1})"}, lenient);
+  // Structure errors are still errors.
+  EXPECT_NE(SchemaError(R"({"type":"object","properties":[]})", lenient), "OK");
+}
+
 TEST(JsonSchema, ObjectRequiredAndOptionalInSchemaOrder) {
   ExpectDocs(kPerson,
              {R"({"name":"Ann"})", R"({"name":"Ann","age":3})", R"({"name":"Ann","email":"a@b"})",

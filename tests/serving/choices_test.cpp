@@ -275,8 +275,13 @@ TEST(EngineChoices, AJsonSchemaEnumAnswerIsOneOfItsValues) {
     ASSERT_TRUE(value.is_string()) << "[" << text << "] at temperature " << temperature;
     EXPECT_TRUE(value == "yes" || value == "no" || value == "maybe") << value;
   }
+  // strict: a keyword the grammar cannot enforce is refused; without strict it is skipped.
   server::GenerationRequest bad = r;
   bad.constraint.schema = nlohmann::ordered_json::parse(R"({"type":"string","pattern":"a+"})");
+  bad.constraint.strict = false;
+  Collector lenient;
+  EXPECT_EQ(Generate(*e, bad, lenient, 7).kind, GenerationEvent::Kind::kDone);
+  bad.constraint.strict = true;
   Collector c;
   GenerationEvent err = Generate(*e, bad, c);
   ASSERT_EQ(err.kind, GenerationEvent::Kind::kError);

@@ -54,7 +54,7 @@ struct Tokens {
 server::GenerationRequest Greedy(const std::string& prompt, int32_t max_tokens) {
   server::GenerationRequest r;
   r.model = "m";
-  r.prompt = prompt;
+  r.prompts = {server::PromptInput{prompt, {}, false}};
   r.max_tokens = max_tokens;
   r.sampling.temperature = 0;
   r.ignore_eos = true;
