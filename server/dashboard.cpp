@@ -143,6 +143,15 @@ HttpResponse DashboardStateResponse(const json& state,
   }
   r.headers.emplace_back("ETag", etag);
   r.headers.emplace_back("Cache-Control", "no-cache");
+  // The server's SLO clock at this answer, also on a 304: what the page shows was confirmed
+  // current at this instant even when nothing changed.
+  if (auto slo = state.find("slo"); slo != state.end() && slo->is_object()) {
+    if (auto now = slo->find("now_ms"); now != slo->end() && now->is_number()) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.3f", now->get<double>());
+      r.headers.emplace_back("X-Lifeline-Now-Ms", buf);
+    }
+  }
   return r;
 }
 

@@ -51,7 +51,7 @@
       if (r.status === 401) {
         needKey(apiKey ? 'the server refused this key' : '');
       } else if (r.status === 304 && state) {
-        onUnchanged();
+        onUnchanged(Number(r.headers.get('X-Lifeline-Now-Ms')));
       } else if (r.ok) {
         const s = await r.json();
         etag = r.headers.get('ETag');
@@ -100,8 +100,10 @@
     render();
   }
 
-  function onUnchanged() {
-    // Only the clocks moved: repeat the last point at the server's present time.
+  function onUnchanged(nowMs) {
+    // Only the clocks moved: the state shown is current as of the server's clock now.
+    if (state.slo && Number.isFinite(nowMs) && nowMs > 0) state.slo.now_ms = nowMs;
+    // Repeat the last point at the server's present time.
     const last = history[history.length - 1];
     pushPoint(Object.assign({}, last, { t: Date.now() + clockOffsetMs, restart: false }));
     setConn('live', 'live');
