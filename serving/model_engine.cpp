@@ -139,7 +139,10 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
   scfg.queue_order = QueueOrder::kEdfWithinPriority;
   LL_ASSIGN_OR_RETURN(e->scheduler_, Scheduler::Create(scfg));
   e->pool_ = std::make_unique<ComputePool>(options.threads, options.pin_cpus);
-  e->logits_.resize(static_cast<size_t>(options.max_step_tokens * cfg.n_vocab));
+  // One row per sequence that samples this step: the scheduler asks for logits only at a
+  // request's last position (StepEntry::want_logits), so at most max_running rows. (Sized by
+  // max_step_tokens this was 155 MB zeroed at start for a 151k vocabulary.)
+  e->logits_.resize(static_cast<size_t>(options.max_running) * static_cast<size_t>(cfg.n_vocab));
   e->snapshot_.kv_blocks_total = n_blocks;
   e->snapshot_.kv_blocks_free = n_blocks;
   return e;

@@ -255,7 +255,7 @@ class ModelEngine {
   std::unique_ptr<Scheduler> scheduler_;
   std::unordered_map<RequestId, std::unique_ptr<Live>> live_;           // by scheduler id
   std::unordered_map<server::RequestHandle, std::shared_ptr<Group>> groups_;
-  std::vector<float> logits_;  // [max_step_tokens, n_vocab]
+  std::vector<float> logits_;  // [max_running, n_vocab]: the rows of the sequences that sample
   // Prompts whose first choice sampled this step: their waiting choices start after Update.
   std::vector<std::pair<std::shared_ptr<Group>, int32_t>> release_;
 
