@@ -7,7 +7,9 @@
 #
 # Usage: scripts/bench-vs-llamacpp.sh [-r ROUNDS] [-t THREADS] [-p N_PROMPT] [-n N_GEN]
 #                                     [MODEL.gguf ...]
-#   No models: the five synthetic models of scripts/bench-engine.sh (made if missing).
+#   No models: the synthetic models of scripts/bench-engine.sh (made if missing): 110M Q8_0 /
+#   Q4_0 and the 1.1B shape in every weight type, or the 1.1B types listed in BENCH_TYPES
+#   (comma-separated, e.g. BENCH_TYPES=q4_0,q4_k_m,q8_0).
 #   LLAMA_BENCH: the llama-bench binary (default: llama-bench on PATH).
 #   LIFELINE: the lifeline binary (default: build/lifeline).
 # Each run repeats its test 3 times (-r 3 of both tools) and reports its median; a round is one
@@ -41,7 +43,8 @@ command -v "$LLAMA_BENCH" >/dev/null || {
 MODELS=("$@")
 if [ ${#MODELS[@]} -eq 0 ]; then
   source scripts/bench-models.sh
-  mapfile -t MODELS < <(bench_models "$LIFELINE" "${XDG_CACHE_HOME:-$HOME/.cache}/lifeline/bench-models")
+  mapfile -t MODELS < <(bench_models "$LIFELINE" "${XDG_CACHE_HOME:-$HOME/.cache}/lifeline/bench-models" \
+                                     "${BENCH_TYPES:-$BENCH_TYPES_ALL}")
 fi
 for m in "${MODELS[@]}"; do [ -f "$m" ] || { echo "bench-vs-llamacpp: no such model: $m" >&2; exit 2; }; done
 

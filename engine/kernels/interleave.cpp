@@ -9,7 +9,8 @@ namespace {
 
 // Block layouts (ggml): Q4_0 {d, qs[16]}, Q4_1 {d, m, qs[16]}, Q5_0 {d, qh[4], qs[16]},
 // Q5_1 {d, m, qh[4], qs[16]}, Q8_0 {d, qs[32]}, Q4_K {d, dmin, scales[12], qs[128]},
-// Q5_K {d, dmin, scales[12], qh[32], qs[128]}, Q6_K {ql[128], qh[64], scales[16], d}.
+// Q5_K {d, dmin, scales[12], qh[32], qs[128]}, Q6_K {ql[128], qh[64], scales[16], d},
+// Q2_K {scales[16], qs[64], d, dmin}, Q3_K {hmask[32], qs[64], scales[12], d}, IQ4_NL {d, qs[16]}.
 constexpr InterleaveDesc kQ4_0{1, {0, 0}, 2, 4, 0};
 constexpr InterleaveDesc kQ4_1{2, {0, 2}, 4, 4, 0};
 constexpr InterleaveDesc kQ5_0{1, {0, 0}, 2, 5, 0};
@@ -18,6 +19,9 @@ constexpr InterleaveDesc kQ8_0{1, {0, 0}, 2, 8, 0x80};
 constexpr InterleaveDesc kQ4_K{2, {0, 2}, 4, 35, 0};
 constexpr InterleaveDesc kQ5_K{2, {0, 2}, 4, 43, 0};
 constexpr InterleaveDesc kQ6_K{1, {208, 0}, 0, 52, 0};
+constexpr InterleaveDesc kQ2_K{2, {80, 82}, 0, 20, 0};
+constexpr InterleaveDesc kQ3_K{1, {108, 0}, 0, 27, 0};
+constexpr InterleaveDesc kIQ4_NL{1, {0, 0}, 2, 4, 0};
 
 uint64_t UnitBytes(const WeightMatrix& w) {
   return static_cast<uint64_t>(kInterleaveRows) * TypeTraits(w.type).block_bytes;
@@ -35,6 +39,9 @@ const InterleaveDesc* InterleaveDescFor(GgmlType type) {
     case GgmlType::kQ4_K: return &kQ4_K;
     case GgmlType::kQ5_K: return &kQ5_K;
     case GgmlType::kQ6_K: return &kQ6_K;
+    case GgmlType::kQ2_K: return &kQ2_K;
+    case GgmlType::kQ3_K: return &kQ3_K;
+    case GgmlType::kIQ4_NL: return &kIQ4_NL;
     default: return nullptr;
   }
 }
@@ -88,6 +95,9 @@ GroupsFn GroupsFnFor(GgmlType type) {
     case GgmlType::kQ4_K: return &InterleaveGroups<kQ4_K>;
     case GgmlType::kQ5_K: return &InterleaveGroups<kQ5_K>;
     case GgmlType::kQ6_K: return &InterleaveGroups<kQ6_K>;
+    case GgmlType::kQ2_K: return &InterleaveGroups<kQ2_K>;
+    case GgmlType::kQ3_K: return &InterleaveGroups<kQ3_K>;
+    case GgmlType::kIQ4_NL: return &InterleaveGroups<kIQ4_NL>;
     default: return nullptr;
   }
 }

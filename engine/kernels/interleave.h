@@ -33,7 +33,7 @@ struct InterleaveDesc {
   uint8_t body_xor = 0;  // applied to every body byte (Q8_0: 0x80)
 };
 
-// The layout of `type`, or nullptr when it has none (F32, F16, BF16, Q2_K, Q3_K).
+// The layout of `type`, or nullptr when it has none (F32, F16, BF16).
 const InterleaveDesc* InterleaveDescFor(GgmlType type);
 inline bool HasInterleavedLayout(GgmlType type) { return InterleaveDescFor(type) != nullptr; }
 

@@ -220,6 +220,9 @@ TileKernel ScalarInterleavedTile(GgmlType type) {
     case GgmlType::kQ4_K: k.fn = &ScalarInterleavedTileT<GgmlType::kQ4_K>; break;
     case GgmlType::kQ5_K: k.fn = &ScalarInterleavedTileT<GgmlType::kQ5_K>; break;
     case GgmlType::kQ6_K: k.fn = &ScalarInterleavedTileT<GgmlType::kQ6_K>; break;
+    case GgmlType::kQ2_K: k.fn = &ScalarInterleavedTileT<GgmlType::kQ2_K>; break;
+    case GgmlType::kQ3_K: k.fn = &ScalarInterleavedTileT<GgmlType::kQ3_K>; break;
+    case GgmlType::kIQ4_NL: k.fn = &ScalarInterleavedTileT<GgmlType::kIQ4_NL>; break;
     default: k.fn = nullptr; break;
   }
   return k;

@@ -41,7 +41,8 @@ using testing::kGuard;
 using testing::kTwinRelTol;
 
 const GgmlType kTypes[] = {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K,
-                           GgmlType::kQ5_K, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1};
+                           GgmlType::kQ5_K, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                           GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kIQ4_NL};
 
 // Owns the repacked bytes of a matrix.
 struct Repacked {
@@ -73,7 +74,7 @@ TEST(Interleave, LayoutCoversTheSupportedTypes) {
     // Same bytes per block: the f16 fields plus the quads.
     EXPECT_EQ(2 * d->n_f16 + 4 * d->n_quads, TypeTraits(t).block_bytes) << TypeTraits(t).name;
   }
-  for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ2_K}) {
+  for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16}) {
     EXPECT_EQ(kernels::InterleaveDescFor(t), nullptr) << TypeTraits(t).name;
   }
 }

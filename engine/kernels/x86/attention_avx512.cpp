@@ -38,16 +38,31 @@ inline __m512 Tanh512(__m512 x) {
   return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), sign));
 }
 
-// Lane k of the result = sum of the 8 lanes of h[k].
-inline __m256 Reduce8(const __m256* h) {
-  const __m256 t01 = _mm256_hadd_ps(h[0], h[1]);
-  const __m256 t23 = _mm256_hadd_ps(h[2], h[3]);
-  const __m256 t45 = _mm256_hadd_ps(h[4], h[5]);
-  const __m256 t67 = _mm256_hadd_ps(h[6], h[7]);
-  const __m256 u03 = _mm256_hadd_ps(t01, t23);  // [0..3 low halves | 0..3 high halves]
-  const __m256 u47 = _mm256_hadd_ps(t45, t67);
-  return _mm256_add_ps(_mm256_permute2f128_ps(u03, u47, 0x20),
-                       _mm256_permute2f128_ps(u03, u47, 0x31));
+// Lane s of the result = the sum of the 16 lanes of a[s], by a merge tree: each level adds
+// two registers' halves (128-bit chunks, then pairs of lanes) so that two rows' partial sums
+// share one register, 46 instructions for the 16 rows (the extract / hadd tree it replaces
+// took ~75 micro-ops). The order of the additions is fixed, so every tile computes a row's
+// scores identically.
+static inline __attribute__((always_inline)) __m512 Reduce16(const __m512 (&a)[16]) {
+  __m512 b[8];  // b[i]: 8 partials of row 2i (lanes 0..7) and of row 2i + 1 (8..15)
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x44),
+                         _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xee));
+  }
+  __m512 c[4];  // c[j]: rows 4j..4j+3, 4 partials each, one 128-bit chunk per row
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    c[j] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * j], b[2 * j + 1], 0x88),
+                         _mm512_shuffle_f32x4(b[2 * j], b[2 * j + 1], 0xdd));
+  }
+  // d[k]: chunk q holds rows 8k + q and 8k + 4 + q, 2 partials each.
+  const __m512 d0 = _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], 0x44), _mm512_shuffle_ps(c[0], c[1], 0xee));
+  const __m512 d1 = _mm512_add_ps(_mm512_shuffle_ps(c[2], c[3], 0x44), _mm512_shuffle_ps(c[2], c[3], 0xee));
+  // Lane 4q + k: row 4k + q.
+  const __m512 e = _mm512_add_ps(_mm512_shuffle_ps(d0, d1, 0x88), _mm512_shuffle_ps(d0, d1, 0xdd));
+  const __m512i to_rows = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_permutexvar_ps(to_rows, e);
 }
 
 struct Avx512 {
@@ -82,8 +97,12 @@ struct Avx512 {
     }
   }
 
-  // p[s] = q . K[s] for the 16 rows of the block (rows are hk floats, zero-padded).
-  static void Scores(const float* q, const float* k, int64_t hk, float* p) {
+  // p[s] = q . K[s] for the 16 rows of the block (rows are hk floats, zero-padded), stored
+  // as one 512-bit vector (Softmax loads it whole: two 256-bit stores there could not be
+  // forwarded to the load, a stall per row and block). Inlined: a call spilled the 16
+  // accumulators' neighbours and cleared the upper halves around it.
+  static inline __attribute__((always_inline)) void Scores(const float* q, const float* k,
+                                                           int64_t hk, float* p) {
     __m512 acc[16];
 #pragma GCC unroll 16
     for (int s = 0; s < 16; ++s) acc[s] = _mm512_setzero_ps();
@@ -94,19 +113,14 @@ struct Avx512 {
         acc[s] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + s * hk + c), acc[s]);
       }
     }
-    __m256 h[16];
-#pragma GCC unroll 16
-    for (int s = 0; s < 16; ++s) {
-      h[s] = _mm256_add_ps(_mm512_castps512_ps256(acc[s]), _mm512_extractf32x8_ps(acc[s], 1));
-    }
-    _mm256_storeu_ps(p, Reduce8(h));
-    _mm256_storeu_ps(p + 8, Reduce8(h + 8));
+    _mm512_storeu_ps(p, Reduce16(acc));
   }
 
   // p: raw dots in, probabilities out (0 outside [lo, n_valid)). Returns the factor the
   // row's accumulator must be scaled by (exp(old max - new max)).
-  static float Softmax(float* p, int lo, int n_valid, float scale, float softcap,
-                       float* run_max, float* run_den) {
+  static inline __attribute__((always_inline)) float Softmax(float* p, int lo, int n_valid,
+                                                             float scale, float softcap,
+                                                             float* run_max, float* run_den) {
     const __mmask16 valid = static_cast<__mmask16>(((1u << n_valid) - 1) & ~((1u << lo) - 1));
     __m512 sv = _mm512_mul_ps(_mm512_loadu_ps(p), _mm512_set1_ps(scale));
     if (softcap > 0.0f) {
@@ -116,8 +130,11 @@ struct Avx512 {
     const float block_max = _mm512_mask_reduce_max_ps(valid, sv);
     const float old_max = *run_max;
     const float new_max = block_max > old_max ? block_max : old_max;
-    // exp(-inf) == 0 clears the empty state on the first block.
-    const float corr = new_max == old_max ? 1.0f : __builtin_expf(old_max - new_max);
+    // The vector exp (no library call in the loop); on the first block old_max is -inf and
+    // the clamp gives exp(-87) ~ 1.6e-38 times an accumulator and denominator of zero.
+    const float corr = new_max == old_max
+                           ? 1.0f
+                           : _mm512_cvtss_f32(Exp512(_mm512_set1_ps(old_max - new_max)));
     const __m512 e = _mm512_maskz_mov_ps(valid, Exp512(_mm512_sub_ps(sv, _mm512_set1_ps(new_max))));
     _mm512_storeu_ps(p, e);
     *run_den = *run_den * corr + _mm512_reduce_add_ps(e);
@@ -127,8 +144,9 @@ struct Avx512 {
 
   // acc = acc * corr + sum_{s < n_valid} p[s] * V[s]. Four vectors of the row at a time with
   // two chains each (even / odd positions) to hide FMA latency.
-  static void AccumulateV(float* acc, const float* p, const float* v, int n_valid, int64_t hv,
-                          float corr) {
+  static inline __attribute__((always_inline)) void AccumulateV(float* acc, const float* p,
+                                                                const float* v, int n_valid,
+                                                                int64_t hv, float corr) {
     const __m512 cv = _mm512_set1_ps(corr);
     int64_t c = 0;
     for (; c + 64 <= hv; c += 64) {

@@ -36,6 +36,9 @@ inline int64_t MinI(int64_t a, int64_t b) { return a < b ? a : b; }
 // of the 110M model; 11 % of all decode time there).
 constexpr int64_t kPrefetchBlocks = 2;
 
+// Query rows whose steps are interleaved (AttendSimd's block loop).
+constexpr int kChunkRows = 4;
+
 // One cache line into L1. Inline asm, not _mm_prefetch: GCC 12 deleted the intrinsic's loops
 // below as dead code (their only effect is the prefetch), leaving no prefetch at all.
 inline void PrefetchLine(const uint8_t* p) {
@@ -77,9 +80,9 @@ void AttendSimd(const AttnKvView& kv, const AttnShape& s, const AttnTile& tile,
   const int64_t bt = kv.block_tokens;
 
   // Scratch: K block [16][hk], V block [16][hv], q rows [rows][hk], accumulators
-  // [rows][hv], running max and denominator [rows], block probabilities [16].
+  // [rows][hv], running max and denominator [rows], block probabilities [kChunkRows][16].
   const size_t n_floats =
-      static_cast<size_t>(kSlots * (hk + hv) + rows * (hk + hv + 2) + kSlots);
+      static_cast<size_t>(kSlots * (hk + hv) + rows * (hk + hv + 2) + kChunkRows * kSlots);
   float* kf = scratch.Grow(n_floats);
   float* vf = kf + kSlots * hk;
   float* qs = vf + kSlots * hv;
@@ -126,8 +129,29 @@ void AttendSimd(const AttnKvView& kv, const AttnShape& s, const AttnTile& tile,
       Isa::LoadRow(kv.type, kb + us * kv.k_row_bytes, kf + slot * hk, s.head_dim_k, hk);
       Isa::LoadRow(kv.type, vb + us * kv.v_row_bytes, vf + slot * hv, s.head_dim_v, hv);
     }
-    // Tokens before this block's first position do not see it.
+    // Tokens before this block's first position do not see it. The rows that see the
+    // block go through in chunks of kChunkRows, each step (scores, softmax, p . V) over the
+    // whole chunk before the next: one row's three steps form a long chain of dependent
+    // latencies (horizontal reductions, the exp, the V accumulation chains), and consecutive
+    // rows' chains only overlap when they sit close together in the instruction stream.
+    // Every row's arithmetic is the same as alone, so results do not depend on the tile.
     const int64_t i0 = first > tile.pos0 ? first - tile.pos0 : 0;
+    int64_t chunk_r[kChunkRows];
+    int chunk_lo[kChunkRows], chunk_valid[kChunkRows];
+    int n_chunk = 0;
+    auto flush = [&] {
+      for (int c = 0; c < n_chunk; ++c) Isa::Scores(qs + chunk_r[c] * hk, kf, hk, p + c * kSlots);
+      float corr[kChunkRows];
+      for (int c = 0; c < n_chunk; ++c) {
+        const int64_t r = chunk_r[c];
+        corr[c] = Isa::Softmax(p + c * kSlots, chunk_lo[c], chunk_valid[c], s.scale, s.softcap,
+                               &run_max[r], &run_den[r]);
+      }
+      for (int c = 0; c < n_chunk; ++c) {
+        Isa::AccumulateV(acc + chunk_r[c] * hv, p + c * kSlots, vf, chunk_valid[c], hv, corr[c]);
+      }
+      n_chunk = 0;
+    };
     for (int64_t i = i0; i < tile.n_tokens; ++i) {
       const int n_valid =
           static_cast<int>(MinI(n_slots, tile.pos0 + i - first + 1));
@@ -137,13 +161,13 @@ void AttendSimd(const AttnKvView& kv, const AttnShape& s, const AttnTile& tile,
       const int lo = first_visible > first ? static_cast<int>(first_visible - first) : 0;
       if (lo >= n_valid) continue;
       for (int64_t j = 0; j < s.n_group; ++j) {
-        const int64_t r = i * s.n_group + j;
-        Isa::Scores(qs + r * hk, kf, hk, p);
-        const float corr =
-            Isa::Softmax(p, lo, n_valid, s.scale, s.softcap, &run_max[r], &run_den[r]);
-        Isa::AccumulateV(acc + r * hv, p, vf, n_valid, hv, corr);
+        chunk_r[n_chunk] = i * s.n_group + j;
+        chunk_lo[n_chunk] = lo;
+        chunk_valid[n_chunk] = n_valid;
+        if (++n_chunk == kChunkRows) flush();
       }
     }
+    flush();
   }
 
   for (int64_t i = 0; i < tile.n_tokens; ++i) {

@@ -11,7 +11,8 @@ void FillLegacy(MatmulImpl* impl);      // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
 void FillKQuants(MatmulImpl* impl);     // Q4_K, Q5_K, Q6_K
 void FillFloat(MatmulImpl* impl);       // F32, F16, BF16
 void FillQuantizers(MatmulImpl* impl);  // activation quantizers
-void FillInterleavedLegacy(MatmulImpl* impl);   // Q4_0, Q8_0 in the row-interleaved layout
-void FillInterleavedKQuants(MatmulImpl* impl);  // Q4_K, Q6_K in the row-interleaved layout
+void FillInterleavedLegacy(MatmulImpl* impl);   // Q4_0 .. Q8_0, IQ4_NL in the row-interleaved layout
+void FillInterleavedKQuants(MatmulImpl* impl);  // Q4_K, Q5_K, Q6_K in the row-interleaved layout
+void FillInterleavedLowBit(MatmulImpl* impl);   // Q2_K, Q3_K in the row-interleaved layout
 
 }  // namespace lifeline::kernels::avx2

@@ -15,7 +15,8 @@ void FillGemmLegacy(MatmulImpl* impl);                 // packed GEMM: Q4_0 .. Q
 void FillGemmKQuants(MatmulImpl* impl);                // packed GEMM: Q4_K, Q5_K, Q6_K
 void FillGemmFloat(MatmulImpl* impl, bool use_bf16_dot);  // packed GEMM: BF16
 // Row-interleaved weights (interleave.h): decode tiles and GEMM packing from that layout.
-void FillInterleavedLegacy(MatmulImpl* impl);          // Q4_0, Q8_0
-void FillInterleavedKQuants(MatmulImpl* impl);         // Q4_K, Q6_K
+void FillInterleavedLegacy(MatmulImpl* impl);          // Q4_0 .. Q8_0, IQ4_NL
+void FillInterleavedKQuants(MatmulImpl* impl);         // Q4_K, Q5_K, Q6_K
+void FillInterleavedLowBit(MatmulImpl* impl);          // Q2_K, Q3_K
 
 }  // namespace lifeline::kernels::avx512

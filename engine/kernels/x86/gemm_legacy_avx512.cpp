@@ -9,8 +9,9 @@
 // token's broadcast quad (8 vpdpbusd per vector, all accumulators in registers), adding the
 // block's integer dot to all 16 rows exactly; then one conversion and one FMA per token scale
 // it by d_w (16 lanes) x d_y (broadcast) — plus one FMA for the min term m_w x s_y.
-// Measured on Zen 5 (one core, 512 tokens): ~565 GOP/s, two thirds of the vpdpbusd peak; the
-// 3 float ops per 8 vpdpbusd share its pipes, which bounds this layout near three quarters.
+// Measured on Zen 5 (one core, 512 tokens, packing and quantization included): 520-550
+// GOP/s, 61-64 % of the vpdpbusd peak; the 3 float ops per 8 vpdpbusd share its pipes,
+// which bounds this layout near three quarters.
 #include <type_traits>
 
 #include "engine/kernels/x86/avx512_kernels.h"
@@ -133,24 +134,32 @@ struct Legacy {
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* wb = pw + b * kStride;
       const uint8_t* ab = pa + b * kActStride;
-      __m512i ai[T];
+      // Two dependency chains per token (quads 0..3 and 4..7): with one chain of 8
+      // vpdpbusd per token, the 8 tokens' chains were too few to hide the instruction's
+      // latency. One core, 512 tokens, process CPU time, alternating binaries: Q4_0
+      // 5632x2048 430-455 -> 546-553 GOP/s, 2048x5632 406-420 -> 522-525, Q8_0 5632x2048
+      // 430-449 -> 526-537 (the K-quant kernel split the same way measured no faster).
+      __m512i ai[T], bi[T];
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
         ai[t] = P::kOffset != 0 ? Bcast4(reinterpret_cast<const int8_t*>(ab + kInit + 4 * t))
                                 : _mm512_setzero_si512();
+        bi[t] = _mm512_setzero_si512();
       }
 #pragma GCC unroll 8
-      for (int q = 0; q < 8; ++q) {
+      for (int q = 0; q < 4; ++q) {
         const __m512i wq = _mm512_load_si512(wb + 64 * q);
+        const __m512i wr = _mm512_load_si512(wb + 64 * (q + 4));
 #pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
           ai[t] = DpbusdBcast(ai[t], wq, ab + 4 * (q * T + t));
+          bi[t] = DpbusdBcast(bi[t], wr, ab + 4 * ((q + 4) * T + t));
         }
       }
       const __m512 dw = _mm512_load_ps(reinterpret_cast<const float*>(wb + 512));
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai[t]),
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(ai[t], bi[t])),
                                  _mm512_mul_ps(dw, _mm512_set1_ps(LoadF32(ab + kD + 4 * t))), acc[t]);
       }
       if constexpr (P::kMin) {

@@ -1,4 +1,4 @@
-// AVX2 kernels for Q4_K and Q6_K matrices in the row-interleaved layout (interleave.h), for CPUs
+// AVX2 kernels for Q4_K, Q5_K and Q6_K matrices in the row-interleaved layout (interleave.h), for CPUs
 // without AVX-512: the bytes the AVX-512 tile reads (interleaved_kquant_avx512.cpp describes
 // the unit), taken as two 8-row halves of every 64-byte quad.
 //
@@ -94,6 +94,84 @@ struct Q4KI {
           const __m256 dmin = LoadF16x8(unit + 32 + 16 * h);
           for (int t = 0; t < NT; ++t) {
             // Mins: sum_j m_j * (bsum_2j + bsum_2j+1), (m_j, m_j) against (bsum_2j, bsum_2j+1).
+            const int16_t* bs = a[t].bsums + 16 * i;
+            __m256i msum = _mm256_setzero_si256();
+            for (int j = 0; j < 8; ++j) {
+              const __m256i mp = _mm256_shuffle_epi8(mn[j / 4], BytePair(j % 4));
+              msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mp, Bcast4(bs + 2 * j)));
+            }
+            const __m256 part = _mm256_fmsub_ps(_mm256_cvtepi32_ps(isum[t]), d,
+                                                _mm256_mul_ps(_mm256_cvtepi32_ps(msum), dmin));
+            acc[t][h] = _mm256_fmadd_ps(part, _mm256_set1_ps(a[t].d[i]), acc[t][h]);
+          }
+        }
+      }
+      StoreGroup<NT>(acc, y, ldy, g);
+    }
+  }
+};
+
+// Q5_K (interleaved_kquant_avx512.cpp describes the unit: Q4_K's with the qh quads 3..10
+// between the scales and the nibbles). Levels are 0..31: the nibble joined with its fifth
+// bit moved to bit 4. A vpmaddubsw pair is at most 2 * 31 * 127 = 7874, so four quads add
+// up in int16 (31496) before a vpmaddwd with the scale pair (sc, sc) widens and scales them.
+struct Q5KI {
+  static constexpr int64_t kBlockElems = kQK;
+  static constexpr int64_t kUnit = 16 * 176;
+  static constexpr int kQh = 3, kQs = 11;  // quad indices
+
+  // Bit b of every byte moved to bit 4, all other bits zero.
+  static inline __m256i BitTo4(__m256i v, int bit) {
+    const __m256i b4 = _mm256_set1_epi8(0x10);
+    return bit <= 4 ? _mm256_and_si256(_mm256_slli_epi16(v, 4 - bit), b4)
+                    : _mm256_and_si256(_mm256_srli_epi16(v, bit - 4), b4);
+  }
+
+  template <int NT>
+  static void Run(const uint8_t* w, uint64_t rb, int64_t n_groups, const ActRow* a, int64_t nb,
+                  float* y, int64_t ldy) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int64_t g = 0; g < n_groups; ++g) {
+      const uint8_t* unit = w + static_cast<uint64_t>(g) * 16 * rb;
+      __m256 acc[NT][2];
+      for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+      for (int64_t i = 0; i < nb; ++i, unit += kUnit) {
+        // The unit two ahead (5.5 KiB), once per unit.
+        for (int l = 0; l < kUnit / 64; ++l) {
+          _mm_prefetch(reinterpret_cast<const char*>(unit + 2 * kUnit + 64 * l), _MM_HINT_T0);
+        }
+        for (int h = 0; h < 2; ++h) {
+          __m256i sc[2], mn[2];
+          Q4KI::Scales(unit, h, sc, mn);
+          __m256i isum[NT];
+          for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+          for (int k = 0; k < 4; ++k) {
+            const __m256i s_lo = _mm256_shuffle_epi8(sc[k / 2], BytePair(2 * (k % 2)));
+            const __m256i s_hi = _mm256_shuffle_epi8(sc[k / 2], BytePair(2 * (k % 2) + 1));
+            for (int jh = 0; jh < 2; ++jh) {  // quads 4jh..4jh+3: int16 sums without overflow
+              __m256i dl[NT], dh[NT];
+              for (int t = 0; t < NT; ++t) dl[t] = dh[t] = _mm256_setzero_si256();
+              for (int j = 4 * jh; j < 4 * jh + 4; ++j) {
+                const __m256i q = Q4KI::Half(unit, kQs + 8 * k + j, h);
+                const __m256i qh = Q4KI::Half(unit, kQh + j, h);
+                const __m256i vl = _mm256_or_si256(_mm256_and_si256(q, m4), BitTo4(qh, 2 * k));
+                const __m256i vh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                                   BitTo4(qh, 2 * k + 1));
+                for (int t = 0; t < NT; ++t) {
+                  const int8_t* yq = a[t].qs + kQK * i + 64 * k + 4 * j;
+                  dl[t] = _mm256_add_epi16(dl[t], _mm256_maddubs_epi16(vl, Bcast4(yq)));
+                  dh[t] = _mm256_add_epi16(dh[t], _mm256_maddubs_epi16(vh, Bcast4(yq + 32)));
+                }
+              }
+              for (int t = 0; t < NT; ++t) {
+                isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(dl[t], s_lo),
+                                                                     _mm256_madd_epi16(dh[t], s_hi)));
+              }
+            }
+          }
+          const __m256 d = LoadF16x8(unit + 16 * h);
+          const __m256 dmin = LoadF16x8(unit + 32 + 16 * h);
+          for (int t = 0; t < NT; ++t) {
             const int16_t* bs = a[t].bsums + 16 * i;
             __m256i msum = _mm256_setzero_si256();
             for (int j = 0; j < 8; ++j) {
@@ -229,6 +307,7 @@ struct Q6KI {
 
 void FillInterleavedKQuants(MatmulImpl* impl) {
   RegisterInterleaved<Q4KI>(impl, GgmlType::kQ4_K);
+  RegisterInterleaved<Q5KI>(impl, GgmlType::kQ5_K);
   RegisterInterleaved<Q6KI>(impl, GgmlType::kQ6_K);
 }
 

@@ -1,4 +1,4 @@
-// AVX-512 VNNI kernels for Q4_K / Q6_K matrices in the row-interleaved layout (interleave.h).
+// AVX-512 VNNI kernels for Q4_K / Q5_K / Q6_K matrices in the row-interleaved layout (interleave.h).
 //
 // Decode tile: one unit (super-block b of a 16-row group) holds the 16 rows' f16 scales as
 // 16-element arrays, then every 4-byte quad of the block body as a 512-bit vector with row r
@@ -36,59 +36,6 @@ namespace lifeline::kernels::avx512 {
 namespace {
 
 constexpr int64_t kQK = 256;
-
-// vpshufb control: byte b of every int32 lane, zero-extended.
-static inline __m512i ByteOfLane(int b) {
-  return _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(0x80808000u | b)),
-                          _mm512_set4_epi32(12, 8, 4, 0));
-}
-
-// vpshufb control: byte b of every int32 lane into the lane's top byte (then vpsrad 24
-// sign-extends it).
-static inline __m512i ByteToTop(int b) {
-  return _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(0x00808080u | (b << 24))),
-                          _mm512_set4_epi32(12 << 24, 8 << 24, 4 << 24, 0));
-}
-
-// vpshufb control: (byte b, byte b) of every int32 lane as two zero-extended int16.
-static inline __m512i BytePair(int b) {
-  return _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(0x80008000u | (b << 16) | b)),
-                          _mm512_set4_epi32(0x000c000c, 0x00080008, 0x00040004, 0));
-}
-
-// vpshufb control: bytes (b, b + 1) of every int32 lane into the high bytes of its two int16
-// (then vpsraw 8 sign-extends them).
-static inline __m512i BytesToHigh16(int b) {
-  return _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(0x00800080u | ((b + 1) << 24) | (b << 8))),
-                          _mm512_set4_epi32(0x0c000c00, 0x08000800, 0x04000400, 0));
-}
-
-static inline __m512i LoadQuad(const uint8_t* p) { return _mm512_loadu_si512(p); }
-
-// A quad loaded into a register once: left alone, the compiler folds the load into each of
-// its two users (two 512-bit loads per quad; measured ~10% slower at one token).
-static inline __m512i LoadOnce(const uint8_t* p) {
-  __m512i v = _mm512_loadu_si512(p);
-  __asm__("" : "+v"(v));
-  return v;
-}
-
-static inline __m512 LoadF16x16(const uint8_t* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-
-// Software prefetch of lines [first, first + count) of the unit two units ahead (4.5 KiB for
-// Q4_K, 6.6 KiB for Q6_K), issued as one burst per half unit. Without it a single thread
-// streamed these units from DRAM at half the rate (~15 vs ~30 GB/s); a prefetch per quad
-// load instead (same lines, spread out) measured ~30% slower for Q6_K from DRAM, one burst
-// per unit ~25% slower with the matrix in L1.
-template <int64_t kUnit>
-static inline void PrefetchLines(const uint8_t* unit, int first, int count) {
-  const uint8_t* ahead = unit + 2 * kUnit;
-  for (int l = first; l < first + count; ++l) {
-    _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * l), _MM_HINT_T0);
-  }
-}
 
 struct Q4KI {
   static constexpr int64_t kBlockElems = kQK;
@@ -194,15 +141,142 @@ struct Q4KI {
           _mm512_storeu_si512(pb + 64 * (16 * k + 8 + j), _mm512_and_si512(_mm512_srli_epi16(q, 4), lo4));
         }
       }
-      __m512i sc[2], mn[2];
-      Scales(unit, sc, mn);
-      const __m512 d = LoadF16x16(unit);
-      for (int j = 0; j < 8; ++j) {
-        const __m512 s = _mm512_cvtepi32_ps(_mm512_shuffle_epi8(sc[j / 4], ByteOfLane(j % 4)));
-        _mm512_storeu_ps(pb + kDsc + 64 * j, _mm512_mul_ps(d, s));
-        _mm512_storeu_si512(pb + kMins + 64 * j, _mm512_shuffle_epi8(mn[j / 4], BytePair(j % 4)));
+      PackScales(unit, pb);
+    }
+  }
+
+  // The tile's d * sc_j, (m_j, m_j) pairs and dmin (Q4_K and Q5_K alike).
+  static void PackScales(const uint8_t* unit, uint8_t* pb) {
+    __m512i sc[2], mn[2];
+    Scales(unit, sc, mn);
+    const __m512 d = LoadF16x16(unit);
+    for (int j = 0; j < 8; ++j) {
+      const __m512 s = _mm512_cvtepi32_ps(_mm512_shuffle_epi8(sc[j / 4], ByteOfLane(j % 4)));
+      _mm512_storeu_ps(pb + kDsc + 64 * j, _mm512_mul_ps(d, s));
+      _mm512_storeu_si512(pb + kMins + 64 * j, _mm512_shuffle_epi8(mn[j / 4], BytePair(j % 4)));
+    }
+    _mm512_storeu_ps(pb + kDmin, LoadF16x16(unit + 32));
+  }
+};
+
+// Q5_K: the Q4_K unit with the fifth bits between the scales and the nibbles: quads 0..2
+// scales, 3 + j the qh bytes 4j..4j+3 (bit 2k: value 4j.. of sub-block 2k, bit 2k + 1: of
+// sub-block 2k + 1), 11 + 8k + j the nibbles as in Q4_K. Levels are 0..31 as plain bytes
+// (the high nibble is shifted down: a fifth bit above it would not fit the byte); each
+// fifth bit is moved to bit 4 (a shift and an AND) and joined with its nibble in one
+// vpternlogd. Scales, mins and the GEMM tile are Q4_K's (Q45K<true> in gemm_kquant_avx512.cpp).
+struct Q5KI {
+  static constexpr int64_t kBlockElems = kQK;
+  static constexpr int64_t kUnit = 16 * 176;
+  static constexpr int64_t kQuads = 64;  // after the d and dmin arrays
+  static constexpr int kQh = 3, kQs = 11;  // quad indices
+
+  // Bit b of every byte moved to bit 4, all other bits zero.
+  template <int kBit>
+  static inline __m512i BitTo4(__m512i v) {
+    const __m512i b4 = _mm512_set1_epi8(0x10);
+    if constexpr (kBit <= 4) {
+      return _mm512_and_si512(_mm512_slli_epi16(v, 4 - kBit), b4);
+    } else {
+      return _mm512_and_si512(_mm512_srli_epi16(v, kBit - 4), b4);
+    }
+  }
+
+  // Levels (0..31) of values 4j..4j+3 of sub-blocks 2k (v_lo) and 2k + 1 (v_hi), 16 rows.
+  template <int kK>
+  static inline void Levels(const uint8_t* unit, int j, __m512i* v_lo, __m512i* v_hi) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i q = LoadOnce(unit + kQuads + 64 * (kQs + 8 * kK + j));
+    const __m512i qh = LoadOnce(unit + kQuads + 64 * (kQh + j));
+    // ternlog 0xca: a ? b : c (a = m4: the nibble; elsewhere the fifth bit, zero above it).
+    *v_lo = _mm512_ternarylogic_epi32(m4, q, BitTo4<2 * kK>(qh), 0xca);
+    *v_hi = _mm512_ternarylogic_epi32(m4, _mm512_srli_epi16(q, 4), BitTo4<2 * kK + 1>(qh), 0xca);
+  }
+
+  template <int kK, int NT>
+  static inline void SubBlockPair(const uint8_t* unit, const __m512i (&sc)[2], const ActRow* a,
+                                  int64_t i, __m512i (&isum)[NT]) {
+    const __m512i s_lo = _mm512_shuffle_epi8(sc[kK / 2], ByteOfLane(2 * (kK % 2)));
+    const __m512i s_hi = _mm512_shuffle_epi8(sc[kK / 2], ByteOfLane(2 * (kK % 2) + 1));
+    __m512i dl[NT][2], dh[NT][2];
+    for (int t = 0; t < NT; ++t) dl[t][0] = dl[t][1] = dh[t][0] = dh[t][1] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      __m512i vl, vh;
+      Levels<kK>(unit, j, &vl, &vh);
+      for (int t = 0; t < NT; ++t) {
+        const uint8_t* yq = reinterpret_cast<const uint8_t*>(a[t].qs + kQK * i + 64 * kK + 4 * j);
+        dl[t][j / 4] = DpbusdBcast(dl[t][j / 4], vl, yq);
+        dh[t][j / 4] = DpbusdBcast(dh[t][j / 4], vh, yq + 32);
       }
-      _mm512_storeu_ps(pb + kDmin, LoadF16x16(unit + 32));
+    }
+    for (int t = 0; t < NT; ++t) {
+      const __m512i l = _mm512_mullo_epi32(_mm512_add_epi32(dl[t][0], dl[t][1]), s_lo);
+      const __m512i h = _mm512_mullo_epi32(_mm512_add_epi32(dh[t][0], dh[t][1]), s_hi);
+      isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(l, h));
+    }
+  }
+
+  template <int NT>
+  static void Run(const uint8_t* w, uint64_t rb, int64_t n_groups, const ActRow* a, int64_t nb,
+                  float* y, int64_t ldy) {
+    for (int64_t g = 0; g < n_groups; ++g) {
+      const uint8_t* unit = w + static_cast<uint64_t>(g) * 16 * rb;
+      __m512 acc[NT];
+      for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+      for (int64_t i = 0; i < nb; ++i, unit += kUnit) {
+        __m512i sc[2], mn[2];
+        Q4KI::Scales(unit, sc, mn);
+        __m512i isum[NT];  // 16 x sum_j sc_j * dot_j
+        for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
+        // The unit two ahead (5.5 KiB), 44 lines in two bursts.
+        PrefetchLines<kUnit>(unit, 0, 22);
+        SubBlockPair<0, NT>(unit, sc, a, i, isum);
+        SubBlockPair<1, NT>(unit, sc, a, i, isum);
+        PrefetchLines<kUnit>(unit, 22, 22);
+        SubBlockPair<2, NT>(unit, sc, a, i, isum);
+        SubBlockPair<3, NT>(unit, sc, a, i, isum);
+        __m512i mp[8];
+        for (int j = 0; j < 8; ++j) mp[j] = _mm512_shuffle_epi8(mn[j / 4], BytePair(j % 4));
+        const __m512 d = LoadF16x16(unit);
+        const __m512 dmin = LoadF16x16(unit + 32);
+        for (int t = 0; t < NT; ++t) {
+          const uint8_t* bs = reinterpret_cast<const uint8_t*>(a[t].bsums + 16 * i);
+          __m512i m0 = _mm512_setzero_si512(), m1 = _mm512_setzero_si512();
+          for (int j = 0; j < 8; j += 2) {
+            m0 = _mm512_dpwssd_epi32(m0, mp[j], Bcast4(reinterpret_cast<const int8_t*>(bs + 4 * j)));
+            m1 = _mm512_dpwssd_epi32(m1, mp[j + 1], Bcast4(reinterpret_cast<const int8_t*>(bs + 4 * j + 4)));
+          }
+          const __m512 msum = _mm512_cvtepi32_ps(_mm512_add_epi32(m0, m1));
+          const __m512 part = _mm512_fmsub_ps(_mm512_cvtepi32_ps(isum[t]), d, _mm512_mul_ps(msum, dmin));
+          acc[t] = _mm512_fmadd_ps(part, _mm512_set1_ps(a[t].d[i]), acc[t]);
+        }
+      }
+      for (int t = 0; t < NT; ++t) _mm512_storeu_ps(y + t * ldy + 16 * g, acc[t]);
+    }
+  }
+
+  // The packed GEMM tile of Q45K<true>: Q4KI::Pack's layout with levels 0..31.
+  template <int kK>
+  static inline void PackLevels(const uint8_t* unit, uint8_t* pb) {
+    for (int j = 0; j < 8; ++j) {
+      __m512i vl, vh;
+      Levels<kK>(unit, j, &vl, &vh);
+      _mm512_storeu_si512(pb + 64 * (16 * kK + j), vl);
+      _mm512_storeu_si512(pb + 64 * (16 * kK + 8 + j), vh);
+    }
+  }
+
+  static void Pack(const uint8_t* w, uint64_t, int64_t cols, uint8_t* packed) {
+    const int64_t nb = cols / kQK;
+    for (int64_t i = 0; i < nb; ++i) {
+      const uint8_t* unit = w + i * kUnit;
+      uint8_t* pb = packed + i * Q4KI::kStride;
+      PackLevels<0>(unit, pb);
+      PackLevels<1>(unit, pb);
+      PackLevels<2>(unit, pb);
+      PackLevels<3>(unit, pb);
+      Q4KI::PackScales(unit, pb);
     }
   }
 };
@@ -344,6 +418,7 @@ struct Q6KI {
 
 void FillInterleavedKQuants(MatmulImpl* impl) {
   RegisterInterleaved<Q4KI>(impl, GgmlType::kQ4_K);
+  RegisterInterleaved<Q5KI>(impl, GgmlType::kQ5_K);
   RegisterInterleaved<Q6KI>(impl, GgmlType::kQ6_K);
 }
 

@@ -1,4 +1,5 @@
-// AVX-512 VNNI kernels for Q4_0 / Q8_0 matrices in the row-interleaved layout (interleave.h).
+// AVX-512 VNNI kernels for the 32-value block types (Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, IQ4_NL) in
+// the row-interleaved layout (interleave.h).
 //
 // Decode tile: one unit (block b of a 16-row group) is the 16 rows' f16 d, then the block's
 // quads, each a 512-bit vector with row r in lane r. Per unit and token: the int32 block sums
@@ -25,6 +26,7 @@ namespace {
 
 struct Q4_0I {
   static constexpr int kBlockBytes = 18, kOffset = 8;
+  static constexpr bool kMin = false;
   static constexpr int64_t kUnit = 16 * kBlockBytes;
   // The 8 level vectors of a unit; v[j] pairs with activation bytes 4j..4j+3. Quad k < 4
   // holds values 4k..4k+3 in its low nibbles and 16 + 4k.. in its high ones, so v[k] = q & 0x0f
@@ -53,9 +55,98 @@ struct Q4_0I {
 
 struct Q8_0I {
   static constexpr int kBlockBytes = 34, kOffset = 128;
+  static constexpr bool kMin = false;
   static constexpr int64_t kUnit = 16 * kBlockBytes;
   static inline void Levels(const uint8_t* unit, __m512i (&v)[8]) {
     for (int k = 0; k < 8; ++k) v[k] = _mm512_loadu_si512(unit + 32 + 64 * k);
+  }
+  static inline __m512i High(__m512i s) { return s; }
+  static inline void PlainLevels(const uint8_t* unit, __m512i (&v)[8]) { Levels(unit, v); }
+};
+
+// Q4_1: the d and m arrays, then Q4_0's four nibble quads; levels 0..15, no offset; the
+// min term m_w * s_y is one FMA per unit and token.
+struct Q4_1I {
+  static constexpr int kBlockBytes = 20, kOffset = 0;
+  static constexpr int64_t kUnit = 16 * kBlockBytes;
+  static constexpr bool kMin = true;
+  static inline void Levels(const uint8_t* unit, __m512i (&v)[8]) {
+    const __m512i lo = _mm512_set1_epi8(0x0f);
+    const __m512i hi = _mm512_set1_epi8(static_cast<char>(0xf0));
+    for (int k = 0; k < 4; ++k) {
+      __m512i q = _mm512_loadu_si512(unit + 64 + 64 * k);
+      __asm__("" : "+v"(q));  // one load per quad (see Q4_0I)
+      v[k] = _mm512_and_si512(q, lo);
+      v[k + 4] = _mm512_and_si512(q, hi);
+    }
+  }
+  static inline __m512i High(__m512i s) { return _mm512_srai_epi32(s, 4); }
+  static inline void PlainLevels(const uint8_t* unit, __m512i (&v)[8]) {
+    Levels(unit, v);
+    for (int k = 4; k < 8; ++k) v[k] = _mm512_srli_epi16(v[k], 4);
+  }
+};
+
+// Q5_0 / Q5_1: after the f16 arrays, the qh quad (bit e of row r's 32-bit word: the fifth
+// bit of value e) and four nibble quads. The high nibbles are shifted down (a fifth bit
+// above an in-place nibble would not fit the byte); each quad's four fifth bits come from
+// one qh byte per lane, copied to the lane's four bytes (vpshufb), tested against one bit
+// per byte (vptestmb) and added as 16 under that mask. Levels 0..31; offset 16 for Q5_0,
+// the min term for Q5_1.
+template <int kQh, int kOffsetV, bool kMinV>
+struct Q5I {
+  static constexpr int kBlockBytes = kMinV ? 24 : 22, kOffset = kOffsetV;
+  static constexpr int64_t kUnit = 16 * kBlockBytes;
+  static constexpr bool kMin = kMinV;
+  // vpshufb control: byte b of every int32 lane in all four of its bytes.
+  static inline __m512i Replicate(int b) {
+    return _mm512_add_epi32(_mm512_set1_epi32(0x01010101 * b),
+                            _mm512_set4_epi32(0x0c0c0c0c, 0x08080808, 0x04040404, 0));
+  }
+  // Bit s + i in byte i of every int32 lane.
+  static inline __m512i BitPerByte(int s) {
+    return _mm512_set1_epi32(static_cast<int>((1u << s) | (2u << s) << 8 | (4u << s) << 16 | (8u << s) << 24));
+  }
+  static inline void Levels(const uint8_t* unit, __m512i (&v)[8]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i k16 = _mm512_set1_epi8(16);
+    const __m512i qh = _mm512_loadu_si512(unit + kQh);
+    for (int k = 0; k < 4; ++k) {
+      __m512i q = _mm512_loadu_si512(unit + kQh + 64 + 64 * k);
+      __asm__("" : "+v"(q));
+      const __m512i lo = _mm512_and_si512(q, m4);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+      // Values 4k.. take qh bits 4k..4k+3 (byte k / 2), values 16 + 4k.. bits 16 + 4k.. .
+      const __mmask64 h_lo = _mm512_test_epi8_mask(_mm512_shuffle_epi8(qh, Replicate(k / 2)), BitPerByte(4 * (k % 2)));
+      const __mmask64 h_hi = _mm512_test_epi8_mask(_mm512_shuffle_epi8(qh, Replicate(2 + k / 2)), BitPerByte(4 * (k % 2)));
+      v[k] = _mm512_mask_add_epi8(lo, h_lo, lo, k16);
+      v[k + 4] = _mm512_mask_add_epi8(hi, h_hi, hi, k16);
+    }
+  }
+  static inline __m512i High(__m512i s) { return s; }
+  static inline void PlainLevels(const uint8_t* unit, __m512i (&v)[8]) { Levels(unit, v); }
+};
+using Q5_0I = Q5I<32, 16, false>;
+using Q5_1I = Q5I<64, 0, true>;
+
+// IQ4_NL: Q4_0's unit; the nibbles index the 16-entry grid held + 128 (unsigned levels
+// 1..241, offset 128) in every 128-bit lane, one vpshufb per level vector.
+struct IQ4_NLI {
+  static constexpr int kBlockBytes = 18, kOffset = 128;
+  static constexpr int64_t kUnit = 16 * kBlockBytes;
+  static constexpr bool kMin = false;
+  static inline void Levels(const uint8_t* unit, __m512i (&v)[8]) {
+    const __m512i grid = _mm512_broadcast_i32x4(_mm_setr_epi8(
+        1, 24, 45, 63, 79, 93, 106, 118, static_cast<char>(129), static_cast<char>(141),
+        static_cast<char>(153), static_cast<char>(166), static_cast<char>(181),
+        static_cast<char>(197), static_cast<char>(217), static_cast<char>(241)));
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    for (int k = 0; k < 4; ++k) {
+      __m512i q = _mm512_loadu_si512(unit + 32 + 64 * k);
+      __asm__("" : "+v"(q));
+      v[k] = _mm512_shuffle_epi8(grid, _mm512_and_si512(q, m4));
+      v[k + 4] = _mm512_shuffle_epi8(grid, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
+    }
   }
   static inline __m512i High(__m512i s) { return s; }
   static inline void PlainLevels(const uint8_t* unit, __m512i (&v)[8]) { Levels(unit, v); }
@@ -108,16 +199,21 @@ void RunGroups(const uint8_t* w, uint64_t rb, int64_t n_groups, const ActRow* a,
         const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(a[t].d[b]));
         acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), scale, acc[t]);
       }
+      if constexpr (L::kMin) {  // + m_w * s_y
+        const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(unit + 32)));
+        for (int t = 0; t < NT; ++t) acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(a[t].s[b]), acc[t]);
+      }
     }
     for (int t = 0; t < NT; ++t) _mm512_storeu_ps(y + t * ldy + 16 * g, acc[t]);
   }
 }
 
 // The packed GEMM tile (gemm_legacy_avx512.cpp: per block 8 level quads of 64 bytes, then
-// the 16 rows' d as f32, kStride = 576 bytes) from one interleaved group.
+// the 16 rows' d as f32, and for Q4_1 / Q5_1 their m as f32; kStride = 576 / 640 bytes) from
+// one interleaved group.
 template <typename L>
 void PackInterleaved(const uint8_t* w, uint64_t, int64_t cols, uint8_t* packed) {
-  constexpr int64_t kStride = 576;
+  constexpr int64_t kStride = L::kMin ? 640 : 576;
   const int64_t nb = cols / 32;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* unit = w + b * L::kUnit;
@@ -126,6 +222,9 @@ void PackInterleaved(const uint8_t* w, uint64_t, int64_t cols, uint8_t* packed) 
     L::PlainLevels(unit, v);
     for (int j = 0; j < 8; ++j) _mm512_store_si512(out + 64 * j, v[j]);
     _mm512_store_ps(out + 512, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(unit))));
+    if constexpr (L::kMin) {
+      _mm512_store_ps(out + 576, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(unit + 32))));
+    }
   }
 }
 
@@ -156,6 +255,10 @@ struct Kernels {
 void FillInterleavedLegacy(MatmulImpl* impl) {
   RegisterInterleaved<Kernels<Q4_0I>>(impl, GgmlType::kQ4_0);
   RegisterInterleaved<Kernels<Q8_0I>>(impl, GgmlType::kQ8_0);
+  RegisterInterleaved<Kernels<Q4_1I>>(impl, GgmlType::kQ4_1);
+  RegisterInterleaved<Kernels<Q5_0I>>(impl, GgmlType::kQ5_0);
+  RegisterInterleaved<Kernels<Q5_1I>>(impl, GgmlType::kQ5_1);
+  RegisterInterleaved<Kernels<IQ4_NLI>>(impl, GgmlType::kIQ4_NL);
 }
 
 }  // namespace lifeline::kernels::avx512

@@ -11,6 +11,7 @@ void FillAvx2(MatmulImpl* impl) {
   avx2::FillQuantizers(impl);
   avx2::FillInterleavedLegacy(impl);
   avx2::FillInterleavedKQuants(impl);
+  avx2::FillInterleavedLowBit(impl);
 }
 
 }  // namespace lifeline::kernels

@@ -15,6 +15,7 @@ void FillAvx512(MatmulImpl* impl, bool use_bf16_dot) {
   // After the GEMM entries: these add pack_interleaved to them.
   avx512::FillInterleavedLegacy(impl);
   avx512::FillInterleavedKQuants(impl);
+  avx512::FillInterleavedLowBit(impl);
 }
 
 }  // namespace lifeline::kernels
