@@ -11,6 +11,12 @@
 #include <string>
 #include <vector>
 
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -56,6 +62,28 @@ std::string NewRequestId(ServerCore& core, const char* prefix) {
   std::snprintf(buf, sizeof buf, "%s%016llx%08llx", prefix,
                 static_cast<unsigned long long>(core.id_salt), static_cast<unsigned long long>(n));
   return buf;
+}
+
+// The comma-separated codings of Transfer-Encoding, trimmed and lower-cased; empty list
+// elements are skipped (RFC 9110 5.6.1). A coding with parameters stays whole ("chunked;x=1"),
+// so it is never mistaken for chunked.
+std::vector<std::string> TransferCodings(std::string_view value) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i <= value.size()) {
+    size_t end = value.find(',', i);
+    if (end == std::string_view::npos) end = value.size();
+    std::string_view item = value.substr(i, end - i);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    if (!item.empty()) {
+      std::string lower(item);
+      for (char& c : lower) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c;
+      out.push_back(std::move(lower));
+    }
+    i = end + 1;
+  }
+  return out;
 }
 
 double MsBetween(Clock::time_point a, Clock::time_point b) {
@@ -220,6 +248,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     if (ec) return OnReadError(ec, "header");
     timeline_.headers_read = Clock::now();
     const auto& req = parser_->get();
+    if (auto err = CheckFraming(req)) return RespondAndClose(*err);
     auto expect = req.find(http::field::expect);
     if (expect != req.end() && beast::iequals(expect->value(), "100-continue")) {
       Send("HTTP/1.1 100 Continue\r\n\r\n");
@@ -229,6 +258,47 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     ArmReadDeadline(limits_.body_read_timeout);
     http::async_read(socket_, buffer_, *parser_,
                      [self = shared_from_this()](ErrorCode ec, size_t) { self->OnBody(ec); });
+  }
+
+  // RFC 9112 6.1 / 6.3: a body is framed by Content-Length, or by a Transfer-Encoding whose
+  // last coding is chunked (once). Anything else would make this server and a proxy in front
+  // of it disagree about where the request ends (request smuggling), so it is refused before
+  // a body byte is read, and the connection closes (RespondAndClose) instead of parsing what
+  // follows as the next request.
+  template <class Request>
+  std::optional<ApiError> CheckFraming(const Request& req) const {
+    std::string codings;
+    bool has_te = false;
+    for (const auto& field : req) {
+      if (field.name() != http::field::transfer_encoding) continue;
+      has_te = true;
+      if (!codings.empty()) codings += ",";
+      codings += std::string(View(field.value()));
+    }
+    if (!has_te) return std::nullopt;
+    auto refuse = [](int status, std::string message) {
+      return ApiError{status, "invalid_request_error",
+                      status == 501 ? "unsupported_transfer_coding" : "bad_transfer_encoding",
+                      std::move(message), "", 0};
+    };
+    const std::string shown = "Transfer-Encoding '" + codings.substr(0, 128) + "'";
+    if (req.version() < 11) return refuse(400, shown + " in an HTTP/1.0 request");
+    if (req.find(http::field::content_length) != req.end()) {
+      return refuse(400, shown + " together with Content-Length");
+    }
+    const std::vector<std::string> list = TransferCodings(codings);
+    if (list.empty() || list.back() != "chunked") {
+      return refuse(400, shown + " does not end in chunked: the body length cannot be "
+                             "determined (RFC 9112 6.3)");
+    }
+    for (size_t i = 0; i + 1 < list.size(); ++i) {
+      if (list[i] == "chunked") return refuse(400, shown + " applies chunked twice");
+    }
+    if (list.size() > 1) {
+      return refuse(501, shown + ": only chunked is supported, the coding '" +
+                             list.front().substr(0, 32) + "' is not");
+    }
+    return std::nullopt;
   }
 
   template <class Request>
@@ -289,7 +359,9 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     if (auto it = req.find(http::field::origin); it != req.end()) origin = View(it->value());
     cors_ = CorsHeaders(origin, core_->options.cors_allowed_origins);
     const std::string method(View(req.method_string()));
-    const std::string target(View(req.target()));
+    // RFC 9112 3.2.2: a server must accept the absolute form (what a client sends to a
+    // proxy) and serve it as its path.
+    const std::string target = OriginFormTarget(View(req.target()));
     try {
       if (method == "OPTIONS") {
         std::optional<std::string_view> requested;
@@ -699,7 +771,31 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     Respond(ErrorResponse(error), "other");
   }
 
-  size_t PendingBytes() const { return out_pending_.size() + out_inflight_.size(); }
+  // Output the client has not taken: queued here, being written, and what the kernel still
+  // holds in the socket's send queue (SIOCOUTQ: not yet acknowledged by the peer). Counting
+  // the kernel's part keeps max_stream_buffer_bytes meaningful whatever size the kernel
+  // grows the send buffer to (megabytes on Linux); the part of out_inflight_ already handed
+  // to the kernel is counted twice, so the cap may trigger up to one write early.
+  size_t PendingBytes() const {
+    int queued = 0;
+    if (::ioctl(const_cast<tcp::socket&>(socket_).native_handle(), SIOCOUTQ, &queued) != 0 ||
+        queued < 0) {
+      queued = 0;
+    }
+    return out_pending_.size() + out_inflight_.size() + static_cast<size_t>(queued);
+  }
+
+  // True when every byte the kernel sent was acknowledged (the peer is alive) while more
+  // wait in the send queue: the peer's receive window is closed because it does not read.
+  bool PeerStoppedReading() const {
+    const int fd = const_cast<tcp::socket&>(socket_).native_handle();
+    tcp_info info{};
+    socklen_t len = sizeof info;
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return false;
+    int queued = 0;
+    if (::ioctl(fd, SIOCOUTQ, &queued) != 0) return false;
+    return info.tcpi_unacked == 0 && (queued > 0 || !out_inflight_.empty());
+  }
 
   void Send(std::string_view bytes) {
     if (phase_ == Phase::kClosed) return;
@@ -717,9 +813,13 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     write_timer_.expires_after(limits_.write_timeout);
     write_timer_.async_wait([self = shared_from_this(), gen](ErrorCode ec) {
       if (ec || gen != self->write_gen_) return;
-      // The client has not taken our bytes within the deadline: give up on it.
+      // The client has not taken our bytes within the deadline: give up on it. A peer that
+      // acknowledged everything we sent is alive with its receive window shut: it stopped
+      // reading (slow_reader). Bytes left unacknowledged mean the network path or the peer
+      // is gone (write_timeout).
       if (self->exchange_ && !self->exchange_->finished) {
-        return self->Abort(CancelReason::kWriteTimeout);
+        return self->Abort(self->PeerStoppedReading() ? CancelReason::kSlowReader
+                                                      : CancelReason::kWriteTimeout);
       }
       self->CloseSocket();
     });
