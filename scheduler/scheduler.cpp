@@ -49,7 +49,9 @@ Scheduler::Scheduler(const SchedulerConfig& config)
     : config_(config),
       knobs_{config.max_running, config.max_step_tokens},
       policy_(MakeQueuePolicy(config.queue_order)),
-      blocks_(config.n_blocks, config.block_tokens, config.block_hash_fn) {}
+      blocks_(config.n_blocks, config.block_tokens, config.block_hash_fn) {
+  blocks_.SetCacheReserve(config.prefix_cache_reserve_blocks);
+}
 
 Status Scheduler::SetKnobs(const SchedulerKnobs& knobs) {
   if (knobs.max_running < 1) {

@@ -75,6 +75,9 @@ struct SchedulerConfig {
   int64_t max_seq_tokens = 0;           // prompt + max_tokens cap (model context); 0 = none
   QueueOrder queue_order = QueueOrder::kFcfs;
   BlockHashFn block_hash_fn = &HashBlockTokens;  // test hook (forced collisions)
+  // BlockManager::SetCacheReserve: evictable prefix-cache blocks kept before allocations
+  // reuse them instead of fresh blocks (bounds the KV pool's resident memory); < 0 unlimited.
+  int64_t prefix_cache_reserve_blocks = -1;
 };
 
 // The knobs the SLO controller may change between steps.
