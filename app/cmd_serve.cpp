@@ -259,6 +259,7 @@ int RunServe(ServeFlags f) {
     o.max_waiting = f.max_waiting;
     o.default_max_tokens = f.default_max_tokens;
     o.chat_template = f.chat_template;
+    o.calibrate = true;  // admission's speed estimate from the first request on
     auto engine = serving::ModelEngine::Create(std::move(loaded->model),
                                                std::move(loaded->tokenizer), o);
     if (!engine.ok()) return Fail(Status(engine.status().code(), name + ": " + engine.status().message()));

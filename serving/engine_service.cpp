@@ -32,6 +32,15 @@ server::ApiError SloBadRequest(const std::string& message) {
 server::ApiError Shed(const slo::AdmissionDecision& d, const std::string& cls,
                       const std::string& model) {
   server::ApiError e;
+  if (d.action == slo::Action::kRefuse) {
+    // Not load: the request as asked cannot be served, so no Retry-After.
+    e.http_status = 400;
+    e.type = "invalid_request_error";
+    e.code = "deadline_unreachable";
+    e.param = "deadline_ms";
+    e.message = "model '" + model + "': " + d.reason;
+    return e;
+  }
   e.http_status = d.http_status == 0 ? 429 : d.http_status;
   e.type = e.http_status == 503 ? "unavailable" : "overloaded_error";
   e.code = e.http_status == 503 ? "model_not_ready" : "slo_shed";
@@ -316,7 +325,8 @@ server::SubmitResult EngineService::SubmitLocal(
     SloAdmission out;
     if (decision.action == slo::Action::kRoute) {
       out.route = true;
-    } else if (decision.action == slo::Action::kShed) {
+    } else if (decision.action == slo::Action::kShed ||
+               decision.action == slo::Action::kRefuse) {
       out.error = Shed(decision, cls, m.name);
     } else {
       out.max_tokens_cap = decision.max_tokens_cap;
@@ -345,7 +355,8 @@ server::SubmitResult EngineService::SubmitLocal(
     *routed = true;
     return {};
   }
-  if (err->code == "slo_shed" || err->code == "model_not_ready") {
+  if (err->code == "slo_shed" || err->code == "model_not_ready" ||
+      err->code == "deadline_unreachable") {
     outcomes_.Count(cls, m.name, slo::OutcomeCounters::OutcomeOf(decision));
   }
   return server::SubmitResult::Reject(std::move(*err));
@@ -462,6 +473,9 @@ std::string EngineService::MetricsText() const {
     o << "lifeline_kv_blocks" << model(i) << ",state=\"used\"} "
       << (snaps[i].kv_blocks_total - snaps[i].kv_blocks_free) << "\n";
   }
+  o << "# HELP lifeline_kv_blocks_touched KV blocks ever used (the resident part of the KV pool).\n"
+       "# TYPE lifeline_kv_blocks_touched gauge\n";
+  for (size_t i = 0; i < n; ++i) o << "lifeline_kv_blocks_touched" << model(i) << "} " << snaps[i].kv_blocks_touched << "\n";
   o << "# HELP lifeline_prefix_cache_tokens_total Prompt tokens looked up in / served by the prefix cache.\n"
        "# TYPE lifeline_prefix_cache_tokens_total counter\n";
   for (size_t i = 0; i < n; ++i) {

@@ -124,6 +124,10 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
   scfg.max_step_tokens = options.max_step_tokens;
   scfg.max_waiting = options.max_waiting;
   scfg.max_seq_tokens = e->n_ctx_;
+  scfg.prefix_cache_reserve_blocks =
+      options.prefix_cache_reserve_tokens < 0
+          ? -1
+          : (options.prefix_cache_reserve_tokens + kKvBlockTokens - 1) / kKvBlockTokens;
   // Higher priority first, then earliest deadline (requests without one last), then arrival.
   scfg.queue_order = QueueOrder::kEdfWithinPriority;
   LL_ASSIGN_OR_RETURN(e->scheduler_, Scheduler::Create(scfg));
@@ -240,12 +244,14 @@ int64_t ModelEngine::TrimBudgetTokens(const SubmitSlo& slo,
     if (auto b = slo::Resolve(*slo_.config, fields); b.ok()) ttft_budget_ms = b->ttft_budget_ms;
   }
   if (ttft_budget_ms && slo_.speeds != nullptr) {
-    if (auto tps = slo_.speeds->prefill_tokens_per_s(); tps && *tps > 0) {
-      // The prompt tokens the rest of the TTFT budget can prefill, after the queued prompts.
+    if (auto f = slo_.speeds->prefill_fit()) {
+      // The prompt tokens the rest of the TTFT budget can prefill (one step's fixed cost,
+      // then per token), after the queued prompts.
       const double elapsed_ms = std::chrono::duration<double, std::milli>(
                                     Clock::now() - req.timeline.first_byte).count();
-      const double left_ms = *ttft_budget_ms - elapsed_ms;
-      const double fit = left_ms * *tps / 1000.0 - static_cast<double>(queued_prompt_tokens_.load());
+      const double left_ms = *ttft_budget_ms - elapsed_ms - f->fixed_ms;
+      const double fit = left_ms / f->per_token_ms -
+                         static_cast<double>(queued_prompt_tokens_.load());
       budget = std::min<int64_t>(budget, fit <= 0 ? 0 : static_cast<int64_t>(std::min(fit, 1e15)));
     }
   }

@@ -62,6 +62,15 @@ struct ModelEngineOptions {
   int32_t default_max_tokens = 256;    // when a request gives no max_tokens
   ChatTemplateChoice chat_template;    // {preset, file}; both "" = the GGUF's (else chatml)
   std::chrono::milliseconds heartbeat_stale{2000};  // Healthy() false when older
+  // Released prompt prefixes the prefix cache keeps (as whole KV blocks) before new requests
+  // reuse their blocks rather than touch KV memory never used before: resident KV memory
+  // then levels off at the peak of blocks in use plus this, instead of growing with every
+  // distinct prompt until the whole kv_memory_bytes pool is resident. < 0: unlimited.
+  int64_t prefix_cache_reserve_tokens = 4096;
+  // Before serving, time prefill steps of a few sizes and a decode step on the engine
+  // thread and feed them to SloHooks::speeds (model_engine_calibrate.cpp), so admission
+  // predicts from the first request on. Off: the estimate starts with the first requests.
+  bool calibrate = false;
 };
 
 struct EngineSnapshot {
@@ -69,6 +78,7 @@ struct EngineSnapshot {
   int64_t running = 0;
   int32_t kv_blocks_total = 0;
   int32_t kv_blocks_free = 0;  // free + evictable cached blocks
+  int32_t kv_blocks_touched = 0;  // blocks ever used: the KV pool's resident part
   int64_t prefix_hit_tokens = 0;
   int64_t prefix_lookup_tokens = 0;
   int64_t preemptions = 0;
@@ -214,6 +224,9 @@ class ModelEngine {
   // Choices waiting for their prompt's first choice to fill the prefix cache.
   void ReleaseDeferred(Group& group, int32_t prompt_index);
   void Loop();
+  // Times prefill steps of several sizes and one decode step into slo_.speeds (before the
+  // first request; engine thread).
+  void Calibrate();
   void ApplyKnobs();
   // Latency samples: TTFT and queue time at the request's first token (so the controller
   // sees them about one TTFT after arrival, not one end-to-end time), the rest at the end.

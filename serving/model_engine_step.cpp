@@ -252,8 +252,8 @@ bool ModelEngine::Step() {
 void ModelEngine::ApplyKnobs() {
   if (slo_.speeds != nullptr) {
     // The batching window's slack check needs the time a prompt token takes to prefill.
-    if (auto tps = slo_.speeds->prefill_tokens_per_s(); tps && *tps > 0) {
-      scheduler_->SetServiceEstimate(1e6 / *tps);
+    if (auto f = slo_.speeds->prefill_fit()) {
+      scheduler_->SetServiceEstimate(f->per_token_ms * 1000.0);
     }
   }
   if (slo_.knobs == nullptr) return;
@@ -322,9 +322,7 @@ void ModelEngine::PublishStepLoad(const StepPlan& plan, Clock::time_point eval_s
   double est_ms = 0;
   if (slo_.speeds != nullptr) {
     if (has_prefill) {
-      if (auto tps = slo_.speeds->prefill_tokens_per_s()) {
-        est_ms = static_cast<double>(plan.n_tokens) * 1000.0 / *tps;
-      }
+      if (auto ms = slo_.speeds->PrefillMs(plan.n_tokens)) est_ms = *ms;
     } else if (auto dms = slo_.speeds->decode_ms_per_token()) {
       est_ms = *dms;
     }
@@ -375,6 +373,7 @@ void ModelEngine::PublishSnapshot() {
   snapshot_.waiting = st.waiting;
   snapshot_.running = st.running;
   snapshot_.kv_blocks_free = static_cast<int32_t>(scheduler_->block_manager().n_available());
+  snapshot_.kv_blocks_touched = bs.blocks_touched;
   snapshot_.prefix_hit_tokens = bs.prefix_hit_tokens;
   snapshot_.prefix_lookup_tokens = bs.prefix_lookup_tokens;
   snapshot_.preemptions = st.preemptions;
@@ -389,6 +388,7 @@ void ModelEngine::PublishSnapshot() {
 }
 
 void ModelEngine::Loop() {
+  if (options_.calibrate) Calibrate();
   for (;;) {
     heartbeat_ns_.store(Clock::now().time_since_epoch().count());
     {

@@ -386,7 +386,8 @@ TEST_F(SloEngineTest, TrimBudgetFollowsTheTtftBudgetAtTheMeasuredPrefillSpeed) {
   // 1 token per second of prefill; a TTFT budget of `minimal` seconds (+0.5 s for the time
   // spent before Submit) leaves room for exactly `minimal` prompt tokens.
   slo::SpeedEstimator speeds;
-  speeds.ObservePrefill(1, 1000.0, NowUs());
+  speeds.ObservePrefill(1, 1000.0, NowUs());  // two sizes on the line: no fixed cost
+  speeds.ObservePrefill(2, 2000.0, NowUs());
   Attach(&speeds);
   engine_->Start();
   SubmitSlo s = ClassC();
