@@ -566,7 +566,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
         return OnToken(event);
       case GenerationEvent::Kind::kChoiceDone:
         return SendChunks(exchange_->assembler->OnChoiceDone(event.index, event.finish_reason,
-                                                             exchange_->stream));
+                                                             exchange_->stream, event.lifeline));
       case GenerationEvent::Kind::kDone:
         return OnDone(event);
       case GenerationEvent::Kind::kError:
@@ -616,6 +616,10 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
       }
       r.headers.emplace_back("X-Request-Id", request_id_);
       r.headers.emplace_back("X-Served-Model", ex.ctx.model);
+      // finish_reason stays OpenAI's "length"; this says the server, not max_tokens, cut it.
+      if (std::string cut = ex.assembler->TruncatedReasons(); !cut.empty()) {
+        r.headers.emplace_back("X-Lifeline-Truncated", cut);
+      }
       return Respond(std::move(r), ex.route_label);
     }
     EnsureStreamHead();

@@ -136,7 +136,14 @@ void EngineService::TimerLoop() {
 void EngineService::TickNow() {
   const int64_t now = NowUs();
   const auto since = controller_->LastTransitions();
-  (void)controller_->Tick(now, tracker_.Snapshot(now, &since));
+  slo::TrackerSnapshot snapshot = tracker_.Snapshot(now, &since);
+  // Requests queued or running anywhere: none lets the ladder recover (an idle server has
+  // nothing to degrade for), however slow the samples its window still holds.
+  int64_t live = 0;
+  for (const auto& e : engines_) live += e->OpenRequests();
+  for (const auto& r : remotes_) live += r->InFlight();
+  snapshot.live_requests = live;
+  (void)controller_->Tick(now, snapshot);
 }
 
 ModelEngine* EngineService::Find(const std::string& name) const {
@@ -330,7 +337,7 @@ server::SubmitResult EngineService::SubmitLocal(
       out.error = Shed(decision, cls, m.name);
     } else {
       out.max_tokens_cap = decision.max_tokens_cap;
-      out.cap_reason = decision.reason;
+      out.cap_reason = decision.cap_reason;
     }
     return out;
   };
@@ -407,7 +414,7 @@ server::SubmitResult EngineService::SubmitRemote(
                       static_cast<int64_t>(*budget.e2e_budget_ms * 1000.0);
   }
   ctx.max_tokens_cap = decision.max_tokens_cap;
-  ctx.cap_reason = decision.reason;
+  ctx.cap_reason = decision.cap_reason;
   {
     std::lock_guard<std::mutex> lock(mu_);
     owner_[handle] = &m;

@@ -34,6 +34,35 @@ const char* FinishReasonText(FinishReason r) {
 
 }  // namespace
 
+// A choice's `lifeline` object (engine_api.h): whether the SLO ladder cut it, and how. A
+// choice that ended by itself (EOS, a stop string, its own max_tokens) is not truncated,
+// even when a cap was in force.
+nlohmann::json ModelEngine::ChoiceLifeline(const Live& live, const Request& r) {
+  nlohmann::json j = {{"truncated", false}};
+  if (live.deadline_stopped) {
+    j = {{"truncated", true},
+         {"reason", "deadline"},
+         {"max_tokens", live.max_tokens},
+         {"requested_max_tokens", live.requested_max_tokens},
+         {"generated_tokens", live.generated},
+         {"detail", "stopped at the request's deadline while its class was at ladder level "
+                    "truncate or above"}};
+  } else if (!live.cap_reason.empty() && r.finish_reason == FinishReason::kLength &&
+             live.max_tokens < live.requested_max_tokens) {
+    j = {{"truncated", true},
+         {"reason", "max_tokens_cap"},
+         {"max_tokens", live.max_tokens},
+         {"requested_max_tokens", live.requested_max_tokens},
+         {"generated_tokens", live.generated},
+         {"detail", live.cap_reason}};
+  }
+  return j;
+}
+
+namespace {
+
+}  // namespace
+
 ModelEngine::ModelEngine(std::unique_ptr<LlamaModel> model, std::unique_ptr<Tokenizer> tokenizer,
                          const ModelEngineOptions& options)
     : options_(options), model_(std::move(model)), tokenizer_(std::move(tokenizer)) {}
@@ -140,7 +169,11 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
 
 void ModelEngine::Start() {
   heartbeat_ns_.store(Clock::now().time_since_epoch().count());
+  std::future<void> calibrated = calibrated_.get_future();
   thread_ = std::thread([this] { Loop(); });
+  // The engine thread owns the pool, so it runs the calibration; the HTTP server starts
+  // after this returns, so no request meets an engine without a speed estimate.
+  if (options_.calibrate) calibrated.wait();
 }
 
 void ModelEngine::Stop() {
@@ -325,6 +358,7 @@ std::optional<ApiError> ModelEngine::Submit(server::RequestHandle handle,
       live->prompt = prep.prompts[p].tokens;
       live->echo_text = prep.prompts[p].echo_text;
       live->max_tokens = max_tokens;
+      live->requested_max_tokens = prep.max_tokens;
       live->deadline_us = deadline_us;
       live->out.emplace(*tokenizer_, prep, live->prompt, live->index);
       live->timing = timing;
@@ -359,6 +393,7 @@ std::optional<ApiError> ModelEngine::Submit(server::RequestHandle handle,
       return ServerError(503, "unavailable", "shutting_down", "the server is shutting down", 1);
     }
     queued_prompt_tokens_.fetch_add(queued_tokens);
+    open_requests_.fetch_add(1);
     if (trim.turns > 0) {
       context_trims_.fetch_add(1);
       if (slo_.outcomes != nullptr) {
@@ -400,6 +435,7 @@ void ModelEngine::FailGroup(Live& live, GenerationEvent error) {
   std::shared_ptr<Group> g = live.group;  // Retire may drop the books' reference
   if (!g->terminated) {
     g->terminated = true;
+    open_requests_.fetch_sub(1);  // before the event: the client must not see it first
     g->sink(std::move(error));
     for (RequestId id : g->ids) {
       if (id != live.id) scheduler_->Cancel(id);  // they end silently (terminated)
@@ -491,20 +527,25 @@ void ModelEngine::Complete(Live& live, const Request& r) {
   // Cached prompt tokens of each prompt's first choice (its siblings reuse that prompt).
   if (live.index % g->prepared.n == 0) g->usage.cached_tokens += live.cached_tokens;
   const char* finish = FinishReasonText(r.finish_reason);
+  nlohmann::json choice_lifeline = ChoiceLifeline(live, r);
+  if (choice_lifeline["truncated"] == true && g->truncation.is_null()) {
+    g->truncation = choice_lifeline;
+  }
   --g->open;
-  if (!g->terminated && g->n_choices > 1) g->sink(GenerationEvent::ChoiceDone(live.index, finish));
+  if (!g->terminated && g->n_choices > 1) {
+    g->sink(GenerationEvent::ChoiceDone(live.index, finish, choice_lifeline));
+  }
   if (!g->terminated && g->open == 0) {
     g->terminated = true;
+    open_requests_.fetch_sub(1);  // before the event: the client must not see it first
     nlohmann::json timings = tm.ToJson(g->usage.prompt_tokens, g->usage.cached_tokens,
                                        g->usage.completion_tokens, live.preemptions);
-    // The `lifeline` extension object: what the SLO ladder did to this request.
+    // The `lifeline` extension object: what the SLO ladder did to this request (any choice).
     nlohmann::json ext = nlohmann::json::object();
-    if (live.deadline_stopped) {
+    if (!g->truncation.is_null()) {
       ext["truncated"] = true;
-      ext["reason"] = "deadline";
-    } else if (!live.cap_reason.empty() && r.finish_reason == FinishReason::kLength) {
-      ext["truncated"] = true;
-      ext["reason"] = live.cap_reason;
+      ext["reason"] = g->truncation["reason"];
+      ext["detail"] = g->truncation["detail"];
     }
     if (live.trim.turns > 0) {
       ext["context_trim"] = {{"turns", live.trim.turns},
@@ -514,6 +555,7 @@ void ModelEngine::Complete(Live& live, const Request& r) {
     if (!ext.empty()) timings["lifeline"] = std::move(ext);
     RecordFinished(live);
     GenerationEvent done = GenerationEvent::Done(finish, g->usage, std::move(timings));
+    done.lifeline = std::move(choice_lifeline);
     done.timed_until = tm.mark;  // the server charges the rest as handoff_ms
     g->sink(std::move(done));
   }

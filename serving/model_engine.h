@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -136,6 +137,8 @@ class ModelEngine {
   ModelEngine(const ModelEngine&) = delete;
   ModelEngine& operator=(const ModelEngine&) = delete;
 
+  // Starts the engine thread; with options.calibrate, returns once the calibration steps
+  // ran (admission then predicts from the first request on).
   void Start();
   // Ends every live request with a terminal error ("shutting_down") and joins the thread.
   void Stop();
@@ -152,6 +155,8 @@ class ModelEngine {
   // Prompt tokens accepted and not yet scheduled (for admission's queue estimate).
   int64_t QueuedPromptTokens() const { return queued_prompt_tokens_.load(); }
   int64_t QueuedRequests() const { return accepted_not_started_.load(); }
+  // Accepted requests not yet ended (queued or running).
+  int64_t OpenRequests() const { return open_requests_.load(); }
   // The work ahead of a request arriving at `now_us` (steady clock, us), for admission's
   // TTFT prediction: the queue above, plus what the engine thread publishes at each step
   // (running prefill left, decoding sequences, the step token budget, the estimated end of
@@ -215,6 +220,7 @@ class ModelEngine {
   // A choice the scheduler finished as completed: its last text, then kChoiceDone (several
   // choices) and, when it was the last one open, the request's terminal kDone.
   void Complete(Live& live, const Request& r);
+  static nlohmann::json ChoiceLifeline(const Live& live, const Request& r);
   // Ends the whole request with `error` (once); its other choices are cancelled.
   void FailGroup(Live& live, server::GenerationEvent error);
   // Queue and sequence bookkeeping of a choice that leaves the engine (idempotent).
@@ -279,7 +285,11 @@ class ModelEngine {
   bool stop_ = false;
   std::atomic<int64_t> accepted_not_started_{0};  // in the inbox or waiting (for the 429 bound)
   std::atomic<int64_t> heartbeat_ns_{0};
+  std::promise<void> calibrated_;  // set by the engine thread after Calibrate()
   std::atomic<int64_t> queued_prompt_tokens_{0};
+  // Accepted requests whose terminal event has not gone out; lowered just before it does,
+  // so a client never sees its answer while admission still counts the request.
+  std::atomic<int64_t> open_requests_{0};
   // Engine thread writes once per step; Submit threads read (Load).
   std::atomic<int64_t> running_prefill_tokens_{0};
   std::atomic<int32_t> running_decodes_{0};

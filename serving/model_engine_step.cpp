@@ -281,6 +281,7 @@ slo::QueueLoad ModelEngine::Load(int64_t now_us) const {
   l.running_prefill_tokens = running_prefill_tokens_.load(std::memory_order_relaxed);
   l.running_decodes = running_decodes_.load(std::memory_order_relaxed);
   l.step_token_budget = step_token_budget_.load(std::memory_order_relaxed);
+  l.open_requests = open_requests_.load();
   // Past the estimate (the step overran) nothing is added: the overrun is not predictable.
   const int64_t end_us = step_end_estimate_us_.load(std::memory_order_relaxed);
   if (end_us > now_us) l.step_left_ms = static_cast<double>(end_us - now_us) / 1000.0;
@@ -389,6 +390,7 @@ void ModelEngine::PublishSnapshot() {
 
 void ModelEngine::Loop() {
   if (options_.calibrate) Calibrate();
+  calibrated_.set_value();
   for (;;) {
     heartbeat_ns_.store(Clock::now().time_since_epoch().count());
     {

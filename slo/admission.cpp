@@ -47,6 +47,7 @@ AdmissionDecision RouteOrShed(const AdmissionRequest& r, int32_t retry_after_s,
 void ApplyTruncation(const SloConfig& c, const AdmissionRequest& r,
                      const SpeedEstimator& speeds, AdmissionDecision* d) {
   int64_t cap = c.ladder.truncate_max_tokens;
+  std::string why = Fmt("ladder.truncate_max_tokens %lld", static_cast<long long>(cap));
   const auto decode_ms = speeds.decode_ms_per_token();
   if (r.budget.e2e_budget_ms) {
     d->stop_at_deadline = true;
@@ -58,14 +59,31 @@ void ApplyTruncation(const SloConfig& c, const AdmissionRequest& r,
       const auto fit = 1 + static_cast<int64_t>(std::floor(std::max(0.0, left_ms) / *decode_ms));
       const int64_t floor_tokens =
           std::min(c.ladder.truncate_min_tokens, c.ladder.truncate_max_tokens);
-      cap = std::min(cap, std::max(fit, floor_tokens));
+      const int64_t by_budget = std::max(fit, floor_tokens);
+      if (by_budget < cap) {
+        cap = by_budget;
+        why = fit >= floor_tokens
+                  ? Fmt("what fits the e2e budget %.0f ms at %.2f ms/token",
+                        *r.budget.e2e_budget_ms, *decode_ms)
+                  : Fmt("the floor ladder.truncate_min_tokens %lld (the e2e budget %.0f ms "
+                        "fits %lld)",
+                        static_cast<long long>(floor_tokens), *r.budget.e2e_budget_ms,
+                        static_cast<long long>(fit));
+      }
     }
   }
-  if (cap < r.max_tokens) d->max_tokens_cap = cap;
+  if (cap < r.max_tokens) {
+    d->max_tokens_cap = cap;
+    d->cap_reason = Fmt("class %s at ladder level truncate: max_tokens %lld capped to %lld (",
+                        r.budget.slo_class.c_str(), static_cast<long long>(r.max_tokens),
+                        static_cast<long long>(cap)) +
+                    why + ")";
+  }
 }
 
 // Nothing waits on the model and nothing runs there: the request would start at once.
 bool Idle(const QueueLoad& l) {
+  if (l.open_requests >= 0) return l.open_requests == 0;
   return l.queued_requests <= 0 && l.queued_prefill_tokens <= 0 &&
          l.running_prefill_tokens <= 0 && l.running_decodes <= 0;
 }

@@ -130,6 +130,9 @@ struct QueueLoad {
   int32_t running_decodes = 0;        // sequences decoding: one token in every step
   double step_left_ms = 0;            // estimated time left in the step being computed
   int64_t step_token_budget = 0;      // tokens per step (0: unknown, no chunking)
+  // Accepted requests not yet ended, counted exactly (the fields above are per-step
+  // snapshots and may lag a step); < 0: unknown, idleness is judged from the fields above.
+  int64_t open_requests = -1;
 };
 
 struct Prediction {
@@ -168,6 +171,7 @@ struct AdmissionDecision {
   std::optional<int64_t> max_tokens_cap;  // kAdmit at level >= truncate, when below max_tokens
   bool stop_at_deadline = false;          // kAdmit at level >= truncate with an e2e budget
   bool trim_context = false;              // kAdmit at level >= trim_context, request allows
+  std::string cap_reason;                 // with max_tokens_cap: what set the cap
   // kAdmit although predicted to miss: a probe of a stale estimate. The caller must win
   // SpeedEstimator::TryClaimProbe, else decide again with probe_due = false.
   bool probe = false;

@@ -142,10 +142,17 @@ void Controller::Transition(const SloClass& cls, int64_t now_us, Level to, std::
 }
 
 bool Controller::StepClass(const SloClass& cls, int64_t now_us, const Pressure& p,
-                           const Pressure* fresh, ClassState* st, TickResult* out) {
+                           const Pressure* fresh, bool idle, ClassState* st,
+                           TickResult* out) {
   const LadderParams& lp = config_.ladder;
   st->last = p;
   const auto level = static_cast<int32_t>(st->level);
+  if (level > 0 && idle) {
+    // Nothing runs or waits anywhere: whatever the window remembers, no request is being
+    // degraded for anyone's benefit. An idle tick is a healthy tick.
+    return Recover(cls, now_us, Pressure{}, /*since_transition=*/false, st, out,
+                   "no request in flight (idle)");
+  }
   if (p.has_signal && p.ratio > lp.enter_ratio) {
     // Overloaded by the whole window. Since the last transition, though, the class may have
     // been idle (no sample at all) or healthy: the window then only remembers the burst
@@ -190,7 +197,8 @@ bool Controller::StepClass(const SloClass& cls, int64_t now_us, const Pressure& 
 }
 
 bool Controller::Recover(const SloClass& cls, int64_t now_us, const Pressure& p,
-                         bool since_transition, ClassState* st, TickResult* out) {
+                         bool since_transition, ClassState* st, TickResult* out,
+                         const char* idle_reason) {
   const LadderParams& lp = config_.ladder;
   const auto level = static_cast<int32_t>(st->level);
   ++st->healthy_ticks;
@@ -202,7 +210,8 @@ bool Controller::Recover(const SloClass& cls, int64_t now_us, const Pressure& p,
   const int32_t ticks = st->healthy_ticks;
   const char* where = since_transition ? " since the last transition" : "";
   std::string reason =
-      p.has_signal
+      idle_reason != nullptr ? Fmt("%s for %d ticks", idle_reason, ticks)
+      : p.has_signal
           ? Fmt("%s p95 %.1f ms < %.2f x target %.1f ms%s for %d ticks",
                 MetricName(p.metric).data(), p.p95_ms, lp.recover_ratio, p.target_ms, where,
                 ticks)
@@ -270,7 +279,12 @@ TickResult Controller::Tick(int64_t now_us, const TrackerSnapshot& snapshot) {
         series->since_change) {
       fresh = PressureOfStats(cls, *series->since_change, config_.controller.min_samples);
     }
-    changed |= StepClass(cls, now_us, p, fresh ? &*fresh : nullptr, &st, &out);
+    // Idle: nothing in flight anywhere, and no sample of this class since the previous tick
+    // (so the requests that just finished are judged first, on their own samples).
+    const bool idle = snapshot.live_requests.has_value() && *snapshot.live_requests == 0 &&
+                      (series == nullptr ||
+                       now_us - series->last_record_us >= config_.controller.tick_ms * 1000);
+    changed |= StepClass(cls, now_us, p, fresh ? &*fresh : nullptr, idle, &st, &out);
     changed |= StepMargin(p, &st);
   }
   for (ModelState& m : models_) changed |= StepModel(now_us, snapshot, &m, &out);

@@ -256,6 +256,11 @@ TEST_F(SloEngineTest, AtLevelOneARunningRequestStopsAtItsDeadline) {
   ASSERT_TRUE(done.timings.contains("lifeline")) << done.timings.dump();
   EXPECT_EQ(done.timings["lifeline"]["truncated"], true);
   EXPECT_EQ(done.timings["lifeline"]["reason"], "deadline");
+  // The choice's own object, which the server puts on the choice.
+  EXPECT_EQ(done.lifeline["truncated"], true);
+  EXPECT_EQ(done.lifeline["reason"], "deadline");
+  EXPECT_EQ(done.lifeline["requested_max_tokens"], 60);
+  EXPECT_EQ(done.lifeline["generated_tokens"], done.usage.completion_tokens);
   EXPECT_EQ(OutcomeCount("deadline_stop"), 1u);
   EXPECT_EQ(engine_->Snapshot().deadline_stops, 1);
   ExpectDrained();

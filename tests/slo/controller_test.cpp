@@ -515,5 +515,40 @@ TEST(ControllerTest, AfterABurstAnIdleServerIsBackToNormalBeforeTheWindowDrains)
   EXPECT_GT(snap.FindClass("chat")->window[static_cast<size_t>(Metric::kTtft)].count, 0u);
 }
 
+// After a burst the samples since the transition are slow too (the burst's own requests
+// finished at level 1). With nothing in flight and no new sample for a tick the class is
+// idle: the level falls though the window and the fresh samples are still over target.
+TEST(ControllerTest, NothingInFlightIsIdleWhateverTheWindowRemembers) {
+  auto burst = [](int64_t last_record_us, std::optional<int64_t> live) {
+    TrackerSnapshot s = ClassTtftWithFresh("chat", 900, 100, 900, 50);
+    s.by_class.back().last_record_us = last_record_us;
+    s.live_requests = live;
+    return s;
+  };
+  SloConfig cfg = LadderConfig();  // tick 200 ms, recover_ticks 3, min_dwell 1000 ms
+  cfg.ladder.raise_interval_ms = 60'000;  // one raise only: level 1 is the one under test
+  Controller ctl(cfg, {}, 0);
+  ctl.Tick(0, ClassTtft("chat", 900));
+  ASSERT_EQ(LevelOf(ctl, "chat"), 1);
+  // Requests still running, or the last sample within the last tick: not idle, hold.
+  ctl.Tick(1 * kTickUs, burst(1 * kTickUs, 2));
+  ctl.Tick(2 * kTickUs, burst(2 * kTickUs - 1000, 0));
+  ctl.Tick(3 * kTickUs, burst(1 * kTickUs, std::nullopt));  // unknown: never idle
+  EXPECT_EQ(LevelOf(ctl, "chat"), 1);
+  // Idle from tick 4: three idle ticks and the dwell by tick 6.
+  std::vector<int> levels;
+  for (int k = 4; k <= 7; ++k) {
+    ctl.Tick(k * kTickUs, burst(2 * kTickUs - 1000, 0));
+    levels.push_back(LevelOf(ctl, "chat"));
+  }
+  EXPECT_EQ(levels, (std::vector<int>{1, 1, 0, 0}));
+  EXPECT_EQ(ctl.RecentEvents().back().reason, "no request in flight (idle) for 3 ticks");
+  // Idle never raises either: the window's old samples are no reason to degrade.
+  Controller fresh(LadderConfig(), {}, 0);  // raise_interval_ms 0
+  fresh.Tick(0, ClassTtft("chat", 900));
+  fresh.Tick(1 * kTickUs, burst(0, 0));
+  EXPECT_EQ(LevelOf(fresh, "chat"), 1);
+}
+
 }  // namespace
 }  // namespace lifeline::slo
