@@ -50,6 +50,7 @@ struct ServeFlags {
   std::vector<std::string> remotes;    // NAME=URL#MODEL
   int64_t remote_connect_timeout_ms = 5000;
   int64_t remote_timeout_ms = 300000;
+  bool no_mmap = false;                // read model files into memory instead of mapping them
 };
 
 // The config file's (or the defaults) plus one remote [[models]] entry per --remote flag.
@@ -245,7 +246,7 @@ int RunServe(ServeFlags f) {
         return Fail(InvalidArgument("--model: '" + name + "' is already a remote model name"));
       }
     }
-    auto loaded = LoadModel(path, **kernels, /*mlock=*/false);
+    auto loaded = LoadModel(path, **kernels, /*mlock=*/false, /*no_repack=*/false, f.no_mmap);
     if (!loaded.ok()) return Fail(Status(loaded.status().code(), path + ": " + loaded.status().message()));
     serving::ModelEngineOptions o;
     o.name = name;
@@ -361,6 +362,9 @@ CommandFn RegisterServe(CLI::App& root) {
   cmd->add_option("--isa", f->isa, "Force a kernel level: scalar, avx2, avx512");
   cmd->add_option("--kv-type", f->kv_type, "KV cache storage type: f16, f32, q8_0")
       ->capture_default_str();
+  cmd->add_flag("--no-mmap", f->no_mmap,
+                "Read model files into memory instead of mapping them: later changes to the "
+                "files cannot affect the server (a mapped file that changes fails its model)");
   return [f] { return RunServe(*f); };
 }
 

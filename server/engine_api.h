@@ -283,6 +283,9 @@ class EngineApi {
   virtual std::vector<ModelInfo> Models() const = 0;
   // True when a model is loaded and the engine loop is alive (engine heartbeat fresh).
   virtual bool Ready() const = 0;
+  // When not Ready(): why, if the engine knows (e.g. a model whose file changed under it);
+  // "" otherwise. GET /ready puts it in its 503.
+  virtual std::string NotReadyReason() const { return {}; }
   // Non-blocking. On acceptance the engine later calls `sink` with token events and exactly
   // one terminal event (kDone or kError), never after that one.
   virtual SubmitResult Submit(GenerationRequest request, GenerationSink sink) = 0;

@@ -398,8 +398,12 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
       switch (match.spec->route) {
         case Route::kHealth:
           return Respond(HealthResponse(), match.label);
-        case Route::kReady:
-          return Respond(ReadyResponse(engine.Ready(), core_->draining.load()), match.label);
+        case Route::kReady: {
+          const bool ready = engine.Ready();
+          return Respond(ReadyResponse(ready, core_->draining.load(),
+                                       ready ? std::string() : engine.NotReadyReason()),
+                         match.label);
+        }
         case Route::kModels:
           return Respond(ModelsResponse(engine.Models()), match.label);
         case Route::kModel:
@@ -481,8 +485,10 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
                      label);
     }
     if (!engine.Ready()) {
-      return Respond(ErrorResponse(UnavailableError("engine is not ready", "not_ready",
-                                                    limits_.retry_after_s)),
+      const std::string why = engine.NotReadyReason();
+      return Respond(ErrorResponse(UnavailableError(
+                         why.empty() ? "engine is not ready" : "engine is not ready: " + why,
+                         "not_ready", limits_.retry_after_s)),
                      label);
     }
     if (auto err = CheckContentType(content_type)) return Respond(ErrorResponse(*err), label);

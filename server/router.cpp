@@ -314,15 +314,16 @@ std::optional<HttpResponse> PreflightResponse(std::string_view target,
 
 HttpResponse HealthResponse() { return JsonResponse(200, {{"status", "ok"}}); }
 
-HttpResponse ReadyResponse(bool engine_ready, bool draining) {
+HttpResponse ReadyResponse(bool engine_ready, bool draining, const std::string& reason) {
   if (draining) {
     // Retry-After: another instance (or this one, restarted) may take the request then.
     return ErrorResponse(UnavailableError("server is shutting down", "shutting_down", 1));
   }
   if (!engine_ready) {
-    return ErrorResponse(UnavailableError("engine is not ready (model loading or engine loop "
-                                          "not running)",
-                                          "not_ready", 1));
+    return ErrorResponse(UnavailableError(
+        reason.empty() ? "engine is not ready (model loading or engine loop not running)"
+                       : "engine is not ready: " + reason,
+        "not_ready", 1));
   }
   return JsonResponse(200, {{"status", "ready"}});
 }

@@ -107,7 +107,7 @@ std::optional<HttpResponse> PreflightResponse(
     std::optional<std::string_view> requested_headers = std::nullopt);
 
 HttpResponse HealthResponse();
-HttpResponse ReadyResponse(bool engine_ready, bool draining);
+HttpResponse ReadyResponse(bool engine_ready, bool draining, const std::string& reason = "");
 HttpResponse ModelsResponse(const std::vector<ModelInfo>& models);
 // GET /v1/models/{id}: the entry of `models` with that id (the shape of a /v1/models entry),
 // else 404 model_not_found naming `model`.

@@ -233,6 +233,17 @@ bool EngineService::Ready() const {
   return true;
 }
 
+std::string EngineService::NotReadyReason() const {
+  std::string out;
+  for (const auto& e : engines_) {
+    const std::string why = e->Failure();
+    if (why.empty()) continue;
+    if (!out.empty()) out += "; ";
+    out += "model '" + e->name() + "' failed: " + why;
+  }
+  return out;
+}
+
 server::SubmitResult EngineService::Submit(server::GenerationRequest request,
                                            server::GenerationSink sink) {
   const Member* member = nullptr;

@@ -1,6 +1,7 @@
 #include "serving/model_engine.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <utility>
 
 #include "engine/gguf/gguf_file.h"
@@ -186,9 +187,15 @@ void ModelEngine::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+std::string ModelEngine::Failure() const {
+  if (!failed_.load()) return {};
+  std::lock_guard<std::mutex> lock(failure_mu_);
+  return failure_;
+}
+
 bool ModelEngine::Healthy() const {
   const int64_t age_ns = Clock::now().time_since_epoch().count() - heartbeat_ns_.load();
-  return thread_.joinable() &&
+  return thread_.joinable() && !failed_.load() &&
          age_ns < std::chrono::duration_cast<std::chrono::nanoseconds>(options_.heartbeat_stale).count();
 }
 
@@ -295,6 +302,11 @@ std::optional<ApiError> ModelEngine::Submit(server::RequestHandle handle,
                                             server::GenerationRequest req,
                                             server::GenerationSink sink,
                                             const SubmitSlo* slo) {
+  if (failed_.load()) {
+    return ServerError(503, "unavailable", "model_failed",
+                       "model '" + options_.name + "' failed: " + Failure() +
+                           "; restart the server to load the file again");
+  }
   RequestTiming timing;
   timing.first_byte = req.timeline.first_byte;
   timing.mark = req.timeline.validated;
@@ -560,6 +572,30 @@ void ModelEngine::Complete(Live& live, const Request& r) {
     g->sink(std::move(done));
   }
   Retire(live);
+}
+
+void ModelEngine::FailModel(const Status& why) {
+  {
+    std::lock_guard<std::mutex> lock(failure_mu_);
+    failure_ = why.message();
+  }
+  failed_.store(true);
+  std::fprintf(stderr,
+               "lifeline serve: model '%s' failed: %s; its requests end with 503 model_failed "
+               "and it is not ready until the server is restarted\n",
+               options_.name.c_str(), why.message().c_str());
+  FailAll("model_failed", "model '" + options_.name + "' failed: " + why.message(), 503);
+}
+
+bool ModelEngine::CheckFile(bool now) {
+  if (failed_.load()) return false;
+  const auto t = Clock::now();
+  if (!now && t - file_checked_ < std::chrono::milliseconds(500)) return true;
+  file_checked_ = t;
+  Status s = model_->file().Integrity();
+  if (s.ok()) return true;
+  FailModel(s);
+  return false;
 }
 
 void ModelEngine::FailAll(const std::string& code, const std::string& message, int http_status) {

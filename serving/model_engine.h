@@ -16,7 +16,12 @@
 // thread; everything else runs on the engine thread.
 // Failure: construction errors are Status values (KV budget too small, bad options); request
 // refusals are server::ApiError values (400 / 429); a forward-pass failure fails the
-// requests of that step with a 500 error event, and the loop goes on.
+// requests of that step with a 500 error event, and the loop goes on. A model file that
+// changes under the server (truncated: a guarded read fault; rewritten in place: its size or
+// mtime moved; GgufFile::Integrity, checked after every forward pass and twice a second
+// when idle) fails the model for good: the step's outputs are dropped, every request ends
+// with one 503 model_failed event, Submit refuses, Healthy() turns false and a line naming
+// the file goes to stderr. Restarting the server loads the new file.
 #pragma once
 
 #include <atomic>
@@ -166,6 +171,8 @@ class ModelEngine {
   void Cancel(server::RequestHandle handle);
 
   bool Healthy() const;
+  // Non-empty once the model failed (its file changed under it): why, naming the file.
+  std::string Failure() const;
   EngineSnapshot Snapshot() const;
   const std::string& name() const { return options_.name; }
   int64_t n_ctx() const { return n_ctx_; }
@@ -258,6 +265,10 @@ class ModelEngine {
                      Clock::time_point t_eval1);
   void PublishSnapshot();
   void FailAll(const std::string& code, const std::string& message, int http_status);
+  // The model's file changed under it: log, fail everything, refuse from now on.
+  void FailModel(const Status& why);
+  // GgufFile::Integrity, at most every 500 ms unless `now` (after a forward pass).
+  bool CheckFile(bool now);
 
   ModelEngineOptions options_;
   std::unique_ptr<LlamaModel> model_;
@@ -286,6 +297,10 @@ class ModelEngine {
   std::atomic<int64_t> accepted_not_started_{0};  // in the inbox or waiting (for the 429 bound)
   std::atomic<int64_t> heartbeat_ns_{0};
   std::promise<void> calibrated_;  // set by the engine thread after Calibrate()
+  std::atomic<bool> failed_{false};  // the model's file changed under it (FailModel)
+  mutable std::mutex failure_mu_;
+  std::string failure_;              // why (under failure_mu_)
+  Clock::time_point file_checked_{};  // engine thread: last Integrity() check
   std::atomic<int64_t> queued_prompt_tokens_{0};
   // Accepted requests whose terminal event has not gone out; lowered just before it does,
   // so a client never sees its answer while admission still counts the request.

@@ -237,6 +237,8 @@ bool ModelEngine::Step() {
   PublishStepLoad(plan, t_eval0);
   if (eval_status.ok()) eval_status = model_->Eval(batch, *ctx_, *pool_, logits_);
   const auto t_eval1 = Clock::now();
+  // Outputs computed from a file that changed under us are never sent.
+  if (!CheckFile(/*now=*/true)) return true;
   step_end_estimate_us_.store(0, std::memory_order_relaxed);
   if (eval_status.ok()) ObserveSpeeds(plan, batch.size(), t_eval0, t_eval1);
 
@@ -393,6 +395,14 @@ void ModelEngine::Loop() {
   calibrated_.set_value();
   for (;;) {
     heartbeat_ns_.store(Clock::now().time_since_epoch().count());
+    if (failed_.load() || !CheckFile(/*now=*/false)) {
+      // A failed model answers every request with its error and computes nothing.
+      FailAll("model_failed", "model '" + options_.name + "' failed: " + Failure(), 503);
+      std::unique_lock<std::mutex> lock(mu_);
+      if (stop_) break;
+      cv_.wait_for(lock, std::chrono::milliseconds(250), [&] { return stop_ || !inbox_.empty(); });
+      continue;
+    }
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (stop_) break;

@@ -6,9 +6,16 @@
 //   - a truncation by the SLO ladder is visible in the fields a client reads (finish_reason
 //     stays "length"; `lifeline` on every choice, X-Lifeline-Truncated, a final stream
 //     event), and the ladder leaves level 1 once the server is idle, long before its 30 s
-//     window forgets the burst.
+//     window forgets the burst;
+//   - a model file truncated under the running server fails that model cleanly: the
+//     request in flight ends with one error event, /ready answers 503 naming the file, the
+//     log names it, and the process lives on (and exits 0 on SIGTERM); with --no-mmap the
+//     same truncation changes nothing.
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -213,6 +220,103 @@ TEST_F(TruncationTest, ACutSaysSoInEveryChoiceHeaderAndStreamAndIdleEndsIt) {
   EXPECT_EQ(fj["usage"]["completion_tokens"], 40);
   EXPECT_EQ(fj["choices"][0]["lifeline"], json({{"truncated", false}}));
   EXPECT_EQ(full->Header("x-lifeline-truncated"), "");
+}
+
+// A private copy of stories260K that the test may truncate.
+class TruncatedModelTest : public LiveServerTest {
+ protected:
+  TruncatedModelTest() {
+    char tmpl[] = "/tmp/lifeline-model-XXXXXX";
+    if (::mkdtemp(tmpl) != nullptr) dir_ = tmpl;
+    path_ = dir_ + "/copy.gguf";
+    std::filesystem::copy_file(ModelPath("stories260K.gguf"), path_);
+  }
+  ~TruncatedModelTest() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::vector<std::string> ServeArgs() const override {
+    std::vector<std::string> a = {"--model", "stories=" + path_, "--threads", "1",
+                                  "--kv-memory", "16"};
+    if (no_mmap_) a.push_back("--no-mmap");
+    return a;
+  }
+  // A long stream in flight when the file is cut to 4 KiB; returns the stream's body.
+  std::string TruncateDuringAStream() {
+    HttpTestClient c(port());
+    json body = GreedyCompletion("Once", 1500, /*stream=*/true);
+    body["ignore_eos"] = true;
+    EXPECT_TRUE(c.Send(PostRequest("/v1/completions", body.dump())));
+    EXPECT_TRUE(c.ReadUntil("data: ", 10s));
+    EXPECT_EQ(::truncate(path_.c_str(), 4096), 0);
+    auto r = c.ReadResponse(30s);
+    EXPECT_TRUE(r);
+    return r ? r->body : std::string();
+  }
+  std::string dir_;
+  std::string path_;
+  bool no_mmap_ = false;
+};
+
+TEST_F(TruncatedModelTest, ATruncatedModelFileFailsItsModelNotTheProcess) {
+  const std::vector<std::string> events = SseData(TruncateDuringAStream());
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(std::count(events.begin(), events.end(), "[DONE]"), 0);
+  const json last = json::parse(events.back(), nullptr, false);
+  EXPECT_EQ(last["error"]["code"], "model_failed") << events.back();
+  EXPECT_NE(last["error"]["message"].get<std::string>().find(path_), std::string::npos);
+  int errors = 0;
+  for (const std::string& e : events) errors += e.find("\"error\"") != std::string::npos;
+  EXPECT_EQ(errors, 1);
+  auto ready = Get("/ready");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 503);
+  EXPECT_NE(ready->body.find(path_), std::string::npos) << ready->body;
+  auto next = Post("/v1/completions", GreedyCompletion("Once", 4));
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->status, 503) << next->body;
+  EXPECT_NE(server().StderrText().find(path_), std::string::npos) << server().StderrText();
+  EXPECT_TRUE(server().running());
+  // TearDown: ledger reconciled, SIGTERM exits 0.
+}
+
+// Overwritten in place (same size, new bytes): before, every request failed with 500
+// engine_error while /ready said 200. Now the model fails as a whole and says why.
+TEST_F(TruncatedModelTest, AModelFileRewrittenInPlaceFailsItsModel) {
+  ASSERT_EQ(Post("/v1/completions", GreedyCompletion("Once", 4))->status, 200);
+  {
+    const int fd = ::open(path_.c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    std::vector<char> junk(64 * 1024, 'x');
+    ASSERT_EQ(::pwrite(fd, junk.data(), junk.size(), 4096), static_cast<ssize_t>(junk.size()));
+    const timespec times[2] = {{0, UTIME_OMIT}, {1'900'000'000, 0}};
+    ASSERT_EQ(::futimens(fd, times), 0);
+    ::close(fd);
+  }
+  auto r = Post("/v1/completions", GreedyCompletion("Once", 4));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503) << r->body;
+  auto ready = Get("/ready");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 503);
+  EXPECT_NE(ready->body.find("modified in place"), std::string::npos) << ready->body;
+}
+
+class NoMmapModelTest : public TruncatedModelTest {
+ protected:
+  NoMmapModelTest() { no_mmap_ = true; }
+};
+
+TEST_F(NoMmapModelTest, WithNoMmapATruncatedFileChangesNothing) {
+  const std::vector<std::string> events = SseData(TruncateDuringAStream());
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back(), "[DONE]");
+  auto ready = Get("/ready");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 200) << ready->body;
+  auto next = Post("/v1/completions", GreedyCompletion("Once", 4));
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->status, 200) << next->body;
 }
 
 }  // namespace
