@@ -30,6 +30,7 @@
 
 #include "engine/toolcall/format.h"
 #include "server/choice_assembler.h"
+#include "server/http_framing.h"
 #include "server/http_message.h"
 #include "server/openai.h"
 #include "server/responses.h"
@@ -62,28 +63,6 @@ std::string NewRequestId(ServerCore& core, const char* prefix) {
   std::snprintf(buf, sizeof buf, "%s%016llx%08llx", prefix,
                 static_cast<unsigned long long>(core.id_salt), static_cast<unsigned long long>(n));
   return buf;
-}
-
-// The comma-separated codings of Transfer-Encoding, trimmed and lower-cased; empty list
-// elements are skipped (RFC 9110 5.6.1). A coding with parameters stays whole ("chunked;x=1"),
-// so it is never mistaken for chunked.
-std::vector<std::string> TransferCodings(std::string_view value) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i <= value.size()) {
-    size_t end = value.find(',', i);
-    if (end == std::string_view::npos) end = value.size();
-    std::string_view item = value.substr(i, end - i);
-    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
-    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
-    if (!item.empty()) {
-      std::string lower(item);
-      for (char& c : lower) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c;
-      out.push_back(std::move(lower));
-    }
-    i = end + 1;
-  }
-  return out;
 }
 
 double MsBetween(Clock::time_point a, Clock::time_point b) {
@@ -260,45 +239,16 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
                      [self = shared_from_this()](ErrorCode ec, size_t) { self->OnBody(ec); });
   }
 
-  // RFC 9112 6.1 / 6.3: a body is framed by Content-Length, or by a Transfer-Encoding whose
-  // last coding is chunked (once). Anything else would make this server and a proxy in front
-  // of it disagree about where the request ends (request smuggling), so it is refused before
-  // a body byte is read, and the connection closes (RespondAndClose) instead of parsing what
-  // follows as the next request.
+  // RFC 9112 6.1 / 6.3 (http_framing.h): refused before a body byte is read, and the
+  // connection closes (RespondAndClose) instead of parsing what follows as the next request.
   template <class Request>
   std::optional<ApiError> CheckFraming(const Request& req) const {
-    std::string codings;
-    bool has_te = false;
+    std::vector<std::string_view> te;
     for (const auto& field : req) {
-      if (field.name() != http::field::transfer_encoding) continue;
-      has_te = true;
-      if (!codings.empty()) codings += ",";
-      codings += std::string(View(field.value()));
+      if (field.name() == http::field::transfer_encoding) te.push_back(View(field.value()));
     }
-    if (!has_te) return std::nullopt;
-    auto refuse = [](int status, std::string message) {
-      return ApiError{status, "invalid_request_error",
-                      status == 501 ? "unsupported_transfer_coding" : "bad_transfer_encoding",
-                      std::move(message), "", 0};
-    };
-    const std::string shown = "Transfer-Encoding '" + codings.substr(0, 128) + "'";
-    if (req.version() < 11) return refuse(400, shown + " in an HTTP/1.0 request");
-    if (req.find(http::field::content_length) != req.end()) {
-      return refuse(400, shown + " together with Content-Length");
-    }
-    const std::vector<std::string> list = TransferCodings(codings);
-    if (list.empty() || list.back() != "chunked") {
-      return refuse(400, shown + " does not end in chunked: the body length cannot be "
-                             "determined (RFC 9112 6.3)");
-    }
-    for (size_t i = 0; i + 1 < list.size(); ++i) {
-      if (list[i] == "chunked") return refuse(400, shown + " applies chunked twice");
-    }
-    if (list.size() > 1) {
-      return refuse(501, shown + ": only chunked is supported, the coding '" +
-                             list.front().substr(0, 32) + "' is not");
-    }
-    return std::nullopt;
+    return CheckTransferEncoding(te, static_cast<int>(req.version()),
+                                 req.find(http::field::content_length) != req.end());
   }
 
   template <class Request>
