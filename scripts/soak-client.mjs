@@ -40,7 +40,8 @@ const host = target.hostname, port = Number(target.port || 80);
 // stream without [DONE] or an error event). `status`: every HTTP status we read, by code.
 const books = {
   sent: {}, accepted: 0, completed: 0, cancelled: 0, cancelled_after_done: 0, error_event: 0,
-  cut: 0, status: {}, no_response: 0, connect_errors: 0, max_in_flight: 0,
+  cut: 0, status: {}, errors: {}, error_examples: {}, no_response: 0, connect_errors: 0,
+  max_in_flight: 0,
 };
 let inFlight = 0;
 const count = (obj, key) => { obj[key] = (obj[key] || 0) + 1; };
@@ -133,7 +134,22 @@ function parseResponses(buf) {
 }
 
 function noteStatuses(responses) {
-  for (const r of responses) count(books.status, String(r.status));
+  for (const r of responses) {
+    count(books.status, String(r.status));
+    if (r.status !== 200) {
+      // Which error, and one message of each, for the report.
+      let code = 'unparsed';
+      let message = '';
+      try {
+        const e = JSON.parse(r.body).error;
+        code = e.code || e.type || 'none';
+        message = e.message || '';
+      } catch (_) { /* an incomplete or non-JSON body */ }
+      const key = `${r.status} ${code}`;
+      count(books.errors, key);
+      if (!(key in books.error_examples)) books.error_examples[key] = message.slice(0, 300);
+    }
+  }
   if (!responses.length) books.no_response++;
 }
 
