@@ -30,7 +30,7 @@ NAMES=("$@")
 JOBS="${FUZZ_JOBS:-1}"
 B=build-fuzz
 CXX_FUZZ="${CXX_FUZZ:-clang++}"
-command -v "$CXX_FUZZ" >/dev/null || { echo "fuzz: $CXX_FUZZ not found (apt install clang)" >&2; exit 2; }
+command -v "$CXX_FUZZ" >/dev/null || scripts/install-deps.sh --fuzz
 
 LAUNCHER=()
 command -v ccache >/dev/null && LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)

@@ -11,12 +11,6 @@
 #include <string>
 #include <vector>
 
-#include <linux/sockios.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/ioctl.h>
-#include <sys/socket.h>
-
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -36,6 +30,7 @@
 #include "server/responses.h"
 #include "server/router.h"
 #include "server/server_core.h"
+#include "server/socket_queue.h"
 #include "server/token_endpoints.h"
 
 namespace lifeline::server {
@@ -732,29 +727,17 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
   }
 
   // Output the client has not taken: queued here, being written, and what the kernel still
-  // holds in the socket's send queue (SIOCOUTQ: not yet acknowledged by the peer). Counting
-  // the kernel's part keeps max_stream_buffer_bytes meaningful whatever size the kernel
-  // grows the send buffer to (megabytes on Linux); the part of out_inflight_ already handed
-  // to the kernel is counted twice, so the cap may trigger up to one write early.
-  size_t PendingBytes() const {
-    int queued = 0;
-    if (::ioctl(const_cast<tcp::socket&>(socket_).native_handle(), SIOCOUTQ, &queued) != 0 ||
-        queued < 0) {
-      queued = 0;
-    }
-    return out_pending_.size() + out_inflight_.size() + static_cast<size_t>(queued);
+  // holds in the socket's send queue (not yet acknowledged by the peer). Counting the
+  // kernel's part keeps max_stream_buffer_bytes meaningful whatever size the kernel grows the
+  // send buffer to (megabytes on Linux); the part of out_inflight_ already handed to the
+  // kernel is counted twice, so the cap may trigger up to one write early.
+  size_t PendingBytes() {
+    return out_pending_.size() + out_inflight_.size() +
+           KernelQueuedBytes(socket_.native_handle());
   }
 
-  // True when every byte the kernel sent was acknowledged (the peer is alive) while more
-  // wait in the send queue: the peer's receive window is closed because it does not read.
-  bool PeerStoppedReading() const {
-    const int fd = const_cast<tcp::socket&>(socket_).native_handle();
-    tcp_info info{};
-    socklen_t len = sizeof info;
-    if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return false;
-    int queued = 0;
-    if (::ioctl(fd, SIOCOUTQ, &queued) != 0) return false;
-    return info.tcpi_unacked == 0 && (queued > 0 || !out_inflight_.empty());
+  bool PeerStoppedReading() {
+    return server::PeerStoppedReading(socket_.native_handle(), !out_inflight_.empty());
   }
 
   void Send(std::string_view bytes) {
