@@ -79,7 +79,7 @@ Result<const KernelTable*> SelectKernels(const std::string& isa_flag) {
 }
 
 Result<LoadedModel> LoadModel(const std::string& path, const KernelTable& kernels, bool mlock,
-                              bool no_repack) {
+                              bool no_repack, bool no_mmap) {
   ModelLoadOptions load;
   load.repack = !no_repack;
   if (const char* env = std::getenv("LIFELINE_REPACK"); env != nullptr && *env != '\0') {
@@ -92,6 +92,7 @@ Result<LoadedModel> LoadModel(const std::string& path, const KernelTable& kernel
   }
   GgufOpenOptions opts;
   opts.mlock = mlock;
+  opts.copy_to_memory = no_mmap;
   LL_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(path, opts));
   LoadedModel out;
   LL_ASSIGN_OR_RETURN(out.tokenizer, Tokenizer::FromGguf(*file));

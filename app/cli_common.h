@@ -57,7 +57,9 @@ struct LoadedModel {
 // `no_repack` or the environment variable LIFELINE_REPACK=0 turns that off (for A/B runs and
 // memory-tight hosts: repacked matrices live in anonymous memory, not the file mapping).
 // An unknown LIFELINE_REPACK value is an InvalidArgument naming the variable.
+// `no_mmap`: the file is read into private memory instead of mapped (GgufOpenOptions::
+// copy_to_memory), so changing the file afterwards cannot affect the process.
 Result<LoadedModel> LoadModel(const std::string& path, const KernelTable& kernels, bool mlock,
-                              bool no_repack = false);
+                              bool no_repack = false, bool no_mmap = false);
 
 }  // namespace lifeline::app

@@ -51,6 +51,8 @@ struct ServeFlags {
   std::vector<std::string> remotes;    // NAME=URL#MODEL
   int64_t remote_connect_timeout_ms = 5000;
   int64_t remote_timeout_ms = 300000;
+  bool no_mmap = false;                // read model files into memory instead of mapping them
+  int64_t prefix_cache_reserve_tokens = 4096;  // ModelEngineOptions; -1: unlimited
 };
 
 // The config file's (or the defaults) plus one remote [[models]] entry per --remote flag.
@@ -246,7 +248,7 @@ int RunServe(ServeFlags f) {
         return Fail(InvalidArgument("--model: '" + name + "' is already a remote model name"));
       }
     }
-    auto loaded = LoadModel(path, **kernels, /*mlock=*/false);
+    auto loaded = LoadModel(path, **kernels, /*mlock=*/false, /*no_repack=*/false, f.no_mmap);
     if (!loaded.ok()) return Fail(Status(loaded.status().code(), path + ": " + loaded.status().message()));
     serving::ModelEngineOptions o;
     o.name = name;
@@ -260,6 +262,8 @@ int RunServe(ServeFlags f) {
     o.max_waiting = f.max_waiting;
     o.default_max_tokens = f.default_max_tokens;
     o.chat_template = f.chat_template;
+    o.calibrate = true;  // admission's speed estimate from the first request on
+    o.prefix_cache_reserve_tokens = f.prefix_cache_reserve_tokens;
     auto engine = serving::ModelEngine::Create(std::move(loaded->model),
                                                std::move(loaded->tokenizer), o);
     if (!engine.ok()) return Fail(Status(engine.status().code(), name + ": " + engine.status().message()));
@@ -361,6 +365,13 @@ CommandFn RegisterServe(CLI::App& root) {
   cmd->add_option("--isa", f->isa, "Force a kernel level: scalar, avx2, avx512");
   cmd->add_option("--kv-type", f->kv_type, "KV cache storage type: f16, f32, q8_0")
       ->capture_default_str();
+  cmd->add_option("--prefix-cache-reserve-tokens", f->prefix_cache_reserve_tokens,
+                  "Released prompt tokens the prefix cache keeps before reusing their KV blocks "
+                  "instead of touching new KV memory (-1: keep all until the pool is full)")
+      ->capture_default_str();
+  cmd->add_flag("--no-mmap", f->no_mmap,
+                "Read model files into memory instead of mapping them: later changes to the "
+                "files cannot affect the server (a mapped file that changes fails its model)");
   return [f] { return RunServe(*f); };
 }
 

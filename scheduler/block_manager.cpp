@@ -37,9 +37,7 @@ BlockManager::BlockManager(int32_t n_blocks, int32_t block_tokens, BlockHashFn h
   LL_CHECK(block_tokens >= 1);
   LL_CHECK(hash_fn != nullptr);
   blocks_.resize(static_cast<size_t>(n_blocks));
-  free_.reserve(blocks_.size());
-  // Pushed in reverse so block 0 is handed out first (readable test expectations).
-  for (BlockId b = n_blocks - 1; b >= 0; --b) free_.push_back(b);
+  // Fresh blocks go out in id order, block 0 first (readable test expectations).
 }
 
 BlockId BlockManager::FindCached(uint64_t hash, uint64_t parent_entry_id,
@@ -136,9 +134,14 @@ void BlockManager::Uncache(BlockId block) {
 
 BlockId BlockManager::TakeBlock() {
   BlockId id;
+  const bool fresh_left = next_fresh_ < n_blocks();
+  const bool cache_over_reserve =
+      cache_reserve_blocks_ >= 0 && static_cast<int64_t>(lru_.size()) > cache_reserve_blocks_;
   if (!free_.empty()) {
     id = free_.back();
     free_.pop_back();
+  } else if (fresh_left && !cache_over_reserve) {
+    id = next_fresh_++;
   } else {
     LL_CHECK(!lru_.empty());
     id = lru_.front();
@@ -261,7 +264,8 @@ std::span<const int32_t> BlockManager::CachedTokens(BlockId block) const {
 BlockManagerStats BlockManager::stats() const {
   BlockManagerStats s;
   s.blocks_total = n_blocks();
-  s.blocks_free = static_cast<int32_t>(free_.size());
+  s.blocks_free = static_cast<int32_t>(free_.size()) + (n_blocks() - next_fresh_);
+  s.blocks_touched = next_fresh_;
   s.blocks_evictable = static_cast<int32_t>(lru_.size());
   s.blocks_used = s.blocks_total - s.blocks_free - s.blocks_evictable;
   s.blocks_cached = static_cast<int32_t>(index_.size());
@@ -293,11 +297,13 @@ Status BlockManager::CheckInvariants() const {
                       std::to_string(s.blocks.size()));
     }
   }
-  std::vector<uint8_t> seen(n, 0);  // 1 = on the free list, 2 = on the LRU list
+  std::vector<uint8_t> seen(n, 0);  // 1 = free (recycled or fresh), 2 = on the LRU list
   for (BlockId b : free_) {
     if (seen[static_cast<size_t>(b)] != 0) return Internal(BlockName(b) + " listed twice");
+    if (b >= next_fresh_) return Internal(BlockName(b) + " is recycled but was never used");
     seen[static_cast<size_t>(b)] = 1;
   }
+  for (size_t i = static_cast<size_t>(next_fresh_); i < n; ++i) seen[i] = 1;
   for (auto it = lru_.begin(); it != lru_.end(); ++it) {
     const BlockId b = *it;
     if (seen[static_cast<size_t>(b)] != 0) return Internal(BlockName(b) + " listed twice");

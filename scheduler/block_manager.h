@@ -5,10 +5,19 @@
 // It never touches K/V bytes: the engine turns a block table into addresses in its KV memory.
 //
 // Block life cycle. A block is in exactly one of three places:
-//   free       - holds nothing useful; handed out first.
+//   free       - holds nothing useful; handed out first. Free blocks are recycled (used
+//                before: LIFO, most recently freed first) or fresh (never handed out: in id
+//                order, block 0 first).
 //   evictable  - unreferenced but holds a full, cached block; kept on an LRU list so a later
-//                prefix match can revive it; taken (and forgotten by the cache) only when the
-//                free list is empty, least recently released first.
+//                prefix match can revive it; taken (and forgotten by the cache) least recently
+//                released first.
+// Allocation order: recycled free blocks; then, while more than cache_reserve_blocks blocks
+// are evictable, the LRU evictable one; then a fresh block; then any evictable one. A fresh
+// block is memory the KV pool has never touched (the engine's KV mapping is resident only
+// where written), so with a finite reserve the blocks ever used -- the pool's resident
+// memory -- level off at the peak of blocks in use plus the reserve, instead of growing with
+// every distinct prompt until the whole pool is resident. Unlimited reserve (the default):
+// the prefix cache keeps everything until the fresh blocks run out.
 //   in use     - referenced by >= 1 block table (refcount = number of tables holding it).
 //
 // Prefix cache. A full block is identified by hash(parent hash, its block_tokens token ids),
@@ -72,6 +81,7 @@ struct BlockManagerStats {
   int64_t prefix_lookup_tokens = 0;   // tokens offered to MatchPrefix
   int64_t prefix_hit_tokens = 0;      // of those, served from cached blocks
   int64_t evictions = 0;              // cached blocks forgotten to satisfy an allocation
+  int32_t blocks_touched = 0;         // blocks ever handed out (the rest were never used)
 };
 
 class BlockManager {
@@ -79,6 +89,10 @@ class BlockManager {
   // n_blocks >= 1 and block_tokens >= 1 (checked; a programming error otherwise).
   explicit BlockManager(int32_t n_blocks, int32_t block_tokens = kDefaultBlockTokens,
                         BlockHashFn hash_fn = &HashBlockTokens);
+
+  // Evictable blocks the prefix cache may keep before allocations reuse them rather than
+  // take fresh (never used) blocks; < 0: unlimited (fresh blocks always first).
+  void SetCacheReserve(int64_t blocks) { cache_reserve_blocks_ = blocks; }
 
   int32_t n_blocks() const { return static_cast<int32_t>(blocks_.size()); }
   int32_t block_tokens() const { return block_tokens_; }
@@ -90,7 +104,9 @@ class BlockManager {
     return (n_positions + block_tokens_ - 1) / block_tokens_;
   }
   // Blocks an allocation can still obtain: free plus evictable.
-  int64_t n_available() const { return static_cast<int64_t>(free_.size() + lru_.size()); }
+  int64_t n_available() const {
+    return static_cast<int64_t>(free_.size() + lru_.size()) + (n_blocks() - next_fresh_);
+  }
 
   // Longest chain of cached full blocks that prefixes `tokens`, capped by the copy-on-write
   // rule above. No side effects (not even on the counters), so it can be asked every step.
@@ -173,7 +189,9 @@ class BlockManager {
   int32_t block_tokens_;
   BlockHashFn hash_fn_;
   std::vector<Block> blocks_;                           // [n_blocks]
-  std::vector<BlockId> free_;                           // LIFO stack of free blocks
+  std::vector<BlockId> free_;                           // LIFO stack of recycled free blocks
+  BlockId next_fresh_ = 0;                              // blocks >= this were never handed out
+  int64_t cache_reserve_blocks_ = -1;                   // < 0: unlimited
   std::list<BlockId> lru_;                              // evictable, least recent first
   std::unordered_multimap<uint64_t, BlockId> index_;    // chain hash -> cached block
   std::unordered_map<SeqKey, Seq> seqs_;

@@ -51,6 +51,7 @@ Scheduler::Scheduler(const SchedulerConfig& config)
       policy_(MakeQueuePolicy(config.queue_order)),
       blocks_(config.n_blocks, config.block_tokens, config.block_hash_fn) {
   blocks_.set_prefix_caching(config.prefix_caching);
+  blocks_.SetCacheReserve(config.prefix_cache_reserve_blocks);
 }
 
 Status Scheduler::SetKnobs(const SchedulerKnobs& knobs) {

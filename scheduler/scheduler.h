@@ -80,6 +80,9 @@ struct SchedulerConfig {
   // false: no prefix-cache hits (BlockManager::set_prefix_caching), e.g. for a model whose
   // sliding-window layers keep per-sequence K/V outside the blocks.
   bool prefix_caching = true;
+  // BlockManager::SetCacheReserve: evictable prefix-cache blocks kept before allocations
+  // reuse them instead of fresh blocks (bounds the KV pool's resident memory); < 0 unlimited.
+  int64_t prefix_cache_reserve_blocks = -1;
 };
 
 // The knobs the SLO controller may change between steps.

@@ -21,6 +21,11 @@ PACKAGES=(
   nginx                       # load balancer in front of scripts/replicas.sh's replicas
 )
 
+# --fuzz: clang (libFuzzer, ASan, UBSan) for scripts/fuzz.sh; the default build uses g++.
+if [ "${1:-}" = "--fuzz" ]; then
+  PACKAGES+=(clang)
+fi
+
 # Node.js + npm run the OpenAI SDK conformance test (tests/sdk); a machine that already has a
 # node and npm (e.g. from another Debian repository) keeps them.
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then

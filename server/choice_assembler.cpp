@@ -19,6 +19,7 @@ struct ChoiceAssembler::Choice {
   bool role_sent = false;
   bool closed = false;
   std::string finish_reason;
+  nlohmann::json lifeline = {{"truncated", false}};
 };
 
 namespace {
@@ -170,12 +171,13 @@ std::vector<json> ChoiceAssembler::OnToken(const GenerationEvent& event, bool st
   return out;
 }
 
-void ChoiceAssembler::CloseChoice(Choice& c, const std::string& finish_reason, bool stream,
-                                  std::vector<json>* out) {
+void ChoiceAssembler::CloseChoice(Choice& c, const std::string& finish_reason,
+                                  const json& lifeline, bool stream, std::vector<json>* out) {
   if (c.closed) return;
   if (c.parser != nullptr) Route(c, "", stream, out);  // the held text, unfinished calls
   c.closed = true;
   c.finish_reason = finish_reason;
+  if (lifeline.is_object() && lifeline.contains("truncated")) c.lifeline = lifeline;
   // A model that called tools and stopped by itself finished "tool_calls" (a call cut by
   // max_tokens stays "length").
   if (c.parser != nullptr && c.parser->calls_emitted() > 0 && finish_reason == "stop") {
@@ -184,20 +186,42 @@ void ChoiceAssembler::CloseChoice(Choice& c, const std::string& finish_reason, b
   if (!stream) return;
   json last = Chunk(c, opts_.ctx.is_chat ? json::object() : json(""));
   last["choices"][0]["finish_reason"] = c.finish_reason;
+  last["choices"][0]["lifeline"] = c.lifeline;
   out->push_back(std::move(last));
 }
 
 std::vector<json> ChoiceAssembler::OnChoiceDone(int32_t index, const std::string& finish_reason,
-                                                bool stream) {
+                                                bool stream, const json& lifeline) {
   std::vector<json> out;
-  CloseChoice(At(index), finish_reason, stream, &out);
+  CloseChoice(At(index), finish_reason, lifeline, stream, &out);
   return out;
 }
+
+namespace {
+
+// The object of the choices closed by the terminal event: the event's own, else (an engine
+// that reports only the request-level timings.lifeline, e.g. a remote member) that one.
+json DoneLifeline(const GenerationEvent& done) {
+  if (done.lifeline.is_object()) return done.lifeline;
+  if (done.timings.is_object() && done.timings.contains("lifeline") &&
+      done.timings["lifeline"].is_object() && done.timings["lifeline"].value("truncated", false)) {
+    json j = done.timings["lifeline"];
+    if (j.contains("reason") && j["reason"] != "deadline") {
+      j["detail"] = j["reason"];
+      j["reason"] = "max_tokens_cap";
+    }
+    return j;
+  }
+  return nullptr;
+}
+
+}  // namespace
 
 std::vector<json> ChoiceAssembler::StreamEnd(const GenerationEvent& done, bool include_usage,
                                              const json& timings) {
   std::vector<json> out;
-  for (auto& c : choices_) CloseChoice(*c, done.finish_reason, /*stream=*/true, &out);
+  const json lifeline = DoneLifeline(done);
+  for (auto& c : choices_) CloseChoice(*c, done.finish_reason, lifeline, /*stream=*/true, &out);
   if (include_usage) {
     json usage = ResponseEnvelope(opts_.ctx, /*chunk=*/true);
     usage["choices"] = json::array();
@@ -207,12 +231,42 @@ std::vector<json> ChoiceAssembler::StreamEnd(const GenerationEvent& done, bool i
   } else if (!out.empty()) {
     out.back()["timings"] = timings;
   }
+  // A stream's headers left before anyone knew: its last event says what was cut.
+  json cut = json::array();
+  for (const auto& c : choices_) {
+    if (c->lifeline.value("truncated", false)) {
+      json one = c->lifeline;
+      one["index"] = c->index;
+      cut.push_back(std::move(one));
+    }
+  }
+  if (!cut.empty()) {
+    json last = ResponseEnvelope(opts_.ctx, /*chunk=*/true);
+    last["choices"] = json::array();
+    last["lifeline"] = {{"truncated", true}, {"choices", std::move(cut)}};
+    out.push_back(std::move(last));
+  }
+  return out;
+}
+
+std::string ChoiceAssembler::TruncatedReasons() const {
+  std::string out;
+  for (const auto& c : choices_) {
+    if (!c->lifeline.value("truncated", false)) continue;
+    const std::string reason = c->lifeline.value("reason", std::string("truncated"));
+    if (("," + out + ",").find("," + reason + ",") != std::string::npos) continue;
+    if (!out.empty()) out += ",";
+    out += reason;
+  }
   return out;
 }
 
 json ChoiceAssembler::FinalBody(const GenerationEvent& done, const json& timings) {
   std::vector<json> ignored;
-  for (auto& c : choices_) CloseChoice(*c, done.finish_reason, /*stream=*/false, &ignored);
+  const json lifeline = DoneLifeline(done);
+  for (auto& c : choices_) {
+    CloseChoice(*c, done.finish_reason, lifeline, /*stream=*/false, &ignored);
+  }
   json body = ResponseEnvelope(opts_.ctx, /*chunk=*/false);
   json choices = json::array();
   for (const auto& c : choices_) {
@@ -238,6 +292,7 @@ json ChoiceAssembler::FinalBody(const GenerationEvent& done, const json& timings
     }
     choice["logprobs"] = logprobs;
     choice["finish_reason"] = c->finish_reason.empty() ? json(nullptr) : json(c->finish_reason);
+    choice["lifeline"] = c->lifeline;
     choices.push_back(std::move(choice));
   }
   body["choices"] = std::move(choices);

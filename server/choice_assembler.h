@@ -13,6 +13,12 @@
 //                                     "tool_calls" when a call was made and the model stopped
 //   kChoiceDone / kDone             -> each choice's finish_reason, usage (with
 //                                     prompt_tokens_details.cached_tokens), timings
+//   the events' `lifeline` objects   -> `lifeline` on every choice ({"truncated": false} or
+//                                     what the SLO ladder cut, engine_api.h); a stream's
+//                                     finish chunk carries it, and a truncated stream ends
+//                                     with one more chunk (empty choices, a top-level
+//                                     `lifeline` listing the cut choices) before [DONE];
+//                                     finish_reason stays OpenAI's ("length")
 //
 // Ownership: owns the choices' text and parser state. Thread-safety: one per request, used on
 // its connection's strand. Failure: none (malformed tool-call text stays content).
@@ -51,21 +57,26 @@ class ChoiceAssembler {
   // Streaming: the chunks to send now (maybe none). Non-streaming callers ignore the result.
   std::vector<nlohmann::json> OnToken(const GenerationEvent& event, bool stream);
   std::vector<nlohmann::json> OnChoiceDone(int32_t index, const std::string& finish_reason,
-                                           bool stream);
+                                           bool stream,
+                                           const nlohmann::json& lifeline = nullptr);
   // The end of a stream: finish chunks of the choices still open, then (include_usage) the
   // usage chunk. `timings` rides on the usage chunk, else on the last finish chunk.
   std::vector<nlohmann::json> StreamEnd(const GenerationEvent& done, bool include_usage,
                                         const nlohmann::json& timings);
   // The non-streamed body.
   nlohmann::json FinalBody(const GenerationEvent& done, const nlohmann::json& timings);
+  // After the last choice closed: the reasons of the truncated choices, comma-separated and
+  // without repeats ("max_tokens_cap", "deadline"), for the X-Lifeline-Truncated header;
+  // empty when none was cut.
+  std::string TruncatedReasons() const;
 
  private:
   struct Choice;
   Choice& At(int32_t index);
   // Text through the tool-call parser (when tools are in play) into chunks / the choice.
   void Route(Choice& c, std::string_view text, bool stream, std::vector<nlohmann::json>* out);
-  void CloseChoice(Choice& c, const std::string& finish_reason, bool stream,
-                   std::vector<nlohmann::json>* out);
+  void CloseChoice(Choice& c, const std::string& finish_reason, const nlohmann::json& lifeline,
+                   bool stream, std::vector<nlohmann::json>* out);
   nlohmann::json Chunk(const Choice& c, nlohmann::json delta_or_text) const;
   nlohmann::json LogprobsJson(const std::vector<TokenLogprobs>& entries, size_t text_offset) const;
 

@@ -177,6 +177,12 @@ struct GenerationEvent {
   nlohmann::json timings = nlohmann::json::object();  // members ending "_ms" feed Server-Timing
   // kError
   ApiError error;
+  // kChoiceDone: the choice's `lifeline` object; kDone: the object of the choices without a
+  // kChoiceDone of their own. {"truncated": false}, or {"truncated": true, "reason":
+  // "max_tokens_cap" | "deadline", "max_tokens", "requested_max_tokens", "detail"}: what
+  // the SLO ladder did to the choice. null: nothing reported (the server assumes "not
+  // truncated" unless timings.lifeline says otherwise).
+  nlohmann::json lifeline;
   // kDone: when the engine's last timed phase ended (steady clock; unset = unknown). The
   // server charges the hand-off from there to its own handling of the event as handoff_ms,
   // so the timing phases still sum to server_total_ms.
@@ -204,11 +210,13 @@ struct GenerationEvent {
     e.error = std::move(error);
     return e;
   }
-  static GenerationEvent ChoiceDone(int32_t index, std::string finish_reason) {
+  static GenerationEvent ChoiceDone(int32_t index, std::string finish_reason,
+                                    nlohmann::json lifeline = nullptr) {
     GenerationEvent e;
     e.kind = Kind::kChoiceDone;
     e.index = index;
     e.finish_reason = std::move(finish_reason);
+    e.lifeline = std::move(lifeline);
     return e;
   }
   bool terminal() const { return kind == Kind::kDone || kind == Kind::kError; }
@@ -275,6 +283,9 @@ class EngineApi {
   virtual std::vector<ModelInfo> Models() const = 0;
   // True when a model is loaded and the engine loop is alive (engine heartbeat fresh).
   virtual bool Ready() const = 0;
+  // When not Ready(): why, if the engine knows (e.g. a model whose file changed under it);
+  // "" otherwise. GET /ready puts it in its 503.
+  virtual std::string NotReadyReason() const { return {}; }
   // Non-blocking. On acceptance the engine later calls `sink` with token events and exactly
   // one terminal event (kDone or kError), never after that one.
   virtual SubmitResult Submit(GenerationRequest request, GenerationSink sink) = 0;

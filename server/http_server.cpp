@@ -2,6 +2,7 @@
 // themselves live in http_session.cpp.
 #include "server/http_server.h"
 
+#include <future>
 #include <optional>
 #include <random>
 #include <thread>
@@ -124,13 +125,20 @@ void HttpServer::Stop() {
   s.stopped = true;
   ServerCore& core = *s.core;
   core.draining.store(true);
-  net::post(s.acceptor.get_executor(), [&s] {
-    ErrorCode ignored;
-    s.acceptor.close(ignored);
-  });
-  // 1. Let in-flight requests finish on their own.
+  // 1. Let in-flight requests finish on their own. The listener stays open meanwhile: a new
+  //    connection is answered (503 + Retry-After for /ready and generation, Connection:
+  //    close) rather than refused, so a load balancer can tell draining from dead.
   Impl::WaitUntil([&] { return core.metrics.Ledger().in_flight() == 0; },
                   core.options.limits.drain_timeout);
+  {
+    std::promise<void> closed;
+    net::post(s.acceptor.get_executor(), [&s, &closed] {
+      ErrorCode ignored;
+      s.acceptor.close(ignored);
+      closed.set_value();
+    });
+    closed.get_future().wait();
+  }
   // 2. End the rest (terminal error + Cancel) and close every connection; give the final
   //    writes a moment to flush.
   for (auto& c : s.LiveConnections()) c->PostShutdown();

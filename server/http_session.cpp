@@ -25,11 +25,13 @@
 #include "engine/toolcall/format.h"
 #include "server/choice_assembler.h"
 #include "server/dashboard.h"
+#include "server/http_framing.h"
 #include "server/http_message.h"
 #include "server/openai.h"
 #include "server/responses.h"
 #include "server/router.h"
 #include "server/server_core.h"
+#include "server/socket_queue.h"
 #include "server/token_endpoints.h"
 
 namespace lifeline::server {
@@ -221,6 +223,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     if (ec) return OnReadError(ec, "header");
     timeline_.headers_read = Clock::now();
     const auto& req = parser_->get();
+    if (auto err = CheckFraming(req)) return RespondAndClose(*err);
     auto expect = req.find(http::field::expect);
     if (expect != req.end() && beast::iequals(expect->value(), "100-continue")) {
       Send("HTTP/1.1 100 Continue\r\n\r\n");
@@ -230,6 +233,18 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     ArmReadDeadline(limits_.body_read_timeout);
     http::async_read(socket_, buffer_, *parser_,
                      [self = shared_from_this()](ErrorCode ec, size_t) { self->OnBody(ec); });
+  }
+
+  // RFC 9112 6.1 / 6.3 (http_framing.h): refused before a body byte is read, and the
+  // connection closes (RespondAndClose) instead of parsing what follows as the next request.
+  template <class Request>
+  std::optional<ApiError> CheckFraming(const Request& req) const {
+    std::vector<std::string_view> te;
+    for (const auto& field : req) {
+      if (field.name() == http::field::transfer_encoding) te.push_back(View(field.value()));
+    }
+    return CheckTransferEncoding(te, static_cast<int>(req.version()),
+                                 req.find(http::field::content_length) != req.end());
   }
 
   template <class Request>
@@ -290,7 +305,9 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     if (auto it = req.find(http::field::origin); it != req.end()) origin = View(it->value());
     cors_ = CorsHeaders(origin, core_->options.cors_allowed_origins);
     const std::string method(View(req.method_string()));
-    const std::string target(View(req.target()));
+    // RFC 9112 3.2.2: a server must accept the absolute form (what a client sends to a
+    // proxy) and serve it as its path.
+    const std::string target = OriginFormTarget(View(req.target()));
     try {
       if (method == "OPTIONS") {
         std::optional<std::string_view> requested;
@@ -327,8 +344,12 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
       switch (match.spec->route) {
         case Route::kHealth:
           return Respond(HealthResponse(), match.label);
-        case Route::kReady:
-          return Respond(ReadyResponse(engine.Ready(), core_->draining.load()), match.label);
+        case Route::kReady: {
+          const bool ready = engine.Ready();
+          return Respond(ReadyResponse(ready, core_->draining.load(),
+                                       ready ? std::string() : engine.NotReadyReason()),
+                         match.label);
+        }
         case Route::kModels:
           return Respond(ModelsResponse(engine.Models()), match.label);
         case Route::kModel:
@@ -421,8 +442,10 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
                      label);
     }
     if (!engine.Ready()) {
-      return Respond(ErrorResponse(UnavailableError("engine is not ready", "not_ready",
-                                                    limits_.retry_after_s)),
+      const std::string why = engine.NotReadyReason();
+      return Respond(ErrorResponse(UnavailableError(
+                         why.empty() ? "engine is not ready" : "engine is not ready: " + why,
+                         "not_ready", limits_.retry_after_s)),
                      label);
     }
     if (auto err = CheckContentType(content_type)) return Respond(ErrorResponse(*err), label);
@@ -506,7 +529,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
         return OnToken(event);
       case GenerationEvent::Kind::kChoiceDone:
         return SendChunks(exchange_->assembler->OnChoiceDone(event.index, event.finish_reason,
-                                                             exchange_->stream));
+                                                             exchange_->stream, event.lifeline));
       case GenerationEvent::Kind::kDone:
         return OnDone(event);
       case GenerationEvent::Kind::kError:
@@ -559,6 +582,10 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
       }
       r.headers.emplace_back("X-Request-Id", request_id_);
       r.headers.emplace_back("X-Served-Model", ex.ctx.model);
+      // finish_reason stays OpenAI's "length"; this says the server, not max_tokens, cut it.
+      if (std::string cut = ex.assembler->TruncatedReasons(); !cut.empty()) {
+        r.headers.emplace_back("X-Lifeline-Truncated", cut);
+      }
       return Respond(std::move(r), ex.route_label);
     }
     EnsureStreamHead();
@@ -714,7 +741,19 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     Respond(ErrorResponse(error), "other");
   }
 
-  size_t PendingBytes() const { return out_pending_.size() + out_inflight_.size(); }
+  // Output the client has not taken: queued here, being written, and what the kernel still
+  // holds in the socket's send queue (not yet acknowledged by the peer). Counting the
+  // kernel's part keeps max_stream_buffer_bytes meaningful whatever size the kernel grows the
+  // send buffer to (megabytes on Linux); the part of out_inflight_ already handed to the
+  // kernel is counted twice, so the cap may trigger up to one write early.
+  size_t PendingBytes() {
+    return out_pending_.size() + out_inflight_.size() +
+           KernelQueuedBytes(socket_.native_handle());
+  }
+
+  bool PeerStoppedReading() {
+    return server::PeerStoppedReading(socket_.native_handle(), !out_inflight_.empty());
+  }
 
   void Send(std::string_view bytes) {
     if (phase_ == Phase::kClosed) return;
@@ -732,9 +771,13 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     write_timer_.expires_after(limits_.write_timeout);
     write_timer_.async_wait([self = shared_from_this(), gen](ErrorCode ec) {
       if (ec || gen != self->write_gen_) return;
-      // The client has not taken our bytes within the deadline: give up on it.
+      // The client has not taken our bytes within the deadline: give up on it. A peer that
+      // acknowledged everything we sent is alive with its receive window shut: it stopped
+      // reading (slow_reader). Bytes left unacknowledged mean the network path or the peer
+      // is gone (write_timeout).
       if (self->exchange_ && !self->exchange_->finished) {
-        return self->Abort(CancelReason::kWriteTimeout);
+        return self->Abort(self->PeerStoppedReading() ? CancelReason::kSlowReader
+                                                      : CancelReason::kWriteTimeout);
       }
       self->CloseSocket();
     });

@@ -103,6 +103,25 @@ RouteMatch MatchRoute(std::string_view method, std::string_view target) {
   return m;
 }
 
+std::string OriginFormTarget(std::string_view target) {
+  // scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ), then "://".
+  const size_t sep = target.find("://");
+  if (sep == std::string_view::npos || sep == 0) return std::string(target);
+  auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
+  if (!alpha(target[0])) return std::string(target);
+  for (size_t i = 1; i < sep; ++i) {
+    const char c = target[i];
+    if (!alpha(c) && !(c >= '0' && c <= '9') && c != '+' && c != '-' && c != '.') {
+      return std::string(target);
+    }
+  }
+  const std::string_view rest = target.substr(sep + 3);
+  const size_t path = rest.find_first_of("/?#");
+  if (path == std::string_view::npos) return "/";
+  if (rest[path] == '/') return std::string(rest.substr(path));
+  return "/" + std::string(rest.substr(path));
+}
+
 bool ValidClientRequestId(std::string_view id) {
   if (id.empty() || id.size() > kMaxClientRequestIdBytes) return false;
   for (char c : id) {
@@ -299,14 +318,16 @@ std::optional<HttpResponse> PreflightResponse(std::string_view target,
 
 HttpResponse HealthResponse() { return JsonResponse(200, {{"status", "ok"}}); }
 
-HttpResponse ReadyResponse(bool engine_ready, bool draining) {
+HttpResponse ReadyResponse(bool engine_ready, bool draining, const std::string& reason) {
   if (draining) {
-    return ErrorResponse(UnavailableError("server is shutting down", "shutting_down", 0));
+    // Retry-After: another instance (or this one, restarted) may take the request then.
+    return ErrorResponse(UnavailableError("server is shutting down", "shutting_down", 1));
   }
   if (!engine_ready) {
-    return ErrorResponse(UnavailableError("engine is not ready (model loading or engine loop "
-                                          "not running)",
-                                          "not_ready", 1));
+    return ErrorResponse(UnavailableError(
+        reason.empty() ? "engine is not ready (model loading or engine loop not running)"
+                       : "engine is not ready: " + reason,
+        "not_ready", 1));
   }
   return JsonResponse(200, {{"status", "ready"}});
 }

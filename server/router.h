@@ -69,6 +69,11 @@ struct RouteMatch {
 // `target` may carry a query string; it is ignored for matching. HEAD matches GET routes.
 RouteMatch MatchRoute(std::string_view method, std::string_view target);
 
+// The origin form ("/path?query") of a request target: an absolute-form target
+// ("http://host:port/path?query", any scheme, RFC 9112 3.2.2) loses its scheme and
+// authority ("/" when it has no path); any other target is returned as it is.
+std::string OriginFormTarget(std::string_view target);
+
 // A client's X-Request-Id is kept when it is 1..128 characters of [A-Za-z0-9._:-]: safe to
 // echo in a header and to write into logs unescaped. Anything else is ignored.
 inline constexpr size_t kMaxClientRequestIdBytes = 128;
@@ -105,7 +110,7 @@ std::optional<HttpResponse> PreflightResponse(
     std::optional<std::string_view> requested_headers = std::nullopt);
 
 HttpResponse HealthResponse();
-HttpResponse ReadyResponse(bool engine_ready, bool draining);
+HttpResponse ReadyResponse(bool engine_ready, bool draining, const std::string& reason = "");
 HttpResponse ModelsResponse(const std::vector<ModelInfo>& models);
 // GET /v1/models/{id}: the entry of `models` with that id (the shape of a /v1/models entry),
 // else 404 model_not_found naming `model`.

@@ -32,6 +32,15 @@ server::ApiError SloBadRequest(const std::string& message) {
 server::ApiError Shed(const slo::AdmissionDecision& d, const std::string& cls,
                       const std::string& model) {
   server::ApiError e;
+  if (d.action == slo::Action::kRefuse) {
+    // Not load: the request as asked cannot be served, so no Retry-After.
+    e.http_status = 400;
+    e.type = "invalid_request_error";
+    e.code = "deadline_unreachable";
+    e.param = "deadline_ms";
+    e.message = "model '" + model + "': " + d.reason;
+    return e;
+  }
   e.http_status = d.http_status == 0 ? 429 : d.http_status;
   e.type = e.http_status == 503 ? "unavailable" : "overloaded_error";
   e.code = e.http_status == 503 ? "model_not_ready" : "slo_shed";
@@ -127,7 +136,14 @@ void EngineService::TimerLoop() {
 void EngineService::TickNow() {
   const int64_t now = NowUs();
   const auto since = controller_->LastTransitions();
-  (void)controller_->Tick(now, tracker_.Snapshot(now, &since));
+  slo::TrackerSnapshot snapshot = tracker_.Snapshot(now, &since);
+  // Requests queued or running anywhere: none lets the ladder recover (an idle server has
+  // nothing to degrade for), however slow the samples its window still holds.
+  int64_t live = 0;
+  for (const auto& e : engines_) live += e->OpenRequests();
+  for (const auto& r : remotes_) live += r->InFlight();
+  snapshot.live_requests = live;
+  (void)controller_->Tick(now, snapshot);
 }
 
 ModelEngine* EngineService::Find(const std::string& name) const {
@@ -215,6 +231,17 @@ bool EngineService::Ready() const {
     if (!e->Healthy()) return false;
   }
   return true;
+}
+
+std::string EngineService::NotReadyReason() const {
+  std::string out;
+  for (const auto& e : engines_) {
+    const std::string why = e->Failure();
+    if (why.empty()) continue;
+    if (!out.empty()) out += "; ";
+    out += "model '" + e->name() + "' failed: " + why;
+  }
+  return out;
 }
 
 server::SubmitResult EngineService::Submit(server::GenerationRequest request,
@@ -316,11 +343,12 @@ server::SubmitResult EngineService::SubmitLocal(
     SloAdmission out;
     if (decision.action == slo::Action::kRoute) {
       out.route = true;
-    } else if (decision.action == slo::Action::kShed) {
+    } else if (decision.action == slo::Action::kShed ||
+               decision.action == slo::Action::kRefuse) {
       out.error = Shed(decision, cls, m.name);
     } else {
       out.max_tokens_cap = decision.max_tokens_cap;
-      out.cap_reason = decision.reason;
+      out.cap_reason = decision.cap_reason;
     }
     return out;
   };
@@ -345,7 +373,8 @@ server::SubmitResult EngineService::SubmitLocal(
     *routed = true;
     return {};
   }
-  if (err->code == "slo_shed" || err->code == "model_not_ready") {
+  if (err->code == "slo_shed" || err->code == "model_not_ready" ||
+      err->code == "deadline_unreachable") {
     outcomes_.Count(cls, m.name, slo::OutcomeCounters::OutcomeOf(decision));
   }
   return server::SubmitResult::Reject(std::move(*err));
@@ -396,7 +425,7 @@ server::SubmitResult EngineService::SubmitRemote(
                       static_cast<int64_t>(*budget.e2e_budget_ms * 1000.0);
   }
   ctx.max_tokens_cap = decision.max_tokens_cap;
-  ctx.cap_reason = decision.reason;
+  ctx.cap_reason = decision.cap_reason;
   {
     std::lock_guard<std::mutex> lock(mu_);
     owner_[handle] = &m;
@@ -462,6 +491,9 @@ std::string EngineService::MetricsText() const {
     o << "lifeline_kv_blocks" << model(i) << ",state=\"used\"} "
       << (snaps[i].kv_blocks_total - snaps[i].kv_blocks_free) << "\n";
   }
+  o << "# HELP lifeline_kv_blocks_touched KV blocks ever used (the resident part of the KV pool).\n"
+       "# TYPE lifeline_kv_blocks_touched gauge\n";
+  for (size_t i = 0; i < n; ++i) o << "lifeline_kv_blocks_touched" << model(i) << "} " << snaps[i].kv_blocks_touched << "\n";
   o << "# HELP lifeline_prefix_cache_tokens_total Prompt tokens looked up in / served by the prefix cache.\n"
        "# TYPE lifeline_prefix_cache_tokens_total counter\n";
   for (size_t i = 0; i < n; ++i) {

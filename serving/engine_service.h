@@ -60,6 +60,7 @@ class EngineService final : public server::EngineApi {
 
   std::vector<server::ModelInfo> Models() const override;
   bool Ready() const override;
+  std::string NotReadyReason() const override;
   server::SubmitResult Submit(server::GenerationRequest request,
                               server::GenerationSink sink) override;
   void Cancel(server::RequestHandle handle) override;

@@ -1,6 +1,7 @@
 #include "serving/model_engine.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <utility>
 
 #include "engine/gguf/gguf_file.h"
@@ -31,6 +32,35 @@ ApiError ServerError(int http_status, std::string type, std::string code, std::s
 const char* FinishReasonText(FinishReason r) {
   return r == FinishReason::kLength ? "length" : "stop";
 }
+
+}  // namespace
+
+// A choice's `lifeline` object (engine_api.h): whether the SLO ladder cut it, and how. A
+// choice that ended by itself (EOS, a stop string, its own max_tokens) is not truncated,
+// even when a cap was in force.
+nlohmann::json ModelEngine::ChoiceLifeline(const Live& live, const Request& r) {
+  nlohmann::json j = {{"truncated", false}};
+  if (live.deadline_stopped) {
+    j = {{"truncated", true},
+         {"reason", "deadline"},
+         {"max_tokens", live.max_tokens},
+         {"requested_max_tokens", live.requested_max_tokens},
+         {"generated_tokens", live.generated},
+         {"detail", "stopped at the request's deadline while its class was at ladder level "
+                    "truncate or above"}};
+  } else if (!live.cap_reason.empty() && r.finish_reason == FinishReason::kLength &&
+             live.max_tokens < live.requested_max_tokens) {
+    j = {{"truncated", true},
+         {"reason", "max_tokens_cap"},
+         {"max_tokens", live.max_tokens},
+         {"requested_max_tokens", live.requested_max_tokens},
+         {"generated_tokens", live.generated},
+         {"detail", live.cap_reason}};
+  }
+  return j;
+}
+
+namespace {
 
 }  // namespace
 
@@ -135,6 +165,10 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
   // Window storage is per sequence and released as it slides: a cached prefix has no window
   // behind it, so such models compute every prompt from position 0.
   scfg.prefix_caching = !plan.windowed;
+  scfg.prefix_cache_reserve_blocks =
+      options.prefix_cache_reserve_tokens < 0
+          ? -1
+          : (options.prefix_cache_reserve_tokens + kKvBlockTokens - 1) / kKvBlockTokens;
   // Higher priority first, then earliest deadline (requests without one last), then arrival.
   scfg.queue_order = QueueOrder::kEdfWithinPriority;
   LL_ASSIGN_OR_RETURN(e->scheduler_, Scheduler::Create(scfg));
@@ -150,7 +184,11 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
 
 void ModelEngine::Start() {
   heartbeat_ns_.store(Clock::now().time_since_epoch().count());
+  std::future<void> calibrated = calibrated_.get_future();
   thread_ = std::thread([this] { Loop(); });
+  // The engine thread owns the pool, so it runs the calibration; the HTTP server starts
+  // after this returns, so no request meets an engine without a speed estimate.
+  if (options_.calibrate) calibrated.wait();
 }
 
 void ModelEngine::Stop() {
@@ -163,9 +201,15 @@ void ModelEngine::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+std::string ModelEngine::Failure() const {
+  if (!failed_.load()) return {};
+  std::lock_guard<std::mutex> lock(failure_mu_);
+  return failure_;
+}
+
 bool ModelEngine::Healthy() const {
   const int64_t age_ns = Clock::now().time_since_epoch().count() - heartbeat_ns_.load();
-  return thread_.joinable() &&
+  return thread_.joinable() && !failed_.load() &&
          age_ns < std::chrono::duration_cast<std::chrono::nanoseconds>(options_.heartbeat_stale).count();
 }
 
@@ -254,12 +298,14 @@ int64_t ModelEngine::TrimBudgetTokens(const SubmitSlo& slo,
     if (auto b = slo::Resolve(*slo_.config, fields); b.ok()) ttft_budget_ms = b->ttft_budget_ms;
   }
   if (ttft_budget_ms && slo_.speeds != nullptr) {
-    if (auto tps = slo_.speeds->prefill_tokens_per_s(); tps && *tps > 0) {
-      // The prompt tokens the rest of the TTFT budget can prefill, after the queued prompts.
+    if (auto f = slo_.speeds->prefill_fit()) {
+      // The prompt tokens the rest of the TTFT budget can prefill (one step's fixed cost,
+      // then per token), after the queued prompts.
       const double elapsed_ms = std::chrono::duration<double, std::milli>(
                                     Clock::now() - req.timeline.first_byte).count();
-      const double left_ms = *ttft_budget_ms - elapsed_ms;
-      const double fit = left_ms * *tps / 1000.0 - static_cast<double>(queued_prompt_tokens_.load());
+      const double left_ms = *ttft_budget_ms - elapsed_ms - f->fixed_ms;
+      const double fit = left_ms / f->per_token_ms -
+                         static_cast<double>(queued_prompt_tokens_.load());
       budget = std::min<int64_t>(budget, fit <= 0 ? 0 : static_cast<int64_t>(std::min(fit, 1e15)));
     }
   }
@@ -270,6 +316,11 @@ std::optional<ApiError> ModelEngine::Submit(server::RequestHandle handle,
                                             server::GenerationRequest req,
                                             server::GenerationSink sink,
                                             const SubmitSlo* slo) {
+  if (failed_.load()) {
+    return ServerError(503, "unavailable", "model_failed",
+                       "model '" + options_.name + "' failed: " + Failure() +
+                           "; restart the server to load the file again");
+  }
   RequestTiming timing;
   timing.first_byte = req.timeline.first_byte;
   timing.mark = req.timeline.validated;
@@ -344,6 +395,7 @@ std::optional<ApiError> ModelEngine::Submit(server::RequestHandle handle,
       live->prompt = prep.prompts[p].tokens;
       live->echo_text = prep.prompts[p].echo_text;
       live->max_tokens = max_tokens;
+      live->requested_max_tokens = prep.max_tokens;
       live->deadline_us = deadline_us;
       live->out.emplace(*tokenizer_, prep, live->prompt, live->index);
       live->timing = timing;
@@ -378,6 +430,7 @@ std::optional<ApiError> ModelEngine::Submit(server::RequestHandle handle,
       return ServerError(503, "unavailable", "shutting_down", "the server is shutting down", 1);
     }
     queued_prompt_tokens_.fetch_add(queued_tokens);
+    open_requests_.fetch_add(1);
     if (trim.turns > 0) {
       context_trims_.fetch_add(1);
       if (slo_.outcomes != nullptr) {
@@ -419,6 +472,7 @@ void ModelEngine::FailGroup(Live& live, GenerationEvent error) {
   std::shared_ptr<Group> g = live.group;  // Retire may drop the books' reference
   if (!g->terminated) {
     g->terminated = true;
+    open_requests_.fetch_sub(1);  // before the event: the client must not see it first
     g->sink(std::move(error));
     for (RequestId id : g->ids) {
       if (id != live.id) scheduler_->Cancel(id);  // they end silently (terminated)
@@ -510,20 +564,25 @@ void ModelEngine::Complete(Live& live, const Request& r) {
   // Cached prompt tokens of each prompt's first choice (its siblings reuse that prompt).
   if (live.index % g->prepared.n == 0) g->usage.cached_tokens += live.cached_tokens;
   const char* finish = FinishReasonText(r.finish_reason);
+  nlohmann::json choice_lifeline = ChoiceLifeline(live, r);
+  if (choice_lifeline["truncated"] == true && g->truncation.is_null()) {
+    g->truncation = choice_lifeline;
+  }
   --g->open;
-  if (!g->terminated && g->n_choices > 1) g->sink(GenerationEvent::ChoiceDone(live.index, finish));
+  if (!g->terminated && g->n_choices > 1) {
+    g->sink(GenerationEvent::ChoiceDone(live.index, finish, choice_lifeline));
+  }
   if (!g->terminated && g->open == 0) {
     g->terminated = true;
+    open_requests_.fetch_sub(1);  // before the event: the client must not see it first
     nlohmann::json timings = tm.ToJson(g->usage.prompt_tokens, g->usage.cached_tokens,
                                        g->usage.completion_tokens, live.preemptions);
-    // The `lifeline` extension object: what the SLO ladder did to this request.
+    // The `lifeline` extension object: what the SLO ladder did to this request (any choice).
     nlohmann::json ext = nlohmann::json::object();
-    if (live.deadline_stopped) {
+    if (!g->truncation.is_null()) {
       ext["truncated"] = true;
-      ext["reason"] = "deadline";
-    } else if (!live.cap_reason.empty() && r.finish_reason == FinishReason::kLength) {
-      ext["truncated"] = true;
-      ext["reason"] = live.cap_reason;
+      ext["reason"] = g->truncation["reason"];
+      ext["detail"] = g->truncation["detail"];
     }
     if (live.trim.turns > 0) {
       ext["context_trim"] = {{"turns", live.trim.turns},
@@ -533,10 +592,35 @@ void ModelEngine::Complete(Live& live, const Request& r) {
     if (!ext.empty()) timings["lifeline"] = std::move(ext);
     RecordFinished(live);
     GenerationEvent done = GenerationEvent::Done(finish, g->usage, std::move(timings));
+    done.lifeline = std::move(choice_lifeline);
     done.timed_until = tm.mark;  // the server charges the rest as handoff_ms
     g->sink(std::move(done));
   }
   Retire(live);
+}
+
+void ModelEngine::FailModel(const Status& why) {
+  {
+    std::lock_guard<std::mutex> lock(failure_mu_);
+    failure_ = why.message();
+  }
+  failed_.store(true);
+  std::fprintf(stderr,
+               "lifeline serve: model '%s' failed: %s; its requests end with 503 model_failed "
+               "and it is not ready until the server is restarted\n",
+               options_.name.c_str(), why.message().c_str());
+  FailAll("model_failed", "model '" + options_.name + "' failed: " + why.message(), 503);
+}
+
+bool ModelEngine::CheckFile(bool now) {
+  if (failed_.load()) return false;
+  const auto t = Clock::now();
+  if (!now && t - file_checked_ < std::chrono::milliseconds(500)) return true;
+  file_checked_ = t;
+  Status s = model_->file().Integrity();
+  if (s.ok()) return true;
+  FailModel(s);
+  return false;
 }
 
 void ModelEngine::FailAll(const std::string& code, const std::string& message, int http_status) {

@@ -16,7 +16,12 @@
 // thread; everything else runs on the engine thread.
 // Failure: construction errors are Status values (KV budget too small, bad options); request
 // refusals are server::ApiError values (400 / 429); a forward-pass failure fails the
-// requests of that step with a 500 error event, and the loop goes on.
+// requests of that step with a 500 error event, and the loop goes on. A model file that
+// changes under the server (truncated: a guarded read fault; rewritten in place: its size or
+// mtime moved; GgufFile::Integrity, checked after every forward pass and twice a second
+// when idle) fails the model for good: the step's outputs are dropped, every request ends
+// with one 503 model_failed event, Submit refuses, Healthy() turns false and a line naming
+// the file goes to stderr. Restarting the server loads the new file.
 #pragma once
 
 #include <atomic>
@@ -25,6 +30,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -62,6 +68,15 @@ struct ModelEngineOptions {
   int32_t default_max_tokens = 256;    // when a request gives no max_tokens
   ChatTemplateChoice chat_template;    // {preset, file}; both "" = the GGUF's (else chatml)
   std::chrono::milliseconds heartbeat_stale{2000};  // Healthy() false when older
+  // Released prompt prefixes the prefix cache keeps (as whole KV blocks) before new requests
+  // reuse their blocks rather than touch KV memory never used before: resident KV memory
+  // then levels off at the peak of blocks in use plus this, instead of growing with every
+  // distinct prompt until the whole kv_memory_bytes pool is resident. < 0: unlimited.
+  int64_t prefix_cache_reserve_tokens = 4096;
+  // Before serving, time prefill steps of a few sizes and a decode step on the engine
+  // thread and feed them to SloHooks::speeds (model_engine_calibrate.cpp), so admission
+  // predicts from the first request on. Off: the estimate starts with the first requests.
+  bool calibrate = false;
 };
 
 struct EngineSnapshot {
@@ -69,6 +84,7 @@ struct EngineSnapshot {
   int64_t running = 0;
   int32_t kv_blocks_total = 0;
   int32_t kv_blocks_free = 0;  // free + evictable cached blocks
+  int32_t kv_blocks_touched = 0;  // blocks ever used: the KV pool's resident part
   int64_t prefix_hit_tokens = 0;
   int64_t prefix_lookup_tokens = 0;
   int64_t preemptions = 0;
@@ -126,6 +142,8 @@ class ModelEngine {
   ModelEngine(const ModelEngine&) = delete;
   ModelEngine& operator=(const ModelEngine&) = delete;
 
+  // Starts the engine thread; with options.calibrate, returns once the calibration steps
+  // ran (admission then predicts from the first request on).
   void Start();
   // Ends every live request with a terminal error ("shutting_down") and joins the thread.
   void Stop();
@@ -142,6 +160,8 @@ class ModelEngine {
   // Prompt tokens accepted and not yet scheduled (for admission's queue estimate).
   int64_t QueuedPromptTokens() const { return queued_prompt_tokens_.load(); }
   int64_t QueuedRequests() const { return accepted_not_started_.load(); }
+  // Accepted requests not yet ended (queued or running).
+  int64_t OpenRequests() const { return open_requests_.load(); }
   // The work ahead of a request arriving at `now_us` (steady clock, us), for admission's
   // TTFT prediction: the queue above, plus what the engine thread publishes at each step
   // (running prefill left, decoding sequences, the step token budget, the estimated end of
@@ -151,6 +171,8 @@ class ModelEngine {
   void Cancel(server::RequestHandle handle);
 
   bool Healthy() const;
+  // Non-empty once the model failed (its file changed under it): why, naming the file.
+  std::string Failure() const;
   EngineSnapshot Snapshot() const;
   const std::string& name() const { return options_.name; }
   int64_t n_ctx() const { return n_ctx_; }
@@ -205,6 +227,7 @@ class ModelEngine {
   // A choice the scheduler finished as completed: its last text, then kChoiceDone (several
   // choices) and, when it was the last one open, the request's terminal kDone.
   void Complete(Live& live, const Request& r);
+  static nlohmann::json ChoiceLifeline(const Live& live, const Request& r);
   // Ends the whole request with `error` (once); its other choices are cancelled.
   void FailGroup(Live& live, server::GenerationEvent error);
   // Queue and sequence bookkeeping of a choice that leaves the engine (idempotent).
@@ -214,6 +237,9 @@ class ModelEngine {
   // Choices waiting for their prompt's first choice to fill the prefix cache.
   void ReleaseDeferred(Group& group, int32_t prompt_index);
   void Loop();
+  // Times prefill steps of several sizes and one decode step into slo_.speeds (before the
+  // first request; engine thread).
+  void Calibrate();
   void ApplyKnobs();
   // Latency samples: TTFT and queue time at the request's first token (so the controller
   // sees them about one TTFT after arrival, not one end-to-end time), the rest at the end.
@@ -239,6 +265,10 @@ class ModelEngine {
                      Clock::time_point t_eval1);
   void PublishSnapshot();
   void FailAll(const std::string& code, const std::string& message, int http_status);
+  // The model's file changed under it: log, fail everything, refuse from now on.
+  void FailModel(const Status& why);
+  // GgufFile::Integrity, at most every 500 ms unless `now` (after a forward pass).
+  bool CheckFile(bool now);
 
   ModelEngineOptions options_;
   std::unique_ptr<LlamaModel> model_;
@@ -266,7 +296,15 @@ class ModelEngine {
   bool stop_ = false;
   std::atomic<int64_t> accepted_not_started_{0};  // in the inbox or waiting (for the 429 bound)
   std::atomic<int64_t> heartbeat_ns_{0};
+  std::promise<void> calibrated_;  // set by the engine thread after Calibrate()
+  std::atomic<bool> failed_{false};  // the model's file changed under it (FailModel)
+  mutable std::mutex failure_mu_;
+  std::string failure_;              // why (under failure_mu_)
+  Clock::time_point file_checked_{};  // engine thread: last Integrity() check
   std::atomic<int64_t> queued_prompt_tokens_{0};
+  // Accepted requests whose terminal event has not gone out; lowered just before it does,
+  // so a client never sees its answer while admission still counts the request.
+  std::atomic<int64_t> open_requests_{0};
   // Engine thread writes once per step; Submit threads read (Load).
   std::atomic<int64_t> running_prefill_tokens_{0};
   std::atomic<int32_t> running_decodes_{0};

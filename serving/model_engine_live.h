@@ -31,6 +31,7 @@ struct ModelEngine::Group {
   std::vector<RequestId> ids;    // scheduler ids of the choices handed to the scheduler
   std::vector<std::unique_ptr<Live>> deferred;  // choices waiting for their prompt's first
   PreparedRequest prepared;      // what the choices' outputs are built from
+  nlohmann::json truncation;     // the first truncated choice's `lifeline` object (or null)
 };
 
 struct ModelEngine::Live {
@@ -40,6 +41,7 @@ struct ModelEngine::Live {
   std::vector<int32_t> prompt;   // [n_prompt] token ids
   std::string echo_text;         // sent before the first token (completions' echo)
   int64_t max_tokens = 0;
+  int64_t requested_max_tokens = 0;  // before the SLO ladder's cap
   int64_t queued_tokens = 0;     // what this choice added to queued_prompt_tokens_
   std::optional<int64_t> deadline_us;
   std::optional<ChoiceOutput> out;

@@ -237,6 +237,8 @@ bool ModelEngine::Step() {
   PublishStepLoad(plan, t_eval0);
   if (eval_status.ok()) eval_status = model_->Eval(batch, *ctx_, *pool_, logits_);
   const auto t_eval1 = Clock::now();
+  // Outputs computed from a file that changed under us are never sent.
+  if (!CheckFile(/*now=*/true)) return true;
   step_end_estimate_us_.store(0, std::memory_order_relaxed);
   if (eval_status.ok()) ObserveSpeeds(plan, batch.size(), t_eval0, t_eval1);
 
@@ -252,8 +254,8 @@ bool ModelEngine::Step() {
 void ModelEngine::ApplyKnobs() {
   if (slo_.speeds != nullptr) {
     // The batching window's slack check needs the time a prompt token takes to prefill.
-    if (auto tps = slo_.speeds->prefill_tokens_per_s(); tps && *tps > 0) {
-      scheduler_->SetServiceEstimate(1e6 / *tps);
+    if (auto f = slo_.speeds->prefill_fit()) {
+      scheduler_->SetServiceEstimate(f->per_token_ms * 1000.0);
     }
   }
   if (slo_.knobs == nullptr) return;
@@ -281,6 +283,7 @@ slo::QueueLoad ModelEngine::Load(int64_t now_us) const {
   l.running_prefill_tokens = running_prefill_tokens_.load(std::memory_order_relaxed);
   l.running_decodes = running_decodes_.load(std::memory_order_relaxed);
   l.step_token_budget = step_token_budget_.load(std::memory_order_relaxed);
+  l.open_requests = open_requests_.load();
   // Past the estimate (the step overran) nothing is added: the overrun is not predictable.
   const int64_t end_us = step_end_estimate_us_.load(std::memory_order_relaxed);
   if (end_us > now_us) l.step_left_ms = static_cast<double>(end_us - now_us) / 1000.0;
@@ -322,9 +325,7 @@ void ModelEngine::PublishStepLoad(const StepPlan& plan, Clock::time_point eval_s
   double est_ms = 0;
   if (slo_.speeds != nullptr) {
     if (has_prefill) {
-      if (auto tps = slo_.speeds->prefill_tokens_per_s()) {
-        est_ms = static_cast<double>(plan.n_tokens) * 1000.0 / *tps;
-      }
+      if (auto ms = slo_.speeds->PrefillMs(plan.n_tokens)) est_ms = *ms;
     } else if (auto dms = slo_.speeds->decode_ms_per_token()) {
       est_ms = *dms;
     }
@@ -375,6 +376,7 @@ void ModelEngine::PublishSnapshot() {
   snapshot_.waiting = st.waiting;
   snapshot_.running = st.running;
   snapshot_.kv_blocks_free = static_cast<int32_t>(scheduler_->block_manager().n_available());
+  snapshot_.kv_blocks_touched = bs.blocks_touched;
   snapshot_.prefix_hit_tokens = bs.prefix_hit_tokens;
   snapshot_.prefix_lookup_tokens = bs.prefix_lookup_tokens;
   snapshot_.preemptions = st.preemptions;
@@ -389,8 +391,18 @@ void ModelEngine::PublishSnapshot() {
 }
 
 void ModelEngine::Loop() {
+  if (options_.calibrate) Calibrate();
+  calibrated_.set_value();
   for (;;) {
     heartbeat_ns_.store(Clock::now().time_since_epoch().count());
+    if (failed_.load() || !CheckFile(/*now=*/false)) {
+      // A failed model answers every request with its error and computes nothing.
+      FailAll("model_failed", "model '" + options_.name + "' failed: " + Failure(), 503);
+      std::unique_lock<std::mutex> lock(mu_);
+      if (stop_) break;
+      cv_.wait_for(lock, std::chrono::milliseconds(250), [&] { return stop_ || !inbox_.empty(); });
+      continue;
+    }
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (stop_) break;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <mutex>
 
 namespace lifeline::slo {
 
@@ -46,17 +47,45 @@ AdmissionDecision RouteOrShed(const AdmissionRequest& r, int32_t retry_after_s,
 void ApplyTruncation(const SloConfig& c, const AdmissionRequest& r,
                      const SpeedEstimator& speeds, AdmissionDecision* d) {
   int64_t cap = c.ladder.truncate_max_tokens;
+  std::string why = Fmt("ladder.truncate_max_tokens %lld", static_cast<long long>(cap));
   const auto decode_ms = speeds.decode_ms_per_token();
   if (r.budget.e2e_budget_ms) {
     d->stop_at_deadline = true;
     if (decode_ms && d->predicted.ttft_ms) {
-      // The first token comes with the prefill; each further one costs decode_ms.
+      // The first token comes with the prefill; each further one costs decode_ms. Never
+      // below the floor: a cut to a handful of tokens is no answer, and the deadline stop
+      // still ends the request at its deadline (and says so).
       const double left_ms = *r.budget.e2e_budget_ms - *d->predicted.ttft_ms;
       const auto fit = 1 + static_cast<int64_t>(std::floor(std::max(0.0, left_ms) / *decode_ms));
-      cap = std::min(cap, fit);
+      const int64_t floor_tokens =
+          std::min(c.ladder.truncate_min_tokens, c.ladder.truncate_max_tokens);
+      const int64_t by_budget = std::max(fit, floor_tokens);
+      if (by_budget < cap) {
+        cap = by_budget;
+        why = fit >= floor_tokens
+                  ? Fmt("what fits the e2e budget %.0f ms at %.2f ms/token",
+                        *r.budget.e2e_budget_ms, *decode_ms)
+                  : Fmt("the floor ladder.truncate_min_tokens %lld (the e2e budget %.0f ms "
+                        "fits %lld)",
+                        static_cast<long long>(floor_tokens), *r.budget.e2e_budget_ms,
+                        static_cast<long long>(fit));
+      }
     }
   }
-  if (cap < r.max_tokens) d->max_tokens_cap = cap;
+  if (cap < r.max_tokens) {
+    d->max_tokens_cap = cap;
+    d->cap_reason = Fmt("class %s at ladder level truncate: max_tokens %lld capped to %lld (",
+                        r.budget.slo_class.c_str(), static_cast<long long>(r.max_tokens),
+                        static_cast<long long>(cap)) +
+                    why + ")";
+  }
+}
+
+// Nothing waits on the model and nothing runs there: the request would start at once.
+bool Idle(const QueueLoad& l) {
+  if (l.open_requests >= 0) return l.open_requests == 0;
+  return l.queued_requests <= 0 && l.queued_prefill_tokens <= 0 &&
+         l.running_prefill_tokens <= 0 && l.running_decodes <= 0;
 }
 
 }  // namespace
@@ -76,8 +105,37 @@ void SpeedEstimator::Update(std::atomic<double>* avg, std::atomic<int64_t>* last
 
 void SpeedEstimator::ObservePrefill(int64_t tokens, double elapsed_ms, int64_t now_us) {
   if (tokens <= 0 || !(elapsed_ms > 0) || !std::isfinite(elapsed_ms)) return;
-  Update(&prefill_tps_, &prefill_at_us_, static_cast<double>(tokens) * 1000.0 / elapsed_ms,
-         now_us);
+  const double x = static_cast<double>(tokens);
+  int k = 0;
+  while (k + 1 < kSizeClasses && (int64_t{1} << (k + 1)) <= tokens) ++k;
+  {
+    std::lock_guard lock(mu_);
+    const int64_t prev_us = prefill_at_us_.load(std::memory_order_relaxed);
+    const bool stale = has_prefill_.load(std::memory_order_relaxed) && stale_after_us_ > 0 &&
+                       now_us - prev_us >= stale_after_us_;
+    if (stale) {
+      // The machine may be faster or slower now than when the fit was made: scale every
+      // class by this measurement's ratio to the fit, keeping the fit's shape.
+      if (const auto fit = FitLocked()) {
+        const double predicted = fit->fixed_ms + fit->per_token_ms * x;
+        if (predicted > 0) {
+          const double ratio = elapsed_ms / predicted;
+          for (SizeClass& c : classes_) c.ms *= ratio;
+        }
+      }
+    }
+    SizeClass& c = classes_[k];
+    if (!c.seen || stale) {
+      c.tokens = x;
+      c.ms = elapsed_ms;
+      c.seen = true;
+    } else {
+      c.tokens = alpha_ * x + (1 - alpha_) * c.tokens;
+      c.ms = alpha_ * elapsed_ms + (1 - alpha_) * c.ms;
+    }
+    has_prefill_.store(true, std::memory_order_relaxed);
+    prefill_at_us_.store(now_us, std::memory_order_relaxed);
+  }
 }
 
 void SpeedEstimator::ObserveDecode(double ms_per_token, int64_t now_us) {
@@ -85,9 +143,66 @@ void SpeedEstimator::ObserveDecode(double ms_per_token, int64_t now_us) {
   Update(&decode_ms_, &decode_at_us_, ms_per_token, now_us);
 }
 
+std::optional<SpeedEstimator::PrefillFit> SpeedEstimator::FitLocked() const {
+  // Least squares of ms on tokens over the classes' averages, one point per class, so a
+  // size seen often does not drown the others.
+  double n = 0, sx = 0, sy = 0, lo = 0, hi = 0;
+  for (const SizeClass& c : classes_) {
+    if (!c.seen) continue;
+    lo = n == 0 ? c.tokens : std::min(lo, c.tokens);
+    hi = n == 0 ? c.tokens : std::max(hi, c.tokens);
+    n += 1;
+    sx += c.tokens;
+    sy += c.ms;
+  }
+  if (n < 2 || hi < 2 * lo) return std::nullopt;  // one size alone says nothing of the slope
+  const double mx = sx / n, my = sy / n;
+  double sxx = 0, sxy = 0, sx2 = 0, sxy0 = 0;
+  for (const SizeClass& c : classes_) {
+    if (!c.seen) continue;
+    sxx += (c.tokens - mx) * (c.tokens - mx);
+    sxy += (c.tokens - mx) * (c.ms - my);
+    sx2 += c.tokens * c.tokens;
+    sxy0 += c.tokens * c.ms;
+  }
+  PrefillFit f;
+  f.per_token_ms = sxx > 0 ? sxy / sxx : 0;
+  f.fixed_ms = my - f.per_token_ms * mx;
+  if (f.per_token_ms <= 0) {
+    // Longer steps measured no slower (noise): all fixed cost, but keep a small slope so a
+    // huge prompt is never predicted free: the cheapest per-token rate seen, over 100.
+    double min_rate = my / std::max(1.0, hi);
+    for (const SizeClass& c : classes_) {
+      if (c.seen) min_rate = std::min(min_rate, c.ms / c.tokens);
+    }
+    f.per_token_ms = min_rate / 100;
+    f.fixed_ms = std::max(0.0, my - f.per_token_ms * mx);
+  } else if (f.fixed_ms < 0) {
+    // A negative fixed cost is noise too: the line through the origin.
+    f.fixed_ms = 0;
+    f.per_token_ms = sxy0 / sx2;
+  }
+  if (!(f.per_token_ms > 0) || !std::isfinite(f.per_token_ms) || !std::isfinite(f.fixed_ms)) {
+    return std::nullopt;
+  }
+  return f;
+}
+
+std::optional<SpeedEstimator::PrefillFit> SpeedEstimator::prefill_fit() const {
+  std::lock_guard lock(mu_);
+  return FitLocked();
+}
+
+std::optional<double> SpeedEstimator::PrefillMs(int64_t tokens) const {
+  const auto f = prefill_fit();
+  if (!f) return std::nullopt;
+  return f->fixed_ms + f->per_token_ms * static_cast<double>(std::max<int64_t>(0, tokens));
+}
+
 std::optional<double> SpeedEstimator::prefill_tokens_per_s() const {
-  const double v = prefill_tps_.load(std::memory_order_relaxed);
-  return v > 0 ? std::optional<double>(v) : std::nullopt;
+  const auto f = prefill_fit();
+  if (!f) return std::nullopt;
+  return 1000.0 / f->per_token_ms;
 }
 
 std::optional<double> SpeedEstimator::decode_ms_per_token() const {
@@ -96,7 +211,7 @@ std::optional<double> SpeedEstimator::decode_ms_per_token() const {
 }
 
 bool SpeedEstimator::Stale(int64_t now_us) const {
-  if (stale_after_us_ <= 0 || !prefill_tokens_per_s()) return false;
+  if (stale_after_us_ <= 0 || !has_prefill_.load(std::memory_order_relaxed)) return false;
   const int64_t last = std::max(prefill_at_us_.load(std::memory_order_relaxed),
                                 probe_at_us_.load(std::memory_order_relaxed));
   return now_us - last >= stale_after_us_;
@@ -114,8 +229,8 @@ bool SpeedEstimator::TryClaimProbe(int64_t now_us) {
 Prediction Predict(const SpeedEstimator& speeds, const QueueLoad& load, int64_t prompt_tokens,
                    int64_t max_tokens, double elapsed_ms, double margin) {
   Prediction p;
-  const auto tps = speeds.prefill_tokens_per_s();
-  if (!tps) return p;
+  const auto fit = speeds.prefill_fit();
+  if (!fit) return p;
   const int64_t prefill = std::max<int64_t>(0, load.queued_prefill_tokens) +
                           std::max<int64_t>(0, load.running_prefill_tokens) +
                           std::max<int64_t>(0, prompt_tokens);
@@ -127,7 +242,9 @@ Prediction Predict(const SpeedEstimator& speeds, const QueueLoad& load, int64_t 
     steps = std::max<int64_t>(1, (prefill + per_step - 1) / per_step);
   }
   const double tokens = static_cast<double>(prefill) + static_cast<double>(steps * decoding);
-  const double service_ms = std::max(0.0, load.step_left_ms) + tokens * 1000.0 / *tps;
+  const double service_ms = std::max(0.0, load.step_left_ms) +
+                            static_cast<double>(steps) * fit->fixed_ms +
+                            tokens * fit->per_token_ms;
   p.ttft_ms = elapsed_ms + std::max(1.0, margin) * service_ms;
   if (const auto dms = speeds.decode_ms_per_token()) {
     p.e2e_ms = *p.ttft_ms + static_cast<double>(std::max<int64_t>(0, max_tokens - 1)) * *dms;
@@ -140,6 +257,7 @@ std::string_view ActionName(Action a) {
     case Action::kAdmit: return "admit";
     case Action::kRoute: return "route";
     case Action::kShed: return "shed";
+    case Action::kRefuse: return "refuse";
   }
   return "?";
 }
@@ -169,32 +287,73 @@ AdmissionDecision Decide(const SloConfig& c, const AdmissionRequest& r,
             r.load.queued_requests, static_cast<long long>(r.load.queued_prefill_tokens),
             r.max_queue_requests, static_cast<long long>(r.max_queue_tokens)));
   }
+  if (r.budget.deadline_ms) {
+    // The client's own deadline, against the request alone on an idle model at the mean
+    // fitted speed (no margin): if even that misses, no retry can help.
+    const double deadline = *r.budget.deadline_ms;
+    QueueLoad alone_load;
+    alone_load.step_token_budget = r.load.step_token_budget;
+    const Prediction alone =
+        Predict(speeds, alone_load, r.prompt_tokens, r.max_tokens, r.elapsed_ms, 1.0);
+    std::string why;
+    if (r.elapsed_ms >= deadline) {
+      why = Fmt("%.1f ms had passed when the request was ready to queue", r.elapsed_ms);
+    } else if (alone.ttft_ms && *alone.ttft_ms > deadline) {
+      const auto fit = speeds.prefill_fit();
+      why = Fmt("its first token is estimated at %.1f ms even with nothing else queued "
+                "(%.1f ms elapsed + prefill of %lld prompt tokens at %.2f ms + %.4f ms/token)",
+                *alone.ttft_ms, r.elapsed_ms, static_cast<long long>(r.prompt_tokens),
+                fit->fixed_ms, fit->per_token_ms);
+    }
+    if (!why.empty()) {
+      AdmissionDecision out;
+      out.action = Action::kRefuse;
+      out.http_status = 400;
+      out.predicted = alone;
+      out.reason = Fmt("deadline_ms %.0f cannot be met: ", deadline) + why;
+      return out;
+    }
+  }
   AdmissionDecision d;
   d.predicted = Predict(speeds, r.load, r.prompt_tokens, r.max_tokens, r.elapsed_ms,
                         c.admission.prediction_margin * std::max(1.0, r.margin_scale));
   const bool late = c.admission.predictive && d.predicted.ttft_ms &&
                     *d.predicted.ttft_ms > r.budget.ttft_budget_ms;
-  if (late && r.probe_due) {
+  if (late && Idle(r.load) && !r.has_next_model) {
+    // Nothing is queued or running on the model: a refusal frees nothing for anyone, and a
+    // retry would find the same idle model. Serve it (a lighter member, when there is one,
+    // is tried below instead).
+    d.reason = Fmt("model idle: admitted although predicted ttft %.1f ms > budget %.1f ms",
+                   *d.predicted.ttft_ms, r.budget.ttft_budget_ms);
+  } else if (late && Idle(r.load)) {
+    AdmissionDecision out = Route(Fmt("predicted ttft %.1f ms > budget %.1f ms on an idle "
+                                      "model: a lighter member may meet it",
+                                      *d.predicted.ttft_ms, r.budget.ttft_budget_ms));
+    out.predicted = d.predicted;
+    return out;
+  } else if (late && r.probe_due) {
     // The estimate behind "late" is stale: let this one through to measure the model again.
     d.probe = true;
     d.reason = Fmt("probe: stale speed estimate (predicted ttft %.1f ms > budget %.1f ms)",
                    *d.predicted.ttft_ms, r.budget.ttft_budget_ms);
   } else if (late) {
     const double late_ms = *d.predicted.ttft_ms - r.budget.ttft_budget_ms;
+    const auto fit = speeds.prefill_fit();
     AdmissionDecision out = RouteOrShed(
         r, ClampRetry(c, late_ms / 1000.0),
-        Fmt("predicted ttft %.1f ms > budget %.1f ms (%lld queued + %lld running prefill "
-            "tokens, %d decoding, %.0f ms left in the step, at %.0f tokens/s)",
-            *d.predicted.ttft_ms, r.budget.ttft_budget_ms,
+        Fmt("predicted ttft %.1f ms > budget %.1f ms (%d queued requests with %lld prompt "
+            "tokens, %lld running prefill tokens, %d decoding, %.0f ms left in the step; "
+            "a step costs %.2f ms + %.4f ms/token)",
+            *d.predicted.ttft_ms, r.budget.ttft_budget_ms, r.load.queued_requests,
             static_cast<long long>(r.load.queued_prefill_tokens),
             static_cast<long long>(r.load.running_prefill_tokens), r.load.running_decodes,
-            r.load.step_left_ms, *tps));
+            r.load.step_left_ms, fit->fixed_ms, fit->per_token_ms));
     out.predicted = d.predicted;
     return out;
   } else {
     d.reason = d.predicted.ttft_ms ? Fmt("predicted ttft %.1f ms within budget %.1f ms",
                                          *d.predicted.ttft_ms, r.budget.ttft_budget_ms)
-                                   : std::string("no speed measurements yet");
+                                   : std::string("no speed fit yet");
   }
   if (r.level >= Level::kTruncate) ApplyTruncation(c, r, speeds, &d);
   d.trim_context = r.level >= Level::kTrimContext && r.budget.allow_context_trim;
@@ -212,6 +371,7 @@ std::string_view OutcomeCounters::OutcomeOf(const AdmissionDecision& d) {
     case Action::kAdmit: return "admitted";
     case Action::kRoute: return "routed";
     case Action::kShed: return d.http_status == 503 ? "shed_503" : "shed_429";
+    case Action::kRefuse: return "refused_deadline";
   }
   return "?";
 }

@@ -10,34 +10,45 @@
 //                       the budget is unknown): the prefill is chunked under the step token
 //                       budget, and every one of those steps also carries one token of each
 //                       decoding sequence
-//   service_ms        = step_left_ms + (prefill_tokens + steps x decoding) x 1000 / step_tps
+//   service_ms        = step_left_ms + steps x fixed_ms
+//                       + (prefill_tokens + steps x decoding) x per_token_ms
 //   predicted_ttft_ms = elapsed_ms + prediction_margin x margin_scale x service_ms
 //                       (margin_scale: the controller's per-class correction, >= 1, raised
 //                       while the class's TTFT P95 is over target; see AdmissionParams)
 //   predicted_e2e_ms  = predicted_ttft_ms + (max_tokens - 1) x decode_ms_per_token
 //
-// step_tps is measured on steps that carry prefill, counting all their tokens (decodes are
-// rows of the same matrix products), so the decode tokens of mixed steps are not counted
-// twice. step_left_ms is the estimated time left in the step being computed at arrival.
+// A step's cost is fitted as fixed_ms + per_token_ms x step tokens over steps of several
+// sizes (SpeedEstimator: one running average per power-of-two size, least squares over
+// them), so a small first request, whose time is mostly the fixed part, is not extrapolated
+// to long prompts as if every token cost what its few tokens did. Step tokens count every
+// token of a step with prefill (decodes are rows of the same matrix products), so the decode
+// tokens of mixed steps are not counted twice. step_left_ms is the estimated time left in the
+// step being computed at arrival.
 //
 // Decide() applies, in order: model not ready (route, else 503); ladder level shed (429);
-// level cascade on the first hop (route); the model's bounded queue (route, else 429);
-// predicted TTFT over the TTFT budget (route, else 429 -- except a probe, below); otherwise
-// admit, with the ladder's caps: level >= truncate caps max_tokens (ladder.truncate_max_tokens,
-// and what fits the e2e budget at the measured decode speed) and stops at the deadline; level
-// >= trim_context trims optional context when the request allows it. Without speed
-// measurements yet there is no prediction, and only the queue bounds apply. A routed request
-// is decided again against the next member's queue with cascade_hops + 1.
+// level cascade on the first hop (route); the model's bounded queue (route, else 429); an
+// explicit deadline_ms that the request could not meet even alone on an idle model (its
+// elapsed time, or elapsed + its own prefill at the fitted speed, past the deadline: 400,
+// not retryable); predicted TTFT over the TTFT budget (route, else 429 -- except a probe,
+// below, and an idle model: with nothing queued or running, refusing helps nobody, so the
+// request is routed to a lighter member when there is one and admitted otherwise);
+// otherwise admit, with the ladder's caps: level >= truncate caps max_tokens
+// (ladder.truncate_max_tokens, and what fits the e2e budget at the measured decode speed,
+// never below ladder.truncate_min_tokens) and stops at the deadline; level >= trim_context
+// trims optional context when the request allows it. Without a fit yet (fewer than two step
+// sizes a factor 2 apart) there is no prediction, and only the queue bounds apply. A routed
+// request is decided again against the next member's queue with cascade_hops + 1.
 //
 // Stale estimates: a model that admission routes everything away from gets no new
 // measurements, so a pessimistic estimate (a slow cold first request) would stick. After
 // admission.speed_stale_ms without a measurement the estimate is stale: a request predicted
 // to miss is admitted anyway as a probe (probe_due; at most one per speed_stale_ms, claimed
-// with SpeedEstimator::TryClaimProbe), and the next measurement replaces the stale average
-// instead of blending into it.
+// with SpeedEstimator::TryClaimProbe), and the next measurement rescales the whole fit by
+// its ratio to the stale prediction instead of blending into one size's average.
 //
-// Ownership: SpeedEstimator owns atomics; the rest are values. Thread-safety: SpeedEstimator
-// has one writer of measurements (the engine thread), any number of readers, and
+// Ownership: SpeedEstimator owns atomics and its size classes (under a mutex); the rest are
+// values. Thread-safety: SpeedEstimator has one writer of measurements (the engine thread),
+// any number of readers, and
 // TryClaimProbe may race from any thread (one winner); Decide and Predict are pure;
 // OutcomeCounters takes a mutex. Failure: none (decisions, not errors).
 #pragma once
@@ -59,21 +70,31 @@ namespace lifeline::slo {
 
 class SpeedEstimator {
  public:
-  // `stale_after_ms` <= 0: estimates never go stale (no probes, EWMA always blends).
+  // `stale_after_ms` <= 0: estimates never go stale (no probes, averages always blend).
   explicit SpeedEstimator(double ewma_alpha = 0.2, int64_t stale_after_ms = 5000)
       : alpha_(ewma_alpha), stale_after_us_(stale_after_ms * 1000) {}
 
   // A step with prefill: `tokens` step tokens (prefill chunks and the decodes riding along)
-  // computed in `elapsed_ms`, at `now_us`. Non-positive inputs are ignored. The first
-  // observation, or the first after the estimate went stale, seeds the average.
+  // computed in `elapsed_ms`, at `now_us`. Non-positive inputs are ignored. It blends into
+  // the average of its power-of-two size class (the first one of a class seeds it); the
+  // first after the estimate went stale rescales every class by its ratio to the fit.
   void ObservePrefill(int64_t tokens, double elapsed_ms, int64_t now_us);
   // One decode step's time (the time per generated token of each sequence in it).
   void ObserveDecode(double ms_per_token, int64_t now_us);
 
-  std::optional<double> prefill_tokens_per_s() const;  // none before the first observation
+  // A prefill step of n tokens costs fixed_ms + per_token_ms x n (least squares over the
+  // size classes' averages; both >= 0). None until two classes whose average sizes are at
+  // least a factor 2 apart have been measured.
+  struct PrefillFit {
+    double fixed_ms = 0;
+    double per_token_ms = 0;
+  };
+  std::optional<PrefillFit> prefill_fit() const;
+  std::optional<double> PrefillMs(int64_t tokens) const;   // the fit at `tokens`
+  std::optional<double> prefill_tokens_per_s() const;      // marginal: 1000 / per_token_ms
   std::optional<double> decode_ms_per_token() const;
 
-  // The prefill estimate exists and neither a measurement nor a probe came for
+  // A prefill estimate exists and neither a measurement nor a probe came for
   // stale_after_ms.
   bool Stale(int64_t now_us) const;
   // Claims the probe of this stale period: true for exactly one caller until the next
@@ -81,11 +102,20 @@ class SpeedEstimator {
   bool TryClaimProbe(int64_t now_us);
 
  private:
+  static constexpr int kSizeClasses = 32;  // class k: step sizes in [2^k, 2^(k+1))
+  struct SizeClass {
+    double tokens = 0;  // running average of the step sizes seen
+    double ms = 0;      // running average of their times
+    bool seen = false;
+  };
+  std::optional<PrefillFit> FitLocked() const;
   void Update(std::atomic<double>* avg, std::atomic<int64_t>* last_us, double sample,
               int64_t now_us);
   double alpha_;
   int64_t stale_after_us_;
-  std::atomic<double> prefill_tps_{0};  // 0: no measurement yet
+  mutable std::mutex mu_;                 // guards classes_
+  SizeClass classes_[kSizeClasses];
+  std::atomic<bool> has_prefill_{false};  // some class seen
   std::atomic<double> decode_ms_{0};
   std::atomic<int64_t> prefill_at_us_{0};  // last prefill measurement
   std::atomic<int64_t> decode_at_us_{0};
@@ -100,11 +130,14 @@ struct QueueLoad {
   int32_t running_decodes = 0;        // sequences decoding: one token in every step
   double step_left_ms = 0;            // estimated time left in the step being computed
   int64_t step_token_budget = 0;      // tokens per step (0: unknown, no chunking)
+  // Accepted requests not yet ended, counted exactly (the fields above are per-step
+  // snapshots and may lag a step); < 0: unknown, idleness is judged from the fields above.
+  int64_t open_requests = -1;
 };
 
 struct Prediction {
-  std::optional<double> ttft_ms;  // needs the prefill speed
-  std::optional<double> e2e_ms;   // needs both speeds
+  std::optional<double> ttft_ms;  // needs the prefill fit
+  std::optional<double> e2e_ms;   // needs the fit and the decode speed
 };
 // The formulas above. `margin` multiplies the service time (not elapsed_ms).
 Prediction Predict(const SpeedEstimator& speeds, const QueueLoad& load, int64_t prompt_tokens,
@@ -126,16 +159,19 @@ struct AdmissionRequest {
   double margin_scale = 1.0;          // the class's closed-loop scale (Knobs::MarginScaleOf)
 };
 
-enum class Action : uint8_t { kAdmit, kRoute, kShed };
-std::string_view ActionName(Action a);  // "admit", "route", "shed"
+// kRefuse: the request cannot be served as asked (an unreachable deadline_ms): 400, which a
+// client must not retry unchanged.
+enum class Action : uint8_t { kAdmit, kRoute, kShed, kRefuse };
+std::string_view ActionName(Action a);  // "admit", "route", "shed", "refuse"
 
 struct AdmissionDecision {
   Action action = Action::kAdmit;
-  int32_t http_status = 0;    // kShed: 429, or 503 when the model is not ready
+  int32_t http_status = 0;    // kShed: 429, or 503 when the model is not ready; kRefuse: 400
   int32_t retry_after_s = 0;  // kShed: in [1, admission.max_retry_after_s]
   std::optional<int64_t> max_tokens_cap;  // kAdmit at level >= truncate, when below max_tokens
   bool stop_at_deadline = false;          // kAdmit at level >= truncate with an e2e budget
   bool trim_context = false;              // kAdmit at level >= trim_context, request allows
+  std::string cap_reason;                 // with max_tokens_cap: what set the cap
   // kAdmit although predicted to miss: a probe of a stale estimate. The caller must win
   // SpeedEstimator::TryClaimProbe, else decide again with probe_due = false.
   bool probe = false;
@@ -158,7 +194,8 @@ struct OutcomeCount {
 class OutcomeCounters {
  public:
   void Count(std::string_view slo_class, std::string_view model, std::string_view outcome);
-  // The outcome name of a decision: "admitted", "routed", "shed_429" or "shed_503".
+  // The outcome name of a decision: "admitted", "routed", "shed_429", "shed_503" or
+  // "refused_deadline".
   static std::string_view OutcomeOf(const AdmissionDecision& d);
   std::vector<OutcomeCount> Snapshot() const;  // sorted by (class, model, outcome)
 

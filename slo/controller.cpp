@@ -142,25 +142,49 @@ void Controller::Transition(const SloClass& cls, int64_t now_us, Level to, std::
 }
 
 bool Controller::StepClass(const SloClass& cls, int64_t now_us, const Pressure& p,
-                           const Pressure* fresh, ClassState* st, TickResult* out) {
+                           const Pressure* fresh, bool idle, ClassState* st,
+                           TickResult* out) {
   const LadderParams& lp = config_.ladder;
   st->last = p;
   const auto level = static_cast<int32_t>(st->level);
+  if (level > 0 && idle) {
+    // Nothing runs or waits anywhere: whatever the window remembers, no request is being
+    // degraded for anyone's benefit. An idle tick is a healthy tick.
+    return Recover(cls, now_us, Pressure{}, /*since_transition=*/false, st, out,
+                   "no request in flight (idle)");
+  }
   if (p.has_signal && p.ratio > lp.enter_ratio) {
-    st->healthy_ticks = 0;
-    if (level >= cls.max_level || !Elapsed(st->changed_us, now_us, lp.raise_interval_ms)) {
-      return false;
+    // Overloaded by the whole window. Since the last transition, though, the class may have
+    // been idle (no sample at all) or healthy: the window then only remembers the burst
+    // that raised the level, and holding the level for the window's length (30 s by
+    // default) would keep truncating the answers of an idle server. Judge the level on its
+    // own samples: recover as from a healthy tick (below).
+    const bool fresh_ok = level > 0 && fresh != nullptr &&
+                          (fresh->window_samples == 0 ||
+                           (fresh->has_signal && fresh->ratio < lp.recover_ratio));
+    if (!fresh_ok) {
+      st->healthy_ticks = 0;
+      if (level >= cls.max_level || !Elapsed(st->changed_us, now_us, lp.raise_interval_ms)) {
+        return false;
+      }
+      // Not (yet) overloaded by what came after the last transition: hold until the
+      // previous level has been judged on its own samples.
+      if (fresh != nullptr && !(fresh->has_signal && fresh->ratio > lp.enter_ratio)) {
+        return false;
+      }
+      Transition(cls, now_us, static_cast<Level>(level + 1),
+                 Fmt("%s p95 %.1f ms > %.2f x target %.1f ms", MetricName(p.metric).data(),
+                     p.p95_ms, lp.enter_ratio, p.target_ms),
+                 p, st, out);
+      return true;
     }
-    // Overloaded by the whole window, but not (yet) by what came after the last transition:
-    // hold until the previous level has been judged on its own samples.
-    if (fresh != nullptr && !(fresh->has_signal && fresh->ratio > lp.enter_ratio)) return false;
-    Transition(cls, now_us, static_cast<Level>(level + 1),
-               Fmt("%s p95 %.1f ms > %.2f x target %.1f ms", MetricName(p.metric).data(),
-                   p.p95_ms, lp.enter_ratio, p.target_ms),
-               p, st, out);
-    return true;
+    return Recover(cls, now_us, *fresh, /*since_transition=*/true, st, out);
   }
   if (p.has_signal && p.ratio >= lp.recover_ratio) {
+    const bool fresh_ok = level > 0 && fresh != nullptr &&
+                          (fresh->window_samples == 0 ||
+                           (fresh->has_signal && fresh->ratio < lp.recover_ratio));
+    if (fresh_ok) return Recover(cls, now_us, *fresh, /*since_transition=*/true, st, out);
     st->healthy_ticks = 0;  // inside the hysteresis band: hold
     return false;
   }
@@ -169,6 +193,14 @@ bool Controller::StepClass(const SloClass& cls, int64_t now_us, const Pressure& 
     // and rise again under sustained overload whenever samples came in slowly.
     return false;
   }
+  return Recover(cls, now_us, p, /*since_transition=*/false, st, out);
+}
+
+bool Controller::Recover(const SloClass& cls, int64_t now_us, const Pressure& p,
+                         bool since_transition, ClassState* st, TickResult* out,
+                         const char* idle_reason) {
+  const LadderParams& lp = config_.ladder;
+  const auto level = static_cast<int32_t>(st->level);
   ++st->healthy_ticks;
   const int64_t dwell_ms = lp.min_dwell_ms;
   if (level == 0 || st->healthy_ticks < lp.recover_ticks ||
@@ -176,11 +208,15 @@ bool Controller::StepClass(const SloClass& cls, int64_t now_us, const Pressure& 
     return false;
   }
   const int32_t ticks = st->healthy_ticks;
+  const char* where = since_transition ? " since the last transition" : "";
   std::string reason =
-      p.has_signal
-          ? Fmt("%s p95 %.1f ms < %.2f x target %.1f ms for %d ticks",
-                MetricName(p.metric).data(), p.p95_ms, lp.recover_ratio, p.target_ms, ticks)
-          : Fmt("no samples in the window (idle) for %d ticks", ticks);
+      idle_reason != nullptr ? Fmt("%s for %d ticks", idle_reason, ticks)
+      : p.has_signal
+          ? Fmt("%s p95 %.1f ms < %.2f x target %.1f ms%s for %d ticks",
+                MetricName(p.metric).data(), p.p95_ms, lp.recover_ratio, p.target_ms, where,
+                ticks)
+          : Fmt("no samples %s (idle) for %d ticks",
+                since_transition ? "since the last transition" : "in the window", ticks);
   Transition(cls, now_us, static_cast<Level>(level - 1), std::move(reason), p, st, out);
   return true;
 }
@@ -243,7 +279,12 @@ TickResult Controller::Tick(int64_t now_us, const TrackerSnapshot& snapshot) {
         series->since_change) {
       fresh = PressureOfStats(cls, *series->since_change, config_.controller.min_samples);
     }
-    changed |= StepClass(cls, now_us, p, fresh ? &*fresh : nullptr, &st, &out);
+    // Idle: nothing in flight anywhere, and no sample of this class since the previous tick
+    // (so the requests that just finished are judged first, on their own samples).
+    const bool idle = snapshot.live_requests.has_value() && *snapshot.live_requests == 0 &&
+                      (series == nullptr ||
+                       now_us - series->last_record_us >= config_.controller.tick_ms * 1000);
+    changed |= StepClass(cls, now_us, p, fresh ? &*fresh : nullptr, idle, &st, &out);
     changed |= StepMargin(p, &st);
   }
   for (ModelState& m : models_) changed |= StepModel(now_us, snapshot, &m, &out);

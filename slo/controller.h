@@ -6,7 +6,14 @@
 //     P95 < recover_ratio x target and min_dwell_ms in the level. A window with samples but
 //     fewer than min_samples holds (neither a healthy nor an unhealthy tick: under overload
 //     a thin window says nothing about health); only an idle class, no sample of any metric
-//     in its window, counts as healthy, so the ladder still returns to 0 after load stops;
+//     in its window, counts as healthy, so the ladder still returns to 0 after load stops.
+//     Once a class has had a transition, a window still over target counts as healthy when
+//     the samples since that transition are (>= min_samples below recover_ratio) or when
+//     there are none (idle since), and a tick counts as healthy when no request is in flight
+//     on any model (TrackerSnapshot::live_requests = 0, filled in by the service) and the
+//     class recorded no sample since the previous tick (idle):
+//     the window otherwise remembers the burst that raised the level for its whole length,
+//     and an idle server kept truncating answers for 30 s;
 //   - halves / doubles each local model's batch limit (max running sequences, with the step
 //     token budget following) when the worst class P95 on that model is above
 //     batch_high_ratio / below batch_low_ratio x target, within [floor, cap];
@@ -205,8 +212,14 @@ class Controller {
 
   // fresh: the pressure over samples newer than the class's last transition (nullptr when the
   // snapshot does not carry it, e.g. no transition yet).
+  // idle: TrackerSnapshot::live_requests is 0 (nothing runs or waits on any model).
   bool StepClass(const SloClass& cls, int64_t now_us, const Pressure& p, const Pressure* fresh,
-                 ClassState* st, TickResult* out);
+                 bool idle, ClassState* st, TickResult* out);
+  // A healthy tick judged on `p` (the window, or the samples since the last transition), or
+  // an idle one (`idle_reason`): counts it and lowers one level after recover_ticks of them
+  // and min_dwell_ms.
+  bool Recover(const SloClass& cls, int64_t now_us, const Pressure& p, bool since_transition,
+               ClassState* st, TickResult* out, const char* idle_reason = nullptr);
   bool StepModel(int64_t now_us, const TrackerSnapshot& snapshot, ModelState* st,
                  TickResult* out);
   void Transition(const SloClass& cls, int64_t now_us, Level to, std::string reason,

@@ -52,6 +52,7 @@ void LatencyTracker::Series::Add(Metric m, int64_t now_us, double value_ms) {
   const auto i = static_cast<size_t>(m);
   window[i].Record(now_us, value_ms);
   total[i].Record(value_ms);
+  last_record_us = std::max(last_record_us, now_us);
 }
 
 LatencyTracker::LatencyTracker(WindowSpec spec) : spec_(spec) {}
@@ -110,6 +111,8 @@ TrackerSnapshot LatencyTracker::Snapshot(int64_t now_us, const SinceByClass* sin
       SeriesSnapshot row;
       row.slo_class = cls;
       row.model = model;
+      row.last_record_us = series->last_record_us;
+      merged_row.last_record_us = std::max(merged_row.last_record_us, series->last_record_us);
       for (size_t i = 0; i < kMetricCount; ++i) {
         LogHistogram h = series->window[i].Merged(now_us);
         row.window[i] = StatsOf(h);

@@ -48,6 +48,7 @@ struct SeriesSnapshot {
   // by_class rows of a snapshot asked for it (Snapshot's since_by_class): the window limited
   // to buckets that start at or after that class's last ladder transition.
   std::optional<std::array<WindowStats, kMetricCount>> since_change;
+  int64_t last_record_us = 0;  // when the newest sample of any metric was recorded (0: never)
 
   const WindowStats& operator[](Metric m) const { return window[static_cast<size_t>(m)]; }
 };
@@ -57,6 +58,10 @@ struct TrackerSnapshot {
   std::vector<SeriesSnapshot> by_class_model;  // sorted by (class, model)
   std::vector<SeriesSnapshot> by_class;        // sorted by class; models merged
   uint64_t dropped_series_records = 0;         // records refused over kMaxSeries
+  // Requests in flight on every model when the snapshot was taken; the owner of the models
+  // fills it in (the tracker does not know). None: unknown. 0 lets the controller treat a
+  // class with no sample for a tick as idle (Controller::Tick).
+  std::optional<int64_t> live_requests;
 
   const SeriesSnapshot* Find(std::string_view slo_class, std::string_view model) const;
   const SeriesSnapshot* FindClass(std::string_view slo_class) const;
@@ -95,6 +100,7 @@ class LatencyTracker {
     explicit Series(WindowSpec spec);
     std::array<WindowedHistogram, kMetricCount> window;
     std::array<PromHistogram, kMetricCount> total;
+    int64_t last_record_us = 0;  // time of the newest sample (0: none)
     void Add(Metric m, int64_t now_us, double value_ms);
   };
   Series* SeriesFor(std::string_view slo_class, std::string_view model);  // under mu_

@@ -229,8 +229,9 @@ Status ParseLadder(const Reader& r, const toml::table& t, LadderParams* p) {
   const std::string s = "ladder";
   LL_RETURN_IF_ERROR(r.CheckKeys(t, s, {"enter_ratio", "recover_ratio", "recover_ticks",
                                         "min_dwell_ms", "raise_interval_ms", "max_level",
-                                        "truncate_max_tokens", "trim_to_tokens",
-                                        "event_log_size", "raise_needs_fresh_samples"}));
+                                        "truncate_max_tokens", "truncate_min_tokens",
+                                        "trim_to_tokens", "event_log_size",
+                                        "raise_needs_fresh_samples"}));
   LL_RETURN_IF_ERROR(r.Double(t, s, "enter_ratio", 0, true, 100, &p->enter_ratio));
   LL_RETURN_IF_ERROR(r.Double(t, s, "recover_ratio", 0, true, 100, &p->recover_ratio));
   LL_RETURN_IF_ERROR(r.IntAs(t, s, "recover_ticks", 1, 100'000, &p->recover_ticks));
@@ -238,6 +239,7 @@ Status ParseLadder(const Reader& r, const toml::table& t, LadderParams* p) {
   LL_RETURN_IF_ERROR(r.Int(t, s, "raise_interval_ms", 0, 3'600'000, &p->raise_interval_ms));
   LL_RETURN_IF_ERROR(r.IntAs(t, s, "max_level", 0, 4, &p->max_level));
   LL_RETURN_IF_ERROR(r.Int(t, s, "truncate_max_tokens", 1, 1 << 20, &p->truncate_max_tokens));
+  LL_RETURN_IF_ERROR(r.Int(t, s, "truncate_min_tokens", 1, 1 << 20, &p->truncate_min_tokens));
   LL_RETURN_IF_ERROR(r.Int(t, s, "trim_to_tokens", 1, 1 << 24, &p->trim_to_tokens));
   LL_RETURN_IF_ERROR(r.IntAs(t, s, "event_log_size", 1, 100'000, &p->event_log_size));
   LL_RETURN_IF_ERROR(
@@ -537,6 +539,7 @@ Result<RequestBudget> Resolve(const SloConfig& config, const RequestSloFields& f
   b.allow_context_trim = fields.allow_context_trim;
   if (fields.deadline_ms) {
     b.e2e_budget_ms = *fields.deadline_ms;
+    b.deadline_ms = *fields.deadline_ms;
   } else if (cls->e2e_p95_ms) {
     b.e2e_budget_ms = *cls->e2e_p95_ms * multiplier;
   }

@@ -78,6 +78,13 @@ struct LadderParams {
   bool raise_needs_fresh_samples = true;
   int32_t max_level = 4;             // default for classes without their own max_level
   int64_t truncate_max_tokens = 256; // level >= 1: max_tokens capped to this
+  // ... and to what fits the e2e budget at the measured decode speed, but never below this
+  // floor (nor below nothing: a request asking for fewer keeps its own max_tokens). 64
+  // tokens is about 45 English words, a short paragraph: the smallest answer still useful
+  // as an answer. A request that cannot have that much within its budget keeps the floor
+  // and is ended by the deadline stop at its deadline instead, which reports the cut. A
+  // floor above truncate_max_tokens is lowered to it.
+  int64_t truncate_min_tokens = 64;
   // Level >= 2, requests with allow_context_trim: old chat turns are dropped until the prompt
   // fits this many tokens (or what the TTFT budget leaves at the measured prefill speed).
   int64_t trim_to_tokens = 2048;
@@ -155,6 +162,8 @@ struct RequestBudget {
   // End-to-end budget: the explicit deadline_ms, else the class e2e target x multiplier.
   std::optional<double> e2e_budget_ms;
   std::optional<double> tpot_budget_ms;  // class target x multiplier
+  // The request's own deadline_ms (also e2e_budget_ms); none when the budget is the class's.
+  std::optional<double> deadline_ms;
   bool allow_context_trim = false;
 };
 

@@ -27,6 +27,7 @@
 
 #include "base/checked_math.h"
 #include "engine/gguf/gguf_text.h"
+#include "engine/gguf/mapping_guard.h"
 
 namespace lifeline {
 
@@ -555,7 +556,31 @@ Result<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path,
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   void* addr = nullptr;
-  if (size > 0) {  // mmap of 0 bytes fails; an empty file is reported by Parse as truncated
+  if (size > 0 && opts.copy_to_memory) {
+    addr = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (addr == MAP_FAILED) {
+      const int err = errno;
+      ::close(fd);
+      return ResourceExhausted("cannot allocate " + std::to_string(size) + " bytes to copy '" +
+                               path + "' into memory: " + std::strerror(err));
+    }
+    uint64_t done = 0;
+    while (done < size) {
+      const ssize_t n = ::pread(fd, static_cast<uint8_t*>(addr) + done,
+                                std::min<uint64_t>(size - done, 1u << 30),
+                                static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int err = n < 0 ? errno : 0;
+        ::munmap(addr, size);
+        ::close(fd);
+        return IoError("cannot read '" + path + "' at byte " + std::to_string(done) + ": " +
+                       (n < 0 ? std::strerror(err) : "unexpected end of file"));
+      }
+      done += static_cast<uint64_t>(n);
+    }
+    (void)::mprotect(addr, size, PROT_READ);
+  } else if (size > 0) {  // mmap of 0 bytes fails; an empty file is reported as truncated
     addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (addr == MAP_FAILED) {
       const int err = errno;
@@ -564,12 +589,23 @@ Result<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path,
                      " bytes): " + std::strerror(err));
     }
   }
-  ::close(fd);  // the mapping keeps the file referenced
 
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->base_ = static_cast<const uint8_t*>(addr);
   f->size_ = size;
   f->mapped_ = size > 0;
+  f->copied_ = opts.copy_to_memory;
+  f->path_ = path;
+  if (f->mapped_ && !f->copied_) {
+    // Kept open so Integrity() can fstat the inode that is mapped, not whatever the path
+    // names now.
+    f->fd_ = fd;
+    f->opened_mtime_ns_ = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 +
+                          st.st_mtim.tv_nsec;
+    f->guard_slot_ = GuardMapping(addr, size, path);
+  } else {
+    ::close(fd);
+  }
   if (opts.mlock && f->mapped_) f->locked_ = ::mlock(addr, size) == 0;
   Status s = f->Parse(opts);
   if (!s.ok()) return Status(s.code(), path + ": " + s.message());
@@ -587,6 +623,8 @@ Result<std::unique_ptr<GgufFile>> GgufFile::FromMemory(const uint8_t* data, uint
 }
 
 void GgufFile::ReleasePages(const uint8_t* p, uint64_t bytes) const {
+  // For a copy (copy_to_memory) the released pages are gone for good (zeros if touched):
+  // the contract is that they are not read again.
   if (!mapped_ || locked_ || p < base_ || bytes > size_ ||
       static_cast<uint64_t>(p - base_) > size_ - bytes) {
     return;
@@ -598,10 +636,35 @@ void GgufFile::ReleasePages(const uint8_t* p, uint64_t bytes) const {
 }
 
 GgufFile::~GgufFile() {
+  if (fd_ >= 0) ::close(fd_);
   if (!mapped_) return;
+  UnguardMapping(guard_slot_);  // before the range may be reused by another mapping
   void* addr = const_cast<uint8_t*>(base_);
   if (locked_) ::munlock(addr, size_);
   ::munmap(addr, size_);
+}
+
+bool GgufFile::ReadFaulted() const { return MappingFaulted(guard_slot_); }
+
+Status GgufFile::Integrity() const {
+  if (ReadFaulted()) {
+    return DataLoss("model file '" + path_ + "': reading byte " +
+                    std::to_string(MappingFaultOffset(guard_slot_)) +
+                    " faulted (SIGBUS): the file was truncated while in use");
+  }
+  if (fd_ < 0) return Status::Ok();
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) return Status::Ok();  // cannot tell: no news is good news
+  const int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 +
+                           st.st_mtim.tv_nsec;
+  if (static_cast<uint64_t>(st.st_size) != size_) {
+    return DataLoss("model file '" + path_ + "' changed size while in use (" +
+                    std::to_string(size_) + " -> " + std::to_string(st.st_size) + " bytes)");
+  }
+  if (mtime_ns != opened_mtime_ns_) {
+    return DataLoss("model file '" + path_ + "' was modified in place while in use");
+  }
+  return Status::Ok();
 }
 
 Status GgufFile::Parse(const GgufOpenOptions& opts) {

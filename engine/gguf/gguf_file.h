@@ -18,8 +18,12 @@
 // Ownership: GgufFile owns the mapping (Open) or borrows the caller's bytes (FromMemory); every
 // view/pointer it hands out lives as long as it (and, for FromMemory, as long as those bytes).
 // Thread-safety: immutable after Open(); safe to read from any thread.
-// Failure: Open/FromMemory return a Status (kDataLoss for a bad file, kNotFound/kIo for the OS);
-// a file truncated by someone else while mapped can still raise SIGBUS on access (mmap).
+// Failure: Open/FromMemory return a Status (kDataLoss for a bad file, kNotFound/kIo for the OS).
+// A file truncated or rewritten in place by someone else while mapped: the mapping is guarded
+// (mapping_guard.h), so a read past the new end sees zeros instead of killing the process
+// with SIGBUS; Integrity() then reports it (and any change of the file's size or mtime), and
+// the owner must stop trusting what it computed. GgufOpenOptions::copy_to_memory reads the
+// file into private memory instead, which nothing outside can change.
 #pragma once
 
 #include <cstdint>
@@ -97,6 +101,10 @@ struct GgufTensorInfo {
 
 struct GgufOpenOptions {
   bool mlock = false;
+  // Read the whole file into private anonymous memory instead of mapping it (`serve
+  // --no-mmap`): loading costs a full read and the page cache no longer shares the bytes,
+  // but truncating or rewriting the file afterwards cannot affect this process.
+  bool copy_to_memory = false;
   // Caps on what a file can make us allocate or walk (metadata is copied into std::string /
   // vectors for keys and names only; arrays stay in the mapping).
   uint64_t max_tensors = 1 << 16;
@@ -127,10 +135,19 @@ class GgufFile {
   // True when Open() was asked to mlock and the kernel agreed (RLIMIT_MEMLOCK may refuse; that
   // is not an error).
   bool locked() const { return locked_; }
+  // The path Open() was given ("" for in-memory images).
+  const std::string& path() const { return path_; }
+  // Ok while the bytes are still the file's as opened; DataLoss naming the file once a read
+  // of the mapping faulted (the file shrank under it) or the opened file's size or
+  // modification time changed (rewritten in place). A file replaced by rename keeps the old
+  // inode mapped, which is intact: not a change. Always Ok for copies and in-memory images.
+  // A fstat per call; the fault check alone is an atomic load (ReadFaulted).
+  Status Integrity() const;
+  bool ReadFaulted() const;
 
   // Tells the kernel the mapped pages wholly inside [p, p + bytes) will not be read again
   // (a loader that copied those tensors elsewhere): they leave the process's resident set
-  // and are re-read from the file if touched after all. No-op for in-memory images, locked
+  // and are re-read from the file if touched after all (zeros for a copy_to_memory image). No-op for in-memory images, locked
   // mappings, or a range outside the mapping.
   void ReleasePages(const uint8_t* p, uint64_t bytes) const;
 
@@ -162,6 +179,11 @@ class GgufFile {
   uint64_t size_ = 0;
   bool mapped_ = false;
   bool locked_ = false;
+  bool copied_ = false;      // copy_to_memory: anonymous memory, not the file
+  std::string path_;
+  int fd_ = -1;              // the mapped file, kept open to fstat the same inode
+  int guard_slot_ = -1;      // mapping_guard.h slot, -1 when unguarded
+  int64_t opened_mtime_ns_ = 0;
 
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;

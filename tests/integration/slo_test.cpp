@@ -354,12 +354,15 @@ std::string LongPrompt() {
 }
 
 TEST_F(PredictiveAdmissionTest, UnmeetableDeadlineBehindAFullQueueIs429AtOnce) {
-  // One request first, so the engine has measured its prefill speed (no prediction before).
+  // One request first: what the long prompt takes alone (the engine also calibrated its
+  // prefill cost at start).
   json warm = GreedyCompletion(LongPrompt(), 2);
   auto w = Post("/v1/completions", warm);
   ASSERT_TRUE(w);
   ASSERT_EQ(w->status, 200) << w->body;
   ASSERT_GE(w->Json().value("/usage/prompt_tokens"_json_pointer, 0), 300) << w->body;
+  const double alone_ms = w->Json().value("/timings/server_total_ms"_json_pointer, 0.0);
+  ASSERT_GT(alone_ms, 0) << w->body;
 
   // Fill the queue: long prompts, 64 tokens each, one sequence at a time.
   constexpr int kBackground = 12;
@@ -385,9 +388,11 @@ TEST_F(PredictiveAdmissionTest, UnmeetableDeadlineBehindAFullQueueIs429AtOnce) {
   }
   ASSERT_GE(depth, 4) << "the queue never filled: " << Metrics();
 
-  // Due within 1 ms: its own prompt alone takes longer than that to prefill.
+  // A deadline the request could meet alone (twice what it took alone), but not behind the
+  // prefill of four or more queued long prompts (five prefills, with the margin). (One it
+  // could not meet even alone is a 400: tests/integration/reliability_test.cpp.)
   json late = GreedyCompletion(LongPrompt(), 8);
-  late["deadline_ms"] = 1;
+  late["deadline_ms"] = static_cast<int64_t>(2 * alone_ms + 5);
   auto r = Post("/v1/completions", late);
   const auto answered_at = Clock::now();
   for (auto& t : background) t.join();

@@ -35,7 +35,8 @@ TEST(ChoiceAssembler, CompletionBody) {
   json r = a.FinalBody(Done("length", Usage{7, 3, 4}), {{"prefill_ms", 3.5}});
   EXPECT_EQ(r, json::parse(R"({
     "id":"cmpl-1","object":"text_completion","created":1700000000,"model":"m",
-    "choices":[{"index":0,"text":"Hello","logprobs":null,"finish_reason":"length"}],
+    "choices":[{"index":0,"text":"Hello","logprobs":null,"finish_reason":"length",
+                "lifeline":{"truncated":false}}],
     "usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10,
              "prompt_tokens_details":{"cached_tokens":4}},
     "timings":{"prefill_ms":3.5}})"));
@@ -48,7 +49,7 @@ TEST(ChoiceAssembler, ChatBody) {
   EXPECT_EQ(r, json::parse(R"({
     "id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"m",
     "choices":[{"index":0,"message":{"role":"assistant","content":"Hi!","refusal":null},
-                "logprobs":null,"finish_reason":"stop"}],
+                "logprobs":null,"finish_reason":"stop","lifeline":{"truncated":false}}],
     "usage":{"prompt_tokens":2,"completion_tokens":1,"total_tokens":3,
              "prompt_tokens_details":{"cached_tokens":0}},"timings":{}})"));
 }
@@ -233,6 +234,70 @@ TEST(ChoiceAssembler, InfillBodyCarriesContent) {
   json r = a.FinalBody(Done("stop", Usage{}), json::object());
   EXPECT_EQ(r["content"], "return x;");
   EXPECT_EQ(r["choices"][0]["text"], "return x;");
+}
+
+// The ladder's cut in the fields a client reads: finish_reason stays "length" (OpenAI's), each
+// choice's `lifeline` says whether the server cut it and why, the header value lists the
+// reasons, and a stream ends with an event saying so.
+json Cut(const std::string& reason, int64_t max_tokens, int64_t requested) {
+  return {{"truncated", true}, {"reason", reason}, {"max_tokens", max_tokens},
+          {"requested_max_tokens", requested}, {"detail", "class c at ladder level truncate"}};
+}
+
+TEST(ChoiceAssembler, TruncatedChoicesSayWhyInBodyHeaderAndStream) {
+  ChoiceAssembler a(Opts(false, 2));
+  a.OnToken(Tok("a", 0), false);
+  a.OnToken(Tok("b", 1), false);
+  a.OnChoiceDone(0, "length", false, Cut("max_tokens_cap", 256, 1606));
+  a.OnChoiceDone(1, "stop", false, json{{"truncated", false}});
+  GenerationEvent done = Done("stop", Usage{1, 2, 0});
+  done.lifeline = json{{"truncated", false}};
+  const json body = a.FinalBody(done, json::object());
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(body["choices"][0]["lifeline"], Cut("max_tokens_cap", 256, 1606));
+  EXPECT_EQ(body["choices"][1]["lifeline"], json({{"truncated", false}}));
+  EXPECT_EQ(a.TruncatedReasons(), "max_tokens_cap");
+
+  ChoiceAssembler s(Opts(true));
+  s.OnToken(Tok("x"), true);
+  GenerationEvent sd = Done("length", Usage{1, 1, 0});
+  sd.lifeline = Cut("deadline", 256, 300);
+  auto end = s.StreamEnd(sd, /*include_usage=*/true, json::object());
+  ASSERT_EQ(end.size(), 3u);  // finish chunk, usage chunk, then the truncation event
+  EXPECT_EQ(end[0]["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(end[0]["choices"][0]["lifeline"]["reason"], "deadline");
+  EXPECT_TRUE(end[1].contains("usage"));
+  EXPECT_EQ(end[2]["object"], "chat.completion.chunk");
+  EXPECT_EQ(end[2]["choices"], json::array());
+  EXPECT_EQ(end[2]["lifeline"]["truncated"], true);
+  ASSERT_EQ(end[2]["lifeline"]["choices"].size(), 1u);
+  EXPECT_EQ(end[2]["lifeline"]["choices"][0]["index"], 0);
+  EXPECT_EQ(end[2]["lifeline"]["choices"][0]["reason"], "deadline");
+  EXPECT_EQ(s.TruncatedReasons(), "deadline");
+}
+
+TEST(ChoiceAssembler, AnUncutStreamHasNoTruncationEventAndEveryChoiceSaysSo) {
+  ChoiceAssembler a(Opts(true));
+  a.OnToken(Tok("x"), true);
+  auto end = a.StreamEnd(Done("length", Usage{1, 1, 0}), /*include_usage=*/false,
+                         json::object());
+  ASSERT_EQ(end.size(), 1u);
+  EXPECT_EQ(end[0]["choices"][0]["lifeline"], json({{"truncated", false}}));
+  EXPECT_EQ(a.TruncatedReasons(), "");
+}
+
+// An engine that reports only the request-level timings.lifeline (a remote member): every
+// choice it closes carries it.
+TEST(ChoiceAssembler, RequestLevelTimingsLifelineMarksTheChoices) {
+  ChoiceAssembler a(Opts(false));
+  a.OnToken(Tok("x"), false);
+  GenerationEvent done = Done("length", Usage{1, 1, 0});
+  done.timings = {{"lifeline", {{"truncated", true}, {"reason", "class c: capped to 4"}}}};
+  const json body = a.FinalBody(done, json::object());
+  EXPECT_EQ(body["choices"][0]["lifeline"]["truncated"], true);
+  EXPECT_EQ(body["choices"][0]["lifeline"]["reason"], "max_tokens_cap");
+  EXPECT_EQ(body["choices"][0]["lifeline"]["detail"], "class c: capped to 4");
+  EXPECT_EQ(a.TruncatedReasons(), "max_tokens_cap");
 }
 
 }  // namespace

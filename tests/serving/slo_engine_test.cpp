@@ -256,6 +256,11 @@ TEST_F(SloEngineTest, AtLevelOneARunningRequestStopsAtItsDeadline) {
   ASSERT_TRUE(done.timings.contains("lifeline")) << done.timings.dump();
   EXPECT_EQ(done.timings["lifeline"]["truncated"], true);
   EXPECT_EQ(done.timings["lifeline"]["reason"], "deadline");
+  // The choice's own object, which the server puts on the choice.
+  EXPECT_EQ(done.lifeline["truncated"], true);
+  EXPECT_EQ(done.lifeline["reason"], "deadline");
+  EXPECT_EQ(done.lifeline["requested_max_tokens"], 60);
+  EXPECT_EQ(done.lifeline["generated_tokens"], done.usage.completion_tokens);
   EXPECT_EQ(OutcomeCount("deadline_stop"), 1u);
   EXPECT_EQ(engine_->Snapshot().deadline_stops, 1);
   ExpectDrained();
@@ -386,7 +391,8 @@ TEST_F(SloEngineTest, TrimBudgetFollowsTheTtftBudgetAtTheMeasuredPrefillSpeed) {
   // 1 token per second of prefill; a TTFT budget of `minimal` seconds (+0.5 s for the time
   // spent before Submit) leaves room for exactly `minimal` prompt tokens.
   slo::SpeedEstimator speeds;
-  speeds.ObservePrefill(1, 1000.0, NowUs());
+  speeds.ObservePrefill(1, 1000.0, NowUs());  // two sizes on the line: no fixed cost
+  speeds.ObservePrefill(2, 2000.0, NowUs());
   Attach(&speeds);
   engine_->Start();
   SubmitSlo s = ClassC();

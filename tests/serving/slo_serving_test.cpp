@@ -185,6 +185,12 @@ TEST_F(SloServingTest, LadderTruncatesCascadesShedsAndRecovers) {
     EXPECT_EQ(ev.usage.completion_tokens, 4);
     ASSERT_TRUE(ev.timings.contains("lifeline")) << ev.timings.dump();
     EXPECT_EQ(ev.timings["lifeline"]["truncated"], true);
+    EXPECT_EQ(ev.timings["lifeline"]["reason"], "max_tokens_cap");
+    EXPECT_EQ(ev.lifeline["reason"], "max_tokens_cap");
+    EXPECT_EQ(ev.lifeline["max_tokens"], 4);
+    EXPECT_EQ(ev.lifeline["requested_max_tokens"], 20);
+    EXPECT_NE(ev.lifeline["detail"].get<std::string>().find("ladder.truncate_max_tokens 4"),
+              std::string::npos) << ev.lifeline.dump();
   }
 
   // Level 3 (cascade): a request for "heavy" is served by "light", and says so.

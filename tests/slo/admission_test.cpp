@@ -19,32 +19,83 @@ RequestSloFields Fields(std::string slo_class, std::string user_role = "",
   return f;
 }
 
-TEST(SpeedEstimatorTest, EwmaSeededByFirstObservation) {
-  SpeedEstimator s(0.5);
-  EXPECT_FALSE(s.prefill_tokens_per_s().has_value());
-  EXPECT_FALSE(s.decode_ms_per_token().has_value());
-  s.ObservePrefill(1000, 500, 0);       // 2000 tokens/s seeds the average
-  EXPECT_DOUBLE_EQ(*s.prefill_tokens_per_s(), 2000);
-  s.ObservePrefill(1000, 1000, 1000);   // 1000 tokens/s: 0.5 x 1000 + 0.5 x 2000
-  EXPECT_DOUBLE_EQ(*s.prefill_tokens_per_s(), 1500);
-  s.ObservePrefill(0, 100, 2000);       // ignored
-  s.ObservePrefill(100, 0, 2000);
-  s.ObservePrefill(100, std::nan(""), 2000);
-  EXPECT_DOUBLE_EQ(*s.prefill_tokens_per_s(), 1500);
-  s.ObserveDecode(20, 0);
-  s.ObserveDecode(10, 1000);
-  s.ObserveDecode(-1, 2000);
-  EXPECT_DOUBLE_EQ(*s.decode_ms_per_token(), 15);
+// Two step sizes on the line ms = tokens x 1000 / tokens_per_s (no fixed cost), so the
+// hand-computed values below need no intercept.
+void SeedLine(SpeedEstimator& s, double tokens_per_s, int64_t now_us = 0) {
+  s.ObservePrefill(2000, 2000 * 1000.0 / tokens_per_s, now_us);
+  s.ObservePrefill(500, 500 * 1000.0 / tokens_per_s, now_us);
 }
 
-// Fake clock in us. A cold first measurement (100 tokens/s) must not stick: after 5 s with no
+TEST(SpeedEstimatorTest, FixedCostAndSlopeFittedOverSizeClasses) {
+  SpeedEstimator s(0.5);
+  EXPECT_FALSE(s.prefill_fit().has_value());
+  EXPECT_FALSE(s.decode_ms_per_token().has_value());
+  s.ObservePrefill(1000, 500, 0);
+  // One size says nothing about the slope: no fit, no prediction.
+  EXPECT_FALSE(s.prefill_fit().has_value());
+  EXPECT_FALSE(s.prefill_tokens_per_s().has_value());
+  s.ObservePrefill(1100, 10000, 0);  // another class, but not 2x apart
+  EXPECT_FALSE(s.prefill_fit().has_value()) << "sizes less than 2x apart";
+  SpeedEstimator t(0.5);
+  t.ObservePrefill(1000, 500, 0);
+  t.ObservePrefill(4000, 1700, 0);
+  // slope (1700 - 500) / 3000 = 0.4 ms/token, fixed 500 - 400 = 100 ms.
+  ASSERT_TRUE(t.prefill_fit().has_value());
+  EXPECT_NEAR(t.prefill_fit()->per_token_ms, 0.4, 1e-12);
+  EXPECT_NEAR(t.prefill_fit()->fixed_ms, 100, 1e-9);
+  EXPECT_NEAR(*t.prefill_tokens_per_s(), 2500, 1e-9);
+  EXPECT_NEAR(*t.PrefillMs(2000), 900, 1e-9);
+  // A second step of the first class blends into its average (alpha 0.5): (1000, 600).
+  t.ObservePrefill(1000, 700, 1000);
+  EXPECT_NEAR(t.prefill_fit()->per_token_ms, 1100.0 / 3000, 1e-12);
+  EXPECT_NEAR(t.prefill_fit()->fixed_ms, 600 - 1000 * 1100.0 / 3000, 1e-9);
+  t.ObservePrefill(0, 100, 2000);  // ignored
+  t.ObservePrefill(100, 0, 2000);
+  t.ObservePrefill(100, std::nan(""), 2000);
+  EXPECT_NEAR(t.prefill_fit()->per_token_ms, 1100.0 / 3000, 1e-12);
+  t.ObserveDecode(20, 0);
+  t.ObserveDecode(10, 1000);
+  t.ObserveDecode(-1, 2000);
+  EXPECT_DOUBLE_EQ(*t.decode_ms_per_token(), 15);
+}
+
+// The idle-server 429 of the first run: a 5-token first request took 41 ms, almost all of
+// it fixed cost. Read per token (122 tokens/s) it predicted 328 ms for 40 tokens; with a
+// second size measured, the fit charges 40 tokens what they cost.
+TEST(SpeedEstimatorTest, ASmallFirstRequestIsNotExtrapolatedPerToken) {
+  SpeedEstimator s;
+  s.ObservePrefill(5, 41, 0);
+  EXPECT_FALSE(s.PrefillMs(40).has_value());  // no per-token extrapolation of one size
+  s.ObservePrefill(64, 64.6, 0);
+  // slope (64.6 - 41) / 59 = 0.4 ms/token, fixed 41 - 2 = 39 ms: 40 tokens in 55 ms.
+  EXPECT_NEAR(*s.PrefillMs(40), 55, 1e-9);
+}
+
+TEST(SpeedEstimatorTest, NoisyFitsKeepBothPartsNonNegative) {
+  SpeedEstimator flat;  // a longer step measured faster: all fixed cost, a tiny slope
+  flat.ObservePrefill(10, 50, 0);
+  flat.ObservePrefill(100, 40, 0);
+  ASSERT_TRUE(flat.prefill_fit().has_value());
+  EXPECT_GT(flat.prefill_fit()->per_token_ms, 0);
+  EXPECT_GE(flat.prefill_fit()->fixed_ms, 0);
+  EXPECT_LT(flat.prefill_fit()->per_token_ms, 0.01);
+  SpeedEstimator steep;  // a negative intercept: the line through the origin instead
+  steep.ObservePrefill(10, 1, 0);
+  steep.ObservePrefill(100, 100, 0);
+  ASSERT_TRUE(steep.prefill_fit().has_value());
+  EXPECT_EQ(steep.prefill_fit()->fixed_ms, 0);
+  EXPECT_NEAR(steep.prefill_fit()->per_token_ms, (10.0 + 10000) / (100 + 10000), 1e-12);
+}
+
+// Fake clock in us. A cold first fit (100 tokens/s) must not stick: after 5 s with no
 // measurement the estimate is stale, one probe may be claimed per stale period, and the next
-// measurement replaces the stale average instead of moving it by alpha.
-TEST(SpeedEstimatorTest, StaleEstimateAllowsOneProbeAndIsReplacedByTheNextMeasurement) {
+// measurement rescales the fit by its ratio to the stale prediction instead of blending.
+TEST(SpeedEstimatorTest, StaleEstimateAllowsOneProbeAndIsRescaledByTheNextMeasurement) {
   SpeedEstimator s(0.2, 5000);
   EXPECT_FALSE(s.Stale(10'000'000));       // nothing measured: nothing to be stale
   EXPECT_FALSE(s.TryClaimProbe(10'000'000));
-  s.ObservePrefill(100, 1000, 0);          // cold: 100 tokens/s
+  s.ObservePrefill(100, 1000, 0);          // cold: 100 tokens/s, no fixed cost
+  s.ObservePrefill(400, 4000, 0);
   EXPECT_FALSE(s.Stale(4'999'999));
   EXPECT_TRUE(s.Stale(5'000'000));
   EXPECT_TRUE(s.TryClaimProbe(5'000'000));
@@ -52,17 +103,25 @@ TEST(SpeedEstimatorTest, StaleEstimateAllowsOneProbeAndIsReplacedByTheNextMeasur
   EXPECT_FALSE(s.Stale(9'999'999));
   EXPECT_TRUE(s.Stale(10'000'000));        // the probe never measured (cancelled): again
   EXPECT_TRUE(s.TryClaimProbe(10'000'000));
-  s.ObservePrefill(1000, 100, 10'100'000);  // the probe: 10000 tokens/s after a 10 s gap
-  EXPECT_DOUBLE_EQ(*s.prefill_tokens_per_s(), 10000);  // replaced, not 0.2 x 10000 + 0.8 x 100
-  s.ObservePrefill(1000, 200, 10'200'000);  // 5000 tokens/s, fresh: blends
-  EXPECT_DOUBLE_EQ(*s.prefill_tokens_per_s(), 0.2 * 5000 + 0.8 * 10000);
+  // The probe: 1000 tokens in 100 ms, 1/100 of the stale prediction. Every class scales by
+  // that: (100, 10), (400, 40), and the probe's own (1000, 100): 10000 tokens/s.
+  s.ObservePrefill(1000, 100, 10'100'000);
+  EXPECT_NEAR(*s.prefill_tokens_per_s(), 10000, 1e-6);
+  EXPECT_NEAR(s.prefill_fit()->fixed_ms, 0, 1e-9);
+  // Fresh: blends into its class, (1000, 0.2 x 200 + 0.8 x 100 = 120). Least squares over
+  // (100, 10), (400, 40), (1000, 120) has a negative intercept: the line through the origin,
+  // 137000 / 1170000 ms per token.
+  s.ObservePrefill(1000, 200, 10'200'000);
+  EXPECT_NEAR(s.prefill_fit()->per_token_ms, 137000.0 / 1170000, 1e-12);
   EXPECT_FALSE(s.Stale(15'000'000));
 
-  SpeedEstimator never(0.2, 0);  // staleness off
+  SpeedEstimator never(0.2, 0);  // staleness off: a late measurement only blends
   never.ObservePrefill(100, 1000, 0);
+  never.ObservePrefill(400, 4000, 0);
   EXPECT_FALSE(never.Stale(1'000'000'000));
-  never.ObservePrefill(1000, 100, 1'000'000'000);
-  EXPECT_DOUBLE_EQ(*never.prefill_tokens_per_s(), 0.2 * 10000 + 0.8 * 100);
+  never.ObservePrefill(100, 500, 1'000'000'000);  // class (100, 0.2 x 500 + 0.8 x 1000)
+  // (100, 900), (400, 4000): a negative intercept, so through the origin: 1690000 / 170000.
+  EXPECT_NEAR(*never.PrefillMs(100), 1690000.0 / 170000 * 100, 1e-9);
 }
 
 TEST(PredictTest, QueueAheadPlusOwnPromptAtMeasuredSpeed) {
@@ -70,7 +129,7 @@ TEST(PredictTest, QueueAheadPlusOwnPromptAtMeasuredSpeed) {
   QueueLoad load;
   load.queued_prefill_tokens = 100;
   EXPECT_FALSE(Predict(s, load, 100, 10, 0).ttft_ms.has_value());
-  s.ObservePrefill(2000, 1000, 0);  // 2000 tokens/s
+  SeedLine(s, 2000);  // 2000 tokens/s
   load.queued_prefill_tokens = 3000;
   Prediction p = Predict(s, load, 1000, 101, 10);
   // 10 ms spent + (3000 + 1000) tokens / 2000 tokens/s = 2010 ms; no decode speed yet.
@@ -83,7 +142,7 @@ TEST(PredictTest, QueueAheadPlusOwnPromptAtMeasuredSpeed) {
 
 TEST(PredictTest, RunningPrefillStepInFlightAndDecodesSharingTheChunkedSteps) {
   SpeedEstimator s;
-  s.ObservePrefill(2000, 1000, 0);  // 2000 step tokens/s
+  SeedLine(s, 2000);  // 2000 step tokens/s
   QueueLoad load;
   load.queued_prefill_tokens = 300;
   load.running_prefill_tokens = 200;  // a partly prefilled prompt
@@ -117,7 +176,7 @@ class DecideTest : public ::testing::Test {
  protected:
   DecideTest() : config_(DefaultSloConfig()) {
     config_.admission.prediction_margin = 1.0;  // hand-computed values without the margin
-    speeds_.ObservePrefill(10000, 1000, 0);  // 10000 tokens/s
+    SeedLine(speeds_, 10000);                // 10000 tokens/s
     speeds_.ObserveDecode(10, 0);            // 10 ms per token
   }
   AdmissionRequest Req(RequestSloFields f = {}) {
@@ -170,8 +229,9 @@ TEST_F(DecideTest, PredictedMissRoutesOrShedsWithRetryAfter) {
   EXPECT_EQ(d.retry_after_s, 1);  // 683 ms late -> 1 s
   EXPECT_DOUBLE_EQ(*d.predicted.ttft_ms, 1070);
   EXPECT_EQ(d.reason,
-            "predicted ttft 1070.0 ms > budget 387.0 ms (10000 queued + 0 running prefill tokens, "
-            "0 decoding, 0 ms left in the step, at 10000 tokens/s)");
+            "predicted ttft 1070.0 ms > budget 387.0 ms (3 queued requests with 10000 prompt "
+            "tokens, 0 running prefill tokens, 0 decoding, 0 ms left in the step; a step costs "
+            "0.00 ms + 0.1000 ms/token)");
   r.has_next_model = true;
   d = Decide(config_, r, speeds_);
   EXPECT_EQ(d.action, Action::kRoute);
@@ -203,8 +263,9 @@ TEST_F(DecideTest, WorkAlreadyRunningCountsAgainstTheBudget) {
   EXPECT_EQ(d.action, Action::kRoute);
   EXPECT_DOUBLE_EQ(*d.predicted.ttft_ms, 420);
   EXPECT_EQ(d.reason,
-            "predicted ttft 420.0 ms > budget 387.0 ms (2000 queued + 1000 running prefill tokens, "
-            "0 decoding, 50 ms left in the step, at 10000 tokens/s)");
+            "predicted ttft 420.0 ms > budget 387.0 ms (3 queued requests with 2000 prompt "
+            "tokens, 1000 running prefill tokens, 0 decoding, 50 ms left in the step; a step "
+            "costs 0.00 ms + 0.1000 ms/token)");
   // Decoding sequences ride along in every chunk: without the step in flight, 3500 prefill
   // tokens at 256 - 16 = 240 per step = 15 steps x 16 decodes = 240 more tokens: 20 + 374.
   r.load.step_left_ms = 0;
@@ -240,9 +301,11 @@ TEST(AdmissionRecoveryTest, ColdFirstMeasurementNoLongerRoutesEverythingAwayForG
   config.admission.prediction_margin = 1.0;
   SpeedEstimator heavy(config.admission.ewma_alpha, config.admission.speed_stale_ms);
   heavy.ObservePrefill(100, 1000, 0);  // cold: 100 tokens/s
+  heavy.ObservePrefill(25, 250, 0);
   auto decide = [&](int64_t now_us) {
     AdmissionRequest r;
     r.budget = *Resolve(config, {});
+    r.load.queued_requests = 1;  // not idle: an idle model would serve it anyway
     r.prompt_tokens = 80;  // 800 ms at 100 tokens/s > 387 ms
     r.max_tokens = 32;
     r.has_next_model = true;
@@ -262,7 +325,10 @@ TEST(AdmissionRecoveryTest, ColdFirstMeasurementNoLongerRoutesEverythingAwayForG
   EXPECT_TRUE(probe.probe);
   EXPECT_EQ(decide(5'000'000).action, Action::kRoute);  // only one probe
   EXPECT_EQ(decide(5'050'000).action, Action::kRoute);
-  heavy.ObservePrefill(80, 16, 5'060'000);  // the probe ran warm: 5000 tokens/s
+  // The probe ran warm: 80 tokens in 16 ms, 1/50 of the stale fit's 800 ms. Its class
+  // (64..127 tokens, the cold 100-token one) is replaced, the 25-token class scaled to 5 ms:
+  // 5000 tokens/s.
+  heavy.ObservePrefill(80, 16, 5'060'000);
   const AdmissionDecision after = decide(5'100'000);
   EXPECT_EQ(after.action, Action::kAdmit);
   EXPECT_FALSE(after.probe);
@@ -363,7 +429,7 @@ TEST_F(DecideTest, NoMeasurementsOrPredictionOffAdmits) {
   const SpeedEstimator cold;
   AdmissionDecision d = Decide(config_, r, cold);
   EXPECT_EQ(d.action, Action::kAdmit);
-  EXPECT_EQ(d.reason, "no speed measurements yet");
+  EXPECT_EQ(d.reason, "no speed fit yet");
   config_.admission.predictive = false;
   d = Decide(config_, r, speeds_);
   EXPECT_EQ(d.action, Action::kAdmit);
@@ -395,6 +461,70 @@ TEST(OutcomeCountersTest, CountsByClassModelOutcome) {
   EXPECT_EQ(s[1].count, 2u);
   EXPECT_EQ(s[2].outcome, "shed_429");
   EXPECT_EQ(ActionName(Action::kRoute), "route");
+}
+
+// The first run's idle-server 429: with nothing queued or running on the model a refusal
+// helps nobody, so a predicted miss is admitted (or routed to a lighter member).
+TEST_F(DecideTest, AnIdleModelNeverRefuses) {
+  AdmissionRequest r = Req();
+  r.load = QueueLoad{};            // nothing queued, nothing running
+  r.prompt_tokens = 5000;          // 20 + 500 ms > 387 ms
+  AdmissionDecision d = Decide(config_, r, speeds_);
+  EXPECT_EQ(d.action, Action::kAdmit);
+  EXPECT_DOUBLE_EQ(*d.predicted.ttft_ms, 520);
+  EXPECT_EQ(d.reason, "model idle: admitted although predicted ttft 520.0 ms > budget 387.0 ms");
+  r.has_next_model = true;
+  EXPECT_EQ(Decide(config_, r, speeds_).action, Action::kRoute);
+  // One request queued is load: the same prediction sheds.
+  r.has_next_model = false;
+  r.load.queued_requests = 1;
+  EXPECT_EQ(Decide(config_, r, speeds_).action, Action::kShed);
+  r.load = QueueLoad{};
+  r.load.running_decodes = 1;
+  EXPECT_EQ(Decide(config_, r, speeds_).action, Action::kShed);
+}
+
+// deadline_ms that even the request alone on an idle model cannot meet is a 400 naming the
+// estimate, not a retryable 429: retrying cannot help.
+TEST_F(DecideTest, AnUnreachableDeadlineIsRefusedNotShed) {
+  AdmissionRequest r = Req(Fields("", "", 1));
+  r.elapsed_ms = 0.5;
+  r.load = QueueLoad{};
+  AdmissionDecision d = Decide(config_, r, speeds_);
+  EXPECT_EQ(d.action, Action::kRefuse);
+  EXPECT_EQ(d.http_status, 400);
+  EXPECT_EQ(d.retry_after_s, 0);
+  // Alone: 0.5 ms elapsed + 500 tokens x 0.1 ms.
+  EXPECT_EQ(d.reason,
+            "deadline_ms 1 cannot be met: its first token is estimated at 50.5 ms even with "
+            "nothing else queued (0.5 ms elapsed + prefill of 500 prompt tokens at 0.00 ms + "
+            "0.1000 ms/token)");
+  EXPECT_EQ(OutcomeCounters::OutcomeOf(d), "refused_deadline");
+  // Already past: refused without any estimate.
+  r.elapsed_ms = 2;
+  EXPECT_EQ(Decide(config_, r, SpeedEstimator()).action, Action::kRefuse);
+  // Reachable alone but not behind the queue: load, so the retryable 429 (or a route).
+  AdmissionRequest q = Req(Fields("", "", 200));
+  q.elapsed_ms = 20;  // alone 70 ms <= 200; behind 2000 queued tokens 270 ms > 200
+  d = Decide(config_, q, speeds_);
+  EXPECT_EQ(d.action, Action::kShed);
+  EXPECT_EQ(d.http_status, 429);
+  // A class budget is not the client's deadline: never refused, at most shed.
+  AdmissionRequest cls = Req();
+  cls.budget.ttft_budget_ms = 1;
+  EXPECT_NE(Decide(config_, cls, speeds_).action, Action::kRefuse);
+}
+
+TEST_F(DecideTest, TruncationNeverCutsBelowTheFloor) {
+  AdmissionRequest r = Req(Fields("chat", "", 400));
+  r.level = Level::kTruncate;
+  // 270 ms to the first token leaves 130 ms: 1 + 13 tokens, raised to the 64-token floor.
+  AdmissionDecision d = Decide(config_, r, speeds_);
+  ASSERT_EQ(d.action, Action::kAdmit);
+  EXPECT_EQ(d.max_tokens_cap.value_or(-1), 64);
+  EXPECT_TRUE(d.stop_at_deadline);  // the deadline stop still ends it on time
+  r.max_tokens = 40;  // asked for less than the floor: its own max_tokens, no cap
+  EXPECT_FALSE(Decide(config_, r, speeds_).max_tokens_cap.has_value());
 }
 
 }  // namespace

@@ -402,8 +402,8 @@ TEST(ControllerTest, RaiseAfterATransitionNeedsFreshEvidence) {
   ctl.Tick(1 * kTickUs, ClassTtftWithFresh("chat", 500, 100, 0, 0));
   ctl.Tick(2 * kTickUs, ClassTtftWithFresh("chat", 500, 100, 900, 19));
   EXPECT_EQ(LevelOf(ctl, "chat"), 1);
-  // Enough fresh samples, within target: the level is working; hold (the old samples keep
-  // the window over target, so this is not a healthy tick either).
+  // Enough fresh samples, within target: the level is working; hold (a healthy tick judged
+  // on the fresh samples, but recover_ticks and min_dwell_ms are not reached yet).
   ctl.Tick(3 * kTickUs, ClassTtftWithFresh("chat", 500, 100, 200, 30));
   EXPECT_EQ(LevelOf(ctl, "chat"), 1);
   // Fresh samples over target too: raise.
@@ -451,6 +451,103 @@ TEST(ControllerTest, WithoutTheFreshSamplesRuleTheWindowAloneRaises) {
   Controller ctl(c, {}, 0);
   for (int k = 0; k < 3; ++k) ctl.Tick(k * kTickUs, ClassTtftWithFresh("chat", 500, 100, 0, 0));
   EXPECT_EQ(LevelOf(ctl, "chat"), 3);
+}
+
+// The first run's sticky level 1: one burst raised the class, then the server went idle. The
+// window keeps the burst's P95 for its whole length, but nothing has happened since the
+// transition: the level falls after recover_ticks and min_dwell_ms, not after the window.
+TEST(ControllerTest, AnIdleClassLeavesItsLevelWithoutWaitingForTheWindow) {
+  Controller ctl(LadderConfig(), {}, 0);  // recover_ticks 3, min_dwell_ms 1000
+  ctl.Tick(0, ClassTtft("chat", 500));
+  ASSERT_EQ(LevelOf(ctl, "chat"), 1);
+  std::vector<int> levels;
+  for (int k = 1; k <= 6; ++k) {
+    ctl.Tick(k * kTickUs, ClassTtftWithFresh("chat", 500, 100, 0, 0));
+    levels.push_back(LevelOf(ctl, "chat"));
+  }
+  // Healthy (idle) ticks from tick 1; the dwell of 1000 ms is reached at tick 5.
+  EXPECT_EQ(levels, (std::vector<int>{1, 1, 1, 1, 0, 0}));
+  const std::vector<LadderEvent> ev = ctl.RecentEvents();
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[1].reason, "no samples since the last transition (idle) for 5 ticks");
+}
+
+TEST(ControllerTest, HealthySamplesSinceTheTransitionLowerTheLevel) {
+  Controller ctl(LadderConfig(), {}, 0);
+  ctl.Tick(0, ClassTtft("chat", 500));
+  for (int k = 1; k <= 5; ++k) ctl.Tick(k * kTickUs, ClassTtftWithFresh("chat", 500, 100, 200, 30));
+  EXPECT_EQ(LevelOf(ctl, "chat"), 0);
+  EXPECT_EQ(ctl.RecentEvents().back().reason,
+            "ttft p95 200.0 ms < 0.90 x target 350.0 ms since the last transition for 5 ticks");
+  // Fresh samples inside the band, or too few, hold the level as before.
+  Controller band(LadderConfig(), {}, 0);
+  band.Tick(0, ClassTtft("chat", 500));
+  for (int k = 1; k <= 10; ++k) {
+    band.Tick(k * kTickUs, ClassTtftWithFresh("chat", 500, 100, k % 2 ? 340 : 200, k % 2 ? 30 : 5));
+  }
+  EXPECT_EQ(LevelOf(band, "chat"), 1);
+}
+
+// The same through a real tracker and the default 30 s window: 2 s of slow samples, then
+// silence. The burst raises to 1 at 0 s and, being in a bucket that began at 0 s, to 2 at
+// 1 s (raise_interval_ms); from then on nothing new arrives, so the level falls one step per
+// min_dwell_ms: to 1 at 6 s, to 0 at 11 s -- while the slow samples stay in the window
+// until ~32 s.
+TEST(ControllerTest, AfterABurstAnIdleServerIsBackToNormalBeforeTheWindowDrains) {
+  SloConfig cfg = DefaultSloConfig();  // 12 x 2.5 s window, 10 recover ticks, 5 s dwell
+  LatencyTracker tracker(cfg.window);
+  Controller ctl(cfg, {"m"}, 0);
+  int level_at_12s = -1, max_level = 0;
+  for (int k = 0; k < 100; ++k) {  // 20 s of ticks
+    const int64_t now = k * kTickUs;
+    if (now < 2'000'000) {
+      for (int i = 0; i < 20; ++i) tracker.Record("chat", "m", Metric::kTtft, now, 900);
+    }
+    const auto since = ctl.LastTransitions();
+    ctl.Tick(now, tracker.Snapshot(now, &since));
+    max_level = std::max(max_level, LevelOf(ctl, "chat"));
+    if (now == 12'000'000) level_at_12s = LevelOf(ctl, "chat");
+  }
+  EXPECT_EQ(max_level, 2);
+  EXPECT_EQ(level_at_12s, 0) << "still degraded on an idle server";
+  // The burst is still in the window (it drains at ~32 s).
+  const TrackerSnapshot snap = tracker.Snapshot(20'000'000);
+  EXPECT_GT(snap.FindClass("chat")->window[static_cast<size_t>(Metric::kTtft)].count, 0u);
+}
+
+// After a burst the samples since the transition are slow too (the burst's own requests
+// finished at level 1). With nothing in flight and no new sample for a tick the class is
+// idle: the level falls though the window and the fresh samples are still over target.
+TEST(ControllerTest, NothingInFlightIsIdleWhateverTheWindowRemembers) {
+  auto burst = [](int64_t last_record_us, std::optional<int64_t> live) {
+    TrackerSnapshot s = ClassTtftWithFresh("chat", 900, 100, 900, 50);
+    s.by_class.back().last_record_us = last_record_us;
+    s.live_requests = live;
+    return s;
+  };
+  SloConfig cfg = LadderConfig();  // tick 200 ms, recover_ticks 3, min_dwell 1000 ms
+  cfg.ladder.raise_interval_ms = 60'000;  // one raise only: level 1 is the one under test
+  Controller ctl(cfg, {}, 0);
+  ctl.Tick(0, ClassTtft("chat", 900));
+  ASSERT_EQ(LevelOf(ctl, "chat"), 1);
+  // Requests still running, or the last sample within the last tick: not idle, hold.
+  ctl.Tick(1 * kTickUs, burst(1 * kTickUs, 2));
+  ctl.Tick(2 * kTickUs, burst(2 * kTickUs - 1000, 0));
+  ctl.Tick(3 * kTickUs, burst(1 * kTickUs, std::nullopt));  // unknown: never idle
+  EXPECT_EQ(LevelOf(ctl, "chat"), 1);
+  // Idle from tick 4: three idle ticks and the dwell by tick 6.
+  std::vector<int> levels;
+  for (int k = 4; k <= 7; ++k) {
+    ctl.Tick(k * kTickUs, burst(2 * kTickUs - 1000, 0));
+    levels.push_back(LevelOf(ctl, "chat"));
+  }
+  EXPECT_EQ(levels, (std::vector<int>{1, 1, 0, 0}));
+  EXPECT_EQ(ctl.RecentEvents().back().reason, "no request in flight (idle) for 3 ticks");
+  // Idle never raises either: the window's old samples are no reason to degrade.
+  Controller fresh(LadderConfig(), {}, 0);  // raise_interval_ms 0
+  fresh.Tick(0, ClassTtft("chat", 900));
+  fresh.Tick(1 * kTickUs, burst(0, 0));
+  EXPECT_EQ(LevelOf(fresh, "chat"), 1);
 }
 
 }  // namespace

@@ -1,0 +1,151 @@
+// libFuzzer harness for what the server does with a request's bytes before any engine: Beast's
+// HTTP/1.1 parser under the server's header / body limits, then the framing rules
+// (http_framing.h: Transfer-Encoding, smuggling), the absolute-form target, the route table,
+// the API-key and X-Request-Id checks, CORS, Content-Type, and the generation / token
+// endpoints' body validation (openai.h). Pipelined requests in one input are parsed one
+// after another, as the connection does. Built by -DLIFELINE_FUZZ=ON and, over its
+// committed corpus, by the default test run (Fuzz.http.Corpus).
+//
+// Invariants (abort when violated): every refusal is an ApiError with a status in
+// [400, 599] and a message; a request the framing rules accept and that parsed completely
+// has a body no larger than the body limit; a chunked request is only accepted with
+// Transfer-Encoding exactly "chunked".
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/beast/core/buffers_to_string.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include "server/http_framing.h"
+#include "server/openai.h"
+#include "server/router.h"
+
+namespace {
+
+namespace http = boost::beast::http;
+using namespace lifeline::server;
+
+constexpr size_t kHeaderLimit = 16 * 1024;
+constexpr size_t kBodyLimit = 64 * 1024;
+
+void Check(bool ok, const char* what) {
+  if (!ok) {
+    std::fprintf(stderr, "http_fuzz: %s\n", what);
+    std::abort();
+  }
+}
+
+void CheckError(const std::optional<ApiError>& e) {
+  if (!e) return;
+  Check(e->http_status >= 400 && e->http_status <= 599, "an error status outside 4xx/5xx");
+  Check(!e->message.empty(), "an error without a message");
+}
+
+std::string_view View(boost::beast::string_view s) { return {s.data(), s.size()}; }
+
+// One parsed request through everything the session does before the engine.
+void Serve(const http::request<http::string_body>& req, bool complete) {
+  std::vector<std::string_view> te;
+  for (const auto& f : req) {
+    if (f.name() == http::field::transfer_encoding) te.push_back(View(f.value()));
+  }
+  const std::optional<ApiError> framing = CheckTransferEncoding(
+      te, static_cast<int>(req.version()), req.find(http::field::content_length) != req.end());
+  CheckError(framing);
+  if (framing || !complete) return;
+  Check(req.body().size() <= kBodyLimit, "a body over the limit was accepted");
+  const std::string target = OriginFormTarget(View(req.target()));
+  RouteMatch m = MatchRoute(View(req.method_string()), target);
+  CheckError(m.error);
+  if (auto it = req.find("x-request-id"); it != req.end()) {
+    (void)ValidClientRequestId(View(it->value()));
+  }
+  std::vector<std::string_view> auth;
+  for (const auto& f : req) {
+    if (f.name() == http::field::authorization) auth.push_back(View(f.value()));
+  }
+  static const std::vector<std::string> kKeys = {"key-1", "key-2"};
+  static const std::vector<std::string> kOrigins = {"https://app.example", "*"};
+  CheckError(CheckApiKey(kKeys, auth));
+  std::optional<std::string_view> origin;
+  if (auto it = req.find(http::field::origin); it != req.end()) origin = View(it->value());
+  (void)CorsHeaders(origin, kOrigins);
+  if (m.error) return;
+  std::optional<std::string_view> ct;
+  if (auto it = req.find(http::field::content_type); it != req.end()) ct = View(it->value());
+  CheckError(CheckContentType(ct));
+  const RequestLimits limits;
+  GenerationRequest out;
+  switch (m.spec->route) {
+    case Route::kCompletions:
+      CheckError(ParseGenerationRequest(req.body(), Endpoint::kCompletions, limits, &out));
+      break;
+    case Route::kChatCompletions:
+    case Route::kApplyTemplate:
+      CheckError(ParseGenerationRequest(req.body(), Endpoint::kChatCompletions, limits, &out));
+      break;
+    case Route::kInfill:
+      CheckError(ParseGenerationRequest(req.body(), Endpoint::kInfill, limits, &out));
+      break;
+    default: {
+      nlohmann::json j;
+      CheckError(ParseJsonObject(req.body(), limits, &j));
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string_view rest(reinterpret_cast<const char*>(data), size);
+  for (int requests = 0; requests < 8 && !rest.empty(); ++requests) {
+    http::request_parser<http::string_body> parser;
+    parser.header_limit(static_cast<uint32_t>(kHeaderLimit));
+    parser.body_limit(kBodyLimit);
+    parser.eager(true);
+    boost::system::error_code ec;
+    size_t used = 0;
+    bool header_seen = false;
+    while (!parser.is_done()) {
+      const size_t n = parser.put(boost::asio::buffer(rest.data() + used, rest.size() - used), ec);
+      used += n;
+      if (ec == http::error::need_more) {
+        ec = {};
+        if (used >= rest.size()) break;
+        if (n == 0) break;
+        continue;
+      }
+      if (ec) break;
+      if (parser.is_header_done() && !header_seen) header_seen = true;
+      if (n == 0 && !parser.is_done()) break;
+    }
+    if (used >= rest.size() && !parser.is_done() && !ec) {
+      parser.put_eof(ec);
+    }
+    if (parser.is_header_done()) Serve(parser.get(), parser.is_done() && !ec);
+    if (!parser.is_done() || ec) break;
+    // A refused framing closes the connection: nothing after it is parsed.
+    const auto& req = parser.get();
+    std::vector<std::string_view> te;
+    for (const auto& f : req) {
+      if (f.name() == http::field::transfer_encoding) te.push_back(View(f.value()));
+    }
+    if (CheckTransferEncoding(te, static_cast<int>(req.version()),
+                              req.find(http::field::content_length) != req.end())) {
+      break;
+    }
+    if (!te.empty()) {
+      const auto codings = TransferCodings(std::string(te.front()));
+      Check(codings.size() == 1 && codings[0] == "chunked", "a non-chunked TE was accepted");
+    }
+    rest.remove_prefix(used);
+  }
+  return 0;
+}
