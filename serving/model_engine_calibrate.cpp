@@ -62,12 +62,15 @@ void ModelEngine::Calibrate() {
     return ms;
   };
   if (run(1, false) < 0) return;  // warm-up: first touches of weights and scratch
-  for (int64_t n = 1; n <= max_tokens; n *= 4) {
+  // 1, 4, 16, ... and then max_tokens itself (a size that is not a power of four would
+  // otherwise be skipped; deriving the next size from max_tokens / 4 looped forever when that
+  // quotient times four fell short of max_tokens again, e.g. a context of 64).
+  for (int64_t n = 1;;) {
     const double ms = run(n, false);
     if (ms <= 0) break;
     slo_.speeds->ObservePrefill(n, ms, NowUs());
-    if (ms > kStopAfterMs) break;
-    if (n < max_tokens && n * 4 > max_tokens) n = max_tokens / 4;  // end on max_tokens
+    if (ms > kStopAfterMs || n >= max_tokens) break;
+    n = std::min(n * 4, max_tokens);
   }
   const double decode_ms = run(std::min<int64_t>(16, max_tokens - 1 > 0 ? max_tokens - 1 : 1),
                                true);

@@ -16,7 +16,9 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -164,6 +166,33 @@ int32_t MaxBatch(const server::GenerationEvent& done) {
   int32_t m = 0;
   for (const auto& b : done.timings["batch"]["sizes"]) m = std::max(m, b.get<int32_t>());
   return m;
+}
+
+// Start() with calibrate returns for every context size (a context of 64 once looped
+// forever choosing its prefill sizes) and leaves a prefill fit and a decode time behind.
+TEST(SloEngineCalibrationTest, StartCalibratesForAnyContextSize) {
+  for (int64_t n_ctx : {16, 64, 100, 512}) {
+    SCOPED_TRACE("n_ctx " + std::to_string(n_ctx));
+    ModelEngineOptions o;
+    o.name = "m";
+    o.max_running = 2;
+    o.max_step_tokens = 256;
+    o.n_ctx = n_ctx;
+    o.calibrate = true;
+    o.chat_template.preset = "chatml";
+    auto engine = lifeline::testing::MakeStoriesEngine(o);
+    ASSERT_NE(engine, nullptr);
+    slo::SpeedEstimator speeds;
+    engine->AttachSlo(SloHooks{nullptr, nullptr, &speeds, nullptr, nullptr});
+    auto started = std::async(std::launch::async, [&] { engine->Start(); });
+    if (started.wait_for(20s) != std::future_status::ready) {
+      ADD_FAILURE() << "Start() with calibration did not return within 20 s";
+      std::quick_exit(1);  // the engine thread is stuck; nothing can be joined
+    }
+    EXPECT_TRUE(speeds.prefill_fit().has_value());
+    EXPECT_TRUE(speeds.decode_ms_per_token().has_value());
+    engine->Stop();
+  }
 }
 
 TEST_F(SloEngineTest, PublishedBatchLimitReachesTheScheduler) {
