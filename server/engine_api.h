@@ -29,19 +29,9 @@
 
 #include <nlohmann/json.hpp>
 
-namespace lifeline::server {
+#include "server/errors.h"
 
-// An OpenAI-shaped error: {"error":{"message","type","param","code"}} plus the HTTP status it
-// maps to. `param` names the offending request field ("" when none); `retry_after_s` > 0 adds
-// a Retry-After header (429/503).
-struct ApiError {
-  int http_status = 500;
-  std::string type;     // "invalid_request_error", "not_found_error", "unavailable", ...
-  std::string code;     // machine-readable detail: "context_length_exceeded", "overloaded", ...
-  std::string message;  // human-readable; names the field, the value and the limit
-  std::string param;    // offending request field, e.g. "temperature", "messages[3].role"
-  int retry_after_s = 0;
-};
+namespace lifeline::server {
 
 // One chat turn. `content` is the concatenated text (text parts of an array are joined);
 // `object` is the message as the client sent it, keys in their order (content string or text
@@ -298,20 +288,18 @@ class EngineApi {
   // request (template applied, nothing tokenized or generated). The default: 404 for
   // engines that render no templates themselves.
   virtual std::variant<std::string, ApiError> ApplyTemplate(const GenerationRequest& request) const {
-    return ApiError{404, "not_found_error", "not_supported",
-                    "this engine does not render chat templates", "", 0};
+    return MakeError(ErrorKind::kNotFound, "not_supported",
+                     "this engine does not render chat templates");
   }
   // POST /tokenize and /detokenize: the model's tokenizer, on the calling I/O thread (nothing
   // is queued). Errors name the field (`tokens[i]` outside the vocabulary: 400). The
   // defaults: 404 for engines without a tokenizer of their own.
   virtual std::variant<std::vector<int32_t>, ApiError> Tokenize(
       const TokenizeRequest& request) const {
-    return ApiError{404, "not_found_error", "not_supported", "this engine does not tokenize",
-                    "", 0};
+    return MakeError(ErrorKind::kNotFound, "not_supported", "this engine does not tokenize");
   }
   virtual std::variant<std::string, ApiError> Detokenize(const DetokenizeRequest& request) const {
-    return ApiError{404, "not_found_error", "not_supported", "this engine does not detokenize",
-                    "", 0};
+    return MakeError(ErrorKind::kNotFound, "not_supported", "this engine does not detokenize");
   }
   // The JSON body of GET /v1/slo (SLO classes, levels, events); none (the default) -> 404.
   virtual std::optional<std::string> SloStatusJson() const { return std::nullopt; }

@@ -1,5 +1,7 @@
 #include "server/http_framing.h"
 
+#include "server/errors.h"
+
 namespace lifeline::server {
 
 std::vector<std::string> TransferCodings(std::string_view value) {
@@ -31,25 +33,29 @@ std::optional<ApiError> CheckTransferEncoding(const std::vector<std::string_view
     if (!codings.empty()) codings += ",";
     codings += v;
   }
-  auto refuse = [](int status, std::string message) {
-    return ApiError{status, "invalid_request_error",
-                    status == 501 ? "unsupported_transfer_coding" : "bad_transfer_encoding",
-                    std::move(message), "", 0};
+  // kInvalidRequest: the framing is wrong (400); kNotImplemented: a coding this server does
+  // not decode (501).
+  constexpr ErrorKind kBad = ErrorKind::kInvalidRequest;
+  auto refuse = [](ErrorKind kind, std::string message) {
+    return MakeError(kind,
+                     kind == ErrorKind::kNotImplemented ? "unsupported_transfer_coding"
+                                                        : "bad_transfer_encoding",
+                     std::move(message));
   };
   const std::string shown = "Transfer-Encoding '" + codings.substr(0, 128) + "'";
-  if (http_version < 11) return refuse(400, shown + " in an HTTP/1.0 request");
-  if (has_content_length) return refuse(400, shown + " together with Content-Length");
+  if (http_version < 11) return refuse(kBad, shown + " in an HTTP/1.0 request");
+  if (has_content_length) return refuse(kBad, shown + " together with Content-Length");
   const std::vector<std::string> list = TransferCodings(codings);
   if (list.empty() || list.back() != "chunked") {
-    return refuse(400, shown + " does not end in chunked: the body length cannot be "
-                           "determined (RFC 9112 6.3)");
+    return refuse(kBad, shown + " does not end in chunked: the body length cannot be "
+                                "determined (RFC 9112 6.3)");
   }
   for (size_t i = 0; i + 1 < list.size(); ++i) {
-    if (list[i] == "chunked") return refuse(400, shown + " applies chunked twice");
+    if (list[i] == "chunked") return refuse(kBad, shown + " applies chunked twice");
   }
   if (list.size() > 1) {
-    return refuse(501, shown + ": only chunked is supported, the coding '" +
-                           list.front().substr(0, 32) + "' is not");
+    return refuse(ErrorKind::kNotImplemented, shown + ": only chunked is supported, the coding '" +
+                                                  list.front().substr(0, 32) + "' is not");
   }
   return std::nullopt;
 }

@@ -25,6 +25,7 @@
 #include "engine/toolcall/format.h"
 #include "server/choice_assembler.h"
 #include "server/dashboard.h"
+#include "server/errors.h"
 #include "server/http_framing.h"
 #include "server/http_message.h"
 #include "server/openai.h"
@@ -268,22 +269,19 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
       // Some bytes of this request arrived (the idle wait closes silently instead).
       const auto limit = phase_ == Phase::kBody ? limits_.body_read_timeout
                                                 : limits_.header_read_timeout;
-      return RespondAndClose(ApiError{408, "invalid_request_error", "request_timeout",
-                                      std::string("request ") + what + " not received within " +
-                                          std::to_string(limit.count()) + " ms",
-                                      "", 0});
+      return RespondAndClose(MakeError(ErrorKind::kRequestTimeout, "request_timeout",
+                                       std::string("request ") + what + " not received within " +
+                                           std::to_string(limit.count()) + " ms"));
     }
     if (ec == http::error::header_limit) {
-      return RespondAndClose(ApiError{431, "invalid_request_error", "headers_too_large",
-                                      "request headers exceed " +
-                                          std::to_string(limits_.max_header_bytes) + " bytes",
-                                      "", 0});
+      return RespondAndClose(MakeError(ErrorKind::kHeadersTooLarge, "headers_too_large",
+                                       "request headers exceed " +
+                                           std::to_string(limits_.max_header_bytes) + " bytes"));
     }
     if (ec == http::error::body_limit) {
-      return RespondAndClose(ApiError{413, "invalid_request_error", "body_too_large",
-                                      "request body exceeds max_body_bytes = " +
-                                          std::to_string(limits_.max_body_bytes),
-                                      "", 0});
+      return RespondAndClose(MakeError(ErrorKind::kPayloadTooLarge, "body_too_large",
+                                       "request body exceeds max_body_bytes = " +
+                                           std::to_string(limits_.max_body_bytes)));
     }
     if (ec == http::error::end_of_stream || ec == net::error::eof ||
         ec == http::error::partial_message || ec == net::error::connection_reset ||
@@ -901,11 +899,11 @@ void StartConnection(const std::shared_ptr<ServerCore>& core, tcp::socket socket
 
 void RejectConnection(const std::shared_ptr<ServerCore>& core, tcp::socket socket) {
   core->metrics.ConnectionRejected();
-  core->metrics.CountResponse("other", 503);
   const ApiError err = UnavailableError(
       "too many open connections (max_connections = " +
           std::to_string(core->options.limits.max_connections) + ")",
       "too_many_connections", core->options.limits.retry_after_s);
+  core->metrics.CountResponse("other", err.http_status);
   HttpResponse response = ErrorResponse(err);
   response.headers.emplace_back("X-Request-Id", NewRequestId(*core, "req-"));
   auto state = std::make_shared<std::pair<tcp::socket, std::string>>(

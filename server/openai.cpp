@@ -13,36 +13,6 @@ namespace lifeline::server {
 
 using json = nlohmann::json;
 
-// --- Errors -------------------------------------------------------------------------------
-
-ApiError InvalidRequestError(std::string param, std::string message, std::string code) {
-  return ApiError{400, "invalid_request_error", std::move(code), std::move(message),
-                  std::move(param), 0};
-}
-
-ApiError NotFoundError(std::string param, std::string message, std::string code) {
-  return ApiError{404, "not_found_error", std::move(code), std::move(message), std::move(param),
-                  0};
-}
-
-ApiError UnavailableError(std::string message, std::string code, int retry_after_s) {
-  return ApiError{503, "unavailable", std::move(code), std::move(message), "", retry_after_s};
-}
-
-ApiError InternalError(std::string message) {
-  return ApiError{500, "internal_error", "internal_error", std::move(message), "", 0};
-}
-
-json ErrorJson(const ApiError& e) {
-  json inner = json::object();
-  inner["message"] = e.message;
-  inner["type"] = e.type;
-  inner["param"] = e.param.empty() ? json(nullptr) : json(e.param);
-  inner["code"] = e.code.empty() ? json(nullptr) : json(e.code);
-  return json{{"error", std::move(inner)}};
-}
-
-
 using namespace detail;
 
 namespace {
@@ -285,8 +255,8 @@ std::optional<ApiError> CheckFieldCombinations(const json& doc, const RequestLim
 
 std::optional<ApiError> CheckContentType(std::optional<std::string_view> content_type) {
   auto unsupported = [&](std::string got) {
-    return ApiError{415, "invalid_request_error", "unsupported_media_type",
-                    "Content-Type must be application/json, got " + got, "", 0};
+    return MakeError(ErrorKind::kUnsupportedMediaType, "unsupported_media_type",
+                     "Content-Type must be application/json, got " + got);
   };
   if (!content_type) return unsupported("none");
   std::string_view media = content_type->substr(0, content_type->find(';'));

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "server/engine_api.h"
+#include "server/errors.h"
 
 namespace lifeline::server {
 
@@ -47,15 +48,6 @@ struct RequestLimits {
   size_t max_logit_bias = 1024;        // entries in `logit_bias`
   size_t max_prompt_token_ids = 1000000;  // ids in a token-id prompt
 };
-
-// --- Errors -------------------------------------------------------------------------------
-ApiError InvalidRequestError(std::string param, std::string message,
-                             std::string code = "invalid_value");
-ApiError NotFoundError(std::string param, std::string message, std::string code);
-ApiError UnavailableError(std::string message, std::string code, int retry_after_s);
-ApiError InternalError(std::string message);
-// {"error":{"message":...,"type":...,"param":...|null,"code":...|null}}
-nlohmann::json ErrorJson(const ApiError& error);
 
 // --- The field table ----------------------------------------------------------------------
 enum class JsonKind : uint8_t {

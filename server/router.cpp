@@ -1,5 +1,6 @@
 #include "server/router.h"
 
+#include "server/errors.h"
 #include "server/openai.h"
 
 namespace lifeline::server {
@@ -57,7 +58,7 @@ bool IEqualsAscii(std::string_view a, std::string_view b) {
 }
 
 ApiError Unauthorized(std::string message) {
-  return ApiError{401, "authentication_error", "invalid_api_key", std::move(message), "", 0};
+  return MakeError(ErrorKind::kUnauthorized, "invalid_api_key", std::move(message));
 }
 
 }  // namespace
@@ -90,10 +91,9 @@ RouteMatch MatchRoute(std::string_view method, std::string_view target) {
     AddAllowed(&m.allow, r.method);
   }
   if (!m.label.empty()) {
-    m.error = ApiError{405, "invalid_request_error", "method_not_allowed",
-                       "method " + std::string(method.substr(0, 32)) + " is not allowed on " +
-                           std::string(path) + "; allowed: " + m.allow,
-                       "", 0};
+    m.error = MakeError(ErrorKind::kMethodNotAllowed, "method_not_allowed",
+                        "method " + std::string(method.substr(0, 32)) + " is not allowed on " +
+                            std::string(path) + "; allowed: " + m.allow);
     return m;
   }
   m.label = "other";

@@ -18,36 +18,27 @@ int64_t NowUs() {
 }
 
 server::ApiError SloBadRequest(const std::string& message) {
-  server::ApiError e;
-  e.http_status = 400;
-  e.type = "invalid_request_error";
-  e.code = "invalid_slo";
-  e.message = message;
   // Resolve's messages start with the field: "slo_class: unknown class ...".
   const auto colon = message.find(':');
-  e.param = colon == std::string::npos ? "slo_class" : message.substr(0, colon);
-  return e;
+  return server::InvalidRequestError(
+      colon == std::string::npos ? "slo_class" : message.substr(0, colon), message,
+      "invalid_slo");
 }
 
 server::ApiError Shed(const slo::AdmissionDecision& d, const std::string& cls,
                       const std::string& model) {
-  server::ApiError e;
   if (d.action == slo::Action::kRefuse) {
     // Not load: the request as asked cannot be served, so no Retry-After.
-    e.http_status = 400;
-    e.type = "invalid_request_error";
-    e.code = "deadline_unreachable";
-    e.param = "deadline_ms";
-    e.message = "model '" + model + "': " + d.reason;
-    return e;
+    return server::InvalidRequestError("deadline_ms", "model '" + model + "': " + d.reason,
+                                       "deadline_unreachable");
   }
-  e.http_status = d.http_status == 0 ? 429 : d.http_status;
-  e.type = e.http_status == 503 ? "unavailable" : "overloaded_error";
-  e.code = e.http_status == 503 ? "model_not_ready" : "slo_shed";
-  e.message = "class '" + cls + "' on model '" + model + "' is shedding load: " + d.reason +
-              "; retry after " + std::to_string(d.retry_after_s) + " s";
-  e.retry_after_s = d.retry_after_s;
-  return e;
+  const bool not_ready = d.shed_cause == slo::ShedCause::kNotReady;
+  return server::MakeError(
+      not_ready ? server::ErrorKind::kUnavailable : server::ErrorKind::kOverloaded,
+      not_ready ? "model_not_ready" : "slo_shed",
+      "class '" + cls + "' on model '" + model + "' is shedding load: " + d.reason +
+          "; retry after " + std::to_string(d.retry_after_s) + " s",
+      {}, d.retry_after_s);
 }
 
 }  // namespace
@@ -193,13 +184,12 @@ std::variant<const ModelEngine*, server::ApiError> EngineService::LocalFor(
     const std::string& model, const std::string& what) const {
   if (const ModelEngine* e = Find(model)) return e;
   if (FindRemote(model) != nullptr) {
-    return server::ApiError{400, "invalid_request_error", "not_supported",
-                            "model '" + model + "' is served by a remote backend; its " + what +
-                                " lives there",
-                            "model", 0};
+    return server::InvalidRequestError(
+        "model", "model '" + model + "' is served by a remote backend; its " + what + " lives there",
+        "not_supported");
   }
-  return server::ApiError{404, "not_found_error", "model_not_found",
-                          "model '" + model + "' does not exist", "model", 0};
+  return server::NotFoundError("model", "model '" + model + "' does not exist",
+                               "model_not_found");
 }
 
 std::variant<std::string, server::ApiError> EngineService::ApplyTemplate(
@@ -251,13 +241,9 @@ server::SubmitResult EngineService::Submit(server::GenerationRequest request,
     member = request.model.empty() ? &members_.front() : FindMember(request.model);
   }
   if (member == nullptr) {
-    server::ApiError e;
-    e.http_status = 404;
-    e.type = "not_found_error";
-    e.code = "model_not_found";
-    e.param = "model";
-    e.message = "model '" + request.model + "' is not served here (see GET /v1/models)";
-    return server::SubmitResult::Reject(std::move(e));
+    return server::SubmitResult::Reject(server::NotFoundError(
+        "model", "model '" + request.model + "' is not served here (see GET /v1/models)",
+        "model_not_found"));
   }
   slo::RequestSloFields fields;
   fields.slo_class = request.slo_class;
@@ -368,16 +354,16 @@ server::SubmitResult EngineService::SubmitLocal(
     std::lock_guard<std::mutex> lock(mu_);
     owner_.erase(handle);
   }
-  if (err->code == kRouteCode && next != nullptr) {
+  if (err->route) {
+    // Decide routes only when there is a next member (has_next_model).
     outcomes_.Count(cls, m.name, "routed");
     *routed = true;
     return {};
   }
-  if (err->code == "slo_shed" || err->code == "model_not_ready" ||
-      err->code == "deadline_unreachable") {
+  if (decision.action == slo::Action::kShed || decision.action == slo::Action::kRefuse) {
     outcomes_.Count(cls, m.name, slo::OutcomeCounters::OutcomeOf(decision));
   }
-  return server::SubmitResult::Reject(std::move(*err));
+  return server::SubmitResult::Reject(std::move(err->error));
 }
 
 server::SubmitResult EngineService::SubmitRemote(
@@ -440,7 +426,8 @@ server::SubmitResult EngineService::SubmitRemote(
     std::lock_guard<std::mutex> lock(mu_);
     owner_.erase(handle);
   }
-  if (err->http_status == 429) outcomes_.Count(cls, m.name, "shed_429");
+  // The remote's in-flight cap acts as its queue: a refusal there is shed load.
+  if (err->code == "overloaded") outcomes_.Count(cls, m.name, "shed_429");
   return server::SubmitResult::Reject(std::move(*err));
 }
 

@@ -18,16 +18,8 @@ using server::GenerationEvent;
 
 namespace {
 
-ApiError ServerError(int http_status, std::string type, std::string code, std::string message,
-                     int retry_after_s = 0) {
-  ApiError e;
-  e.http_status = http_status;
-  e.type = std::move(type);
-  e.code = std::move(code);
-  e.message = std::move(message);
-  e.retry_after_s = retry_after_s;
-  return e;
-}
+using server::ErrorKind;
+using server::MakeError;
 
 const char* FinishReasonText(FinishReason r) {
   return r == FinishReason::kLength ? "length" : "stop";
@@ -312,21 +304,21 @@ int64_t ModelEngine::TrimBudgetTokens(const SubmitSlo& slo,
   return budget;
 }
 
-std::optional<ApiError> ModelEngine::Submit(server::RequestHandle handle,
+std::optional<SubmitRefusal> ModelEngine::Submit(server::RequestHandle handle,
                                             server::GenerationRequest req,
                                             server::GenerationSink sink,
                                             const SubmitSlo* slo) {
   if (failed_.load()) {
-    return ServerError(503, "unavailable", "model_failed",
-                       "model '" + options_.name + "' failed: " + Failure() +
-                           "; restart the server to load the file again");
+    return Refused(MakeError(ErrorKind::kUnavailable, "model_failed",
+                             "model '" + options_.name + "' failed: " + Failure() +
+                                 "; restart the server to load the file again"));
   }
   RequestTiming timing;
   timing.first_byte = req.timeline.first_byte;
   timing.mark = req.timeline.validated;
   auto group = std::make_shared<Group>();
   PreparedRequest& prep = group->prepared;
-  if (auto err = PrepareRequest(prep_, req, &prep, &timing)) return err;
+  if (auto err = PrepareRequest(prep_, req, &prep, &timing)) return Refused(std::move(*err));
 
   Trim trim;
   if (req.is_chat && req.allow_context_trim && slo != nullptr && slo_.knobs != nullptr) {
@@ -340,18 +332,14 @@ std::optional<ApiError> ModelEngine::Submit(server::RequestHandle handle,
     }
   }
   timing.Charge(&timing.tokenize_ms, Clock::now());
-  if (auto err = CheckPromptLimits(prep_, req, &prep)) return err;
+  if (auto err = CheckPromptLimits(prep_, req, &prep)) return Refused(std::move(*err));
 
   int64_t max_tokens = prep.max_tokens;
   std::string cap_reason;
   if (slo != nullptr && slo->admit) {
     SloAdmission verdict = slo->admit(prep.prompt_tokens_total(), max_tokens);
-    if (verdict.error) return std::move(*verdict.error);
-    if (verdict.route) {
-      ApiError route;
-      route.code = kRouteCode;
-      return route;
-    }
+    if (verdict.error) return Refused(std::move(*verdict.error));
+    if (verdict.route) return SubmitRefusal{true, {}};
     if (verdict.max_tokens_cap && *verdict.max_tokens_cap < max_tokens) {
       max_tokens = std::max<int64_t>(1, *verdict.max_tokens_cap);
       cap_reason = verdict.cap_reason;
@@ -368,15 +356,12 @@ std::optional<ApiError> ModelEngine::Submit(server::RequestHandle handle,
 
   const int32_t n_choices = prep.n_choices();
   if (n_choices > options_.max_waiting) {
-    server::ApiError e;
-    e.http_status = 400;
-    e.type = "invalid_request_error";
-    e.code = "out_of_range";
-    e.param = "n";
-    e.message = std::to_string(n_choices) + " choices (prompts x n) exceed what model '" +
-                options_.name + "' queues at once (--max-waiting " +
-                std::to_string(options_.max_waiting) + ")";
-    return e;
+    return Refused(server::InvalidRequestError(
+        "n",
+        std::to_string(n_choices) + " choices (prompts x n) exceed what model '" +
+            options_.name + "' queues at once (--max-waiting " +
+            std::to_string(options_.max_waiting) + ")",
+        "out_of_range"));
   }
   group->handle = handle;
   group->sink = std::move(sink);
@@ -418,16 +403,18 @@ std::optional<ApiError> ModelEngine::Submit(server::RequestHandle handle,
   const int64_t before = accepted_not_started_.fetch_add(n_choices);
   if (before >= options_.max_waiting || (before > 0 && before + n_choices > options_.max_waiting)) {
     accepted_not_started_.fetch_sub(n_choices);
-    return ServerError(429, "overloaded_error", "overloaded",
-                       "model '" + options_.name + "': " + std::to_string(options_.max_waiting) +
-                           " requests already queued; retry later",
-                       1);
+    return Refused(MakeError(ErrorKind::kOverloaded, "overloaded",
+                             "model '" + options_.name + "': " +
+                                 std::to_string(options_.max_waiting) +
+                                 " requests already queued; retry later",
+                             {}, 1));
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) {
       accepted_not_started_.fetch_sub(n_choices);
-      return ServerError(503, "unavailable", "shutting_down", "the server is shutting down", 1);
+      return Refused(MakeError(ErrorKind::kUnavailable, "shutting_down",
+                               "the server is shutting down", {}, 1));
     }
     queued_prompt_tokens_.fetch_add(queued_tokens);
     open_requests_.fetch_add(1);
@@ -496,9 +483,9 @@ bool ModelEngine::Enqueue(std::unique_ptr<Live> live) {
     // Pre-checked on the HTTP thread; reaching here means the books disagree. Still one
     // visible terminal outcome.
     const bool full = id.status().code() == StatusCode::kResourceExhausted;
-    ApiError e = full ? ServerError(429, "overloaded_error", "overloaded", id.status().message(), 1)
-                      : ServerError(400, "invalid_request_error", "", id.status().message());
-    if (!full) e.param = "max_tokens";
+    ApiError e = full ? MakeError(ErrorKind::kOverloaded, "overloaded", id.status().message(),
+                                  {}, 1)
+                      : server::InvalidRequestError("max_tokens", id.status().message(), "");
     FailGroup(*live, GenerationEvent::Error(std::move(e)));
     return false;
   }
@@ -609,7 +596,7 @@ void ModelEngine::FailModel(const Status& why) {
                "lifeline serve: model '%s' failed: %s; its requests end with 503 model_failed "
                "and it is not ready until the server is restarted\n",
                options_.name.c_str(), why.message().c_str());
-  FailAll("model_failed", "model '" + options_.name + "' failed: " + why.message(), 503);
+  FailAll("model_failed", "model '" + options_.name + "' failed: " + why.message());
 }
 
 bool ModelEngine::CheckFile(bool now) {
@@ -623,14 +610,14 @@ bool ModelEngine::CheckFile(bool now) {
   return false;
 }
 
-void ModelEngine::FailAll(const std::string& code, const std::string& message, int http_status) {
+void ModelEngine::FailAll(const std::string& code, const std::string& message) {
   std::deque<Message> msgs;
   {
     std::lock_guard<std::mutex> lock(mu_);
     msgs.swap(inbox_);
   }
   const auto error = [&] {
-    return GenerationEvent::Error(ServerError(http_status, "unavailable", code, message, 1));
+    return GenerationEvent::Error(MakeError(ErrorKind::kUnavailable, code, message, {}, 1));
   };
   for (Message& m : msgs) {
     if (m.group == nullptr) continue;

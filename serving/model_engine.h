@@ -130,8 +130,13 @@ struct SubmitSlo {
   AdmitFn admit;                         // may be empty: admit
 };
 
-// Submit's answer when the admission verdict is "route": ApiError::code equals this.
-inline constexpr const char* kRouteCode = "slo_route";
+// Submit's answer for a request it did not accept: admission asked to route it to the next
+// cascade member (a result, not an error: the caller submits it there), or it is refused.
+struct SubmitRefusal {
+  bool route = false;
+  server::ApiError error;  // when !route
+};
+inline SubmitRefusal Refused(server::ApiError error) { return {false, std::move(error)}; }
 
 class ModelEngine {
  public:
@@ -148,10 +153,10 @@ class ModelEngine {
   // Ends every live request with a terminal error ("shutting_down") and joins the thread.
   void Stop();
 
-  // Accepts (the engine will deliver events to `sink`) or refuses with an ApiError.
-  // With `slo`, the admission verdict may refuse it (or ask to route: error code kRouteCode,
-  // the sink is then dropped unused).
-  std::optional<server::ApiError> Submit(server::RequestHandle handle,
+  // Accepts (nullopt: the engine will deliver events to `sink`) or refuses with an ApiError.
+  // With `slo`, the admission verdict may refuse it or ask to route it (the sink is then
+  // dropped unused).
+  std::optional<SubmitRefusal> Submit(server::RequestHandle handle,
                                          server::GenerationRequest request,
                                          server::GenerationSink sink,
                                          const SubmitSlo* slo = nullptr);
@@ -264,7 +269,8 @@ class ModelEngine {
   void ObserveSpeeds(const StepPlan& plan, size_t batch_tokens, Clock::time_point t_eval0,
                      Clock::time_point t_eval1);
   void PublishSnapshot();
-  void FailAll(const std::string& code, const std::string& message, int http_status);
+  // Every request ends with one 503-class error event (ErrorKind::kUnavailable) of `code`.
+  void FailAll(const std::string& code, const std::string& message);
   // The model's file changed under it: log, fail everything, refuse from now on.
   void FailModel(const Status& why);
   // GgufFile::Integrity, at most every 500 ms unless `now` (after a forward pass).

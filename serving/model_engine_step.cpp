@@ -20,16 +20,8 @@ int64_t NowUs() {
              Clock::now().time_since_epoch()).count();
 }
 
-ApiError StepError(int http_status, std::string type, std::string code, std::string message,
-                   int retry_after_s = 0) {
-  ApiError e;
-  e.http_status = http_status;
-  e.type = std::move(type);
-  e.code = std::move(code);
-  e.message = std::move(message);
-  e.retry_after_s = retry_after_s;
-  return e;
-}
+using server::ErrorKind;
+using server::MakeError;
 
 }  // namespace
 
@@ -66,7 +58,7 @@ void ModelEngine::ApplyPlanEnds(const StepPlan& plan) {
     Live& live = *it->second;
     live.timing.Charge(&live.timing.queue_ms, Clock::now());
     FailGroup(live, GenerationEvent::Error(
-                        StepError(499, "cancelled", "cancelled", "the request was cancelled")));
+                        MakeError(ErrorKind::kCancelled, "cancelled", "the request was cancelled")));
     live_.erase(it);
   }
   for (const Request& r : plan.expired) {
@@ -74,10 +66,10 @@ void ModelEngine::ApplyPlanEnds(const StepPlan& plan) {
     if (it == live_.end()) continue;
     Live& live = *it->second;
     live.timing.Charge(&live.timing.queue_ms, Clock::now());
-    FailGroup(live, GenerationEvent::Error(StepError(
-                        503, "unavailable", "deadline_exceeded",
+    FailGroup(live, GenerationEvent::Error(MakeError(
+                        ErrorKind::kUnavailable, "deadline_exceeded",
                         "the request's deadline passed while it was queued: " + r.error_message,
-                        1)));
+                        {}, 1)));
     live_.erase(it);
   }
   for (RequestId id : plan.preempted) {
@@ -212,10 +204,10 @@ void ModelEngine::ApplyFinished(std::vector<Request> finished) {
     if (KindOf(r.finish_reason) == FinishKind::kCompleted) {
       Complete(live, r);
     } else if (r.finish_reason == FinishReason::kDeadline) {
-      FailGroup(live, GenerationEvent::Error(StepError(503, "unavailable", "deadline_exceeded",
-                                                       r.error_message, 1)));
+      FailGroup(live, GenerationEvent::Error(MakeError(ErrorKind::kUnavailable, "deadline_exceeded",
+                                                       r.error_message, {}, 1)));
     } else {
-      FailGroup(live, GenerationEvent::Error(StepError(500, "server_error", "engine_error",
+      FailGroup(live, GenerationEvent::Error(MakeError(ErrorKind::kInternal, "engine_error",
                                                        r.error_message)));
     }
     live_.erase(it);
@@ -397,7 +389,7 @@ void ModelEngine::Loop() {
     heartbeat_ns_.store(Clock::now().time_since_epoch().count());
     if (failed_.load() || !CheckFile(/*now=*/false)) {
       // A failed model answers every request with its error and computes nothing.
-      FailAll("model_failed", "model '" + options_.name + "' failed: " + Failure(), 503);
+      FailAll("model_failed", "model '" + options_.name + "' failed: " + Failure());
       std::unique_lock<std::mutex> lock(mu_);
       if (stop_) break;
       cv_.wait_for(lock, std::chrono::milliseconds(250), [&] { return stop_ || !inbox_.empty(); });
@@ -435,7 +427,7 @@ void ModelEngine::Loop() {
       cv_.wait_for(lock, wait, [&] { return stop_ || !inbox_.empty(); });
     }
   }
-  FailAll("shutting_down", "the server is shutting down", 503);
+  FailAll("shutting_down", "the server is shutting down");
 }
 
 }  // namespace lifeline::serving

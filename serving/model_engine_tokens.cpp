@@ -23,11 +23,12 @@ std::variant<std::string, server::ApiError> ModelEngine::Detokenize(
     const int32_t id = req.tokens[i];
     if (id < 0 || id >= n_vocab) {
       const std::string param = "tokens[" + std::to_string(i) + "]";
-      return server::ApiError{400, "invalid_request_error", "out_of_range",
-                              "'" + param + "' is " + std::to_string(id) +
-                                  ", outside the vocabulary of model '" + options_.name +
-                                  "' ([0, " + std::to_string(n_vocab) + "))",
-                              param, 0};
+      return server::InvalidRequestError(param,
+                                         "'" + param + "' is " + std::to_string(id) +
+                                             ", outside the vocabulary of model '" +
+                                             options_.name + "' ([0, " +
+                                             std::to_string(n_vocab) + "))",
+                                         "out_of_range");
     }
   }
   return DecodeAsSentencePiece(*tokenizer_, req.tokens);

@@ -29,6 +29,8 @@ namespace http = beast::http;
 using tcp = net::ip::tcp;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
+using server::ErrorKind;
+using server::MakeError;
 
 namespace {
 
@@ -42,17 +44,6 @@ double MsBetween(Clock::time_point a, Clock::time_point b) {
 
 int64_t ToUs(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
-}
-
-server::ApiError MakeError(int status, std::string type, std::string code, std::string message,
-                           int retry_after_s = 0) {
-  server::ApiError e;
-  e.http_status = status;
-  e.type = std::move(type);
-  e.code = std::move(code);
-  e.message = std::move(message);
-  e.retry_after_s = retry_after_s;
-  return e;
 }
 
 // At most `n` bytes of `s` for a message, with "..." when cut.
@@ -479,7 +470,7 @@ void Call::Fail(const std::string& cause) {
   if (finished) return;
   owner->errored.fetch_add(1);
   Finish(server::GenerationEvent::Error(
-      MakeError(502, "upstream_error", "upstream_error", owner->Describe() + ": " + cause)));
+      MakeError(ErrorKind::kUpstream, "upstream_error", owner->Describe() + ": " + cause)));
 }
 
 void Call::Finish(server::GenerationEvent event) {
@@ -505,7 +496,8 @@ void RemoteBackend::Impl::FailAll() {
   for (auto& c : live) {
     cancelled.fetch_add(1);
     c->Finish(server::GenerationEvent::Error(MakeError(
-        503, "unavailable", "shutting_down", Describe() + ": the server is shutting down", 1)));
+        ErrorKind::kUnavailable, "shutting_down", Describe() + ": the server is shutting down",
+        {}, 1)));
   }
 }
 
@@ -569,14 +561,10 @@ std::optional<server::ApiError> RemoteBackend::Submit(server::RequestHandle hand
                                                       const RemoteSubmit& ctx) {
   Impl& im = *impl_;
   if (std::string field = RemoteUnsupported(request); !field.empty()) {
-    server::ApiError e;
-    e.http_status = 400;
-    e.type = "invalid_request_error";
-    e.code = "unsupported_value";
-    e.param = field;
-    e.message = "'" + field + "' is not supported by model '" + im.options.name +
-                "', which a remote server answers (only one text choice is relayed)";
-    return e;
+    return server::InvalidRequestError(
+        field, "'" + field + "' is not supported by model '" + im.options.name +
+                   "', which a remote server answers (only one text choice is relayed)",
+        "unsupported_value");
   }
   std::optional<int64_t> max_tokens;
   if (request.max_tokens) max_tokens = *request.max_tokens;
@@ -622,15 +610,15 @@ std::optional<server::ApiError> RemoteBackend::Submit(server::RequestHandle hand
 
   std::lock_guard<std::mutex> lock(im.mu);
   if (im.stopped) {
-    return MakeError(503, "unavailable", "shutting_down",
-                     im.Describe() + ": the server is shutting down", 1);
+    return MakeError(ErrorKind::kUnavailable, "shutting_down",
+                     im.Describe() + ": the server is shutting down", {}, 1);
   }
   if (im.in_flight.fetch_add(1) >= im.options.max_in_flight) {
     im.in_flight.fetch_sub(1);
-    return MakeError(429, "overloaded_error", "overloaded",
+    return MakeError(ErrorKind::kOverloaded, "overloaded",
                      im.Describe() + ": " + std::to_string(im.options.max_in_flight) +
                          " requests already in flight (max_queue_requests); retry later",
-                     1);
+                     {}, 1);
   }
   im.accepted.fetch_add(1);
   // Posted under the mutex, so Stop's FailAll (posted after it sets `stopped`) runs later.
@@ -651,7 +639,7 @@ void RemoteBackend::Cancel(server::RequestHandle handle) {
     std::shared_ptr<Call> call = it->second;
     im->cancelled.fetch_add(1);
     call->Finish(server::GenerationEvent::Error(
-        MakeError(499, "cancelled", "cancelled", "the request was cancelled")));
+        MakeError(ErrorKind::kCancelled, "cancelled", "the request was cancelled")));
   });
 }
 

@@ -15,13 +15,7 @@ using server::ApiError;
 namespace {
 
 ApiError BadRequest(std::string message, std::string param, std::string code = "") {
-  ApiError e;
-  e.http_status = 400;
-  e.type = "invalid_request_error";
-  e.code = std::move(code);
-  e.message = std::move(message);
-  e.param = std::move(param);
-  return e;
+  return server::InvalidRequestError(std::move(param), std::move(message), std::move(code));
 }
 
 std::string PromptParam(const server::GenerationRequest& req, size_t i) {
@@ -238,13 +232,9 @@ std::optional<ApiError> RenderChat(const PrepContext& ctx, const server::Generat
   }
   const std::string& m = rendered.status().message();
   if (rendered.status().code() == StatusCode::kResourceExhausted) {
-    ApiError e;
-    e.http_status = 500;
-    e.type = "internal_error";
-    e.code = "template_error";
-    e.message = "model '" + ctx.model_name + "': the chat template exceeded its evaluation "
-                "budget: " + m;
-    return e;
+    return server::MakeError(server::ErrorKind::kInternal, "template_error",
+                             "model '" + ctx.model_name +
+                                 "': the chat template exceeded its evaluation budget: " + m);
   }
   // The template refused this conversation (its raise_exception) or cannot evaluate it (e.g.
   // content parts where it concatenates strings): the request's to change.

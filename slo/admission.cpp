@@ -20,10 +20,10 @@ int32_t ClampRetry(const SloConfig& c, double seconds) {
   return static_cast<int32_t>(std::clamp(s, 1.0, double(c.admission.max_retry_after_s)));
 }
 
-AdmissionDecision Shed(int32_t status, int32_t retry_after_s, std::string reason) {
+AdmissionDecision Shed(ShedCause cause, int32_t retry_after_s, std::string reason) {
   AdmissionDecision d;
   d.action = Action::kShed;
-  d.http_status = status;
+  d.shed_cause = cause;
   d.retry_after_s = retry_after_s;
   d.reason = std::move(reason);
   return d;
@@ -36,11 +36,11 @@ AdmissionDecision Route(std::string reason) {
   return d;
 }
 
-// Route down the cascade when there is a lighter member, else shed with 429.
+// Route down the cascade when there is a lighter member, else shed for load.
 AdmissionDecision RouteOrShed(const AdmissionRequest& r, int32_t retry_after_s,
                               std::string reason) {
   if (r.has_next_model) return Route(std::move(reason));
-  return Shed(429, retry_after_s, std::move(reason));
+  return Shed(ShedCause::kLoad, retry_after_s, std::move(reason));
 }
 
 // The caps of an admitted request at level >= truncate.
@@ -267,10 +267,10 @@ AdmissionDecision Decide(const SloConfig& c, const AdmissionRequest& r,
   const char* cls = r.budget.slo_class.c_str();
   if (!r.model_ready) {
     if (r.has_next_model) return Route("model not ready");
-    return Shed(503, c.admission.not_ready_retry_after_s, "model not ready");
+    return Shed(ShedCause::kNotReady, c.admission.not_ready_retry_after_s, "model not ready");
   }
   if (r.level >= Level::kShed) {
-    return Shed(429, ClampRetry(c, c.ladder.min_dwell_ms / 1000.0),
+    return Shed(ShedCause::kLoad, ClampRetry(c, c.ladder.min_dwell_ms / 1000.0),
                 Fmt("class %s at degradation level shed", cls));
   }
   if (r.level >= Level::kCascade && r.cascade_hops == 0 && r.has_next_model) {
@@ -308,7 +308,6 @@ AdmissionDecision Decide(const SloConfig& c, const AdmissionRequest& r,
     if (!why.empty()) {
       AdmissionDecision out;
       out.action = Action::kRefuse;
-      out.http_status = 400;
       out.predicted = alone;
       out.reason = Fmt("deadline_ms %.0f cannot be met: ", deadline) + why;
       return out;
@@ -370,7 +369,8 @@ std::string_view OutcomeCounters::OutcomeOf(const AdmissionDecision& d) {
   switch (d.action) {
     case Action::kAdmit: return "admitted";
     case Action::kRoute: return "routed";
-    case Action::kShed: return d.http_status == 503 ? "shed_503" : "shed_429";
+    // The labels name the status each becomes (server/errors.h), as documented in docs/slo.md.
+    case Action::kShed: return d.shed_cause == ShedCause::kNotReady ? "shed_503" : "shed_429";
     case Action::kRefuse: return "refused_deadline";
   }
   return "?";

@@ -159,14 +159,18 @@ struct AdmissionRequest {
   double margin_scale = 1.0;          // the class's closed-loop scale (Knobs::MarginScaleOf)
 };
 
-// kRefuse: the request cannot be served as asked (an unreachable deadline_ms): 400, which a
-// client must not retry unchanged.
+// kShed: load (or a model not ready) that may pass; the client may retry after
+// retry_after_s. kRefuse: the request cannot be served as asked (an unreachable
+// deadline_ms), which a client must not retry unchanged. Which HTTP status each becomes is
+// the server's choice (server/errors.h), not admission's.
 enum class Action : uint8_t { kAdmit, kRoute, kShed, kRefuse };
+// Why a request was shed: the class's or the queue's load, or the model not being ready.
+enum class ShedCause : uint8_t { kNone, kLoad, kNotReady };
 std::string_view ActionName(Action a);  // "admit", "route", "shed", "refuse"
 
 struct AdmissionDecision {
   Action action = Action::kAdmit;
-  int32_t http_status = 0;    // kShed: 429, or 503 when the model is not ready; kRefuse: 400
+  ShedCause shed_cause = ShedCause::kNone;  // kShed only
   int32_t retry_after_s = 0;  // kShed: in [1, admission.max_retry_after_s]
   std::optional<int64_t> max_tokens_cap;  // kAdmit at level >= truncate, when below max_tokens
   bool stop_at_deadline = false;          // kAdmit at level >= truncate with an e2e budget

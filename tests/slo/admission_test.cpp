@@ -225,7 +225,7 @@ TEST_F(DecideTest, PredictedMissRoutesOrShedsWithRetryAfter) {
   r.load.queued_prefill_tokens = 10000;  // 20 + 10500 / 10 = 1070 ms > 387
   AdmissionDecision d = Decide(config_, r, speeds_);
   EXPECT_EQ(d.action, Action::kShed);
-  EXPECT_EQ(d.http_status, 429);
+  EXPECT_EQ(d.shed_cause, ShedCause::kLoad);
   EXPECT_EQ(d.retry_after_s, 1);  // 683 ms late -> 1 s
   EXPECT_DOUBLE_EQ(*d.predicted.ttft_ms, 1070);
   EXPECT_EQ(d.reason,
@@ -235,7 +235,7 @@ TEST_F(DecideTest, PredictedMissRoutesOrShedsWithRetryAfter) {
   r.has_next_model = true;
   d = Decide(config_, r, speeds_);
   EXPECT_EQ(d.action, Action::kRoute);
-  EXPECT_EQ(d.http_status, 0);
+  EXPECT_EQ(d.shed_cause, ShedCause::kNone);
 
   r.has_next_model = false;
   r.load.queued_prefill_tokens = 50000;  // 20 + 5050 = 5070 ms: 4683 ms late -> 5 s
@@ -340,7 +340,7 @@ TEST_F(DecideTest, LadderLevels) {
   r.level = Level::kShed;
   AdmissionDecision d = Decide(config_, r, speeds_);
   EXPECT_EQ(d.action, Action::kShed);
-  EXPECT_EQ(d.http_status, 429);
+  EXPECT_EQ(d.shed_cause, ShedCause::kLoad);
   EXPECT_EQ(d.retry_after_s, 5);  // ladder.min_dwell_ms 5000
   EXPECT_EQ(d.reason, "class interactive at degradation level shed");
 
@@ -397,7 +397,7 @@ TEST_F(DecideTest, BoundedQueue) {
   r.load.queued_requests = 256;  // a 257th does not fit max_queue_requests 256
   AdmissionDecision d = Decide(config_, r, speeds_);
   EXPECT_EQ(d.action, Action::kShed);
-  EXPECT_EQ(d.http_status, 429);
+  EXPECT_EQ(d.shed_cause, ShedCause::kLoad);
   EXPECT_EQ(d.retry_after_s, 1);  // 2000 tokens drain in 0.2 s -> at least 1
   EXPECT_EQ(d.reason, "queue full: 256 requests, 2000 prompt tokens queued (limits 256, 1048576)");
   r.load.queued_prefill_tokens = 300'000;  // drains in 30 s
@@ -417,7 +417,7 @@ TEST_F(DecideTest, NotReadyIs503OrRoute) {
   r.model_ready = false;
   AdmissionDecision d = Decide(config_, r, speeds_);
   EXPECT_EQ(d.action, Action::kShed);
-  EXPECT_EQ(d.http_status, 503);
+  EXPECT_EQ(d.shed_cause, ShedCause::kNotReady);
   EXPECT_EQ(d.retry_after_s, 1);
   r.has_next_model = true;
   EXPECT_EQ(Decide(config_, r, speeds_).action, Action::kRoute);
@@ -441,9 +441,9 @@ TEST(OutcomeCountersTest, CountsByClassModelOutcome) {
   AdmissionDecision admit;
   AdmissionDecision shed;
   shed.action = Action::kShed;
-  shed.http_status = 429;
+  shed.shed_cause = ShedCause::kLoad;
   AdmissionDecision down = shed;
-  down.http_status = 503;
+  down.shed_cause = ShedCause::kNotReady;
   AdmissionDecision route;
   route.action = Action::kRoute;
   EXPECT_EQ(OutcomeCounters::OutcomeOf(admit), "admitted");
@@ -492,7 +492,7 @@ TEST_F(DecideTest, AnUnreachableDeadlineIsRefusedNotShed) {
   r.load = QueueLoad{};
   AdmissionDecision d = Decide(config_, r, speeds_);
   EXPECT_EQ(d.action, Action::kRefuse);
-  EXPECT_EQ(d.http_status, 400);
+  EXPECT_EQ(d.shed_cause, ShedCause::kNone);
   EXPECT_EQ(d.retry_after_s, 0);
   // Alone: 0.5 ms elapsed + 500 tokens x 0.1 ms.
   EXPECT_EQ(d.reason,
@@ -508,7 +508,7 @@ TEST_F(DecideTest, AnUnreachableDeadlineIsRefusedNotShed) {
   q.elapsed_ms = 20;  // alone 70 ms <= 200; behind 2000 queued tokens 270 ms > 200
   d = Decide(config_, q, speeds_);
   EXPECT_EQ(d.action, Action::kShed);
-  EXPECT_EQ(d.http_status, 429);
+  EXPECT_EQ(d.shed_cause, ShedCause::kLoad);
   // A class budget is not the client's deadline: never refused, at most shed.
   AdmissionRequest cls = Req();
   cls.budget.ttft_budget_ms = 1;

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One place maps outcomes to HTTP (server/errors.h): outside server/errors.cpp no source of
+# the server picks a status code for an error. Modules say what happened (an ErrorKind, a
+# slo::ShedCause, SubmitRefusal::route) and the table turns it into a status and a type.
+# Flagged:
+#   - ApiError{NNN, ...} and `.http_status = ...` (a status chosen by hand);
+#   - an `http_status` field or parameter outside server/ (a module deciding HTTP);
+#   - the old route pseudo-error code "slo_route".
+# bench/ is a client (it records the status a server answered) and is not checked.
+#
+# Usage: error_map_test.sh REPO_ROOT. Prints each offending line; exit 1 when there is one.
+set -uo pipefail
+cd "$1"
+dirs=(app base engine net scheduler server serving slo analysis tools)
+existing=()
+for d in "${dirs[@]}"; do [ -d "$d" ] && existing+=("$d"); done
+src() { grep -rnE --include='*.cpp' --include='*.h' "$@" "${existing[@]}"; }
+
+bad=0
+report() {
+  [ -z "$2" ] && return
+  echo "$1:"
+  echo "$2" | sed 's/^/  /'
+  bad=1
+}
+report "an ApiError built with a literal status (use server::MakeError with an ErrorKind)" \
+  "$(src 'ApiError[[:space:]]*\{[[:space:]]*[0-9]')"
+report "a status assigned by hand (only server/errors.cpp fills http_status)" \
+  "$(src '\.http_status[[:space:]]*=[^=]' | grep -v '^server/errors\.cpp:')"
+report "an http_status outside server/ (modules return kinds, the server picks statuses)" \
+  "$(src -w 'http_status' | grep -v '^server/')"
+report "the route pseudo-error (routing is SubmitRefusal::route)" "$(src 'slo_route')"
+if [ $bad -ne 0 ]; then
+  echo "FAIL: error statuses chosen outside server/errors.cpp"
+  exit 1
+fi
+echo "ok: every error status comes from server/errors.cpp"
