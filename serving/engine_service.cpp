@@ -299,51 +299,57 @@ server::SubmitResult EngineService::SubmitLocal(
                           first_byte.time_since_epoch()).count() +
                       static_cast<int64_t>(*budget.e2e_budget_ms * 1000.0);
   }
-  slo::AdmissionDecision decision;
-  ctx.admit = [&](int64_t n_prompt, int64_t max_tokens) {
-    slo::AdmissionRequest ar;
-    ar.budget = budget;
-    const auto knobs = controller_->knobs();
-    ar.level = knobs->LevelOf(cls);
-    ar.margin_scale = knobs->MarginScaleOf(cls);
-    ar.prompt_tokens = n_prompt;
-    ar.max_tokens = max_tokens;
-    ar.elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - first_byte).count();
-    const int64_t now_us = NowUs();
-    ar.load = engine->Load(now_us);
-    if (entry != nullptr) {
-      ar.max_queue_requests = entry->max_queue_requests;
-      ar.max_queue_tokens = entry->max_queue_tokens;
-    }
-    ar.model_ready = engine->Healthy();
-    ar.has_next_model = next != nullptr;
-    ar.cascade_hops = hops;
-    slo::SpeedEstimator& speeds = *speeds_[m.local_index];
-    ar.probe_due = speeds.Stale(now_us);
+  // 1. Prepare: render, tokenize, trim, check limits (refusals name the field).
+  auto prepared = engine->Prepare(request, &ctx);
+  if (auto* err = std::get_if<server::ApiError>(&prepared)) {
+    return server::SubmitResult::Reject(std::move(*err));
+  }
+  ModelEngine::Prepared& p = std::get<ModelEngine::Prepared>(prepared);
+
+  // 2. Admission on the prepared size, against the model's load now.
+  slo::AdmissionRequest ar;
+  ar.budget = budget;
+  const auto knobs = controller_->knobs();
+  ar.level = knobs->LevelOf(cls);
+  ar.margin_scale = knobs->MarginScaleOf(cls);
+  ar.prompt_tokens = p.prompt_tokens();
+  ar.max_tokens = p.max_tokens();
+  ar.elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - first_byte).count();
+  const int64_t now_us = NowUs();
+  ar.load = engine->Load(now_us);
+  if (entry != nullptr) {
+    ar.max_queue_requests = entry->max_queue_requests;
+    ar.max_queue_tokens = entry->max_queue_tokens;
+  }
+  ar.model_ready = engine->Healthy();
+  ar.has_next_model = next != nullptr;
+  ar.cascade_hops = hops;
+  slo::SpeedEstimator& speeds = *speeds_[m.local_index];
+  ar.probe_due = speeds.Stale(now_us);
+  slo::AdmissionDecision decision = slo::Decide(slo_config_, ar, speeds);
+  if (decision.probe && !speeds.TryClaimProbe(now_us)) {
+    // Another request took this period's probe: decide as if the estimate were fresh.
+    ar.probe_due = false;
     decision = slo::Decide(slo_config_, ar, speeds);
-    if (decision.probe && !speeds.TryClaimProbe(now_us)) {
-      // Another request took this period's probe: decide as if the estimate were fresh.
-      ar.probe_due = false;
-      decision = slo::Decide(slo_config_, ar, speeds);
-    }
-    SloAdmission out;
-    if (decision.action == slo::Action::kRoute) {
-      out.route = true;
-    } else if (decision.action == slo::Action::kShed ||
-               decision.action == slo::Action::kRefuse) {
-      out.error = Shed(decision, cls, m.name);
-    } else {
-      out.max_tokens_cap = decision.max_tokens_cap;
-      out.cap_reason = decision.cap_reason;
-    }
-    return out;
-  };
+  }
+  if (decision.action == slo::Action::kRoute) {
+    // Decide routes only when there is a next member (has_next_model).
+    outcomes_.Count(cls, m.name, "routed");
+    *routed = true;
+    return {};
+  }
+  if (decision.action != slo::Action::kAdmit) {
+    outcomes_.Count(cls, m.name, slo::OutcomeCounters::OutcomeOf(decision));
+    return server::SubmitResult::Reject(Shed(decision, cls, m.name));
+  }
+
+  // 3. Enqueue, with the ladder's max_tokens cap.
   {
     std::lock_guard<std::mutex> lock(mu_);
     owner_[handle] = &m;
   }
-  // A copy: a routed request is submitted again to the next member.
-  auto err = engine->Submit(handle, request, Wrap(handle, sink), &ctx);
+  auto err = engine->EnqueuePrepared(std::move(p), handle, Wrap(handle, sink),
+                                     decision.max_tokens_cap, decision.cap_reason);
   if (!err) {
     outcomes_.Count(cls, m.name, "admitted");
     if (decision.max_tokens_cap) outcomes_.Count(cls, m.name, "truncated");
@@ -354,16 +360,7 @@ server::SubmitResult EngineService::SubmitLocal(
     std::lock_guard<std::mutex> lock(mu_);
     owner_.erase(handle);
   }
-  if (err->route) {
-    // Decide routes only when there is a next member (has_next_model).
-    outcomes_.Count(cls, m.name, "routed");
-    *routed = true;
-    return {};
-  }
-  if (decision.action == slo::Action::kShed || decision.action == slo::Action::kRefuse) {
-    outcomes_.Count(cls, m.name, slo::OutcomeCounters::OutcomeOf(decision));
-  }
-  return server::SubmitResult::Reject(std::move(err->error));
+  return server::SubmitResult::Reject(std::move(*err));
 }
 
 server::SubmitResult EngineService::SubmitRemote(

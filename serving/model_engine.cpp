@@ -304,65 +304,85 @@ int64_t ModelEngine::TrimBudgetTokens(const SubmitSlo& slo,
   return budget;
 }
 
-std::optional<SubmitRefusal> ModelEngine::Submit(server::RequestHandle handle,
-                                            server::GenerationRequest req,
-                                            server::GenerationSink sink,
-                                            const SubmitSlo* slo) {
-  if (failed_.load()) {
-    return Refused(MakeError(ErrorKind::kUnavailable, "model_failed",
-                             "model '" + options_.name + "' failed: " + Failure() +
-                                 "; restart the server to load the file again"));
-  }
-  RequestTiming timing;
-  timing.first_byte = req.timeline.first_byte;
-  timing.mark = req.timeline.validated;
-  auto group = std::make_shared<Group>();
-  PreparedRequest& prep = group->prepared;
-  if (auto err = PrepareRequest(prep_, req, &prep, &timing)) return Refused(std::move(*err));
+int64_t ModelEngine::Prepared::prompt_tokens() const {
+  return group->prepared.prompt_tokens_total();
+}
 
-  Trim trim;
+int64_t ModelEngine::Prepared::max_tokens() const { return group->prepared.max_tokens; }
+
+std::variant<ModelEngine::Prepared, ApiError> ModelEngine::Prepare(server::GenerationRequest req,
+                                                                   const SubmitSlo* slo) {
+  if (failed_.load()) {
+    return MakeError(ErrorKind::kUnavailable, "model_failed",
+                     "model '" + options_.name + "' failed: " + Failure() +
+                         "; restart the server to load the file again");
+  }
+  Prepared out;
+  out.timing.first_byte = req.timeline.first_byte;
+  out.timing.mark = req.timeline.validated;
+  out.group = std::make_shared<Group>();
+  PreparedRequest& prep = out.group->prepared;
+  if (auto err = PrepareRequest(prep_, req, &prep, &out.timing)) return std::move(*err);
+
   if (req.is_chat && req.allow_context_trim && slo != nullptr && slo_.knobs != nullptr) {
     std::shared_ptr<const slo::Knobs> knobs = slo_.knobs->Load();
     if (knobs != nullptr && knobs->LevelOf(slo->slo_class) >= slo::Level::kTrimContext) {
       const int64_t budget = TrimBudgetTokens(*slo, req);
       std::vector<int32_t>& tokens = prep.prompts.front().tokens;
       if (static_cast<int64_t>(tokens.size()) > budget) {
-        (void)TrimContext(req, budget, &tokens, &trim);
+        (void)TrimContext(req, budget, &tokens, &out.trim);
       }
     }
   }
-  timing.Charge(&timing.tokenize_ms, Clock::now());
-  if (auto err = CheckPromptLimits(prep_, req, &prep)) return Refused(std::move(*err));
-
-  int64_t max_tokens = prep.max_tokens;
-  std::string cap_reason;
-  if (slo != nullptr && slo->admit) {
-    SloAdmission verdict = slo->admit(prep.prompt_tokens_total(), max_tokens);
-    if (verdict.error) return Refused(std::move(*verdict.error));
-    if (verdict.route) return SubmitRefusal{true, {}};
-    if (verdict.max_tokens_cap && *verdict.max_tokens_cap < max_tokens) {
-      max_tokens = std::max<int64_t>(1, *verdict.max_tokens_cap);
-      cap_reason = verdict.cap_reason;
-    }
-  }
-  std::optional<int64_t> deadline_us;
-  if (slo != nullptr && slo->deadline_us) {
-    deadline_us = slo->deadline_us;
-  } else if (req.deadline_ms) {
-    deadline_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                      req.timeline.first_byte.time_since_epoch()).count() +
-                  *req.deadline_ms * 1000;
-  }
+  out.timing.Charge(&out.timing.tokenize_ms, Clock::now());
+  if (auto err = CheckPromptLimits(prep_, req, &prep)) return std::move(*err);
 
   const int32_t n_choices = prep.n_choices();
   if (n_choices > options_.max_waiting) {
-    return Refused(server::InvalidRequestError(
+    return server::InvalidRequestError(
         "n",
         std::to_string(n_choices) + " choices (prompts x n) exceed what model '" +
             options_.name + "' queues at once (--max-waiting " +
             std::to_string(options_.max_waiting) + ")",
-        "out_of_range"));
+        "out_of_range");
   }
+  if (slo != nullptr && slo->deadline_us) {
+    out.deadline_us = slo->deadline_us;
+  } else if (req.deadline_ms) {
+    out.deadline_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                          req.timeline.first_byte.time_since_epoch()).count() +
+                      *req.deadline_ms * 1000;
+  }
+  if (slo != nullptr) out.slo = *slo;
+  return out;
+}
+
+std::optional<ApiError> ModelEngine::Submit(server::RequestHandle handle,
+                                            server::GenerationRequest req,
+                                            server::GenerationSink sink, const SubmitSlo* slo) {
+  auto prepared = Prepare(std::move(req), slo);
+  if (auto* err = std::get_if<ApiError>(&prepared)) return std::move(*err);
+  return EnqueuePrepared(std::move(std::get<Prepared>(prepared)), handle, std::move(sink));
+}
+
+std::optional<ApiError> ModelEngine::EnqueuePrepared(Prepared prepared,
+                                                     server::RequestHandle handle,
+                                                     server::GenerationSink sink,
+                                                     std::optional<int64_t> max_tokens_cap,
+                                                     std::string cap_reason) {
+  std::shared_ptr<Group> group = std::move(prepared.group);
+  const PreparedRequest& prep = group->prepared;
+  const SubmitSlo* slo = prepared.slo ? &*prepared.slo : nullptr;
+  int64_t max_tokens = prep.max_tokens;
+  if (max_tokens_cap && *max_tokens_cap < max_tokens) {
+    max_tokens = std::max<int64_t>(1, *max_tokens_cap);
+  } else {
+    cap_reason.clear();
+  }
+  const std::optional<int64_t> deadline_us = prepared.deadline_us;
+  const RequestTiming& timing = prepared.timing;
+  const Trim& trim = prepared.trim;
+  const int32_t n_choices = prep.n_choices();
   group->handle = handle;
   group->sink = std::move(sink);
   group->n_choices = n_choices;
@@ -403,18 +423,17 @@ std::optional<SubmitRefusal> ModelEngine::Submit(server::RequestHandle handle,
   const int64_t before = accepted_not_started_.fetch_add(n_choices);
   if (before >= options_.max_waiting || (before > 0 && before + n_choices > options_.max_waiting)) {
     accepted_not_started_.fetch_sub(n_choices);
-    return Refused(MakeError(ErrorKind::kOverloaded, "overloaded",
-                             "model '" + options_.name + "': " +
-                                 std::to_string(options_.max_waiting) +
-                                 " requests already queued; retry later",
-                             {}, 1));
+    return MakeError(ErrorKind::kOverloaded, "overloaded",
+                     "model '" + options_.name + "': " + std::to_string(options_.max_waiting) +
+                         " requests already queued; retry later",
+                     {}, 1);
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) {
       accepted_not_started_.fetch_sub(n_choices);
-      return Refused(MakeError(ErrorKind::kUnavailable, "shutting_down",
-                               "the server is shutting down", {}, 1));
+      return MakeError(ErrorKind::kUnavailable, "shutting_down", "the server is shutting down",
+                       {}, 1);
     }
     queued_prompt_tokens_.fetch_add(queued_tokens);
     open_requests_.fetch_add(1);

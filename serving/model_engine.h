@@ -1,14 +1,17 @@
 // ModelEngine: one loaded model served by one engine-loop thread.
 //
-//   HTTP thread: Submit() renders the chat template, tokenizes, checks the context, sampler
-//   and stop limits and the queue bound, then pushes the request into the inbox -- every
-//   refusal is answered here, before anything is queued. Cancel() pushes a cancel message.
+//   HTTP thread: Prepare() renders the chat template, tokenizes, trims, checks the context,
+//   sampler and stop limits; the caller decides admission on the prepared size;
+//   EnqueuePrepared() applies the decision's max_tokens cap, checks the queue bound and
+//   pushes the request into the inbox -- every refusal is answered on this thread, before
+//   anything is queued (Submit() is both steps without admission). Cancel() pushes a cancel
+//   message.
 //   Engine thread: drain inbox -> load the SLO knobs (batch limits, batching window, class
 //   levels) -> stop started requests past their deadline at level >= truncate ->
 //   Scheduler::Schedule -> LlamaModel::Eval over the plan's ragged batch (block tables
 //   adopted from the scheduler's prefix-cached block manager) -> sample / detokenize /
 //   stop-match per sequence -> events to each request's sink -> Scheduler::Update. Exactly
-//   one terminal event per accepted request. At level >= trim_context, Submit drops old chat
+//   one terminal event per accepted request. At level >= trim_context, Prepare drops old chat
 //   turns of requests that allow it before the prompt is counted (docs/slo.md).
 //
 // Ownership: owns the model, tokenizer, KV context, compute pool, scheduler and thread.
@@ -38,6 +41,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <variant>
 
 #include "base/status.h"
 #include "engine/kernels/compute_pool.h"
@@ -110,15 +114,6 @@ struct SloHooks {
   slo::OutcomeCounters* outcomes = nullptr;
 };
 
-// The admission verdict for one request, computed once its prompt is tokenized.
-struct SloAdmission {
-  bool route = false;                     // send to the next cascade member instead
-  std::optional<server::ApiError> error;  // shed (429 / 503)
-  std::optional<int64_t> max_tokens_cap;  // degradation: cap on max_tokens
-  std::string cap_reason;                 // why the cap (reported in timings.lifeline)
-};
-using AdmitFn = std::function<SloAdmission(int64_t n_prompt_tokens, int64_t max_tokens)>;
-
 // A request's SLO context, resolved by the caller (EngineService).
 struct SubmitSlo {
   std::string slo_class;                 // label of the latency samples
@@ -127,19 +122,13 @@ struct SubmitSlo {
   // From the first byte; sizes the context-trim budget. Unset: resolved from the request's
   // slo_class / user_role / deadline_ms against SloHooks::config, when there is one.
   std::optional<double> ttft_budget_ms;
-  AdmitFn admit;                         // may be empty: admit
 };
-
-// Submit's answer for a request it did not accept: admission asked to route it to the next
-// cascade member (a result, not an error: the caller submits it there), or it is refused.
-struct SubmitRefusal {
-  bool route = false;
-  server::ApiError error;  // when !route
-};
-inline SubmitRefusal Refused(server::ApiError error) { return {false, std::move(error)}; }
 
 class ModelEngine {
  public:
+  struct Live;   // one choice's engine-thread state (model_engine_live.h)
+  struct Group;  // one accepted request: its choices, sink and usage (model_engine_live.h)
+
   static Result<std::unique_ptr<ModelEngine>> Create(std::unique_ptr<LlamaModel> model,
                                                      std::unique_ptr<Tokenizer> tokenizer,
                                                      const ModelEngineOptions& options);
@@ -153,10 +142,38 @@ class ModelEngine {
   // Ends every live request with a terminal error ("shutting_down") and joins the thread.
   void Stop();
 
-  // Accepts (nullopt: the engine will deliver events to `sink`) or refuses with an ApiError.
-  // With `slo`, the admission verdict may refuse it or ask to route it (the sink is then
-  // dropped unused).
-  std::optional<SubmitRefusal> Submit(server::RequestHandle handle,
+  // A request goes in three steps, on the caller's thread: Prepare (render, tokenize, trim
+  // at the ladder's level, check the context, the KV pool and the choices), then the caller's
+  // admission decision on the prepared size (EngineService: slo::Decide -> admit, route to
+  // the next cascade member, or refuse), then EnqueuePrepared with the decision's
+  // max_tokens cap. Nothing is queued or counted before EnqueuePrepared; a Prepared dropped
+  // unused (routed or refused) costs nothing.
+  struct Trim {
+    int32_t turns = 0;
+    int32_t messages = 0;
+    int64_t tokens = 0;  // prompt tokens removed
+  };
+  struct Prepared {
+    int64_t prompt_tokens() const;  // over all prompts
+    int64_t max_tokens() const;     // the request's own (or the default), before any cap
+
+    std::shared_ptr<Group> group;   // its PreparedRequest and, once queued, its choices
+    RequestTiming timing;
+    Trim trim;
+    std::optional<int64_t> deadline_us;
+    std::optional<SubmitSlo> slo;
+  };
+  std::variant<Prepared, server::ApiError> Prepare(server::GenerationRequest request,
+                                                   const SubmitSlo* slo = nullptr);
+  // Queues a prepared request (nullopt: the engine will deliver events to `sink`), with
+  // max_tokens lowered to `max_tokens_cap` (the ladder's truncation, reported with
+  // `cap_reason`), or refuses it: the model's queue is full (429) or the server is stopping.
+  std::optional<server::ApiError> EnqueuePrepared(Prepared prepared, server::RequestHandle handle,
+                                                  server::GenerationSink sink,
+                                                  std::optional<int64_t> max_tokens_cap = {},
+                                                  std::string cap_reason = {});
+  // Prepare + EnqueuePrepared without an admission decision (tests, single-model use).
+  std::optional<server::ApiError> Submit(server::RequestHandle handle,
                                          server::GenerationRequest request,
                                          server::GenerationSink sink,
                                          const SubmitSlo* slo = nullptr);
@@ -204,8 +221,6 @@ class ModelEngine {
       const server::DetokenizeRequest& req) const;
 
  private:
-  struct Live;      // one choice's engine-thread state (model_engine.cpp)
-  struct Group;     // one accepted request: its choices, sink and usage (model_engine.cpp)
   struct Message {  // inbox entry
     server::RequestHandle handle = 0;
     std::shared_ptr<Group> group;             // null for a cancel
@@ -217,11 +232,6 @@ class ModelEngine {
   // Level >= trim_context: drops the oldest turns between the system message(s) and the last
   // user turn until the prompt fits `budget_tokens` (or only system + last turn are left).
   // Returns false (and leaves *prompt) when there is nothing to drop.
-  struct Trim {
-    int32_t turns = 0;
-    int32_t messages = 0;
-    int64_t tokens = 0;  // prompt tokens removed
-  };
   bool TrimContext(const server::GenerationRequest& req, int64_t budget_tokens,
                    std::vector<int32_t>* prompt, Trim* trim) const;
   // The context-trim budget of a request (docs/slo.md): ladder.trim_to_tokens, lowered to

@@ -99,7 +99,7 @@ server::GenerationRequest Completion(std::string prompt, int32_t max_tokens) {
 GenerationEvent Generate(ModelEngine& e, server::GenerationRequest r, Collector& c,
                     server::RequestHandle h = 1) {
   auto err = e.Submit(h, std::move(r), c.Sink());
-  if (err) return GenerationEvent::Error(err->error);
+  if (err) return GenerationEvent::Error(*err);
   return c.Wait();
 }
 
@@ -321,9 +321,8 @@ TEST(EngineChoices, MoreChoicesThanTheQueueHoldsIsA400) {
   Collector c;
   auto err = e->Submit(1, r, c.Sink());
   ASSERT_TRUE(err);
-  EXPECT_FALSE(err->route);
-  EXPECT_EQ(err->error.http_status, 400);
-  EXPECT_EQ(err->error.param, "n");
+  EXPECT_EQ(err->http_status, 400);
+  EXPECT_EQ(err->param, "n");
   r.n = 2;
   EXPECT_EQ(Generate(*e, r, c, 2).kind, GenerationEvent::Kind::kDone);
 }
