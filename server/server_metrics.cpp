@@ -1,5 +1,7 @@
 #include "server/server_metrics.h"
 
+#include "base/prometheus.h"
+
 namespace lifeline::server {
 
 std::string_view CancelReasonName(CancelReason reason) {
@@ -81,79 +83,44 @@ int64_t ServerMetrics::OpenConnections() const {
   return connections_open_;
 }
 
-namespace {
-
-// Label values are route paths and fixed codes, but escape anyway (\ " and newline).
-std::string Escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-
-void Family(std::string& out, const char* name, const char* type, const char* help) {
-  out += "# HELP ";
-  out += name;
-  out += ' ';
-  out += help;
-  out += "\n# TYPE ";
-  out += name;
-  out += ' ';
-  out += type;
-  out += '\n';
-}
-
-void Sample(std::string& out, const char* name, const std::string& labels, uint64_t value) {
-  out += name;
-  if (!labels.empty()) out += "{" + labels + "}";
-  out += ' ';
-  out += std::to_string(value);
-  out += '\n';
-}
-
-}  // namespace
 
 std::string ServerMetrics::PrometheusText() const {
+  using prom::Family;
+  using prom::Labels;
+  using prom::Sample;
   std::lock_guard lock(mu_);
   std::string out;
-  Family(out, "lifeline_http_responses_total", "counter", "HTTP responses by route and status.");
+  Family(&out, "lifeline_http_responses_total", "counter", "HTTP responses by route and status.");
   for (const auto& [key, count] : responses_) {
-    Sample(out, "lifeline_http_responses_total",
-           "route=\"" + Escape(key.first) + "\",status=\"" + std::to_string(key.second) + "\"",
-           count);
+    Sample(&out, "lifeline_http_responses_total",
+           Labels({{"route", key.first}, {"status", std::to_string(key.second)}}), count);
   }
-  Family(out, "lifeline_requests_accepted_total", "counter",
+  Family(&out, "lifeline_requests_accepted_total", "counter",
          "Generation requests accepted by the engine.");
-  Sample(out, "lifeline_requests_accepted_total", "", ledger_.accepted);
-  Family(out, "lifeline_requests_completed_total", "counter",
+  Sample(&out, "lifeline_requests_accepted_total", "", ledger_.accepted);
+  Family(&out, "lifeline_requests_completed_total", "counter",
          "Accepted requests that finished normally.");
-  Sample(out, "lifeline_requests_completed_total", "", ledger_.completed);
-  Family(out, "lifeline_requests_errored_total", "counter",
+  Sample(&out, "lifeline_requests_completed_total", "", ledger_.completed);
+  Family(&out, "lifeline_requests_errored_total", "counter",
          "Accepted requests that ended with an error, by code.");
   for (const auto& [code, count] : ledger_.errored_by_code) {
-    Sample(out, "lifeline_requests_errored_total", "code=\"" + Escape(code) + "\"", count);
+    Sample(&out, "lifeline_requests_errored_total", Labels({{"code", code}}), count);
   }
-  Family(out, "lifeline_requests_cancelled_total", "counter",
+  Family(&out, "lifeline_requests_cancelled_total", "counter",
          "Accepted requests cancelled by the server, by reason.");
   for (const auto& [reason, count] : ledger_.cancelled_by_reason) {
-    Sample(out, "lifeline_requests_cancelled_total", "reason=\"" + Escape(reason) + "\"", count);
+    Sample(&out, "lifeline_requests_cancelled_total", Labels({{"reason", reason}}), count);
   }
-  Family(out, "lifeline_requests_in_flight", "gauge", "Accepted requests not yet ended.");
-  Sample(out, "lifeline_requests_in_flight", "", ledger_.in_flight());
-  Family(out, "lifeline_http_connections_open", "gauge", "Open client connections.");
-  Sample(out, "lifeline_http_connections_open", "",
-         static_cast<uint64_t>(connections_open_ < 0 ? 0 : connections_open_));
-  Family(out, "lifeline_http_connections_total", "counter", "Accepted client connections.");
-  Sample(out, "lifeline_http_connections_total", "", connections_total_);
-  Family(out, "lifeline_http_connections_rejected_total", "counter",
+  Family(&out, "lifeline_requests_in_flight", "gauge", "Accepted requests not yet ended.");
+  Sample(&out, "lifeline_requests_in_flight", "", ledger_.in_flight());
+  Family(&out, "lifeline_http_connections_open", "gauge", "Open client connections.");
+  Sample(&out, "lifeline_http_connections_open", "",
+         static_cast<double>(connections_open_ < 0 ? 0 : connections_open_));
+  Family(&out, "lifeline_http_connections_total", "counter", "Accepted client connections.");
+  Sample(&out, "lifeline_http_connections_total", "", connections_total_);
+  Family(&out, "lifeline_http_connections_rejected_total", "counter",
          "Connections refused with 503 over max_connections.");
-  Sample(out, "lifeline_http_connections_rejected_total", "", connections_rejected_);
+  Sample(&out, "lifeline_http_connections_rejected_total", "", connections_rejected_);
   return out;
 }
 

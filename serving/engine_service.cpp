@@ -4,6 +4,7 @@
 #include <limits>
 #include <sstream>
 
+#include "base/prometheus.h"
 #include "engine/toolcall/format.h"
 #include "serving/request_timing.h"
 #include "slo/slo_report.h"
@@ -449,72 +450,89 @@ void EngineService::Cancel(server::RequestHandle handle) {
 }
 
 std::string EngineService::MetricsText() const {
+  using prom::Family;
+  using prom::Labels;
+  using prom::Sample;
   // One snapshot per engine, so every family of one scrape describes the same instant.
   std::vector<EngineSnapshot> snaps;
   snaps.reserve(engines_.size());
   for (const auto& e : engines_) snaps.push_back(e->Snapshot());
-  const size_t n = engines_.size();
-  auto model = [&](size_t i) { return "{model=\"" + engines_[i]->name() + "\""; };
-  std::ostringstream o;
-  o << "# HELP lifeline_queue_depth Requests waiting for their first step (incl. preempted).\n"
-       "# TYPE lifeline_queue_depth gauge\n";
-  for (size_t i = 0; i < n; ++i) o << "lifeline_queue_depth" << model(i) << "} " << snaps[i].waiting << "\n";
-  o << "# HELP lifeline_running_sequences Sequences admitted and holding KV blocks.\n"
-       "# TYPE lifeline_running_sequences gauge\n";
-  for (size_t i = 0; i < n; ++i) o << "lifeline_running_sequences" << model(i) << "} " << snaps[i].running << "\n";
-  o << "# HELP lifeline_batch_window_waits_total Times the batching window held admission to fill a batch.\n"
-       "# TYPE lifeline_batch_window_waits_total counter\n";
-  for (size_t i = 0; i < n; ++i) o << "lifeline_batch_window_waits_total" << model(i) << "} " << snaps[i].window_waits << "\n";
-  o << "# HELP lifeline_batch_window_max_delay_seconds The batching window's max queue delay (0: off).\n"
-       "# TYPE lifeline_batch_window_max_delay_seconds gauge\n";
-  for (size_t i = 0; i < n; ++i) o << "lifeline_batch_window_max_delay_seconds" << model(i) << "} " << snaps[i].max_queue_delay_us / 1e6 << "\n";
-  o << "# HELP lifeline_kv_blocks KV cache blocks of 16 positions by state.\n"
-       "# TYPE lifeline_kv_blocks gauge\n";
-  for (size_t i = 0; i < n; ++i) {
-    o << "lifeline_kv_blocks" << model(i) << ",state=\"free\"} " << snaps[i].kv_blocks_free << "\n";
-    o << "lifeline_kv_blocks" << model(i) << ",state=\"used\"} "
-      << (snaps[i].kv_blocks_total - snaps[i].kv_blocks_free) << "\n";
+  std::string o;
+  // One family with one sample per engine, labelled by model.
+  auto per_engine = [&](const char* name, const char* type, const char* help, auto value) {
+    Family(&o, name, type, help);
+    for (size_t i = 0; i < snaps.size(); ++i) {
+      Sample(&o, name, Labels({{"model", engines_[i]->name()}}),
+             static_cast<double>(value(snaps[i])));
+    }
+  };
+  per_engine("lifeline_queue_depth", "gauge",
+             "Requests waiting for their first step (incl. preempted).",
+             [](const EngineSnapshot& s) { return s.waiting; });
+  per_engine("lifeline_running_sequences", "gauge", "Sequences admitted and holding KV blocks.",
+             [](const EngineSnapshot& s) { return s.running; });
+  per_engine("lifeline_batch_window_waits_total", "counter",
+             "Times the batching window held admission to fill a batch.",
+             [](const EngineSnapshot& s) { return s.window_waits; });
+  per_engine("lifeline_batch_window_max_delay_seconds", "gauge",
+             "The batching window's max queue delay (0: off).",
+             [](const EngineSnapshot& s) { return s.max_queue_delay_us / 1e6; });
+  Family(&o, "lifeline_kv_blocks", "gauge", "KV cache blocks of 16 positions by state.");
+  for (size_t i = 0; i < snaps.size(); ++i) {
+    const std::string& m = engines_[i]->name();
+    Sample(&o, "lifeline_kv_blocks", Labels({{"model", m}, {"state", "free"}}),
+           snaps[i].kv_blocks_free);
+    Sample(&o, "lifeline_kv_blocks", Labels({{"model", m}, {"state", "used"}}),
+           snaps[i].kv_blocks_total - snaps[i].kv_blocks_free);
   }
-  o << "# HELP lifeline_kv_blocks_touched KV blocks ever used (the resident part of the KV pool).\n"
-       "# TYPE lifeline_kv_blocks_touched gauge\n";
-  for (size_t i = 0; i < n; ++i) o << "lifeline_kv_blocks_touched" << model(i) << "} " << snaps[i].kv_blocks_touched << "\n";
-  o << "# HELP lifeline_prefix_cache_tokens_total Prompt tokens looked up in / served by the prefix cache.\n"
-       "# TYPE lifeline_prefix_cache_tokens_total counter\n";
-  for (size_t i = 0; i < n; ++i) {
-    o << "lifeline_prefix_cache_tokens_total" << model(i) << ",kind=\"lookup\"} " << snaps[i].prefix_lookup_tokens << "\n";
-    o << "lifeline_prefix_cache_tokens_total" << model(i) << ",kind=\"hit\"} " << snaps[i].prefix_hit_tokens << "\n";
+  per_engine("lifeline_kv_blocks_touched", "gauge",
+             "KV blocks ever used (the resident part of the KV pool).",
+             [](const EngineSnapshot& s) { return s.kv_blocks_touched; });
+  Family(&o, "lifeline_prefix_cache_tokens_total", "counter",
+         "Prompt tokens looked up in / served by the prefix cache.");
+  for (size_t i = 0; i < snaps.size(); ++i) {
+    const std::string& m = engines_[i]->name();
+    Sample(&o, "lifeline_prefix_cache_tokens_total", Labels({{"model", m}, {"kind", "lookup"}}),
+           static_cast<double>(snaps[i].prefix_lookup_tokens));
+    Sample(&o, "lifeline_prefix_cache_tokens_total", Labels({{"model", m}, {"kind", "hit"}}),
+           static_cast<double>(snaps[i].prefix_hit_tokens));
   }
-  o << "# HELP lifeline_prompt_tokens_total Prompt tokens of accepted requests (each prompt once).\n"
-       "# TYPE lifeline_prompt_tokens_total counter\n";
-  for (size_t i = 0; i < n; ++i) o << "lifeline_prompt_tokens_total" << model(i) << "} " << snaps[i].prompt_tokens << "\n";
-  o << "# HELP lifeline_generation_tokens_total Tokens generated (every choice).\n"
-       "# TYPE lifeline_generation_tokens_total counter\n";
-  for (size_t i = 0; i < n; ++i) o << "lifeline_generation_tokens_total" << model(i) << "} " << snaps[i].generation_tokens << "\n";
-  o << "# HELP lifeline_preemptions_total Sequences preempted (recomputed later) for KV space.\n"
-       "# TYPE lifeline_preemptions_total counter\n";
-  for (size_t i = 0; i < n; ++i) o << "lifeline_preemptions_total" << model(i) << "} " << snaps[i].preemptions << "\n";
-  o << "# HELP lifeline_engine_steps_total Non-empty engine steps.\n"
-       "# TYPE lifeline_engine_steps_total counter\n";
-  for (size_t i = 0; i < n; ++i) o << "lifeline_engine_steps_total" << model(i) << "} " << snaps[i].steps << "\n";
+  per_engine("lifeline_prompt_tokens_total", "counter",
+             "Prompt tokens of accepted requests (each prompt once).",
+             [](const EngineSnapshot& s) { return s.prompt_tokens; });
+  per_engine("lifeline_generation_tokens_total", "counter", "Tokens generated (every choice).",
+             [](const EngineSnapshot& s) { return s.generation_tokens; });
+  per_engine("lifeline_preemptions_total", "counter",
+             "Sequences preempted (recomputed later) for KV space.",
+             [](const EngineSnapshot& s) { return s.preemptions; });
+  per_engine("lifeline_engine_steps_total", "counter", "Non-empty engine steps.",
+             [](const EngineSnapshot& s) { return s.steps; });
   if (!remotes_.empty()) {
     std::vector<RemoteSnapshot> rs;
     for (const auto& r : remotes_) rs.push_back(r->Snapshot());
-    auto rmodel = [&](size_t i) { return "{model=\"" + remotes_[i]->name() + "\""; };
-    o << "# HELP lifeline_remote_in_flight Requests in flight to a remote backend.\n"
-         "# TYPE lifeline_remote_in_flight gauge\n";
-    for (size_t i = 0; i < rs.size(); ++i) o << "lifeline_remote_in_flight" << rmodel(i) << "} " << rs[i].in_flight << "\n";
-    o << "# HELP lifeline_remote_requests_total Requests a remote backend finished, by outcome.\n"
-         "# TYPE lifeline_remote_requests_total counter\n";
+    Family(&o, "lifeline_remote_in_flight", "gauge", "Requests in flight to a remote backend.");
     for (size_t i = 0; i < rs.size(); ++i) {
-      o << "lifeline_remote_requests_total" << rmodel(i) << ",outcome=\"completed\"} " << rs[i].completed << "\n";
-      o << "lifeline_remote_requests_total" << rmodel(i) << ",outcome=\"upstream_error\"} " << rs[i].errored << "\n";
-      o << "lifeline_remote_requests_total" << rmodel(i) << ",outcome=\"cancelled\"} " << rs[i].cancelled << "\n";
+      Sample(&o, "lifeline_remote_in_flight", Labels({{"model", remotes_[i]->name()}}),
+             static_cast<double>(rs[i].in_flight));
+    }
+    Family(&o, "lifeline_remote_requests_total", "counter",
+           "Requests a remote backend finished, by outcome.");
+    for (size_t i = 0; i < rs.size(); ++i) {
+      const std::string& m = remotes_[i]->name();
+      const std::pair<const char*, double> outcomes[] = {
+          {"completed", static_cast<double>(rs[i].completed)},
+          {"upstream_error", static_cast<double>(rs[i].errored)},
+          {"cancelled", static_cast<double>(rs[i].cancelled)}};
+      for (const auto& [outcome, n] : outcomes) {
+        Sample(&o, "lifeline_remote_requests_total", Labels({{"model", m}, {"outcome", outcome}}),
+               n);
+      }
     }
   }
   const slo::TrackerSnapshot tracker = tracker_.Snapshot(NowUs());
-  o << slo::SloPrometheusText(*controller_, tracker, &outcomes_);
-  o << OpsMetricsText(snaps, tracker);  // attainment counters, vLLM-compatible gauges
-  return o.str();
+  o += slo::SloPrometheusText(*controller_, tracker, &outcomes_);
+  o += OpsMetricsText(snaps, tracker);  // attainment counters, vLLM-compatible gauges
+  return o;
 }
 
 }  // namespace lifeline::serving

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/prometheus.h"
 #include "slo/histogram.h"
 
 namespace lifeline::serving {
@@ -40,7 +41,7 @@ void AddRows(const slo::SloClass& c, const slo::SeriesSnapshot& s,
   }
 }
 
-std::string Escaped(const std::string& v) { return slo::PromEscape(v); }
+std::string Escaped(const std::string& v) { return prom::Escape(v); }
 
 }  // namespace
 
@@ -73,7 +74,7 @@ nlohmann::json AttainmentJson(const std::vector<AttainmentRow>& rows) {
 
 std::string AttainmentPrometheusText(const std::vector<AttainmentRow>& rows) {
   std::string out;
-  slo::AppendPromFamily(&out, "lifeline_slo_within_target_total", "counter",
+  prom::Family(&out, "lifeline_slo_within_target_total", "counter",
                         "Requests whose TTFT or e2e latency was at or under the class's P95 "
                         "target (divide by the latency histogram's _count for attainment).");
   for (const AttainmentRow& r : rows) {
@@ -81,7 +82,7 @@ std::string AttainmentPrometheusText(const std::vector<AttainmentRow>& rows) {
     const std::string labels = "class=\"" + Escaped(r.slo_class) + "\",model=\"" +
                                Escaped(r.model) + "\",metric=\"" +
                                std::string(slo::MetricName(r.metric)) + "\"";
-    slo::AppendPromSample(&out, "lifeline_slo_within_target_total", labels,
+    prom::Sample(&out, "lifeline_slo_within_target_total", labels,
                           static_cast<double>(r.within));
   }
   return out;
@@ -102,9 +103,9 @@ VllmGauges VllmGaugesOf(const std::string& model, const EngineSnapshot& s) {
 std::string VllmCompatPrometheusText(const std::vector<VllmGauges>& engines) {
   std::string out;
   auto family = [&](const char* name, const char* help, auto value) {
-    slo::AppendPromFamily(&out, name, "gauge", help);
+    prom::Family(&out, name, "gauge", help);
     for (const VllmGauges& g : engines) {
-      slo::AppendPromSample(&out, name, "model_name=\"" + Escaped(g.model) + "\"", value(g));
+      prom::Sample(&out, name, "model_name=\"" + Escaped(g.model) + "\"", value(g));
     }
   };
   family("vllm:num_requests_waiting",

@@ -1,5 +1,7 @@
 #include "slo/histogram.h"
 
+#include "base/prometheus.h"
+
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -176,44 +178,6 @@ void PromHistogram::Merge(const PromHistogram& other) {
   sum_s_ += other.sum_s_;
 }
 
-std::string PromEscape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    if (c == '\\' || c == '"') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-std::string PromNumber(double v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-  std::array<char, 32> buf{};
-  auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), v);
-  if (ec != std::errc()) return "NaN";
-  return std::string(buf.data(), end);
-}
-
-void AppendPromFamily(std::string* out, std::string_view name, std::string_view type,
-                      std::string_view help) {
-  out->append("# HELP ").append(name).append(" ").append(help).append("\n");
-  out->append("# TYPE ").append(name).append(" ").append(type).append("\n");
-}
-
-void AppendPromSample(std::string* out, std::string_view name, std::string_view labels,
-                      double value) {
-  out->append(name);
-  if (!labels.empty()) out->append("{").append(labels).append("}");
-  out->append(" ").append(PromNumber(value)).append("\n");
-}
-
 void AppendPromHistogram(std::string* out, std::string_view name, std::string_view labels,
                          const PromHistogram& h) {
   const std::string bucket = std::string(name) + "_bucket";
@@ -222,12 +186,12 @@ void AppendPromHistogram(std::string* out, std::string_view name, std::string_vi
   const auto& counts = h.bucket_counts();
   for (size_t i = 0; i < h.bounds_s().size(); ++i) {
     cumulative += counts[i];
-    AppendPromSample(out, bucket, prefix + "le=\"" + PromNumber(h.bounds_s()[i]) + "\"",
+    prom::Sample(out, bucket, prefix + "le=\"" + prom::Number(h.bounds_s()[i]) + "\"",
                      static_cast<double>(cumulative));
   }
-  AppendPromSample(out, bucket, prefix + "le=\"+Inf\"", static_cast<double>(h.count()));
-  AppendPromSample(out, std::string(name) + "_sum", labels, h.sum_s());
-  AppendPromSample(out, std::string(name) + "_count", labels, static_cast<double>(h.count()));
+  prom::Sample(out, bucket, prefix + "le=\"+Inf\"", static_cast<double>(h.count()));
+  prom::Sample(out, std::string(name) + "_sum", labels, h.sum_s());
+  prom::Sample(out, std::string(name) + "_count", labels, static_cast<double>(h.count()));
 }
 
 }  // namespace lifeline::slo

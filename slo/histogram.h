@@ -123,14 +123,6 @@ class PromHistogram {
   double sum_s_ = 0;
 };
 
-// Prometheus text exposition format 0.0.4 helpers.
-std::string PromEscape(std::string_view label_value);  // \ " and newline
-std::string PromNumber(double v);                      // shortest round-trip, +Inf, NaN
-void AppendPromFamily(std::string* out, std::string_view name, std::string_view type,
-                      std::string_view help);
-// One sample line `name{labels} value`; `labels` is pre-rendered (k="v",...) or empty.
-void AppendPromSample(std::string* out, std::string_view name, std::string_view labels,
-                      double value);
 // The _bucket{le=...} (cumulative), _sum and _count lines of one labelled histogram series.
 void AppendPromHistogram(std::string* out, std::string_view name, std::string_view labels,
                          const PromHistogram& h);

@@ -8,6 +8,8 @@
 
 #include <toml++/toml.h>
 
+#include "base/prometheus.h"
+
 namespace lifeline::slo {
 
 namespace {
@@ -35,7 +37,7 @@ std::string Echo(std::string_view s) {
                                    : std::string(s.substr(0, kMaxNameChars)) + "...";
 }
 
-std::string Num(double v) { return PromNumber(v); }  // shortest round-trip form
+std::string Num(double v) { return prom::Number(v); }  // shortest round-trip form
 
 SloClass Preset(std::string name, std::optional<double> ttft, std::optional<double> e2e,
                 int32_t priority) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/prometheus.h"
+
 namespace lifeline::slo {
 
 namespace {
@@ -91,17 +93,7 @@ json EventJson(const LadderEvent& e, int64_t now_us) {
               {"target_ms", e.target_ms > 0 ? json(e.target_ms) : json(nullptr)}};
 }
 
-std::string Labels(std::initializer_list<std::pair<const char*, std::string_view>> kv) {
-  std::string out;
-  for (const auto& [k, v] : kv) {
-    if (!out.empty()) out += ',';
-    out += k;
-    out += "=\"";
-    out += PromEscape(v);
-    out += '"';
-  }
-  return out;
-}
+using prom::Labels;
 
 void AppendWindowGauges(std::string* out, const TrackerSnapshot& snap) {
   struct Q {
@@ -115,20 +107,20 @@ void AppendWindowGauges(std::string* out, const TrackerSnapshot& snap) {
       {"lifeline_slo_window_p99_seconds", &WindowStats::p99_ms, "Windowed P99 latency by class."},
   };
   for (const Q& q : quantiles) {
-    AppendPromFamily(out, q.name, "gauge", q.help);
+    prom::Family(out, q.name, "gauge", q.help);
     for (const SeriesSnapshot& s : snap.by_class) {
       for (Metric m : kAllMetrics) {
         if (s[m].count == 0) continue;
-        AppendPromSample(out, q.name, Labels({{"class", s.slo_class}, {"metric", MetricName(m)}}),
+        prom::Sample(out, q.name, Labels({{"class", s.slo_class}, {"metric", MetricName(m)}}),
                          s[m].*q.field / 1000.0);
       }
     }
   }
-  AppendPromFamily(out, "lifeline_slo_window_samples", "gauge",
+  prom::Family(out, "lifeline_slo_window_samples", "gauge",
                    "Samples in the sliding window by class and metric.");
   for (const SeriesSnapshot& s : snap.by_class) {
     for (Metric m : kAllMetrics) {
-      AppendPromSample(out, "lifeline_slo_window_samples",
+      prom::Sample(out, "lifeline_slo_window_samples",
                        Labels({{"class", s.slo_class}, {"metric", MetricName(m)}}),
                        static_cast<double>(s[m].count));
     }
@@ -189,57 +181,57 @@ std::string SloPrometheusText(const Controller& controller, const TrackerSnapsho
   std::string out;
   for (Metric m : kAllMetrics) {
     const std::string family(HistogramFamily(m));
-    AppendPromFamily(&out, family, "histogram",
+    prom::Family(&out, family, "histogram",
                      "Latency (" + std::string(MetricName(m)) + ") by SLO class and model.");
     for (const SeriesSnapshot& s : snapshot.by_class_model) {
       AppendPromHistogram(&out, family, Labels({{"class", s.slo_class}, {"model", s.model}}),
                           s.total[static_cast<size_t>(m)]);
     }
   }
-  AppendPromFamily(&out, "lifeline_slo_target_seconds", "gauge", "P95 target by class and metric.");
+  prom::Family(&out, "lifeline_slo_target_seconds", "gauge", "P95 target by class and metric.");
   for (const SloClass& c : config.classes) {
     const std::pair<Metric, std::optional<double>> targets[] = {
         {Metric::kTtft, c.ttft_p95_ms}, {Metric::kE2e, c.e2e_p95_ms}, {Metric::kTpot, c.tpot_p95_ms}};
     for (const auto& [m, t] : targets) {
       if (t) {
-        AppendPromSample(&out, "lifeline_slo_target_seconds",
+        prom::Sample(&out, "lifeline_slo_target_seconds",
                          Labels({{"class", c.name}, {"metric", MetricName(m)}}), *t / 1000.0);
       }
     }
   }
   AppendWindowGauges(&out, snapshot);
-  AppendPromFamily(&out, "lifeline_slo_degradation_level", "gauge",
+  prom::Family(&out, "lifeline_slo_degradation_level", "gauge",
                    "Degradation ladder level by class (0 normal .. 4 shed).");
   for (const ClassStatus& s : controller.ClassStatuses()) {
-    AppendPromSample(&out, "lifeline_slo_degradation_level", Labels({{"class", s.slo_class}}),
+    prom::Sample(&out, "lifeline_slo_degradation_level", Labels({{"class", s.slo_class}}),
                      static_cast<double>(s.level));
   }
-  AppendPromFamily(&out, "lifeline_slo_ladder_transitions_total", "counter",
+  prom::Family(&out, "lifeline_slo_ladder_transitions_total", "counter",
                    "Degradation ladder transitions by class.");
   for (const TransitionCount& t : controller.TransitionCounts()) {
-    AppendPromSample(&out, "lifeline_slo_ladder_transitions_total",
+    prom::Sample(&out, "lifeline_slo_ladder_transitions_total",
                      Labels({{"class", t.slo_class}, {"from", LevelName(t.from)},
                              {"to", LevelName(t.to)}}),
                      static_cast<double>(t.count));
   }
   const std::shared_ptr<const Knobs> knobs = controller.knobs();
-  AppendPromFamily(&out, "lifeline_batch_max_running", "gauge",
+  prom::Family(&out, "lifeline_batch_max_running", "gauge",
                    "Adaptive limit of running sequences per step, by model.");
   for (const ModelKnobs& k : knobs->models) {
-    AppendPromSample(&out, "lifeline_batch_max_running", Labels({{"model", k.model}}),
+    prom::Sample(&out, "lifeline_batch_max_running", Labels({{"model", k.model}}),
                      k.max_running);
   }
-  AppendPromFamily(&out, "lifeline_batch_max_step_tokens", "gauge",
+  prom::Family(&out, "lifeline_batch_max_step_tokens", "gauge",
                    "Adaptive token budget per step, by model.");
   for (const ModelKnobs& k : knobs->models) {
-    AppendPromSample(&out, "lifeline_batch_max_step_tokens", Labels({{"model", k.model}}),
+    prom::Sample(&out, "lifeline_batch_max_step_tokens", Labels({{"model", k.model}}),
                      static_cast<double>(k.max_step_tokens));
   }
   if (outcomes != nullptr) {
-    AppendPromFamily(&out, "lifeline_slo_requests_total", "counter",
+    prom::Family(&out, "lifeline_slo_requests_total", "counter",
                      "Requests by SLO class, model and admission outcome.");
     for (const OutcomeCount& o : outcomes->Snapshot()) {
-      AppendPromSample(&out, "lifeline_slo_requests_total",
+      prom::Sample(&out, "lifeline_slo_requests_total",
                        Labels({{"class", o.slo_class}, {"model", o.model}, {"outcome", o.outcome}}),
                        static_cast<double>(o.count));
     }

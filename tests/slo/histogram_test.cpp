@@ -210,19 +210,6 @@ TEST(PromHistogramTest, MergeAddsCounts) {
   EXPECT_NEAR(a.sum_s(), 2.02, 1e-12);
 }
 
-TEST(PromTextTest, NumbersAndEscapes) {
-  EXPECT_EQ(PromNumber(0.387), "0.387");
-  EXPECT_EQ(PromNumber(1.0), "1");
-  EXPECT_EQ(PromNumber(12345678.0), "12345678");
-  EXPECT_EQ(PromNumber(INFINITY), "+Inf");
-  EXPECT_EQ(PromNumber(NAN), "NaN");
-  EXPECT_EQ(PromEscape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
-  std::string out;
-  AppendPromFamily(&out, "m", "gauge", "Help.");
-  AppendPromSample(&out, "m", "", 2.5);
-  EXPECT_EQ(out, "# HELP m Help.\n# TYPE m gauge\nm 2.5\n");
-}
-
 }  // namespace
 }  // namespace lifeline::slo
 
