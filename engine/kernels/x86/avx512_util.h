@@ -13,6 +13,7 @@
 
 #include "engine/kernels/matmul_driver.h"
 #include "engine/kernels/quantize_act.h"
+#include "engine/kernels/x86/tile_dispatch.h"
 
 // GCC 12 flags the deliberately undefined upper lanes inside its own intrinsics
 // (_mm512_undefined_*: `__m512i __Y = __Y;`) as maybe-uninitialized; a false positive that
@@ -46,45 +47,8 @@ static inline uint64_t PrefetchAhead(uint64_t tile_bytes) {
   return (tiles < 1 ? 1 : tiles) * tile_bytes;
 }
 
-// Calls K::template Run<NR, NT> for the tile: full-height tiles use K::kRows rows, a shorter
-// remainder runs row by row; nt selects one of the 1..K::kTokens instantiations.
-template <typename K, int NR>
-inline void RunRows(const uint8_t* w, uint64_t rb, const ActRow* a, int nt, int64_t cols,
-                    float* y, int64_t ldy) {
-  static_assert(K::kTokens >= 1 && K::kTokens <= 4);
-  switch (nt) {
-    case 1: K::template Run<NR, 1>(w, rb, a, cols, y, ldy); break;
-    case 2: if constexpr (K::kTokens >= 2) K::template Run<NR, 2>(w, rb, a, cols, y, ldy); break;
-    case 3: if constexpr (K::kTokens >= 3) K::template Run<NR, 3>(w, rb, a, cols, y, ldy); break;
-    case 4: if constexpr (K::kTokens >= 4) K::template Run<NR, 4>(w, rb, a, cols, y, ldy); break;
-    default: break;
-  }
-}
-
-// Any number of rows (TileKernel::any_rows): full K::kRows tiles, then the remainder row by
-// row. The activation rows are looked up once per call, not once per tile: a decode GEMV
-// passes a whole chunk of rows at once.
-template <typename K>
-void Tile(const uint8_t* w, uint64_t rb, int nr, const QuantizedActs& acts, int64_t t0, int nt,
-          float* y, int64_t ldy) {
-  ActRow a[4];
-  for (int t = 0; t < nt; ++t) a[t] = acts.Row(t0 + t);
-  const int64_t cols = acts.cols();
-  int r = 0;
-  for (; r + K::kRows <= nr; r += K::kRows) {
-    RunRows<K, K::kRows>(w + r * rb, rb, a, nt, cols, y + r, ldy);
-  }
-  for (; r < nr; ++r) RunRows<K, 1>(w + r * rb, rb, a, nt, cols, y + r, ldy);
-}
-
-template <typename K>
-TileKernel MakeTile() {
-  TileKernel k;
-  k.fn = &Tile<K>;
-  k.max_rows = K::kRows;
-  k.max_tokens = K::kTokens;
-  k.any_rows = true;
-  return k;
-}
+// The tile dispatch (tile_dispatch.h), under this ISA's namespace: MakeTile<K>() with K
+// from this namespace.
+using tile::MakeTile;
 
 }  // namespace lifeline::kernels::avx512
