@@ -37,6 +37,10 @@ struct GrammarLimits {
   int32_t max_nesting = 128;         // parenthesis depth
   int32_t max_repetition = 2000;     // m and n of {m,n}
   int32_t max_states = 262144;       // automaton states after expansion, all rules together
+  // Work of the determinization, all rules together, in units of one NFA state visited or
+  // one byte edge compared (about a nanosecond each). max_states bounds the automaton's size
+  // but not the work per state: `[a-z]{0,1000} [a-y]{0,1000}` spent 6 s of CPU reaching it.
+  int64_t max_compile_work = int64_t{1} << 25;
   // Matcher caps. A byte needing more than max_closure_steps is not allowed (by the mask too).
   // Past max_stacks or max_stack_depth, Accept fails with ResourceExhausted and the state is
   // unchanged; masks cannot see these two (a position's mask ignores what is below it).

@@ -267,6 +267,7 @@ class Compiler {
   }
 
   void EpsClosure(std::vector<int32_t>* set) {
+    work_ += static_cast<int64_t>(set->size());
     std::vector<int32_t> todo(*set);
     for (int32_t s : *set) mark_[s] = mark_gen_;
     while (!todo.empty()) {
@@ -281,6 +282,8 @@ class Compiler {
       }
     }
     ++mark_gen_;
+    // The sort and the interning hash: about n log n and n more.
+    work_ += 2 * static_cast<int64_t>(set->size()) + 8;
     std::sort(set->begin(), set->end());
   }
 
@@ -291,6 +294,12 @@ class Compiler {
       return h;
     }
   };
+
+  Status TooMuchWork() const {
+    return ResourceExhausted("grammar needs more than " + std::to_string(limits_.max_compile_work) +
+                             " steps to compile (max_compile_work); reduce repetition counts "
+                             "or overlapping alternatives");
+  }
 
   Status Overflow() const {
     return ResourceExhausted("grammar expands to more than " + std::to_string(limits_.max_states) +
@@ -324,12 +333,14 @@ class Compiler {
     std::vector<Pending> out;
     for (size_t d = 0; d < sets.size(); ++d) {
       if (first + static_cast<int64_t>(sets.size()) > limits_.max_states) return Overflow();
+      if (work_ > limits_.max_compile_work) return TooMuchWork();
       Pending p;
       std::vector<NfaState::Bytes> edges;
       std::map<int32_t, std::vector<int32_t>> refs;
       p.final = false;
       for (int32_t s : sets[d]) {
         if (s == accept) p.final = true;
+        work_ += 1 + static_cast<int64_t>(nfa_[s].bytes.size() + nfa_[s].refs.size());
         edges.insert(edges.end(), nfa_[s].bytes.begin(), nfa_[s].bytes.end());
         for (const auto& r : nfa_[s].refs) refs[r.rule].push_back(r.to);
       }
@@ -340,6 +351,8 @@ class Compiler {
       }
       std::sort(points.begin(), points.end());
       points.erase(std::unique(points.begin(), points.end()), points.end());
+      work_ += static_cast<int64_t>(points.size()) * static_cast<int64_t>(edges.size());
+      if (work_ > limits_.max_compile_work) return TooMuchWork();
       for (size_t i = 0; i + 1 < points.size(); ++i) {
         int lo = points[i], hi = points[i + 1] - 1;
         std::vector<int32_t> targets;
@@ -586,6 +599,7 @@ class Compiler {
   std::deque<int32_t> pending_;
   std::vector<NfaState> nfa_;
   bool overflow_ = false;
+  int64_t work_ = 0;  // determinization steps so far (GrammarLimits::max_compile_work)
   std::unordered_map<int32_t, std::vector<std::vector<ByteRange>>> class_seqs_;
   std::vector<int32_t> mark_;
   int32_t mark_gen_ = 1;

@@ -62,6 +62,43 @@ TEST(GrammarLimits, RepetitionCountsAreCapped) {
   EXPECT_FALSE(Matches(g, std::string(2001, 'a')));
 }
 
+// Determinization work is capped, not only the automaton's size: overlapping bounded
+// repetitions made a 40-byte grammar cost ~6 s of CPU before max_states refused it (the
+// libFuzzer harness found a 60-byte one taking 7 s under ASan). Now a clean error names
+// max_compile_work; a realistic schema with long bounded strings still compiles.
+TEST(GrammarLimits, CompileWorkIsCapped) {
+  for (const char* g : {"root ::= [a-z]{0,1000} [a-y]{0,1000}",
+                        "root ::= [a-z]{0,300} [a-y]{0,300} [a-x]{0,300}",
+                        "root ::= (. .? .?){1,300}"}) {
+    auto r = ParseGbnf(g);
+    ASSERT_FALSE(r.ok()) << g;
+    EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted) << g;
+    EXPECT_NE(r.status().message().find("(max_compile_work)"), std::string::npos)
+        << g << ": " << r.status().message();
+  }
+  // The budget is a limit like the others: a small one refuses a grammar the default allows.
+  GrammarLimits tight;
+  tight.max_compile_work = 100;
+  const char* modest = "root ::= [a-z]{0,50}";
+  EXPECT_TRUE(ParseGbnf(modest).ok());
+  auto t = ParseGbnf(modest, tight);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("max_compile_work"), std::string::npos);
+
+  const char* schema = R"({"type":"object","properties":{
+      "name":{"type":"string","maxLength":1000},
+      "tags":{"type":"array","items":{"type":"string","maxLength":64},"maxItems":50},
+      "bio":{"type":"string","minLength":10,"maxLength":2000},
+      "age":{"type":"integer"},"kind":{"enum":["a","b","c"]},
+      "addr":{"type":"object","properties":{"street":{"type":"string"},"zip":{"type":"string"}},
+              "required":["street"]}},
+    "required":["name","tags","bio","age","kind","addr"],"additionalProperties":false})";
+  auto gbnf = JsonSchemaTextToGbnf(schema);
+  ASSERT_TRUE(gbnf.ok()) << gbnf.status().ToString();
+  auto g = ParseGbnf(*gbnf);
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+}
+
 TEST(GrammarLimits, AmbiguityBeyondMaxStacksIsACleanError) {
   // After k x's the text may split between root's "x" and t's "x" ... "y" in k+1 ways, each
   // a different stack.
