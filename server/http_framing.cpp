@@ -43,6 +43,13 @@ std::optional<ApiError> CheckTransferEncoding(const std::vector<std::string_view
                      std::move(message));
   };
   const std::string shown = "Transfer-Encoding '" + codings.substr(0, 128) + "'";
+  // An empty field line is refused wherever it stands: joined with a chunked line it would
+  // vanish here (", chunked"), while an intermediary may read the empty line on its own.
+  for (std::string_view v : te_values) {
+    if (v.find_first_not_of(" \t") == std::string_view::npos) {
+      return refuse(kBad, "an empty Transfer-Encoding field line");
+    }
+  }
   if (http_version < 11) return refuse(kBad, shown + " in an HTTP/1.0 request");
   if (has_content_length) return refuse(kBad, shown + " together with Content-Length");
   const std::vector<std::string> list = TransferCodings(codings);

@@ -142,7 +142,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     }
     if (!te.empty()) {
-      const auto codings = TransferCodings(std::string(te.front()));
+      // Accepted: every line non-empty, and all of them together exactly one chunked.
+      std::string joined;
+      for (std::string_view v : te) {
+        Check(v.find_first_not_of(" \t") != std::string_view::npos,
+              "an empty TE line was accepted");
+        joined.append(joined.empty() ? "" : ",").append(v);
+      }
+      const auto codings = TransferCodings(joined);
       Check(codings.size() == 1 && codings[0] == "chunked", "a non-chunked TE was accepted");
     }
     rest.remove_prefix(used);

@@ -32,6 +32,9 @@ TEST_F(ServerTest, TransferEncodingOtherThanAFinalChunkedIsRefusedAndClosed) {
       {"Transfer-Encoding: chunked, chunked\r\n", 400},
       {"Transfer-Encoding: chunked;ext=1\r\n", 400},
       {"Transfer-Encoding: \r\n", 400},
+      // An empty line beside a chunked one (found by the HTTP fuzzer: it was accepted).
+      {"Transfer-Encoding: \r\nTransfer-Encoding: chunked\r\n", 400},
+      {"Transfer-Encoding: chunked\r\nTransfer-Encoding: \r\n", 400},
       {"Transfer-Encoding: chunked\r\nContent-Length: 0\r\n", 400},
       // A coding we do not decode in front of chunked: never read as if it were plain.
       {"Transfer-Encoding: gzip, chunked\r\n", 501},
