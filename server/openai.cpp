@@ -64,7 +64,7 @@ std::optional<ApiError> RejectUnreadFields(const json& doc, Endpoint endpoint) {
       (AppliesTo(spec, endpoint) ? read : elsewhere) = true;
     }
     if (read) continue;
-    const std::string name = it.key().substr(0, 64);
+    const std::string name = Utf8Prefix(it.key(), 64);
     return InvalidRequestError(
         name,
         elsewhere ? "'" + name + "' is not a parameter of " + std::string(EndpointPath(endpoint))

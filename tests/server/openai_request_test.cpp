@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "server/json_guard.h"
+
 namespace lifeline::server {
 namespace {
 
@@ -122,6 +124,19 @@ TEST(ParseGenerationRequest, UnknownFieldsAreRejectedByName) {
   ExpectBadParam(Parse(R"({"prompt":"x","service_tier":"flex"})"), "service_tier", "flex tier");
   ExpectBadParam(Parse(R"({"prompt":"x","input_prefix":"a"})"), "input_prefix",
                  "infill field on completions");
+}
+
+// A long unknown key is quoted cut at 64 bytes, never inside a character: the error body must
+// stay valid UTF-8 (found by the OpenAI-request fuzzer: a cut inside "\u0124" broke it).
+TEST(ParseGenerationRequest, UnknownKeyExcerptsStayValidUtf8) {
+  const std::string key = std::string(63, 'a') + "\xC4\xA4" + "bbb";  // the 2-byte char spans 63-64
+  Parsed p = Parse(R"({"prompt":"x",")" + key + R"(":1})");
+  ASSERT_TRUE(p.error);
+  EXPECT_EQ(p.error->code, "unknown_parameter");
+  EXPECT_EQ(p.error->param, std::string(63, 'a'));
+  EXPECT_FALSE(FindInvalidUtf8(p.error->message).has_value()) << p.error->message;
+  // A strict serializer accepts the body as is.
+  EXPECT_NO_THROW((void)ErrorJson(*p.error).dump());
 }
 
 TEST(ParseGenerationRequest, PromptForms) {
