@@ -7,6 +7,11 @@
 
 #include "engine/kernels/x86/attention_simd.h"
 
+// GCC 12 flags the deliberately undefined lanes inside its own AVX-512 intrinsics
+// (`__m512 __Y = __Y;`) as maybe-uninitialized, as in avx512_util.h: a false positive.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
 namespace lifeline::kernels {
 namespace {
 
