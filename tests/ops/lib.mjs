@@ -85,9 +85,10 @@ export function startLoad(url, { concurrency = 8, headers = {}, body = {} } = {}
         tally.status[r.status] = (tally.status[r.status] || 0) + 1;
         if (r.status === 200) {
           tally.ok++;
-          if (tally.responses.length < 1000) {
-            tally.responses.push({ id: r.headers.get('x-request-id'), body: JSON.parse(text) });
-          }
+          // The most recent 1000: the dashboard's ring shows the latest requests, and a fast
+          // run completes more than 1000 (keeping the first ones left none to compare).
+          tally.responses.push({ id: r.headers.get('x-request-id'), body: JSON.parse(text) });
+          if (tally.responses.length > 1000) tally.responses.shift();
         }
       } catch (e) {
         tally.failures.push(String(e));
