@@ -36,6 +36,21 @@ using lifeline::testing::UrlEncode;
 
 // Path of a file under ../shared/models.
 std::string ModelPath(const std::string& file);
+
+// A temporary directory (config files, model copies), removed with the object.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  // Writes `text` to <dir>/<name> and returns the path.
+  std::string Write(const std::string& name, const std::string& text) const;
+
+ private:
+  std::string path_;
+};
 // ../shared/reference/logits/<name>.json, parsed (a discarded value if unreadable).
 nlohmann::json ReferenceJson(const std::string& name);
 

@@ -1,6 +1,9 @@
 #include "integration/live_server.h"
 
+#include <stdlib.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -12,6 +15,22 @@ namespace lifeline::integration {
 using Clock = std::chrono::steady_clock;
 
 std::string ModelPath(const std::string& file) { return testing::SharedPath("models/" + file); }
+
+TempDir::TempDir() {
+  char tmpl[] = "/tmp/lifeline-test-XXXXXX";
+  if (::mkdtemp(tmpl) != nullptr) path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+}
+
+std::string TempDir::Write(const std::string& name, const std::string& text) const {
+  const std::string p = path_ + "/" + name;
+  std::ofstream(p) << text;
+  return p;
+}
 
 nlohmann::json ReferenceJson(const std::string& name) {
   std::ifstream in(testing::SharedPath("reference/logits/" + name + ".json"));

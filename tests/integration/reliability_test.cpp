@@ -29,26 +29,6 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// A config file in a temporary directory, removed with the object.
-class ConfigFile {
- public:
-  explicit ConfigFile(const std::string& toml) {
-    char tmpl[] = "/tmp/lifeline-reliability-XXXXXX";
-    if (::mkdtemp(tmpl) != nullptr) dir_ = tmpl;
-    path_ = dir_ + "/slo.toml";
-    std::ofstream(path_) << toml;
-  }
-  ~ConfigFile() {
-    std::error_code ec;
-    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string dir_;
-  std::string path_;
-};
-
 std::string ErrorField(const HttpReply& r, const char* field) {
   const json b = r.Json();
   if (!b.is_object() || !b.contains("error") || !b["error"].contains(field) ||
@@ -66,14 +46,21 @@ ttft_p95_ms = 0.001
 max_level = 0
 )";
 
-class IdleAdmissionTest : public LiveServerTest {
+// stories260K on one thread with the SLO config `toml`.
+class StoriesWithConfigTest : public LiveServerTest {
  protected:
-  IdleAdmissionTest() : config_(kImpossibleTargetToml) {}
+  explicit StoriesWithConfigTest(const char* toml) : config_path_(dir_.Write("slo.toml", toml)) {}
   std::vector<std::string> ServeArgs() const override {
-    return {"--model", "stories=" + ModelPath("stories260K.gguf"), "--config", config_.path(),
+    return {"--model", "stories=" + ModelPath("stories260K.gguf"), "--config", config_path_,
             "--threads", "1", "--kv-memory", "16"};
   }
-  ConfigFile config_;
+  TempDir dir_;
+  std::string config_path_;
+};
+
+class IdleAdmissionTest : public StoriesWithConfigTest {
+ protected:
+  IdleAdmissionTest() : StoriesWithConfigTest(kImpossibleTargetToml) {}
 };
 
 TEST_F(IdleAdmissionTest, AnIdleServerServesEveryRequestItCannotServeInTime) {
@@ -137,13 +124,9 @@ buckets = 30
 predictive = false
 )";
 
-class TruncationTest : public LiveServerTest {
+class TruncationTest : public StoriesWithConfigTest {
  protected:
-  TruncationTest() : config_(kTruncateToml) {}
-  std::vector<std::string> ServeArgs() const override {
-    return {"--model", "stories=" + ModelPath("stories260K.gguf"), "--config", config_.path(),
-            "--threads", "1", "--kv-memory", "16"};
-  }
+  TruncationTest() : StoriesWithConfigTest(kTruncateToml) {}
   int Level() {
     auto r = Get("/v1/slo");
     if (!r || r->status != 200) return -1;
@@ -161,7 +144,6 @@ class TruncationTest : public LiveServerTest {
     }
     return false;
   }
-  ConfigFile config_;
 };
 
 TEST_F(TruncationTest, ACutSaysSoInEveryChoiceHeaderAndStreamAndIdleEndsIt) {
@@ -225,15 +207,8 @@ TEST_F(TruncationTest, ACutSaysSoInEveryChoiceHeaderAndStreamAndIdleEndsIt) {
 // A private copy of stories260K that the test may truncate.
 class TruncatedModelTest : public LiveServerTest {
  protected:
-  TruncatedModelTest() {
-    char tmpl[] = "/tmp/lifeline-model-XXXXXX";
-    if (::mkdtemp(tmpl) != nullptr) dir_ = tmpl;
-    path_ = dir_ + "/copy.gguf";
+  TruncatedModelTest() : path_(dir_.path() + "/copy.gguf") {
     std::filesystem::copy_file(ModelPath("stories260K.gguf"), path_);
-  }
-  ~TruncatedModelTest() override {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
   }
   std::vector<std::string> ServeArgs() const override {
     std::vector<std::string> a = {"--model", "stories=" + path_, "--threads", "1",
@@ -253,7 +228,7 @@ class TruncatedModelTest : public LiveServerTest {
     EXPECT_TRUE(r);
     return r ? r->body : std::string();
   }
-  std::string dir_;
+  TempDir dir_;
   std::string path_;
   bool no_mmap_ = false;
 };

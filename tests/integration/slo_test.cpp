@@ -33,28 +33,6 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// A temporary directory for config files, removed with the object.
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/lifeline-slo-test-XXXXXX";
-    if (::mkdtemp(tmpl) != nullptr) path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  // Writes `text` to <dir>/<name> and returns the path.
-  std::string Write(const std::string& name, const std::string& text) const {
-    const std::string p = path_ + "/" + name;
-    std::ofstream(p) << text;
-    return p;
-  }
-
- private:
-  std::string path_;
-};
-
 // One TTFT target no request can meet (1 us), a fast controller, a short window, no dwell:
 // three samples in the window raise the level one step per 50 ms tick; an empty window lets
 // it fall one step per two ticks. Predictive admission is off so that only the ladder routes
