@@ -22,6 +22,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 
+#include "fuzz/fuzz_check.h"
 #include "server/http_framing.h"
 #include "server/openai.h"
 #include "server/router.h"
@@ -34,12 +35,7 @@ using namespace lifeline::server;
 constexpr size_t kHeaderLimit = 16 * 1024;
 constexpr size_t kBodyLimit = 64 * 1024;
 
-void Check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "http_fuzz: %s\n", what);
-    std::abort();
-  }
-}
+using lifeline::fuzz::Check;
 
 void CheckError(const std::optional<ApiError>& e) {
   if (!e) return;

@@ -15,18 +15,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fuzz/fuzz_check.h"
 #include "server/openai.h"
 
 namespace {
 
 using namespace lifeline::server;
 
-void Check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "openai_fuzz: %s\n", what);
-    std::abort();
-  }
-}
+using lifeline::fuzz::Check;
 
 }  // namespace
 

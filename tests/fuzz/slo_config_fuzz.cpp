@@ -13,18 +13,14 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "fuzz/fuzz_check.h"
 #include "slo/slo_config.h"
 
 namespace {
 
 using namespace lifeline::slo;
 
-void Check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "slo_config_fuzz: %s\n", what);
-    std::abort();
-  }
-}
+using lifeline::fuzz::Check;
 
 void CheckBudget(const lifeline::Result<RequestBudget>& b) {
   if (!b.ok()) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "engine/tokenizer/tokenizer.h"
+#include "fuzz/fuzz_check.h"
 
 namespace {
 
@@ -29,12 +30,7 @@ using lifeline::IncrementalDetokenizer;
 using lifeline::Tokenizer;
 using lifeline::VocabSpec;
 
-void Check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "tokenizer_fuzz: %s\n", what);
-    std::abort();
-  }
-}
+using lifeline::fuzz::Check;
 
 bool ValidUtf8(std::string_view s) {
   size_t i = 0;
