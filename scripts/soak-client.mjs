@@ -177,17 +177,28 @@ function sseOutcome(body) {
   return 'cut';
 }
 
+// A one-request streaming exchange: counts its status and, when the server accepted it (200),
+// the acceptance; returns its outcome ('done', 'error' or 'cut'), or null when not accepted.
+function acceptedStreamOutcome(data) {
+  const rs = parseResponses(data);
+  noteStatuses(rs);
+  const x = rs[0];
+  if (!x || x.status !== 200) return null;
+  books.accepted++;
+  return sseOutcome(x.body);
+}
+
+// An accepted stream that ran to its end or stopped on its own.
+function countStreamEnd(o) {
+  if (o === 'done') books.completed++; else if (o === 'error') books.error_event++; else books.cut++;
+}
+
 async function streamed(i) {
   const body = JSON.stringify({ ...modelField(), messages: [{ role: 'user', content: 'Tell a story' }],
                                 max_tokens: 64, stream: true, stream_options: { include_usage: true } });
   const r = await exchange(request('POST', '/v1/chat/completions', body, 'Connection: close\r\n'));
-  const rs = parseResponses(r.data);
-  noteStatuses(rs);
-  const x = rs[0];
-  if (!x || x.status !== 200) return;
-  books.accepted++;
-  const o = sseOutcome(x.body);
-  if (o === 'done') books.completed++; else if (o === 'error') books.error_event++; else books.cut++;
+  const o = acceptedStreamOutcome(r.data);
+  if (o !== null) countStreamEnd(o);
 }
 
 async function cancelled(i) {
@@ -198,15 +209,9 @@ async function cancelled(i) {
     const s = buf.toString('latin1');
     if (!closedByUs && s.includes('data: {')) { closedByUs = true; finish('cancel'); }
   });
-  const rs = parseResponses(r.data);
-  noteStatuses(rs);
-  const x = rs[0];
-  if (!x || x.status !== 200) return;
-  books.accepted++;
-  const o = sseOutcome(x.body);
-  if (o === 'done') { books.completed++; return; }
-  if (o === 'error') { books.error_event++; return; }
-  if (closedByUs) books.cancelled++; else books.cut++;
+  const o = acceptedStreamOutcome(r.data);
+  if (o === null) return;
+  if (o === 'cut' && closedByUs) books.cancelled++; else countStreamEnd(o);
 }
 
 async function slow(i) {
@@ -241,13 +246,8 @@ async function slow(i) {
     sock.on('error', finish);
     setTimeout(finish, 120000);
   });
-  const rs = parseResponses(r);
-  noteStatuses(rs);
-  const x = rs[0];
-  if (!x || x.status !== 200) return;
-  books.accepted++;
-  const o = sseOutcome(x.body);
-  if (o === 'done') books.completed++; else if (o === 'error') books.error_event++; else books.cut++;
+  const o = acceptedStreamOutcome(r);
+  if (o !== null) countStreamEnd(o);
 }
 
 const malformedPayloads = [
