@@ -1,5 +1,7 @@
 #include "net/sse.h"
 
+#include "base/excerpt.h"
+
 namespace lifeline::net {
 
 bool SseParser::Feed(std::string_view bytes, std::vector<SseEvent>* out) {
@@ -48,16 +50,6 @@ void SseParser::OnLine(std::string_view line, std::vector<SseEvent>* out) {
   }
   // id / retry / unknown fields carry nothing the benchmark needs.
 }
-
-namespace {
-
-std::string Excerpt(std::string_view s, size_t n) {
-  std::string out(s.substr(0, n));
-  if (s.size() > n) out += "...";
-  return out;
-}
-
-}  // namespace
 
 std::string ErrorBodyMessage(std::string_view body) {
   const nlohmann::json doc = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);

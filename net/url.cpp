@@ -2,15 +2,9 @@
 
 #include <charconv>
 
+#include "base/excerpt.h"
+
 namespace lifeline::net {
-
-namespace {
-
-std::string Excerpt(std::string_view s, size_t max_bytes) {
-  return s.size() <= max_bytes ? std::string(s) : std::string(s.substr(0, max_bytes)) + "...";
-}
-
-}  // namespace
 
 std::string HttpUrl::Authority() const {
   const bool v6 = host.find(':') != std::string::npos;

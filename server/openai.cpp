@@ -5,6 +5,7 @@
 #include <limits>
 #include <set>
 
+#include "base/excerpt.h"
 #include "server/json_guard.h"
 #include "engine/toolcall/tools.h"
 #include "server/openai_util.h"

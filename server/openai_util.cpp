@@ -7,13 +7,6 @@ namespace lifeline::server::detail {
 
 using json = nlohmann::json;
 
-std::string Utf8Prefix(std::string_view s, size_t max_bytes) {
-  if (s.size() <= max_bytes) return std::string(s);
-  size_t n = max_bytes;
-  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-  return std::string(s.substr(0, n));
-}
-
 std::string FormatNumber(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.17g", v);

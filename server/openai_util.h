@@ -11,9 +11,6 @@ namespace lifeline::server::detail {
 
 // Shortest "%g" form that round-trips, else 17 digits.
 std::string FormatNumber(double v);
-// At most `max_bytes` of `s`, cut before a UTF-8 continuation byte so a quoted excerpt of
-// valid text stays valid (a cut inside a character made error bodies carry invalid UTF-8).
-std::string Utf8Prefix(std::string_view s, size_t max_bytes);
 // The value as the client wrote it, cut to 64 bytes so a huge value cannot bloat an error.
 std::string Echo(const nlohmann::json& value);
 // "[min, max]" / "(min, max)" of a numeric field.

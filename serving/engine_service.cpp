@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <limits>
-#include <sstream>
 
 #include "base/prometheus.h"
 #include "engine/toolcall/format.h"

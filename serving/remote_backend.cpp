@@ -18,6 +18,7 @@
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
+#include "base/excerpt.h"
 #include "net/sse.h"
 #include "net/url.h"
 
@@ -46,13 +47,12 @@ int64_t ToUs(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
 }
 
-// At most `n` bytes of `s` for a message, with "..." when cut.
+// At most `n` bytes of `s` for a message (base/excerpt.h), control characters as spaces.
 std::string Excerpt(std::string_view s, size_t n = 120) {
-  std::string out(s.substr(0, n));
+  std::string out = lifeline::Excerpt(s, n);
   for (char& c : out) {
     if (static_cast<unsigned char>(c) < 0x20) c = ' ';
   }
-  if (s.size() > n) out += "...";
   return out;
 }
 
