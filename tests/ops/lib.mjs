@@ -69,6 +69,8 @@ export async function launchBrowser(puppeteer) {
 
 // Closed-loop load: `concurrency` workers send completions until stop() is called. Returns
 // what the clients saw.
+// `body`: fields merged into every request, or a function of the request's ordinal returning
+// them (to vary the prompt, e.g. so the prefix cache cannot serve it).
 export function startLoad(url, { concurrency = 8, headers = {}, body = {} } = {}) {
   const tally = { sent: 0, ok: 0, status: {}, failures: [], responses: [] };
   let running = true;
@@ -79,7 +81,8 @@ export function startLoad(url, { concurrency = 8, headers = {}, body = {} } = {}
         const r = await fetch(url + '/v1/completions', {
           method: 'POST',
           headers: { 'Content-Type': 'application/json', ...headers },
-          body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 64, temperature: 0.8, ...body }),
+          body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 64, temperature: 0.8,
+                                 ...(typeof body === 'function' ? body(tally.sent) : body) }),
         });
         const text = await r.text();
         tally.status[r.status] = (tally.status[r.status] || 0) + 1;
