@@ -31,10 +31,8 @@ uint64_t HashBlockTokens(uint64_t parent_hash, std::span<const int32_t> tokens) 
   return Mix64(h ^ static_cast<uint64_t>(tokens.size()));
 }
 
-BlockManager::BlockManager(int32_t n_blocks, int32_t block_tokens, BlockHashFn hash_fn)
-    : block_tokens_(block_tokens), hash_fn_(hash_fn) {
+BlockManager::BlockManager(int32_t n_blocks, BlockHashFn hash_fn) : hash_fn_(hash_fn) {
   LL_CHECK(n_blocks >= 1);
-  LL_CHECK(block_tokens >= 1);
   LL_CHECK(hash_fn != nullptr);
   blocks_.resize(static_cast<size_t>(n_blocks));
   // Fresh blocks go out in id order, block 0 first (readable test expectations).
@@ -56,12 +54,12 @@ BlockId BlockManager::FindCached(uint64_t hash, uint64_t parent_entry_id,
 void BlockManager::WalkPrefix(std::span<const int32_t> tokens, std::vector<Hit>* hits) const {
   if (tokens.empty() || !prefix_caching_) return;
   // Copy-on-write cap: never cover the last token (its logits must be computed).
-  const size_t max_blocks = (tokens.size() - 1) / static_cast<size_t>(block_tokens_);
+  const size_t max_blocks = (tokens.size() - 1) / static_cast<size_t>(kKvBlockTokens);
   uint64_t parent_hash = kRootBlockHash;
   uint64_t parent_entry = 0;
   for (size_t i = 0; i < max_blocks; ++i) {
-    auto chunk = tokens.subspan(i * static_cast<size_t>(block_tokens_),
-                                static_cast<size_t>(block_tokens_));
+    auto chunk = tokens.subspan(i * static_cast<size_t>(kKvBlockTokens),
+                                static_cast<size_t>(kKvBlockTokens));
     const uint64_t h = hash_fn_(parent_hash, chunk);
     const BlockId b = FindCached(h, parent_entry, chunk);
     if (b < 0) break;
@@ -76,7 +74,7 @@ PrefixProbe BlockManager::ProbePrefix(std::span<const int32_t> tokens) const {
   WalkPrefix(tokens, &hits);
   PrefixProbe probe;
   probe.n_blocks = static_cast<int64_t>(hits.size());
-  probe.n_tokens = probe.n_blocks * block_tokens_;
+  probe.n_tokens = probe.n_blocks * kKvBlockTokens;
   for (const Hit& h : hits) {
     if (blocks_[static_cast<size_t>(h.block)].place == Place::kEvictable) ++probe.n_unreferenced;
   }
@@ -104,7 +102,7 @@ Result<int64_t> BlockManager::MatchPrefix(SeqKey seq, std::span<const int32_t> t
     s.last_entry_id = b.entry_id;
   }
   s.n_committed = static_cast<int64_t>(hits.size());
-  const int64_t hit_tokens = s.n_committed * block_tokens_;
+  const int64_t hit_tokens = s.n_committed * kKvBlockTokens;
   prefix_lookup_tokens_ += static_cast<int64_t>(tokens.size());
   prefix_hit_tokens_ += hit_tokens;
   return hit_tokens;
@@ -113,7 +111,7 @@ Result<int64_t> BlockManager::MatchPrefix(SeqKey seq, std::span<const int32_t> t
 int64_t BlockManager::BlocksNeeded(SeqKey seq, int64_t n_positions) const {
   auto it = seqs_.find(seq);
   const int64_t have = it == seqs_.end() ? 0 : static_cast<int64_t>(it->second.blocks.size());
-  return std::max<int64_t>(0, BlocksFor(n_positions) - have);
+  return std::max<int64_t>(0, KvBlocksFor(n_positions) - have);
 }
 
 void BlockManager::Uncache(BlockId block) {
@@ -187,16 +185,16 @@ bool BlockManager::Free(SeqKey seq) {
   return true;
 }
 
-Status BlockManager::CommitFullBlock(SeqKey seq, std::span<const int32_t> block_tokens) {
+Status BlockManager::CommitFullBlock(SeqKey seq, std::span<const int32_t> tokens) {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) {
     return InvalidArgument("CommitFullBlock: unknown sequence " + std::to_string(seq));
   }
   Seq& s = it->second;
-  if (block_tokens.size() != static_cast<size_t>(block_tokens_)) {
+  if (tokens.size() != static_cast<size_t>(kKvBlockTokens)) {
     return InvalidArgument("CommitFullBlock: sequence " + std::to_string(seq) + " gave " +
-                           std::to_string(block_tokens.size()) + " tokens, a block holds " +
-                           std::to_string(block_tokens_));
+                           std::to_string(tokens.size()) + " tokens, a block holds " +
+                           std::to_string(kKvBlockTokens));
   }
   if (s.n_committed >= static_cast<int64_t>(s.blocks.size())) {
     return InvalidArgument("CommitFullBlock: sequence " + std::to_string(seq) +
@@ -207,8 +205,8 @@ Status BlockManager::CommitFullBlock(SeqKey seq, std::span<const int32_t> block_
   Block& b = blocks_[static_cast<size_t>(id)];
   // Only matched blocks are shared, and those are committed already.
   LL_CHECK(b.refcount == 1 && !b.cached);
-  const uint64_t h = hash_fn_(s.last_hash, block_tokens);
-  const BlockId twin = FindCached(h, s.last_entry_id, block_tokens);
+  const uint64_t h = hash_fn_(s.last_hash, tokens);
+  const BlockId twin = FindCached(h, s.last_entry_id, tokens);
   if (twin >= 0) {
     s.last_entry_id = blocks_[static_cast<size_t>(twin)].entry_id;
   } else {
@@ -216,7 +214,7 @@ Status BlockManager::CommitFullBlock(SeqKey seq, std::span<const int32_t> block_
     b.hash = h;
     b.entry_id = next_entry_id_++;
     b.parent_entry_id = s.last_entry_id;
-    b.tokens.assign(block_tokens.begin(), block_tokens.end());
+    b.tokens.assign(tokens.begin(), tokens.end());
     index_.emplace(h, id);
     s.last_entry_id = b.entry_id;
   }
@@ -231,11 +229,11 @@ Status BlockManager::CommitFullBlocks(SeqKey seq, std::span<const int32_t> token
     return InvalidArgument("CommitFullBlocks: n_computed " + std::to_string(n_computed) +
                            " outside [0, " + std::to_string(tokens.size()) + "] tokens given");
   }
-  const int64_t full = n_computed / block_tokens_;
+  const int64_t full = n_computed / kKvBlockTokens;
   for (int64_t i = CommittedBlocks(seq); i < full; ++i) {
     LL_RETURN_IF_ERROR(CommitFullBlock(
-        seq, tokens.subspan(static_cast<size_t>(i * block_tokens_),
-                            static_cast<size_t>(block_tokens_))));
+        seq, tokens.subspan(static_cast<size_t>(i * kKvBlockTokens),
+                            static_cast<size_t>(kKvBlockTokens))));
   }
   return Status::Ok();
 }
@@ -333,7 +331,7 @@ Status BlockManager::CheckInvariants() const {
     if (b.place == Place::kFree && b.cached) return Internal(name + " is free but cached");
     if (b.cached) {
       ++n_cached;
-      if (b.tokens.size() != static_cast<size_t>(block_tokens_)) {
+      if (b.tokens.size() != static_cast<size_t>(kKvBlockTokens)) {
         return Internal(name + " is cached with " + std::to_string(b.tokens.size()) +
                         " tokens");
       }

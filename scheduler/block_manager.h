@@ -1,6 +1,6 @@
 // BlockManager: the books of a paged, prefix-cached KV pool. It hands out block ids, keeps
-// one block table per sequence (block i holds positions [i * block_tokens, (i+1) *
-// block_tokens)), reference-counts blocks shared between sequences, and remembers full blocks
+// one block table per sequence (block i holds positions [i * kKvBlockTokens, (i+1) *
+// kKvBlockTokens), the engine's layout: base/kv_block.h), reference-counts blocks shared between sequences, and remembers full blocks
 // by content so a later sequence with the same prefix reuses them instead of recomputing.
 // It never touches K/V bytes: the engine turns a block table into addresses in its KV memory.
 //
@@ -20,7 +20,7 @@
 // the prefix cache keeps everything until the fresh blocks run out.
 //   in use     - referenced by >= 1 block table (refcount = number of tables holding it).
 //
-// Prefix cache. A full block is identified by hash(parent hash, its block_tokens token ids),
+// Prefix cache. A full block is identified by hash(parent hash, its kKvBlockTokens token ids),
 // a chain hash, so equal hashes mean "same tokens after the same prefix" with overwhelming
 // probability. Never on the hash alone, though: a cached block also stores its token ids and
 // the registration id of its parent block, and a lookup compares both, so even a forced
@@ -29,7 +29,7 @@
 // Copy-on-write rule. Only full blocks are ever cached or shared, so nobody writes into a
 // shared block: a sequence that reuses a prefix continues in fresh blocks. The last, partially
 // filled block of a sequence is never shared. And a match never covers the last token it was
-// given: the hit is capped at floor((n_tokens - 1) / block_tokens) blocks, so the engine always
+// given: the hit is capped at floor((n_tokens - 1) / kKvBlockTokens) blocks, so the engine always
 // computes at least the final position and gets its logits. (A prompt of exactly 2 full blocks
 // therefore reuses 1 block and recomputes the 16 positions of the second.)
 //
@@ -48,6 +48,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/kv_block.h"
 #include "base/status.h"
 
 namespace lifeline {
@@ -55,8 +56,6 @@ namespace lifeline {
 using BlockId = int32_t;
 // The key of a sequence's block table (the scheduler uses request ids).
 using SeqKey = int64_t;
-
-inline constexpr int32_t kDefaultBlockTokens = 16;
 
 // Chain hash of one full block: parent_hash is the hash of the previous block of the sequence
 // (kRootBlockHash for the first block).
@@ -68,7 +67,7 @@ uint64_t HashBlockTokens(uint64_t parent_hash, std::span<const int32_t> tokens);
 // What ProbePrefix found; valid until the next mutating call.
 struct PrefixProbe {
   int64_t n_blocks = 0;        // cached full blocks that prefix the tokens (after the cap)
-  int64_t n_tokens = 0;        // n_blocks * block_tokens: positions that need no compute
+  int64_t n_tokens = 0;        // n_blocks * kKvBlockTokens: positions that need no compute
   int64_t n_unreferenced = 0;  // of those, blocks now evictable (attaching them uses them up)
 };
 
@@ -86,23 +85,19 @@ struct BlockManagerStats {
 
 class BlockManager {
  public:
-  // n_blocks >= 1 and block_tokens >= 1 (checked; a programming error otherwise).
-  explicit BlockManager(int32_t n_blocks, int32_t block_tokens = kDefaultBlockTokens,
-                        BlockHashFn hash_fn = &HashBlockTokens);
+  // n_blocks >= 1 (checked; a programming error otherwise). hash_fn: a test hook (forced
+  // collisions).
+  explicit BlockManager(int32_t n_blocks, BlockHashFn hash_fn = &HashBlockTokens);
 
   // Evictable blocks the prefix cache may keep before allocations reuse them rather than
   // take fresh (never used) blocks; < 0: unlimited (fresh blocks always first).
   void SetCacheReserve(int64_t blocks) { cache_reserve_blocks_ = blocks; }
 
   int32_t n_blocks() const { return static_cast<int32_t>(blocks_.size()); }
-  int32_t block_tokens() const { return block_tokens_; }
   // false: prefixes are never matched (every sequence computes from position 0), for models
   // whose cache holds per-sequence state beside the blocks (sliding-window layers).
   void set_prefix_caching(bool on) { prefix_caching_ = on; }
-  int64_t capacity_tokens() const { return int64_t{n_blocks()} * block_tokens_; }
-  int64_t BlocksFor(int64_t n_positions) const {
-    return (n_positions + block_tokens_ - 1) / block_tokens_;
-  }
+  int64_t capacity_tokens() const { return int64_t{n_blocks()} * kKvBlockTokens; }
   // Blocks an allocation can still obtain: free plus evictable.
   int64_t n_available() const {
     return static_cast<int64_t>(free_.size() + lru_.size()) + (n_blocks() - next_fresh_);
@@ -113,7 +108,7 @@ class BlockManager {
   PrefixProbe ProbePrefix(std::span<const int32_t> tokens) const;
   // Attaches that chain to `seq`, which must have no blocks yet (creating it if new): each
   // hit gains a reference and leaves the evictable list. Returns the cached token count
-  // (a multiple of block_tokens) and counts lookup/hit tokens.
+  // (a multiple of kKvBlockTokens) and counts lookup/hit tokens.
   Result<int64_t> MatchPrefix(SeqKey seq, std::span<const int32_t> tokens);
 
   // New blocks `seq` needs so positions [0, n_positions) have a home (0 when covered).
@@ -128,11 +123,11 @@ class BlockManager {
   // useless without their parents) are evicted first. Returns false for an unknown seq.
   bool Free(SeqKey seq);
 
-  // Registers the next not-yet-committed block of `seq` in the prefix cache; `block_tokens`
-  // are its block_tokens token ids and the block must be allocated and completely computed.
+  // Registers the next not-yet-committed block of `seq` in the prefix cache; `tokens`
+  // are its kKvBlockTokens token ids and the block must be allocated and completely computed.
   // When an identical block (same tokens after the same prefix) is already cached this one
   // stays private (freed normally later) and the sequence chains onto the cached one.
-  Status CommitFullBlock(SeqKey seq, std::span<const int32_t> block_tokens);
+  Status CommitFullBlock(SeqKey seq, std::span<const int32_t> tokens);
   // Commits every full block below n_computed that is not committed yet; `tokens` are the
   // sequence's tokens from position 0 (at least n_computed of them).
   Status CommitFullBlocks(SeqKey seq, std::span<const int32_t> tokens, int64_t n_computed);
@@ -162,7 +157,7 @@ class BlockManager {
     uint64_t hash = 0;
     uint64_t entry_id = 0;         // unique per registration; 0 = not registered
     uint64_t parent_entry_id = 0;  // entry of the previous block in the chain; 0 = root
-    std::vector<int32_t> tokens;   // [block_tokens] while cached, for exact comparison
+    std::vector<int32_t> tokens;   // [kKvBlockTokens] while cached, for exact comparison
     std::list<BlockId>::iterator lru_pos;
   };
   struct Seq {
@@ -186,7 +181,6 @@ class BlockManager {
   void Uncache(BlockId block);
   void Release(BlockId block);
 
-  int32_t block_tokens_;
   BlockHashFn hash_fn_;
   std::vector<Block> blocks_;                           // [n_blocks]
   std::vector<BlockId> free_;                           // LIFO stack of recycled free blocks

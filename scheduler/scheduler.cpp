@@ -20,9 +20,6 @@ RequestState RunningState(const Request& r) {
 
 Status ValidateConfig(const SchedulerConfig& c) {
   if (c.n_blocks < 1) return InvalidArgument("n_blocks: " + Num(c.n_blocks) + " < 1");
-  if (c.block_tokens < 1) {
-    return InvalidArgument("block_tokens: " + Num(c.block_tokens) + " < 1");
-  }
   if (c.max_running < 1) return InvalidArgument("max_running: " + Num(c.max_running) + " < 1");
   if (c.max_step_tokens < 1) {
     return InvalidArgument("max_step_tokens: " + Num(c.max_step_tokens) + " < 1");
@@ -49,7 +46,7 @@ Scheduler::Scheduler(const SchedulerConfig& config)
     : config_(config),
       knobs_{config.max_running, config.max_step_tokens},
       policy_(MakeQueuePolicy(config.queue_order)),
-      blocks_(config.n_blocks, config.block_tokens, config.block_hash_fn) {
+      blocks_(config.n_blocks, config.block_hash_fn) {
   blocks_.set_prefix_caching(config.prefix_caching);
   blocks_.SetCacheReserve(config.prefix_cache_reserve_blocks);
 }
@@ -99,7 +96,7 @@ Result<RequestId> Scheduler::Submit(NewRequest req) {
                              Num(req.max_tokens) + " exceeds the KV pool capacity of " +
                              Num(blocks_.capacity_tokens()) + " tokens (" +
                              Num(blocks_.n_blocks()) + " blocks of " +
-                             Num(blocks_.block_tokens()) + ")"));
+                             Num(kKvBlockTokens) + ")"));
   }
   if (config_.max_seq_tokens > 0 && total > static_cast<uint64_t>(config_.max_seq_tokens)) {
     return reject(OutOfRange("prompt_tokens + max_tokens = " + Num(static_cast<int64_t>(total)) +
@@ -203,7 +200,7 @@ void Scheduler::AddEntry(Request& r, int64_t n_positions, bool is_decode, StepPl
   e.start_pos = r.n_computed;
   e.end_pos = r.n_computed + n_positions;
   LL_CHECK(e.end_pos <= r.n_tokens());
-  LL_CHECK(blocks_.BlocksFor(e.end_pos) <= static_cast<int64_t>(e.block_table.size()));
+  LL_CHECK(KvBlocksFor(e.end_pos) <= static_cast<int64_t>(e.block_table.size()));
   e.tokens.assign(r.tokens.begin() + e.start_pos, r.tokens.begin() + e.end_pos);
   e.want_logits.assign(static_cast<size_t>(n_positions), 0);
   if (e.end_pos == r.n_tokens()) e.want_logits.back() = 1;
@@ -274,7 +271,6 @@ void Scheduler::SchedulePrefills(StepPlan* plan) {
   auto by_importance = [this](const Request& a, const Request& b) {
     return MoreImportant(a, b);
   };
-  const int64_t block_tokens = blocks_.block_tokens();
   for (RequestId id : SortedBy(running_, live_, by_importance)) {
     if (budget_tokens_ <= 0 || slots_ <= 0) break;
     Request& r = live_.at(id);
@@ -282,7 +278,7 @@ void Scheduler::SchedulePrefills(StepPlan* plan) {
     const int64_t want = std::min(r.n_tokens() - r.n_computed, budget_tokens_);
     while (true) {
       const int64_t held = static_cast<int64_t>(blocks_.Table(id).size());
-      const int64_t fit = (held + blocks_.n_available()) * block_tokens - r.n_computed;
+      const int64_t fit = (held + blocks_.n_available()) * kKvBlockTokens - r.n_computed;
       if (fit >= 1) {
         // A short chunk now beats none: blocks freed later let the rest follow.
         const int64_t n = std::min(want, fit);
@@ -349,7 +345,7 @@ void Scheduler::AdmitWaiting(int64_t now_us, StepPlan* plan) {
     Request& r = live_.at(id);
     const PrefixProbe probe = blocks_.ProbePrefix(r.tokens);
     const int64_t n = std::min(r.n_tokens() - probe.n_tokens, budget_tokens_);
-    const int64_t need = blocks_.BlocksFor(probe.n_tokens + n) - probe.n_blocks;
+    const int64_t need = KvBlocksFor(probe.n_tokens + n) - probe.n_blocks;
     // Attaching evictable hits takes them off the list an allocation could draw from.
     if (need > blocks_.n_available() - probe.n_unreferenced) break;  // strict queue order
     Result<int64_t> cached = blocks_.MatchPrefix(id, r.tokens);
@@ -497,7 +493,7 @@ Status Scheduler::CheckInvariants() const {
       return Internal("request " + Num(id) + " running in state " + RequestStateName(r.state));
     }
     const int64_t held = static_cast<int64_t>(blocks_.Table(id).size());
-    if (held < blocks_.BlocksFor(r.n_computed) || r.n_computed >= r.n_tokens()) {
+    if (held < KvBlocksFor(r.n_computed) || r.n_computed >= r.n_tokens()) {
       return Internal("running request " + Num(id) + ": n_computed " + Num(r.n_computed) +
                       " with " + Num(held) + " blocks and " + Num(r.n_tokens()) + " tokens");
     }

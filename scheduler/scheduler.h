@@ -67,7 +67,6 @@ namespace lifeline {
 
 struct SchedulerConfig {
   int32_t n_blocks = 0;                 // KV pool size, blocks (>= 1)
-  int32_t block_tokens = kDefaultBlockTokens;
   // Defaults for the scheduler's own tests and tools; a ModelEngine always sets these from
   // its options (serving/model_engine.h, whose defaults `serve`'s flags take).
   int32_t max_running = 64;             // sequences per step (>= 1)
@@ -105,8 +104,8 @@ struct NewRequest {
 // One sequence's work in a step: compute positions [start_pos, end_pos) of request `id`.
 struct StepEntry {
   RequestId id = 0;
-  std::vector<BlockId> block_table;  // [BlocksFor(end_pos)] position p lives in block
-                                     // block_table[p / block_tokens], slot p % block_tokens
+  std::vector<BlockId> block_table;  // [KvBlocksFor(end_pos)] position p lives in block
+                                     // block_table[p / kKvBlockTokens], slot p % kKvBlockTokens
   int64_t start_pos = 0;
   int64_t end_pos = 0;
   std::vector<int32_t> tokens;       // [end_pos - start_pos] token at each position

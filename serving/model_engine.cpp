@@ -98,6 +98,9 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
   copts.max_sequences = options.max_running;  // the sliding-window pool's sequences
   copts.kv_type = options.kv_type;
   copts.max_kv_bytes = options.kv_memory_bytes;
+  // The scheduler's BlockManager is the one free list of the KV store: each step hands Eval
+  // the block tables it allocated (BuildBatch).
+  copts.caller_owns_blocks = true;
   // Probe n_ctx with a one-block context first (cheap), then size the real one.
   {
     ContextOptions probe = copts;
@@ -149,7 +152,6 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
 
   SchedulerConfig scfg;
   scfg.n_blocks = n_blocks;
-  scfg.block_tokens = static_cast<int32_t>(kKvBlockTokens);
   scfg.max_running = options.max_running;
   scfg.max_step_tokens = options.max_step_tokens;
   scfg.max_waiting = options.max_waiting;

@@ -8,9 +8,10 @@
 //   message.
 //   Engine thread: drain inbox -> load the SLO knobs (batch limits, batching window, class
 //   levels) -> stop started requests past their deadline at level >= truncate ->
-//   Scheduler::Schedule -> LlamaModel::Eval over the plan's ragged batch (block tables
-//   adopted from the scheduler's prefix-cached block manager) -> sample / detokenize /
-//   stop-match per sequence -> events to each request's sink -> Scheduler::Update. Exactly
+//   Scheduler::Schedule -> LlamaModel::Eval over the plan's ragged batch (with the block
+//   tables of the scheduler's prefix-cached block manager, the KV store's one free list)
+//   -> sample / detokenize / stop-match per sequence -> events to each request's sink ->
+//   Scheduler::Update. Exactly
 //   one terminal event per accepted request. At level >= trim_context, Prepare drops old chat
 //   turns of requests that allow it before the prompt is counted (docs/slo.md).
 //
@@ -270,8 +271,8 @@ class ModelEngine {
   // batch through each choice's block table; sampling and events per choice; the
   // scheduler's verdicts.
   void ApplyPlanEnds(const StepPlan& plan);
-  Status BuildBatch(const StepPlan& plan, std::vector<BatchToken>* batch,
-                    std::vector<Live*>* entry_live);
+  void BuildBatch(const StepPlan& plan, std::vector<BatchToken>* batch, std::vector<SeqKv>* kv,
+                  std::vector<Live*>* entry_live);
   std::vector<StepResult> ProcessOutputs(const StepPlan& plan, const std::vector<Live*>& entry_live,
                                          const Status& eval_status, Clock::time_point t_step0,
                                          Clock::time_point t_eval0, Clock::time_point t_eval1);

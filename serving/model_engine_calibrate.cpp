@@ -35,28 +35,31 @@ void ModelEngine::Calibrate() {
   const int64_t max_tokens =
       std::min<int64_t>({256, options_.max_step_tokens, n_ctx_ - 1, capacity_tokens_ - 1});
   if (max_tokens < 1 || n_vocab < 2) return;
-  std::vector<int32_t> blocks(static_cast<size_t>((max_tokens + 1 + kKvBlockTokens - 1) /
-                                                  kKvBlockTokens));
+  // Calibration runs before the scheduler has handed out a block, so the first blocks of
+  // the store are free to write: a table of blocks 0, 1, 2, ... (K/V written there is never
+  // read again; a request's prefill overwrites it).
+  std::vector<int32_t> blocks(static_cast<size_t>(KvBlocksFor(max_tokens + 1)));
   std::iota(blocks.begin(), blocks.end(), 0);
   // One prefill of `n` tokens from position 0 (and, with `decode`, one more token after
   // it); the time of the last Eval, or a negative value when it failed.
   auto run = [&](int64_t n, bool decode) -> double {
     const SeqId seq = ctx_->NewSequence();
     double ms = -1;
-    if (ctx_->sequences().Adopt(seq, blocks, 0).ok()) {
-      std::vector<BatchToken> batch;
-      for (int64_t p = 0; p < n; ++p) {
-        batch.push_back({static_cast<int32_t>(1 + p % (n_vocab - 1)), p, seq, p == n - 1});
-      }
-      auto t0 = Clock::now();
-      Status s = model_->Eval(batch, *ctx_, *pool_, logits_);
-      if (s.ok() && decode) {
-        const BatchToken next{1, n, seq, true};
-        t0 = Clock::now();
-        s = model_->Eval(std::span<const BatchToken>(&next, 1), *ctx_, *pool_, logits_);
-      }
-      if (s.ok()) ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    std::vector<BatchToken> batch;
+    for (int64_t p = 0; p < n; ++p) {
+      batch.push_back({static_cast<int32_t>(1 + p % (n_vocab - 1)), p, seq, p == n - 1});
     }
+    SeqKv kv{seq, blocks, 0};
+    auto t0 = Clock::now();
+    Status s = model_->Eval(batch, std::span<const SeqKv>(&kv, 1), *ctx_, *pool_, logits_);
+    if (s.ok() && decode) {
+      const BatchToken next{1, n, seq, true};
+      kv.n_tokens = n;
+      t0 = Clock::now();
+      s = model_->Eval(std::span<const BatchToken>(&next, 1), std::span<const SeqKv>(&kv, 1),
+                       *ctx_, *pool_, logits_);
+    }
+    if (s.ok()) ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     (void)ctx_->ReleaseSequence(seq);
     heartbeat_ns_.store(Clock::now().time_since_epoch().count());
     return ms;

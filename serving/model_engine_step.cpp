@@ -84,10 +84,12 @@ void ModelEngine::ApplyPlanEnds(const StepPlan& plan) {
   }
 }
 
-Status ModelEngine::BuildBatch(const StepPlan& plan, std::vector<BatchToken>* batch,
-                               std::vector<Live*>* entry_live) {
-  Status status = Status::Ok();
+// The plan's block tables go to Eval as they are: the scheduler's BlockManager owns them (and
+// every block of the KV store), so the engine keeps no books of its own.
+void ModelEngine::BuildBatch(const StepPlan& plan, std::vector<BatchToken>* batch,
+                             std::vector<SeqKv>* kv, std::vector<Live*>* entry_live) {
   batch->reserve(static_cast<size_t>(plan.n_tokens));
+  kv->reserve(plan.entries.size());
   entry_live->assign(plan.entries.size(), nullptr);
   for (size_t i = 0; i < plan.entries.size(); ++i) {
     const StepEntry& e = plan.entries[i];
@@ -102,9 +104,7 @@ Status ModelEngine::BuildBatch(const StepPlan& plan, std::vector<BatchToken>* ba
     }
     if (const Request* r = scheduler_->Find(e.id)) live.cached_tokens = r->n_cached_tokens;
     if (live.seq < 0) live.seq = ctx_->NewSequence();
-    if (Status s = ctx_->sequences().Adopt(live.seq, e.block_table, e.start_pos); !s.ok()) {
-      status = s;
-    }
+    kv->push_back({live.seq, e.block_table, e.start_pos});
     for (int64_t p = e.start_pos; p < e.end_pos; ++p) {
       const size_t k = static_cast<size_t>(p - e.start_pos);
       batch->push_back({e.tokens[k], p, live.seq, e.want_logits[k] != 0});
@@ -112,7 +112,6 @@ Status ModelEngine::BuildBatch(const StepPlan& plan, std::vector<BatchToken>* ba
     live.timing.batch_sizes.push_back(static_cast<int32_t>(plan.entries.size()));
     live.timing.batch_tokens.push_back(static_cast<int32_t>(plan.n_tokens));
   }
-  return status;
 }
 
 void ModelEngine::ObserveSpeeds(const StepPlan& plan, size_t batch_tokens,
@@ -223,11 +222,12 @@ bool ModelEngine::Step() {
   if (plan.empty()) return false;
 
   std::vector<BatchToken> batch;
+  std::vector<SeqKv> kv;
   std::vector<Live*> entry_live;
-  Status eval_status = BuildBatch(plan, &batch, &entry_live);
+  BuildBatch(plan, &batch, &kv, &entry_live);
   const auto t_eval0 = Clock::now();
   PublishStepLoad(plan, t_eval0);
-  if (eval_status.ok()) eval_status = model_->Eval(batch, *ctx_, *pool_, logits_);
+  const Status eval_status = model_->Eval(batch, kv, *ctx_, *pool_, logits_);
   const auto t_eval1 = Clock::now();
   // Outputs computed from a file that changed under us are never sent.
   if (!CheckFile(/*now=*/true)) return true;

@@ -41,9 +41,7 @@ SeqId KvSequenceTable::Create() {
 Status KvSequenceTable::Release(SeqId seq) {
   KvSequence* s = FindMutable(seq);
   if (s == nullptr) return InvalidArgument("kv: unknown sequence id " + std::to_string(seq));
-  if (!s->external) {
-    for (int32_t b : s->blocks) pool_.Free(b);
-  }
+  for (int32_t b : s->blocks) pool_.Free(b);
   seqs_.erase(seq);
   return Status::Ok();
 }
@@ -71,8 +69,6 @@ bool KvSequenceTable::Reserve(SeqId seq, int64_t n_positions) {
   LL_CHECK(s != nullptr);
   const int64_t need = BlocksNeeded(seq, n_positions);
   if (need > pool_.n_free()) return false;
-  // An adopted table is grown by its owner, never from this pool.
-  if (s->external && need > 0) return false;
   for (int64_t i = 0; i < need; ++i) s->blocks.push_back(*pool_.Allocate());
   return true;
 }
@@ -94,36 +90,17 @@ Status KvSequenceTable::Truncate(SeqId seq, int64_t n_tokens) {
   }
   const size_t keep = static_cast<size_t>(KvBlocksFor(n_tokens));
   while (s->blocks.size() > keep) {
-    if (!s->external) pool_.Free(s->blocks.back());
+    pool_.Free(s->blocks.back());
     s->blocks.pop_back();
   }
   s->n_tokens = n_tokens;
   return Status::Ok();
 }
 
-Status KvSequenceTable::Adopt(SeqId seq, std::span<const int32_t> blocks, int64_t n_tokens) {
-  KvSequence* s = FindMutable(seq);
-  if (s == nullptr) return InvalidArgument("kv: unknown sequence id " + std::to_string(seq));
-  if (!s->external && !s->blocks.empty()) {
-    return InvalidArgument("kv: sequence " + std::to_string(seq) +
-                           " holds pool blocks and cannot adopt an external table");
-  }
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    if (blocks[i] < 0 || blocks[i] >= pool_.n_blocks()) {
-      return InvalidArgument("kv: adopted block_table[" + std::to_string(i) + "] = " +
-                             std::to_string(blocks[i]) + " outside [0, " +
-                             std::to_string(pool_.n_blocks()) + ")");
-    }
-  }
-  if (n_tokens < 0 || KvBlocksFor(n_tokens) > static_cast<int64_t>(blocks.size())) {
-    return OutOfRange("kv: adopted length " + std::to_string(n_tokens) + " needs " +
-                      std::to_string(KvBlocksFor(n_tokens)) + " blocks, table has " +
-                      std::to_string(blocks.size()));
-  }
-  s->blocks.assign(blocks.begin(), blocks.end());
-  s->n_tokens = n_tokens;
-  s->external = true;
-  return Status::Ok();
+SeqKv KvSequenceTable::View(SeqId seq) const {
+  const KvSequence* s = Find(seq);
+  LL_CHECK(s != nullptr);
+  return SeqKv{seq, s->blocks, s->n_tokens};
 }
 
 // The first logical block a query at position `pos` reads under the window.

@@ -1,7 +1,15 @@
-// Paged KV bookkeeping, kept apart from the KV memory (kv_storage.h): a free-list allocator
-// of block ids and, per sequence, a block table mapping position p to (block p / 16, slot
-// p % 16). Nothing here touches K/V bytes, so it is tested without a model and can be
-// replaced by the server's paged cache later.
+// Paged KV bookkeeping, kept apart from the KV memory (kv_storage.h).
+//
+// The forward pass reads a sequence's KV through a SeqKv: a block table (entry i is the block
+// holding positions [16 i, 16 i + 16), base/kv_block.h) and the positions already valid. Who
+// owns the blocks is the caller's business: the server's BlockManager
+// (scheduler/block_manager.h, prefix-cached and shared) or, for one-process uses (`lifeline
+// run`, benchmarks, tests), KvSequenceTable here -- a free list of block ids and one private
+// table per sequence. A context uses one or the other, never both (ContextOptions::
+// caller_owns_blocks), so the same memory never has two free lists.
+//
+// The sliding-window layers' tables (KvWindowTable) are the engine's own in every case: they
+// index a separate store whose blocks are released as the window passes.
 //
 // Ownership: KvSequenceTable owns its KvBlockPool and the tables. Thread-safety: none; one
 // owner (the engine loop) calls everything.
@@ -22,6 +30,15 @@
 namespace lifeline {
 
 using SeqId = int32_t;
+
+// One sequence's KV as a forward pass sees it. `blocks` must cover every position the batch
+// writes (KvBlocksFor(n_tokens + the sequence's tokens in the batch) entries); positions
+// [0, n_tokens) hold valid K/V before the batch. Borrowed for the duration of one Eval.
+struct SeqKv {
+  SeqId seq = 0;
+  std::span<const int32_t> blocks;
+  int64_t n_tokens = 0;
+};
 
 class KvBlockPool {
  public:
@@ -44,12 +61,7 @@ class KvBlockPool {
 struct KvSequence {
   std::vector<int32_t> blocks;  // block table: blocks[p / kKvBlockTokens] holds position p
   int64_t n_tokens = 0;
-  bool external = false;        // blocks owned by an outside block manager (see Adopt)
 };
-
-inline int64_t KvBlocksFor(int64_t n_positions) {
-  return (n_positions + kKvBlockTokens - 1) / kKvBlockTokens;
-}
 
 class KvSequenceTable {
  public:
@@ -71,12 +83,8 @@ class KvSequenceTable {
   void SetLength(SeqId seq, int64_t n_tokens);
   // Forgets positions >= n_tokens and frees the blocks no longer needed.
   Status Truncate(SeqId seq, int64_t n_tokens);
-  // Installs a block table managed outside this table (the server's prefix-cached block
-  // manager, which shares blocks between sequences): `seq`'s blocks become `blocks`, its
-  // length `n_tokens`. An adopted sequence never returns blocks to this table's pool;
-  // Release/Truncate only forget them. Every id must be < the pool size (InvalidArgument),
-  // n_tokens must fit the table (OutOfRange), and `seq` must hold no pool blocks.
-  Status Adopt(SeqId seq, std::span<const int32_t> blocks, int64_t n_tokens);
+  // The view a forward pass takes (valid until the next call that changes `seq`).
+  SeqKv View(SeqId seq) const;
 
   const KvBlockPool& pool() const { return pool_; }
 
@@ -106,6 +114,7 @@ class KvWindowTable {
 
   void Create(SeqId seq);
   void Release(SeqId seq);
+  bool Has(SeqId seq) const { return seqs_.count(seq) != 0; }
   int64_t window() const { return window_; }
 
   // Blocks `seq` needs so positions [0, n_positions) have a home (released ones excluded).

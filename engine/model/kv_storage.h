@@ -24,12 +24,10 @@
 #include <vector>
 
 #include "base/huge_page_buffer.h"
+#include "base/kv_block.h"
 #include "base/status.h"
 
 namespace lifeline {
-
-// Token positions per KV block.
-inline constexpr int64_t kKvBlockTokens = 16;
 
 enum class KvType : uint8_t { kF16, kF32, kQ8_0 };
 

@@ -36,22 +36,32 @@ KvPlan PlanKv(const ModelConfig& c, const ContextOptions& o, int64_t n_ctx) {
 }
 
 SeqId LlamaContext::NewSequence() {
-  const SeqId seq = seqs_.Create();
+  SeqId seq;
+  if (local_) {
+    seq = local_->Create();
+  } else {
+    // Never reused while the context lives, as KvSequenceTable's ids.
+    seq = next_seq_;
+    next_seq_ = next_seq_ == INT32_MAX ? 0 : next_seq_ + 1;
+  }
   if (window_) window_->Create(seq);
   return seq;
 }
 
 Status LlamaContext::ReleaseSequence(SeqId seq) {
-  LL_RETURN_IF_ERROR(seqs_.Release(seq));
-  if (window_) window_->Release(seq);
+  if (local_) LL_RETURN_IF_ERROR(local_->Release(seq));
+  if (window_) {
+    if (!window_->Has(seq)) return InvalidArgument("kv: unknown sequence id " + std::to_string(seq));
+    window_->Release(seq);
+  }
   return Status::Ok();
 }
 
 Status LlamaContext::TruncateSequence(SeqId seq, int64_t n_tokens) {
-  if (window_ && seqs_.Find(seq) != nullptr) {
-    LL_RETURN_IF_ERROR(window_->Truncate(seq, n_tokens));
-  }
-  return seqs_.Truncate(seq, n_tokens);
+  const bool known = local_ ? local_->Find(seq) != nullptr : window_ && window_->Has(seq);
+  if (!known) return InvalidArgument("kv: unknown sequence id " + std::to_string(seq));
+  if (window_) LL_RETURN_IF_ERROR(window_->Truncate(seq, n_tokens));
+  return local_ ? local_->Truncate(seq, n_tokens) : Status::Ok();
 }
 
 Result<std::unique_ptr<LlamaContext>> LlamaContext::Create(const ModelConfig& c,
@@ -76,8 +86,8 @@ Result<std::unique_ptr<LlamaContext>> LlamaContext::Create(const ModelConfig& c,
     return InvalidArgument("context option n_kv_blocks = " + std::to_string(n_blocks) +
                            " outside [1, " + std::to_string(INT32_MAX) + "]");
   }
-  std::unique_ptr<LlamaContext> ctx(
-      new LlamaContext(n_ctx, o.max_batch_tokens, static_cast<int32_t>(n_blocks)));
+  std::unique_ptr<LlamaContext> ctx(new LlamaContext(n_ctx, o.max_batch_tokens));
+  if (!o.caller_owns_blocks) ctx->local_ = std::make_unique<KvSequenceTable>(static_cast<int32_t>(n_blocks));
   ctx->n_layer_ = c.n_layer;
   ctx->k_dim_ = c.k_dim();
   ctx->v_dim_ = c.v_dim();
@@ -180,7 +190,8 @@ Status LlamaContext::AllocateScratch(const ModelConfig& c, uint64_t max_bytes) {
 }
 
 int64_t LlamaContext::SequenceLength(SeqId seq) const {
-  const KvSequence* s = seqs_.Find(seq);
+  if (!local_) return -1;
+  const KvSequence* s = local_->Find(seq);
   return s == nullptr ? -1 : s->n_tokens;
 }
 

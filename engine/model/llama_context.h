@@ -1,13 +1,16 @@
-// LlamaContext: the run state of a model (llama2.c's RunState): the paged KV cache (memory +
-// bookkeeping) and the activation scratch buffers, all allocated once at creation, sized for
+// LlamaContext: the run state of a model (llama2.c's RunState): the paged KV memory, the
+// block books of one-process uses, and the activation scratch buffers, all allocated once at creation, sized for
 // `max_batch_tokens` tokens per forward step (bigger batches are split into steps of that
 // size) and `n_ctx` positions per sequence.
 //
 // Sliding-window layers (gemma2/3) keep their K/V apart when that saves memory (window +
 // one step of positions per sequence is less than the context): a second KvStorage holding
 // only those layers, with per-sequence KvWindowTable tables whose blocks are released as
-// they fall out of the window. The other layers use the ordinary pool and tables (adoptable
-// by a server's block manager). A sequence whose window was released cannot rewind into it.
+// they fall out of the window. The other layers use the ordinary store, whose blocks are
+// owned either by the context's own KvSequenceTable (the default) or by the caller
+// (caller_owns_blocks: the server's BlockManager, which hands Eval a SeqKv per sequence; the
+// context then keeps no free list of that memory). A sequence whose window was released
+// cannot rewind into it.
 //
 // Ownership: owns KV memory, block tables and scratch; borrows nothing (it copies the few
 // config numbers it needs). Thread-safety: one owner thread at a time (the engine loop);
@@ -51,6 +54,10 @@ struct ContextOptions {
                                    // also the sequences the window pool holds at once
   int64_t n_kv_blocks = 0;         // 0 -> max_sequences * ceil(n_ctx / 16)
   KvType kv_type = KvType::kF16;
+  // true: the caller's block manager owns the ordinary store's blocks and passes each
+  // sequence's table to LlamaModel::Eval (the SeqKv overload); the context keeps no free list
+  // of them and the three-argument Eval is refused. false: the context's own KvSequenceTable.
+  bool caller_owns_blocks = false;
   uint64_t max_kv_bytes = 64ull << 30;       // cap on KV memory
   uint64_t max_scratch_bytes = 16ull << 30;  // cap on activation scratch
 };
@@ -100,8 +107,11 @@ struct LlamaScratch {
   std::vector<const int32_t*> block_tables;  // [B] each token's sequence block table
   std::vector<const int32_t*> window_tables;  // [B] its window table (windowed contexts)
   std::vector<AttentionScratch> attention;   // [n_threads] grown to the pool's size once
-  // Per-Eval validation state: (sequence, next position) for the sequences in the batch.
+  // Per-Eval validation state: (sequence, next position) for the sequences in the batch,
+  // and each one's SeqKv (index into the Eval's span, in the same order).
   std::vector<std::pair<SeqId, int64_t>> seq_next;
+  std::vector<size_t> seq_view;
+  std::vector<SeqKv> local_views;  // the three-argument Eval's views of the own table
 };
 
 class LlamaContext {
@@ -112,17 +122,23 @@ class LlamaContext {
   int64_t n_ctx() const { return n_ctx_; }
   int64_t max_batch_tokens() const { return max_batch_tokens_; }
 
-  // Sequences: a handle to a block table in this context's cache.
+  // Sequences: a handle the batch names. With the context's own blocks it keys a block table
+  // in local_blocks(); with window storage it also keys the sequence's window tables; with
+  // neither it is only a name.
   SeqId NewSequence();
+  // Frees the sequence's own and window blocks; InvalidArgument for an unknown handle.
   Status ReleaseSequence(SeqId seq);
-  // Drops positions >= n_tokens (e.g. to rewind or reuse a prompt prefix). With window
+  // Drops positions >= n_tokens (e.g. to rewind or reuse a prompt prefix) from the context's
+  // own table and the window tables (the caller truncates a table it owns). With window
   // storage, InvalidArgument when the window before n_tokens was already released.
   Status TruncateSequence(SeqId seq, int64_t n_tokens);
-  // Valid positions [0, n) of a sequence, or -1 for an unknown handle.
+  // Valid positions [0, n) of a sequence in the context's own table; -1 for an unknown
+  // handle, and always when the caller owns the blocks (it keeps the lengths).
   int64_t SequenceLength(SeqId seq) const;
 
-  const KvSequenceTable& sequences() const { return seqs_; }
-  KvSequenceTable& sequences() { return seqs_; }
+  // The context's own block books; null when the caller owns the blocks.
+  const KvSequenceTable* local_blocks() const { return local_.get(); }
+  KvSequenceTable* local_blocks() { return local_.get(); }
   const KvStorage& kv() const { return *kv_; }
   KvStorage& kv() { return *kv_; }
   // Where layer il's K/V live: the window storage for a windowed context's sliding-window
@@ -143,8 +159,7 @@ class LlamaContext {
   int64_t v_dim() const { return v_dim_; }
 
  private:
-  LlamaContext(int64_t n_ctx, int64_t max_batch, int32_t n_blocks)
-      : n_ctx_(n_ctx), max_batch_tokens_(max_batch), seqs_(n_blocks) {}
+  LlamaContext(int64_t n_ctx, int64_t max_batch) : n_ctx_(n_ctx), max_batch_tokens_(max_batch) {}
   Status AllocateScratch(const ModelConfig& c, uint64_t max_bytes);
 
   int64_t n_ctx_;
@@ -152,7 +167,8 @@ class LlamaContext {
   int64_t n_layer_ = 0;
   int64_t k_dim_ = 0;
   int64_t v_dim_ = 0;
-  KvSequenceTable seqs_;
+  std::unique_ptr<KvSequenceTable> local_;   // own block books (null: the caller's)
+  SeqId next_seq_ = 0;                       // handles when the caller owns the blocks
   std::unique_ptr<KvStorage> kv_;
   KvPlan plan_;
   std::unique_ptr<KvWindowTable> window_;     // windowed contexts only

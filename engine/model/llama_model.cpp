@@ -131,14 +131,16 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(std::unique_ptr<GgufFile> f
   return m;
 }
 
-Status LlamaModel::ValidateBatch(std::span<const BatchToken> batch, LlamaContext& ctx,
-                                 int64_t* n_wanted) const {
+Status LlamaModel::ValidateBatch(std::span<const BatchToken> batch, std::span<const SeqKv> kv,
+                                 LlamaContext& ctx, int64_t* n_wanted) const {
   if (ctx.n_layer() != config_.n_layer || ctx.k_dim() != config_.k_dim() ||
       ctx.v_dim() != config_.v_dim()) {
     return InvalidArgument("Eval: context was created for a different model shape");
   }
   auto& seq_next = ctx.scratch().seq_next;  // (sequence, next expected position)
+  auto& seq_view = ctx.scratch().seq_view;  // its SeqKv in `kv`
   seq_next.clear();
+  seq_view.clear();
   *n_wanted = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     const BatchToken& t = batch[i];
@@ -154,9 +156,14 @@ Status LlamaModel::ValidateBatch(std::span<const BatchToken> batch, LlamaContext
     }
     auto* entry = FindSeq(seq_next, t.seq);
     if (entry == nullptr) {
-      const int64_t len = ctx.SequenceLength(t.seq);
-      if (len < 0) return InvalidArgument(where() + "unknown sequence id " + std::to_string(t.seq));
-      seq_next.emplace_back(t.seq, len);
+      size_t v = 0;
+      while (v < kv.size() && kv[v].seq != t.seq) ++v;
+      if (v == kv.size()) {
+        return InvalidArgument(where() + "unknown sequence id " + std::to_string(t.seq) +
+                               " (no block table for it)");
+      }
+      seq_next.emplace_back(t.seq, kv[v].n_tokens);
+      seq_view.push_back(v);
       entry = &seq_next.back();
     }
     if (t.pos != entry->second) {
@@ -170,28 +177,32 @@ Status LlamaModel::ValidateBatch(std::span<const BatchToken> batch, LlamaContext
   return Status::Ok();
 }
 
-Status LlamaModel::ReserveBlocks(std::span<const BatchToken> batch, LlamaContext& ctx) const {
-  KvSequenceTable& seqs = ctx.sequences();
-  int64_t need = 0;
-  for (const auto& [seq, next] : ctx.scratch().seq_next) {
-    const int64_t n = seqs.BlocksNeeded(seq, next);
-    if (n > 0 && seqs.Find(seq)->external) {
-      // An adopted table is grown by its owner (the server's block manager), never by us.
-      return InvalidArgument("kv: sequence " + std::to_string(seq) + " has an adopted block " +
-                             "table of " + std::to_string(seqs.Find(seq)->blocks.size()) +
-                             " blocks; the batch reaches position " + std::to_string(next - 1) +
-                             ", which needs " + std::to_string(KvBlocksFor(next)));
+// The caller's tables must give every position the batch writes a block of this context's
+// store: nothing is allocated here (the tables' owner grows them before the step).
+Status LlamaModel::CheckBlockTables(std::span<const BatchToken> batch, std::span<const SeqKv> kv,
+                                    LlamaContext& ctx) const {
+  const int64_t n_blocks = ctx.kv().shape().n_blocks;
+  const auto& seq_next = ctx.scratch().seq_next;
+  for (size_t i = 0; i < seq_next.size(); ++i) {
+    const auto& [seq, next] = seq_next[i];
+    const SeqKv& v = kv[ctx.scratch().seq_view[i]];
+    if (static_cast<int64_t>(v.blocks.size()) < KvBlocksFor(next)) {
+      return InvalidArgument("kv: sequence " + std::to_string(seq) + " has a block table of " +
+                             std::to_string(v.blocks.size()) + " blocks; the batch reaches " +
+                             "position " + std::to_string(next - 1) + ", which needs " +
+                             std::to_string(KvBlocksFor(next)));
     }
-    need += n;
+    // Attention reads every block below `next`, not only the ones this batch writes.
+    for (int64_t b = 0; b < KvBlocksFor(next); ++b) {
+      const int32_t id = v.blocks[static_cast<size_t>(b)];
+      if (id < 0 || id >= n_blocks) {
+        return InvalidArgument("kv: sequence " + std::to_string(seq) + " block_table[" +
+                               std::to_string(b) + "] = " + std::to_string(id) +
+                               " outside [0, " + std::to_string(n_blocks) + ")");
+      }
+    }
   }
-  if (need > seqs.pool().n_free()) {
-    return ResourceExhausted("kv cache full: the batch needs " + std::to_string(need) +
-                             " more blocks of " + std::to_string(kKvBlockTokens) +
-                             " positions, " + std::to_string(seqs.pool().n_free()) + " free");
-  }
-  KvWindowTable* window = ctx.window_table();
-  if (window != nullptr) LL_RETURN_IF_ERROR(CheckWindowBlocks(batch, ctx));
-  for (const auto& [seq, next] : ctx.scratch().seq_next) LL_CHECK(seqs.Reserve(seq, next));
+  if (ctx.window_table() != nullptr) LL_RETURN_IF_ERROR(CheckWindowBlocks(batch, kv, ctx));
   return Status::Ok();
 }
 
@@ -199,7 +210,8 @@ Status LlamaModel::ReserveBlocks(std::span<const BatchToken> batch, LlamaContext
 // than its window plus one step there), so the check is a simulation: per sequence, the most
 // blocks it holds during any step of this batch; their growth over what it holds now must fit
 // the free blocks (a bound: the sequences' peaks need not coincide).
-Status LlamaModel::CheckWindowBlocks(std::span<const BatchToken> batch, LlamaContext& ctx) const {
+Status LlamaModel::CheckWindowBlocks(std::span<const BatchToken> batch, std::span<const SeqKv> kv,
+                                     LlamaContext& ctx) const {
   KvWindowTable& window = *ctx.window_table();
   const int64_t w = window.window();
   const auto first_block = [w](int64_t pos) {
@@ -207,10 +219,15 @@ Status LlamaModel::CheckWindowBlocks(std::span<const BatchToken> batch, LlamaCon
   };
   const int64_t n = static_cast<int64_t>(batch.size());
   int64_t need = 0;
-  for (const auto& [seq, next] : ctx.scratch().seq_next) {
-    const int64_t start = ctx.SequenceLength(seq);
-    // The window tables continue from the last step's length; a table adopted with a longer
-    // cached prefix has no window behind it (prefix-cache hits do not apply here).
+  for (size_t i = 0; i < ctx.scratch().seq_next.size(); ++i) {
+    const SeqId seq = ctx.scratch().seq_next[i].first;
+    const int64_t start = kv[ctx.scratch().seq_view[i]].n_tokens;
+    if (!window.Has(seq)) {
+      return InvalidArgument("kv: unknown sequence id " + std::to_string(seq) +
+                             " (no sliding-window tables for it)");
+    }
+    // The window tables continue from the last step's length; a caller's table that starts
+    // with a cached prefix has no window behind it (prefix-cache hits do not apply here).
     if (window.length(seq) != start) {
       return InvalidArgument("kv: sequence " + std::to_string(seq) + " continues at position " +
                              std::to_string(start) +
@@ -243,20 +260,71 @@ Status LlamaModel::CheckWindowBlocks(std::span<const BatchToken> batch, LlamaCon
   return Status::Ok();
 }
 
+// The context's own blocks: grow each sequence's table to cover the batch (all or nothing,
+// after the batch is known to be valid), run the pass over the views, then record the new
+// lengths. On any error the tables are as before.
 Status LlamaModel::Eval(std::span<const BatchToken> batch, LlamaContext& ctx, ComputePool& pool,
                         std::span<float> logits) const {
+  KvSequenceTable* own = ctx.local_blocks();
+  if (own == nullptr) {
+    return InvalidArgument("Eval: this context's KV blocks belong to the caller; pass each "
+                           "sequence's block table (the SeqKv overload)");
+  }
+  std::vector<SeqKv>& views = ctx.scratch().local_views;
+  views.clear();
+  for (const BatchToken& t : batch) {
+    bool seen = false;
+    for (const SeqKv& v : views) seen |= v.seq == t.seq;
+    if (seen || own->Find(t.seq) == nullptr) continue;  // unknown ids: ValidateBatch says so
+    views.push_back(own->View(t.seq));
+  }
   int64_t n_wanted = 0;
-  LL_RETURN_IF_ERROR(ValidateBatch(batch, ctx, &n_wanted));
+  LL_RETURN_IF_ERROR(ValidateBatch(batch, views, ctx, &n_wanted));
+  LL_RETURN_IF_ERROR(CheckLogits(logits, n_wanted));
+  // seq_next[i] is views[seq_view[i]]'s position after the batch.
+  const std::vector<std::pair<SeqId, int64_t>> next = ctx.scratch().seq_next;
+  int64_t need = 0;
+  for (const auto& [seq, end] : next) need += own->BlocksNeeded(seq, end);
+  if (need > own->pool().n_free()) {
+    return ResourceExhausted("kv cache full: the batch needs " + std::to_string(need) +
+                             " more blocks of " + std::to_string(kKvBlockTokens) +
+                             " positions, " + std::to_string(own->pool().n_free()) + " free");
+  }
+  for (const auto& [seq, end] : next) LL_CHECK(own->Reserve(seq, end));
+  for (SeqKv& v : views) v = own->View(v.seq);  // the tables have grown (and may have moved)
+  const Status s = Eval(batch, std::span<const SeqKv>(views), ctx, pool, logits);
+  for (size_t i = 0; i < next.size(); ++i) {
+    const SeqId seq = next[i].first;
+    if (s.ok()) {
+      own->SetLength(seq, next[i].second);
+    } else {
+      // Nothing was written: give back the blocks reserved above.
+      (void)own->Truncate(seq, own->Find(seq)->n_tokens);
+    }
+  }
+  return s;
+}
+
+Status LlamaModel::CheckLogits(std::span<float> logits, int64_t n_wanted) const {
   const uint64_t logits_needed = static_cast<uint64_t>(n_wanted) * config_.n_vocab;
   if (logits.size() < logits_needed) {
     return InvalidArgument("Eval: logits buffer holds " + std::to_string(logits.size()) +
                            " floats, " + std::to_string(logits_needed) + " needed (" +
                            std::to_string(n_wanted) + " x n_vocab)");
   }
-  LL_RETURN_IF_ERROR(ReserveBlocks(batch, ctx));
+  return Status::Ok();
+}
 
-  if (ctx.scratch().attention.size() < static_cast<size_t>(pool.n_threads())) {
-    ctx.scratch().attention.resize(static_cast<size_t>(pool.n_threads()));
+Status LlamaModel::Eval(std::span<const BatchToken> batch, std::span<const SeqKv> kv,
+                        LlamaContext& ctx, ComputePool& pool, std::span<float> logits) const {
+  int64_t n_wanted = 0;
+  LL_RETURN_IF_ERROR(ValidateBatch(batch, kv, ctx, &n_wanted));
+  LL_RETURN_IF_ERROR(CheckLogits(logits, n_wanted));
+  LL_RETURN_IF_ERROR(CheckBlockTables(batch, kv, ctx));
+
+  LlamaScratch& s = ctx.scratch();
+  if (s.attention.size() < static_cast<size_t>(pool.n_threads())) {
+    s.attention.resize(static_cast<size_t>(pool.n_threads()));
   }
   const int64_t n = static_cast<int64_t>(batch.size());
   float* out = logits.data();
@@ -264,11 +332,19 @@ Status LlamaModel::Eval(std::span<const BatchToken> batch, LlamaContext& ctx, Co
   for (int64_t begin = 0; begin < n; begin += ctx.max_batch_tokens()) {
     const int64_t len = std::min(ctx.max_batch_tokens(), n - begin);
     const auto step = batch.subspan(static_cast<size_t>(begin), static_cast<size_t>(len));
-    // Window tables: blocks for this step's positions (checked by CheckWindowBlocks) ...
+    // Each token's block tables. Window tables: blocks for this step's positions (checked by
+    // CheckWindowBlocks) ...
+    for (size_t t = 0; t < step.size(); ++t) {
+      const auto* entry = FindSeq(s.seq_next, step[t].seq);
+      s.block_tables[t] = kv[s.seq_view[static_cast<size_t>(entry - s.seq_next.data())]].blocks.data();
+    }
     for (size_t t = 0; window != nullptr && t < step.size(); ++t) {
       if (t + 1 == step.size() || step[t + 1].seq != step[t].seq) {
         LL_CHECK(window->Reserve(step[t].seq, step[t].pos + 1));
       }
+    }
+    for (size_t t = 0; window != nullptr && t < step.size(); ++t) {
+      s.window_tables[t] = window->blocks(step[t].seq);
     }
     EvalStep(step, ctx, pool, out);
     // ... and the blocks no later position reads go back to the pool.
@@ -281,7 +357,6 @@ Status LlamaModel::Eval(std::span<const BatchToken> batch, LlamaContext& ctx, Co
       if (t.want_logits) out += config_.n_vocab;
     }
   }
-  for (const auto& [seq, next] : ctx.scratch().seq_next) ctx.sequences().SetLength(seq, next);
   return Status::Ok();
 }
 
@@ -342,8 +417,6 @@ void LlamaModel::Embed(std::span<const BatchToken> step, LlamaContext& ctx) cons
       ops::RopeAngles(step[t].pos, rope_swa, s.rope_cos_swa.data() + ti * half,
                       s.rope_sin_swa.data() + ti * half);
     }
-    s.block_tables[t] = ctx.sequences().Find(step[t].seq)->blocks.data();
-    if (ctx.window_table() != nullptr) s.window_tables[t] = ctx.window_table()->blocks(step[t].seq);
   }
 }
 

@@ -9,6 +9,12 @@
 //   std::vector<BatchToken> batch = {{1, 0, seq, false}, {403, 1, seq, true}};
 //   model->Eval(batch, *ctx, pool, logits);  // logits: [1, n_vocab]
 //
+// That Eval grows the context's own block tables. A server whose block manager owns the
+// blocks (ContextOptions::caller_owns_blocks) passes each sequence's table instead, as
+// vLLM's forward batch carries its block tables:
+//   SeqKv kv[] = {{seq, block_table, n_cached_positions}};
+//   model->Eval(batch, kv, *ctx, pool, logits);
+//
 // Ownership: owns the GgufFile (weights are views into its mapping, or into the model's own
 // repacked copies, see ModelLoadOptions); borrows the KernelTable
 // (immutable, must outlive the model). Run state lives in a caller-owned LlamaContext, the
@@ -18,8 +24,9 @@
 // Failure: Load returns the config/weight binding errors (see model_config.h,
 // llama_weights.h). Eval validates the whole batch before computing anything:
 // InvalidArgument for a bad token id, unknown sequence or a position that does not continue
-// its sequence; OutOfRange for a position >= n_ctx; ResourceExhausted when the KV cache has
-// too few free blocks. On error nothing has been written to the cache.
+// its sequence, a block table that does not cover the batch or names a block outside the
+// store; OutOfRange for a position >= n_ctx; ResourceExhausted when the context's own (or
+// window) pool has too few free blocks. On error nothing has been written to the cache.
 #pragma once
 
 #include <cstdint>
@@ -75,7 +82,13 @@ class LlamaModel {
 
   // Runs the forward pass for every token of the batch, writing K/V into each token's
   // sequence and the logits of the tokens with want_logits, in batch order, to `logits`
-  // ([n_wanted, n_vocab]; must hold at least that many floats).
+  // ([n_wanted, n_vocab]; must hold at least that many floats). The sequences' tables are
+  // `kv` (one SeqKv per sequence in the batch, each already covering the positions the batch
+  // writes; extra entries are ignored); nothing is allocated from the ordinary store.
+  Status Eval(std::span<const BatchToken> batch, std::span<const SeqKv> kv, LlamaContext& ctx,
+              ComputePool& pool, std::span<float> logits) const;
+  // The same over the context's own block tables, grown as the batch needs (all or nothing)
+  // and lengthened after it. InvalidArgument when the caller owns the context's blocks.
   Status Eval(std::span<const BatchToken> batch, LlamaContext& ctx, ComputePool& pool,
               std::span<float> logits) const;
 
@@ -83,10 +96,14 @@ class LlamaModel {
   LlamaModel(std::unique_ptr<GgufFile> file, const KernelTable& kernels)
       : file_(std::move(file)), kernels_(&kernels) {}
 
-  Status ValidateBatch(std::span<const BatchToken> batch, LlamaContext& ctx,
-                       int64_t* n_wanted) const;
-  Status ReserveBlocks(std::span<const BatchToken> batch, LlamaContext& ctx) const;
-  Status CheckWindowBlocks(std::span<const BatchToken> batch, LlamaContext& ctx) const;
+  // Fills the scratch's seq_next / seq_view for the batch.
+  Status ValidateBatch(std::span<const BatchToken> batch, std::span<const SeqKv> kv,
+                       LlamaContext& ctx, int64_t* n_wanted) const;
+  Status CheckLogits(std::span<float> logits, int64_t n_wanted) const;
+  Status CheckBlockTables(std::span<const BatchToken> batch, std::span<const SeqKv> kv,
+                          LlamaContext& ctx) const;
+  Status CheckWindowBlocks(std::span<const BatchToken> batch, std::span<const SeqKv> kv,
+                           LlamaContext& ctx) const;
   // One step of at most max_batch_tokens tokens; logits rows go to `logits`.
   void EvalStep(std::span<const BatchToken> step, LlamaContext& ctx, ComputePool& pool,
                 float* logits) const;

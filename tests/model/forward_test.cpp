@@ -278,6 +278,24 @@ TEST(ForwardOracle, SlidingWindowStorageReleasesBlocksAndMatches) {
   EXPECT_EQ((*ctx)->TruncateSequence(seq, 60).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ((*ctx)->SequenceLength(seq), 120);
   EXPECT_TRUE((*ctx)->TruncateSequence(seq, 119).ok());
+  // The window pool holds about one sequence's window; three new sequences of 32 positions
+  // in one batch need 2 window blocks each, 6 > 4. The context's own tables were grown for
+  // the batch before the window check refused it, and are given back.
+  ASSERT_TRUE((*ctx)->ReleaseSequence(seq).ok());
+  const KvSequenceTable& own = *(*ctx)->local_blocks();
+  const int64_t own_free = own.pool().n_free();
+  std::vector<SeqId> three;
+  std::vector<BatchToken> wide;
+  for (int k = 0; k < 3; ++k) {
+    three.push_back((*ctx)->NewSequence());
+    for (int64_t i = 0; i < 32; ++i) wide.push_back({tokens[i], i, three.back(), i == 31});
+  }
+  std::vector<float> three_rows(3 * static_cast<size_t>(n_vocab));
+  const Status st = (*m)->Eval(wide, **ctx, pool, three_rows);
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted) << st.ToString();
+  EXPECT_NE(st.message().find("window pool"), std::string::npos) << st.ToString();
+  EXPECT_EQ(own.pool().n_free(), own_free) << "the own blocks reserved for the batch leaked";
+  for (SeqId q : three) EXPECT_EQ((*ctx)->SequenceLength(q), 0);
 }
 
 TEST(ForwardOracle, Stories260KWithF32Cache) {
@@ -468,7 +486,10 @@ TEST(Forward, KvCacheFullIsResourceExhaustedAndWritesNothing) {
   EXPECT_TRUE(m->Eval(more, **ctx, pool, none).ok());
 }
 
-TEST(Forward, AdoptedBlockTablesAreUsedAndNeverGrown) {
+// A context whose blocks belong to the caller (the server's BlockManager): Eval reads and
+// writes through the tables it is given, allocates nothing, and refuses tables that do not
+// cover the batch or name blocks outside the store.
+TEST(Forward, CallerBlockTablesAreUsedAndNeverGrown) {
   auto m = LoadStories();
   ASSERT_NE(m, nullptr);
   const int64_t n_vocab = m->config().n_vocab;
@@ -478,24 +499,45 @@ TEST(Forward, AdoptedBlockTablesAreUsedAndNeverGrown) {
   const std::vector<float> want = EvalAll(*m, tokens, {}, pool);
   ContextOptions opts;
   opts.n_kv_blocks = 8;
+  opts.caller_owns_blocks = true;
   auto ctx = LlamaContext::Create(m->config(), opts);
   ASSERT_TRUE(ctx.ok());
+  EXPECT_EQ((*ctx)->local_blocks(), nullptr) << "no second free list of the same memory";
   const SeqId s = (*ctx)->NewSequence();
-  ASSERT_TRUE((*ctx)->sequences().Adopt(s, std::vector<int32_t>{6}, 0).ok());
   std::vector<BatchToken> batch;
   for (size_t i = 0; i < tokens.size(); ++i) {
     batch.push_back({tokens[i], static_cast<int64_t>(i), s, true});
   }
   std::vector<float> got(tokens.size() * n_vocab);
-  // 20 positions need 2 blocks; the adopted table has 1 and is not ours to grow.
-  const Status st = m->Eval(batch, **ctx, pool, got);
+  auto eval = [&](std::vector<int32_t> table, int64_t n_tokens, std::span<const BatchToken> b) {
+    const SeqKv kv{s, table, n_tokens};
+    return m->Eval(b, std::span<const SeqKv>(&kv, 1), **ctx, pool, got);
+  };
+  // 20 positions need 2 blocks; a table of 1 is not the engine's to grow.
+  Status st = eval({6}, 0, batch);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
-  EXPECT_EQ((*ctx)->SequenceLength(s), 0);
-  EXPECT_EQ((*ctx)->sequences().pool().n_free(), 8);
-  // With a scattered two-block table the logits are the same as with pool-managed blocks.
-  ASSERT_TRUE((*ctx)->sequences().Adopt(s, std::vector<int32_t>{6, 3}, 0).ok());
-  ASSERT_TRUE(m->Eval(batch, **ctx, pool, got).ok());
-  ExpectClose(got, want, 1e-6, "adopted table");
+  EXPECT_NE(st.message().find("block table of 1 blocks"), std::string::npos) << st.ToString();
+  st = eval({6, 8}, 0, batch);  // block 8 of an 8-block store
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find("block_table[1] = 8 outside [0, 8)"), std::string::npos)
+      << st.ToString();
+  EXPECT_EQ(m->Eval(batch, **ctx, pool, got).code(), StatusCode::kInvalidArgument)
+      << "the own-blocks Eval on a caller-owned context";
+  // With a scattered two-block table the logits are the same as with the context's own books.
+  ASSERT_TRUE(eval({6, 3}, 0, batch).ok());
+  ExpectClose(got, want, 1e-6, "caller's table");
+  // The caller continues the sequence: the first 12 positions are valid, then 8 more.
+  std::vector<float> tail(8 * n_vocab);
+  const std::vector<int32_t> table = {6, 3};
+  const SeqKv kv{s, table, 12};
+  ASSERT_TRUE(m->Eval(std::span<const BatchToken>(batch).subspan(12), std::span<const SeqKv>(&kv, 1),
+                      **ctx, pool, tail).ok());
+  ExpectClose(tail, std::vector<float>(want.begin() + 12 * n_vocab, want.end()), 1e-6,
+              "continued from a caller's length");
+  // A sequence the batch names without a table.
+  const SeqKv other{s + 1, table, 0};
+  EXPECT_EQ(m->Eval(batch, std::span<const SeqKv>(&other, 1), **ctx, pool, got).code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(Forward, BadBatchesAreRejectedBeforeComputing) {

@@ -181,7 +181,7 @@ TEST(BlockManagerTest, IdenticalBlocksCommittedTwiceStayPrivate) {
 uint64_t ConstantHash(uint64_t, std::span<const int32_t>) { return 42; }
 
 TEST(BlockManagerTest, ForcedHashCollisionsNeverShareDifferentContent) {
-  BlockManager bm(32, 16, &ConstantHash);
+  BlockManager bm(32, &ConstantHash);
   const auto p = Iota(16, 0), q = Iota(16, 500), x = Iota(16, 100);
   RunSeq(bm, 1, Concat(Concat(p, x), {1}));
   RunSeq(bm, 2, Concat(Concat(q, x), {1}));
@@ -302,7 +302,7 @@ class RandomOps {
   void CheckSharedContent(SeqKey s) {
     const auto& toks = seqs_[s].tokens;
     const auto table = bm_.Table(s);
-    const int64_t b = bm_.block_tokens();
+    const int64_t b = kKvBlockTokens;
     for (int64_t i = 0; i < seqs_[s].computed / b; ++i) {
       auto it = written_.find(table[static_cast<size_t>(i)]);
       ASSERT_NE(it, written_.end());
@@ -318,7 +318,7 @@ class RandomOps {
     sh.tokens = RandomTokens();
     const PrefixProbe probe = bm_.ProbePrefix(sh.tokens);
     const int64_t target = static_cast<int64_t>(sh.tokens.size());
-    const int64_t need = bm_.BlocksFor(target) - probe.n_blocks;
+    const int64_t need = KvBlocksFor(target) - probe.n_blocks;
     if (need > bm_.n_available() - probe.n_unreferenced) return;  // would not fit
     Result<int64_t> hit = bm_.MatchPrefix(s, sh.tokens);
     ASSERT_TRUE(hit.ok());
@@ -351,7 +351,7 @@ class RandomOps {
   // "Computes" positions [computed, target): records what each newly filled block holds.
   void Compute(SeqKey s, int64_t target) {
     Shadow& sh = seqs_[s];
-    const int64_t b = bm_.block_tokens();
+    const int64_t b = kKvBlockTokens;
     const auto table = bm_.Table(s);
     for (int64_t i = sh.computed / b; i < target / b; ++i) {
       if ((i + 1) * b > target) break;
@@ -394,13 +394,8 @@ TEST(BlockManagerTest, RandomOperationsKeepInvariants) {
 }
 
 TEST(BlockManagerTest, RandomOperationsWithForcedCollisionsShareOnlyEqualContent) {
-  BlockManager bm(48, 16, &ConstantHash);
+  BlockManager bm(48, &ConstantHash);
   RunRandomOps(bm, 777, 10000);
-}
-
-TEST(BlockManagerTest, RandomOperationsWithTinyBlocks) {
-  BlockManager bm(40, 4);
-  RunRandomOps(bm, 99, 10000);
 }
 
 }  // namespace

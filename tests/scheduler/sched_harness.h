@@ -28,7 +28,7 @@ int32_t FakeToken(RequestId id, int64_t n_generated);
 
 class FakeKv {
  public:
-  FakeKv(int32_t n_blocks, int32_t block_tokens);
+  explicit FakeKv(int32_t n_blocks);
   // Checks and applies one entry; `expected` holds the request's known tokens (>= end_pos).
   // Returns "" when consistent, else a description of the first violation.
   std::string Apply(const StepEntry& e, std::span<const int32_t> expected,
@@ -39,8 +39,7 @@ class FakeKv {
     int32_t token = -1;
     int64_t pos = -1;
   };
-  int32_t block_tokens_;
-  std::vector<Slot> slots_;          // [n_blocks * block_tokens]
+  std::vector<Slot> slots_;          // [n_blocks * kKvBlockTokens]
   std::vector<uint64_t> prefix_fp_;  // [n_blocks] fingerprint of the tokens before the block
 };
 

@@ -10,14 +10,13 @@ int32_t FakeToken(RequestId id, int64_t n_generated) {
   return static_cast<int32_t>(1 + (id * 7919 + n_generated * 104729) % 30000);
 }
 
-FakeKv::FakeKv(int32_t n_blocks, int32_t block_tokens)
-    : block_tokens_(block_tokens),
-      slots_(static_cast<size_t>(n_blocks) * static_cast<size_t>(block_tokens)),
+FakeKv::FakeKv(int32_t n_blocks)
+    : slots_(static_cast<size_t>(n_blocks) * static_cast<size_t>(kKvBlockTokens)),
       prefix_fp_(static_cast<size_t>(n_blocks), 0) {}
 
 std::string FakeKv::Apply(const StepEntry& e, std::span<const int32_t> expected,
                           const BlockManager& bm) {
-  const int64_t b_tokens = block_tokens_;
+  const int64_t b_tokens = kKvBlockTokens;
   const int64_t n = e.end_pos - e.start_pos;
   const std::string who = "request " + std::to_string(e.id) + ": ";
   if (e.start_pos < 0 || n <= 0) return who + "empty or negative range";
@@ -77,7 +76,7 @@ std::string FakeKv::Apply(const StepEntry& e, std::span<const int32_t> expected,
 }
 
 Harness::Harness(const SchedulerConfig& config, int64_t step_us)
-    : config_(config), kv_(config.n_blocks, config.block_tokens), step_us_(step_us) {
+    : config_(config), kv_(config.n_blocks), step_us_(step_us) {
   auto s = Scheduler::Create(config);
   EXPECT_TRUE(s.ok()) << s.status().ToString();
   if (s.ok()) sched_ = std::move(s).value();
