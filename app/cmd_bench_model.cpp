@@ -33,11 +33,18 @@ struct BenchFlags {
   std::string kv_type = "f16";
   PinFlags pin;
   bool profile_ops = false;
+  std::vector<int64_t> verify_k;
 };
 
 nlohmann::json StatsJson(const ThroughputStats& s) {
   return {{"samples_tokens_per_s", s.tokens_per_s}, {"median", s.median}, {"mean", s.mean},
           {"stddev", s.stddev},  {"min", s.min},     {"max", s.max}};
+}
+
+// A verification pass's time against the first k listed (normally 1: a decode step).
+double VsFirst(const ModelBenchResult& r, const VerifyCost& c) {
+  const double base = r.verify.front().median_ms;
+  return base > 0 ? c.median_ms / base : 0;
 }
 
 int Fail(const Status& s) {
@@ -81,6 +88,7 @@ int RunBench(const BenchFlags& f) {
   opts.n_gen = f.n_gen;
   opts.reps = f.reps;
   opts.kv_type = *kv_type;
+  opts.verify_k = f.verify_k;
   OpProfile profile;
   if (f.profile_ops) opts.tg_profile = &profile;
   // The bandwidth reference: sampled just before and just after every tg run (each sample
@@ -168,6 +176,14 @@ int RunBench(const BenchFlags& f) {
       j["tg_seconds"] = res->tg_seconds;
       j["tg_products"] = ops;
     }
+    if (!res->verify.empty()) {
+      nlohmann::json v = nlohmann::json::array();
+      for (const VerifyCost& c : res->verify) {
+        v.push_back({{"k", c.k}, {"step_ms", c.step_ms}, {"median_ms", c.median_ms},
+                     {"vs_k1", VsFirst(*res, c)}});
+      }
+      j["verify"] = v;
+    }
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
@@ -202,6 +218,15 @@ int RunBench(const BenchFlags& f) {
                 res->tg.min, res->tg.max);
   }
   if (f.profile_ops && f.n_gen > 0) PrintProfile(profile, res->tg_seconds);
+  if (!res->verify.empty()) {
+    std::printf("verification passes (k tokens with logits after a 128-token context, rolled "
+                "back; median of %d reps):\n| k | ms per pass | vs the first k | ms per token |\n"
+                "| -: | ----------: | ---------: | -----------: |\n", f.reps);
+    for (const VerifyCost& c : res->verify) {
+      std::printf("| %lld | %.2f | %.2fx | %.2f |\n", static_cast<long long>(c.k), c.median_ms,
+                  VsFirst(*res, c), c.median_ms / static_cast<double>(c.k));
+    }
+  }
   if (probe) {
     std::printf("memory read bandwidth: %.1f GB/s (median of %zu samples%s, %d threads, %lld MiB); "
                 "decode roofline %.1f tok/s; tg reaches %.0f %% of it\n",
@@ -243,6 +268,10 @@ CommandFn RegisterBenchModel(CLI::App& root) {
   AddPinFlags(cmd, &f->pin);
   cmd->add_flag("--profile-ops", f->profile_ops,
                 "Time every matrix product of the tg runs: per-product GB/s and share of tg time");
+  cmd->add_option("--verify-k", f->verify_k,
+                  "Also time verification passes of k tokens (speculative decoding), e.g. 1,2,4,8")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 64));
   cmd->add_option("--kv-type", f->kv_type, "KV cache storage type: f16, f32, q8_0")
       ->capture_default_str();
   return [f] { return RunBench(*f); };

@@ -78,6 +78,52 @@ ThroughputStats Summarize(std::vector<double> samples) {
   return s;
 }
 
+// Passes of k tokens after a fixed context, each rolled back (TruncateSequence) so every pass
+// sees the same context length; the k values alternate inside each repetition so a drift of
+// the machine's speed touches all of them alike.
+static Status MeasureVerify(const LlamaModel& model, ComputePool& pool, const ModelBenchOptions& opts,
+                            ModelBenchResult* out) {
+  if (opts.verify_k.empty()) return Status::Ok();
+  const ModelConfig& cfg = model.config();
+  const int64_t max_k = *std::max_element(opts.verify_k.begin(), opts.verify_k.end());
+  if (*std::min_element(opts.verify_k.begin(), opts.verify_k.end()) < 1 || max_k > 64) {
+    return InvalidArgument("bench-model: --verify-k values must be in [1, 64]");
+  }
+  ContextOptions copts;
+  copts.n_ctx = opts.verify_context + max_k + 1;
+  copts.max_batch_tokens = std::max<int64_t>(opts.verify_context, max_k);
+  copts.kv_type = opts.kv_type;
+  LL_ASSIGN_OR_RETURN(auto ctx, LlamaContext::Create(cfg, copts));
+  std::vector<float> logits(static_cast<size_t>(max_k * cfg.n_vocab));
+  const SeqId seq = ctx->NewSequence();
+  const std::vector<int32_t> ids = BenchTokens(opts.verify_context + max_k, cfg.n_vocab);
+  std::vector<BatchToken> batch;
+  for (int64_t i = 0; i < opts.verify_context; ++i) batch.push_back({ids[i], i, seq, false});
+  batch.back().want_logits = true;
+  LL_RETURN_IF_ERROR(model.Eval(batch, *ctx, pool, logits));
+  out->verify.assign(opts.verify_k.size(), {});
+  for (size_t j = 0; j < opts.verify_k.size(); ++j) out->verify[j].k = opts.verify_k[j];
+  for (int rep = 0; rep < opts.reps; ++rep) {
+    for (VerifyCost& v : out->verify) {
+      batch.clear();
+      for (int64_t i = 0; i < v.k; ++i) {
+        const int64_t pos = opts.verify_context + i;
+        batch.push_back({ids[static_cast<size_t>(pos)], pos, seq, true});
+      }
+      std::vector<double> ms;
+      for (int step = 0; step < opts.verify_steps; ++step) {
+        const auto t0 = std::chrono::steady_clock::now();
+        LL_RETURN_IF_ERROR(model.Eval(batch, *ctx, pool, logits));
+        ms.push_back(Seconds(t0) * 1e3);
+        LL_RETURN_IF_ERROR(ctx->TruncateSequence(seq, opts.verify_context));
+      }
+      v.step_ms.push_back(MedianOf(ms));
+    }
+  }
+  for (VerifyCost& v : out->verify) v.median_ms = MedianOf(v.step_ms);
+  return ctx->ReleaseSequence(seq);
+}
+
 Result<ModelBenchResult> RunModelBench(const LlamaModel& model, ComputePool& pool,
                                        const ModelBenchOptions& opts) {
   const ModelConfig& cfg = model.config();
@@ -149,6 +195,7 @@ Result<ModelBenchResult> RunModelBench(const LlamaModel& model, ComputePool& poo
   }
   out.pp = Summarize(std::move(pp));
   out.tg = Summarize(std::move(tg));
+  LL_RETURN_IF_ERROR(MeasureVerify(model, pool, opts, &out));
   return out;
 }
 

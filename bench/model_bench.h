@@ -31,6 +31,18 @@ struct ModelBenchOptions {
   // values (GB/s of a bandwidth probe) go to ModelBenchResult::tg_bandwidth_gb_per_s, so
   // each run has a reference measured beside it.
   std::function<double()> bandwidth_sample;
+  // Verification steps (speculative decoding): for each k, the time of one forward pass over
+  // k tokens of one sequence with logits for all k, continuing a verify_context-token
+  // context and rolled back after each pass (as rejected drafts are). k = 1 is a decode step.
+  std::vector<int64_t> verify_k;
+  int64_t verify_context = 128;
+  int verify_steps = 16;  // passes per k and repetition
+};
+
+struct VerifyCost {
+  int64_t k = 0;
+  std::vector<double> step_ms;  // median pass time of each repetition
+  double median_ms = 0;
 };
 
 struct ThroughputStats {
@@ -50,6 +62,7 @@ struct ModelBenchResult {
   uint64_t model_bytes = 0;             // all tensor data
   uint64_t n_params = 0;
   int64_t n_expert = 0, n_expert_used = 0;
+  std::vector<VerifyCost> verify;  // in verify_k's order
 };
 
 // Bytes of weights a batch-1 decode step streams: every layer matrix plus the output matrix

@@ -103,6 +103,35 @@ TEST(BenchModelCli, ProfiledProductsAccountForEveryWeightByte) {
   EXPECT_FALSE(nlohmann::json::parse(plain.out).contains("tg_products"));
 }
 
+// bench-model --verify-k: one entry per k in the order given, one median per repetition,
+// the reported median and ratio recomputed from those; an out-of-range k is refused by name.
+TEST(BenchModelCli, VerificationPassesAreTimedPerK) {
+  const int reps = 3;
+  const std::string bench = LifelineBinary() + " bench-model -m " +
+                            SharedPath("models/stories260K.gguf") + " -t 1 --no-bandwidth -p 0 -n 0";
+  const auto r = RunShell(bench + " -r " + std::to_string(reps) + " --verify-k 1,4,2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.contains("verify")) << r.out;
+  const auto& v = j["verify"];
+  ASSERT_EQ(v.size(), 3u);
+  const std::vector<int64_t> ks = {1, 4, 2};
+  for (size_t i = 0; i < ks.size(); ++i) {
+    EXPECT_EQ(v[i]["k"].get<int64_t>(), ks[i]);
+    std::vector<double> ms = v[i]["step_ms"].get<std::vector<double>>();
+    ASSERT_EQ(ms.size(), static_cast<size_t>(reps));
+    for (double m : ms) EXPECT_GT(m, 0);
+    std::sort(ms.begin(), ms.end());
+    EXPECT_DOUBLE_EQ(v[i]["median_ms"].get<double>(), ms[1]);
+    EXPECT_DOUBLE_EQ(v[i]["vs_k1"].get<double>(),
+                     v[i]["median_ms"].get<double>() / v[0]["median_ms"].get<double>());
+  }
+  EXPECT_FALSE(nlohmann::json::parse(RunShell(bench + " -r 1 --json").out).contains("verify"));
+  const auto bad = RunShell(bench + " -r 1 --verify-k 1,65 2>&1");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.out.find("--verify-k"), std::string::npos) << bad.out;
+}
+
 // bench-model samples the bandwidth just before and just after every tg run, and compares
 // each run with the mean of its two samples (recomputed here from the printed samples).
 TEST(BenchModelCli, BandwidthIsSampledBesideEveryTgRun) {
