@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "base/checked_math.h"
+#include "scheduler/draft.h"
 
 namespace lifeline {
 namespace {
@@ -67,6 +68,13 @@ Status Scheduler::SetKnobs(const SchedulerKnobs& knobs) {
       return InvalidArgument("preferred_batch_sizes[" + Num(static_cast<int64_t>(i)) + "]: " +
                              Num(p) + " must be >= 1 and above the previous size");
     }
+  }
+  if (knobs.spec_tokens < 0 || knobs.spec_tokens > kMaxSpecTokens) {
+    return InvalidArgument("spec_tokens: " + Num(knobs.spec_tokens) + " outside [0, " +
+                           Num(kMaxSpecTokens) + "]");
+  }
+  if (knobs.spec_step_tokens < 1) {
+    return InvalidArgument("spec_step_tokens: " + Num(knobs.spec_step_tokens) + " < 1");
   }
   knobs_ = knobs;
   return Status::Ok();
@@ -191,7 +199,8 @@ void Scheduler::ExpireWaiting(int64_t now_us, StepPlan* plan) {
   }
 }
 
-void Scheduler::AddEntry(Request& r, int64_t n_positions, bool is_decode, StepPlan* plan) {
+void Scheduler::AddEntry(Request& r, int64_t n_positions, bool is_decode, StepPlan* plan,
+                         std::vector<int32_t> draft) {
   LL_CHECK(n_positions >= 1);
   StepEntry e;
   e.id = r.id;
@@ -200,15 +209,48 @@ void Scheduler::AddEntry(Request& r, int64_t n_positions, bool is_decode, StepPl
   e.start_pos = r.n_computed;
   e.end_pos = r.n_computed + n_positions;
   LL_CHECK(e.end_pos <= r.n_tokens());
-  LL_CHECK(KvBlocksFor(e.end_pos) <= static_cast<int64_t>(e.block_table.size()));
   e.tokens.assign(r.tokens.begin() + e.start_pos, r.tokens.begin() + e.end_pos);
   e.want_logits.assign(static_cast<size_t>(n_positions), 0);
   if (e.end_pos == r.n_tokens()) e.want_logits.back() = 1;
+  if (!draft.empty()) {  // a decode: [last known] ++ draft, logits at every position
+    LL_CHECK(is_decode && n_positions == 1);
+    e.tokens.insert(e.tokens.end(), draft.begin(), draft.end());
+    e.end_pos += static_cast<int64_t>(draft.size());
+    e.want_logits.assign(e.tokens.size(), 1);
+    e.draft = std::move(draft);
+  }
+  LL_CHECK(KvBlocksFor(e.end_pos) <= static_cast<int64_t>(e.block_table.size()));
   e.is_decode = is_decode;
   scheduled_this_step_.emplace(r.id, static_cast<int64_t>(plan->entries.size()));
+  budget_tokens_ -= e.end_pos - e.start_pos;
   plan->entries.push_back(std::move(e));
-  budget_tokens_ -= n_positions;
   --slots_;
+}
+
+// Drafts go to the most important decodes first, only while nobody waits (a new request's
+// first token matters more than a running one's next few), within the step's verification
+// cap and budget, the request's max_tokens (the bonus token after the draft is one of them)
+// and context, and never at the price of a preemption: no free blocks, no draft.
+std::vector<int32_t> Scheduler::DraftFor(Request& r, int64_t* spec_budget) {
+  std::vector<int32_t> none;
+  if (knobs_.spec_tokens <= 0 || !waiting_.empty()) return none;
+  int64_t k = std::min<int64_t>({knobs_.spec_tokens, *spec_budget - 1, budget_tokens_ - 1,
+                                 r.max_tokens - r.n_generated() - 1});
+  if (config_.max_seq_tokens > 0) k = std::min<int64_t>(k, config_.max_seq_tokens - r.n_tokens());
+  // A request whose drafts keep missing gets shorter ones: from 8 drafted tokens on, k
+  // follows twice its acceptance rate (rate >= 1/2 keeps the full length).
+  if (r.spec_drafted >= 8) {
+    const double rate = static_cast<double>(r.spec_accepted) / static_cast<double>(r.spec_drafted);
+    k = std::min<int64_t>(k, std::max<int64_t>(1, static_cast<int64_t>(2.0 * rate * k)));
+  }
+  if (k < 1) return none;
+  DraftOptions o;
+  o.max_tokens = static_cast<int32_t>(k);
+  std::vector<int32_t> draft = PromptLookupDraft(r.tokens, o);
+  if (draft.empty()) return none;
+  if (!blocks_.Allocate(r.id, r.n_computed + 1 + static_cast<int64_t>(draft.size()))) return none;
+  *spec_budget -= static_cast<int64_t>(draft.size());
+  return draft;
 }
 
 Request* Scheduler::PickVictim(const Request* than) {
@@ -251,6 +293,8 @@ void Scheduler::ScheduleDecodes(StepPlan* plan) {
   auto by_importance = [this](const Request& a, const Request& b) {
     return MoreImportant(a, b);
   };
+  // Verification tokens the step may still take: decodes plus drafts.
+  int64_t spec_budget = knobs_.spec_step_tokens;
   for (RequestId id : SortedBy(running_, live_, by_importance)) {
     if (budget_tokens_ <= 0 || slots_ <= 0) break;
     Request& r = live_.at(id);
@@ -263,7 +307,10 @@ void Scheduler::ScheduleDecodes(StepPlan* plan) {
       Preempt(*victim, plan);
       if (preempted_self) break;
     }
-    if (!preempted_self) AddEntry(r, 1, /*is_decode=*/true, plan);
+    if (preempted_self) continue;
+    std::vector<int32_t> draft = DraftFor(r, &spec_budget);
+    --spec_budget;
+    AddEntry(r, 1, /*is_decode=*/true, plan, std::move(draft));
   }
 }
 
@@ -397,7 +444,7 @@ StepPlan Scheduler::Schedule(int64_t now_us) {
     rec.own_tokens = static_cast<int32_t>(e.end_pos - e.start_pos);
     r.batches.push_back(rec);
     if (!r.first_scheduled_us) r.first_scheduled_us = now_us;
-    in_flight_.push_back({e.id, e.end_pos, e.wants_token()});
+    in_flight_.push_back({e.id, e.end_pos, e.wants_token(), e.draft});
   }
   if (!plan.entries.empty()) ++stats_.steps;
   return plan;
@@ -421,7 +468,27 @@ std::vector<Request> Scheduler::Update(std::span<const StepResult> results, int6
       finished.push_back(Finish(f.id, FinishReason::kError, std::move(msg), now_us));
       continue;
     }
-    r.n_computed = f.end_pos;
+    // Speculation: the accepted drafts must be a prefix of the draft, or the engine and the
+    // books disagree about what sits in the cache.
+    const size_t ahead = res != nullptr ? res->tokens_ahead.size() : 0;
+    if (ahead > f.draft.size() ||
+        (ahead > 0 && !std::equal(res->tokens_ahead.begin(), res->tokens_ahead.end(), f.draft.begin()))) {
+      finished.push_back(Finish(f.id, FinishReason::kError,
+                                "engine reported " + Num(static_cast<int64_t>(ahead)) +
+                                    " accepted tokens that are not a prefix of the " +
+                                    Num(static_cast<int64_t>(f.draft.size())) + "-token draft",
+                                now_us));
+      continue;
+    }
+    // Positions hold valid K/V up to the last accepted draft; the rest of the draft's are
+    // rewritten by later steps.
+    r.n_computed = f.end_pos - static_cast<int64_t>(f.draft.size() - ahead);
+    r.tokens.insert(r.tokens.end(), f.draft.begin(), f.draft.begin() + static_cast<std::ptrdiff_t>(ahead));
+    r.spec_drafted += static_cast<int64_t>(f.draft.size());
+    r.spec_accepted += static_cast<int64_t>(ahead);
+    stats_.spec_drafted += static_cast<int64_t>(f.draft.size());
+    stats_.spec_accepted += static_cast<int64_t>(ahead);
+    if (ahead > 0 && !r.first_token_us) r.first_token_us = now_us;
     Status st = blocks_.CommitFullBlocks(f.id, r.tokens, r.n_computed);
     LL_CHECK(st.ok());
     FinishReason reason = res != nullptr ? res->finish : FinishReason::kNone;

@@ -7,7 +7,13 @@
 //      requests whose deadline has passed (now >= deadline) -- they are never run.
 //   2. Decodes first: one token for every DECODING request, most important first
 //      (priority desc, then arrival, then id), up to max_running sequences and the
-//      max_step_tokens budget.
+//      max_step_tokens budget. With speculation (knobs spec_tokens > 0) and no request
+//      waiting, a decode may carry drafted tokens (draft.h) after its last known token, all
+//      with logits, while the step's verification tokens stay within spec_step_tokens; the
+//      engine samples row by row and stops at the first sample that differs from the draft
+//      (StepResult::tokens_ahead), so what is generated is exactly what one-at-a-time
+//      decoding would have sampled. Rejected positions are simply not counted as computed:
+//      their K/V is overwritten later, and their blocks stay in the table for that.
 //   3. Chunked prefill of admitted PREFILLING requests with the remaining budget, same order,
 //      so a long prompt is spread over steps and never delays anyone's next token.
 //   4. Admission of waiting requests in QueuePolicy order while budget and slots remain:
@@ -84,6 +90,9 @@ struct SchedulerConfig {
   int64_t prefix_cache_reserve_blocks = -1;
 };
 
+// Most drafted tokens per decode (SchedulerKnobs::spec_tokens).
+inline constexpr int32_t kMaxSpecTokens = 16;
+
 // The knobs the SLO controller may change between steps.
 struct SchedulerKnobs {
   int32_t max_running = 0;
@@ -91,6 +100,11 @@ struct SchedulerKnobs {
   // Batching window (as Triton's dynamic batcher; see "Batching window" above). 0 = off.
   int64_t max_queue_delay_us = 0;
   std::vector<int32_t> preferred_batch_sizes;  // strictly ascending, each >= 1; may be empty
+  // Speculative decoding: drafted tokens per decode (0 = off) and the cap on a step's decode
+  // tokens plus drafts (drafting stops adding where verification would make the step
+  // compute-bound rather than read-bound; see docs/performance.md).
+  int32_t spec_tokens = 0;
+  int64_t spec_step_tokens = 16;
 };
 
 struct NewRequest {
@@ -111,7 +125,10 @@ struct StepEntry {
   std::vector<int32_t> tokens;       // [end_pos - start_pos] token at each position
   std::vector<uint8_t> want_logits;  // [end_pos - start_pos] 1 only at the request's last
                                      // known token: sample the next token from it
-  bool is_decode = false;            // a one-token step of a DECODING request
+  bool is_decode = false;            // a one-token step of a DECODING request (plus drafts)
+  // Drafted tokens after the last known one (speculation): tokens = [last known] ++ draft,
+  // end_pos = start_pos + 1 + draft.size(), and every position wants logits.
+  std::vector<int32_t> draft;
 
   bool wants_token() const { return !want_logits.empty() && want_logits.back() != 0; }
 };
@@ -136,6 +153,9 @@ struct StepResult {
   std::optional<int32_t> token;       // sampled token; appended before `finish` applies
   FinishReason finish = FinishReason::kNone;  // kStop (caller's stop rule), kError, ...
   std::string error_message;          // for kError
+  // Speculation: the samples before `token` that equalled the entry's draft, in order (a
+  // prefix of it); they are appended first, and their positions count as computed.
+  std::vector<int32_t> tokens_ahead;
 };
 
 struct SchedulerStats {
@@ -153,6 +173,8 @@ struct SchedulerStats {
   int64_t waiting_tokens = 0;     // now: known tokens of queued requests
   int64_t window_waits = 0;       // batching-window holds begun (a held step after one not held)
   int64_t window_held_steps = 0;  // Schedule calls whose admission the window held
+  int64_t spec_drafted = 0;       // drafted tokens sent for verification
+  int64_t spec_accepted = 0;      // of those, sampled by the model (tokens gained)
 };
 
 class Scheduler {
@@ -209,7 +231,10 @@ class Scheduler {
   // important than `than`; nullptr when none.
   Request* PickVictim(const Request* than);
   void Preempt(Request& req, StepPlan* plan);
-  void AddEntry(Request& req, int64_t n_positions, bool is_decode, StepPlan* plan);
+  void AddEntry(Request& req, int64_t n_positions, bool is_decode, StepPlan* plan,
+                std::vector<int32_t> draft = {});
+  // The draft for a DECODING request this step (empty: none), its blocks allocated.
+  std::vector<int32_t> DraftFor(Request& req, int64_t* spec_budget);
   // Removes the request from the books, frees its blocks, and returns it finished.
   Request Finish(RequestId id, FinishReason reason, std::string message, int64_t now_us);
   void EraseFrom(std::vector<RequestId>& list, RequestId id);
@@ -232,6 +257,7 @@ class Scheduler {
     RequestId id;
     int64_t end_pos;
     bool wants_token;
+    std::vector<int32_t> draft;  // the entry's drafted tokens (empty without speculation)
   };
   std::vector<InFlight> in_flight_;
   std::unordered_map<RequestId, int64_t> scheduled_this_step_;  // id -> entry index

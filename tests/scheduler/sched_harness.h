@@ -29,8 +29,10 @@ int32_t FakeToken(RequestId id, int64_t n_generated);
 class FakeKv {
  public:
   explicit FakeKv(int32_t n_blocks);
-  // Checks and applies one entry; `expected` holds the request's known tokens (>= end_pos).
-  // Returns "" when consistent, else a description of the first violation.
+  // Checks and applies one entry; `expected` holds the request's known tokens (>= end_pos,
+  // or >= start_pos + 1 for an entry with a draft, whose drafted positions are written with
+  // the draft's tokens: if a rejected draft's K/V were ever read as valid, a later Apply
+  // finds the wrong token there). Returns "" when consistent, else the first violation.
   std::string Apply(const StepEntry& e, std::span<const int32_t> expected,
                     const BlockManager& bm);
 
@@ -45,6 +47,8 @@ class FakeKv {
 
 // Decides, per produced token, whether the caller's stop rule ends the request.
 using StopRule = std::function<bool(RequestId id, int32_t token, int64_t n_generated)>;
+// The fake model's token for request `id` after `n_generated` tokens (default FakeToken).
+using TokenFn = std::function<int32_t(RequestId id, int64_t n_generated)>;
 
 class Harness {
  public:
@@ -67,6 +71,7 @@ class Harness {
   int64_t RunUntilIdle(int64_t max_steps);
 
   void set_stop_rule(StopRule rule) { stop_rule_ = std::move(rule); }
+  void set_token_fn(TokenFn fn) { token_fn_ = std::move(fn); }
   // Requests for which the fake engine reports an error in their next step.
   void FailNext(RequestId id) { fail_next_.push_back(id); }
   std::map<RequestId, Request>& finished() { return finished_; }
@@ -91,6 +96,7 @@ class Harness {
   std::vector<StepPlan> plans_;
   std::set<RequestId> admitted_;  // ran since their last admission (not preempted since)
   StopRule stop_rule_;
+  TokenFn token_fn_ = FakeToken;
 };
 
 }  // namespace lifeline::testing

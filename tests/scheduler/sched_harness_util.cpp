@@ -18,35 +18,47 @@ std::string FakeKv::Apply(const StepEntry& e, std::span<const int32_t> expected,
                           const BlockManager& bm) {
   const int64_t b_tokens = kKvBlockTokens;
   const int64_t n = e.end_pos - e.start_pos;
+  const int64_t n_draft = static_cast<int64_t>(e.draft.size());
   const std::string who = "request " + std::to_string(e.id) + ": ";
   if (e.start_pos < 0 || n <= 0) return who + "empty or negative range";
-  if (static_cast<int64_t>(expected.size()) < e.end_pos) {
+  if (static_cast<int64_t>(expected.size()) < e.end_pos - n_draft) {
     return who + "end_pos " + std::to_string(e.end_pos) + " beyond its " +
            std::to_string(expected.size()) + " known tokens";
+  }
+  if (n_draft > 0 && (!e.is_decode || n != 1 + n_draft ||
+                      e.start_pos + 1 != static_cast<int64_t>(expected.size()))) {
+    return who + "a draft on an entry that is not the decode of the last known token";
   }
   if (static_cast<int64_t>(e.tokens.size()) != n ||
       static_cast<int64_t>(e.want_logits.size()) != n) {
     return who + "tokens/want_logits sizes do not match the range";
   }
+  // The sequence as this entry computes it: known tokens, then the draft.
+  std::vector<int32_t> seq(expected.begin(), expected.begin() + e.start_pos);
+  seq.insert(seq.end(), e.tokens.begin(), e.tokens.end());
   for (int64_t i = 0; i < n; ++i) {
-    if (e.tokens[static_cast<size_t>(i)] != expected[static_cast<size_t>(e.start_pos + i)]) {
-      return who + "plan token at position " + std::to_string(e.start_pos + i) + " is wrong";
+    const int64_t p = e.start_pos + i;
+    if (i < n - n_draft && e.tokens[static_cast<size_t>(i)] != expected[static_cast<size_t>(p)]) {
+      return who + "plan token at position " + std::to_string(p) + " is wrong";
+    }
+    if (i >= n - n_draft && e.tokens[static_cast<size_t>(i)] != e.draft[static_cast<size_t>(i - (n - n_draft))]) {
+      return who + "plan token at drafted position " + std::to_string(p) + " is not the draft's";
     }
     const bool last = i == n - 1;
-    const bool want = last && e.end_pos == static_cast<int64_t>(expected.size());
+    const bool want = n_draft > 0 || (last && e.end_pos == static_cast<int64_t>(expected.size()));
     if ((e.want_logits[static_cast<size_t>(i)] != 0) != want) {
-      return who + "want_logits wrong at position " + std::to_string(e.start_pos + i);
+      return who + "want_logits wrong at position " + std::to_string(p);
     }
   }
   if (static_cast<int64_t>(e.block_table.size()) < (e.end_pos + b_tokens - 1) / b_tokens) {
     return who + "block table too short for end_pos " + std::to_string(e.end_pos);
   }
-  // FNV-1a over the 32-bit token values: fp[k] fingerprints expected[0, k).
+  // FNV-1a over the 32-bit token values: fp[k] fingerprints seq[0, k).
   std::vector<uint64_t> fp(static_cast<size_t>(e.end_pos) + 1);
   fp[0] = 1469598103934665603ULL;
   for (int64_t k = 0; k < e.end_pos; ++k) {
     fp[static_cast<size_t>(k) + 1] =
-        (fp[static_cast<size_t>(k)] ^ static_cast<uint32_t>(expected[static_cast<size_t>(k)])) *
+        (fp[static_cast<size_t>(k)] ^ static_cast<uint32_t>(seq[static_cast<size_t>(k)])) *
         1099511628211ULL;
   }
   for (int64_t p = 0; p < e.start_pos; ++p) {
@@ -68,8 +80,7 @@ std::string FakeKv::Apply(const StepEntry& e, std::span<const int32_t> expected,
       return who + "writes position " + std::to_string(p) + " into shared block " +
              std::to_string(b);
     }
-    slots_[static_cast<size_t>(b * b_tokens + p % b_tokens)] = {
-        expected[static_cast<size_t>(p)], p};
+    slots_[static_cast<size_t>(b * b_tokens + p % b_tokens)] = {seq[static_cast<size_t>(p)], p};
     if (p % b_tokens == 0) prefix_fp_[static_cast<size_t>(b)] = fp[static_cast<size_t>(p)];
   }
   return "";
@@ -171,11 +182,24 @@ StepPlan Harness::Step() {
     const Request* live = sched_->Find(e.id);
     EXPECT_NE(live, nullptr);
     if (live == nullptr) continue;
-    const int64_t n_gen = static_cast<int64_t>(exp.size()) - live->n_prompt_tokens;
-    const int32_t tok = FakeToken(e.id, n_gen);
-    exp.push_back(tok);
-    const bool stop = stop_rule_ && stop_rule_(e.id, tok, n_gen + 1);
-    results.push_back({e.id, tok, stop ? FinishReason::kStop : FinishReason::kNone, ""});
+    // Row by row as the engine samples: a sample equal to the draft at that row is accepted
+    // and the next row is read; the first other sample (or the one after the whole draft)
+    // ends the step, as does the stop rule.
+    StepResult res{e.id, std::nullopt, FinishReason::kNone, "", {}};
+    for (size_t row = 0; row <= e.draft.size(); ++row) {
+      const int64_t n_gen = static_cast<int64_t>(exp.size()) - live->n_prompt_tokens;
+      const int32_t tok = token_fn_(e.id, n_gen);
+      exp.push_back(tok);
+      const bool stop = stop_rule_ && stop_rule_(e.id, tok, n_gen + 1);
+      if (!stop && row < e.draft.size() && tok == e.draft[row]) {
+        res.tokens_ahead.push_back(tok);
+        continue;
+      }
+      res.token = tok;
+      if (stop) res.finish = FinishReason::kStop;
+      break;
+    }
+    results.push_back(std::move(res));
   }
   for (Request& r : sched_->Update(results, now_us_)) Record(std::move(r));
   const Status st = sched_->CheckInvariants();
