@@ -33,6 +33,8 @@ struct ServeFlags {
   // The engine's own defaults, so the flags' defaults cannot drift from them.
   int64_t kv_memory_mib = static_cast<int64_t>(serving::ModelEngineOptions{}.kv_memory_bytes >> 20);
   int32_t max_running = serving::ModelEngineOptions{}.max_running;
+  int32_t speculate = serving::ModelEngineOptions{}.spec_tokens;
+  int64_t spec_step_tokens = serving::ModelEngineOptions{}.spec_step_tokens;
   int64_t max_step_tokens = serving::ModelEngineOptions{}.max_step_tokens;
   int32_t max_waiting = serving::ModelEngineOptions{}.max_waiting;
   int32_t default_max_tokens = serving::ModelEngineOptions{}.default_max_tokens;
@@ -264,6 +266,8 @@ int RunServe(ServeFlags f) {
     o.chat_template = f.chat_template;
     o.calibrate = true;  // admission's speed estimate from the first request on
     o.prefix_cache_reserve_tokens = f.prefix_cache_reserve_tokens;
+    o.spec_tokens = f.speculate;
+    o.spec_step_tokens = f.spec_step_tokens;
     auto engine = serving::ModelEngine::Create(std::move(loaded->model),
                                                std::move(loaded->tokenizer), o);
     if (!engine.ok()) return Fail(Status(engine.status().code(), name + ": " + engine.status().message()));
@@ -336,6 +340,16 @@ CommandFn RegisterServe(CLI::App& root) {
                   "Tokens per engine step (decodes + chunked prefill)")->capture_default_str();
   cmd->add_option("--max-waiting", f->max_waiting, "Queued requests per model before 429")
       ->capture_default_str();
+  cmd->add_option("--speculate", f->speculate,
+                  "Speculative decoding by prompt lookup: drafted tokens per decode, verified in "
+                  "one pass (0 = off; output unchanged either way)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, static_cast<int>(kMaxSpecTokens)));
+  cmd->add_option("--spec-step-tokens", f->spec_step_tokens,
+                  "Most decode + drafted tokens a step verifies; no drafts beyond it or while "
+                  "requests wait")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--default-max-tokens", f->default_max_tokens,
                   "max_tokens when a request gives none")->capture_default_str();
   AddChatTemplateFlags(cmd, &f->chat_template);

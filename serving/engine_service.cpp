@@ -501,6 +501,13 @@ std::string EngineService::MetricsText() const {
              [](const EngineSnapshot& s) { return s.prompt_tokens; });
   per_engine("lifeline_generation_tokens_total", "counter", "Tokens generated (every choice).",
              [](const EngineSnapshot& s) { return s.generation_tokens; });
+  per_engine("lifeline_spec_drafted_tokens_total", "counter",
+             "Speculative decoding: drafted tokens sent for verification.",
+             [](const EngineSnapshot& s) { return s.spec_drafted; });
+  per_engine("lifeline_spec_accepted_tokens_total", "counter",
+             "Speculative decoding: drafted tokens the model sampled (generated without a step "
+             "of their own).",
+             [](const EngineSnapshot& s) { return s.spec_accepted; });
   per_engine("lifeline_preemptions_total", "counter",
              "Sequences preempted (recomputed later) for KV space.",
              [](const EngineSnapshot& s) { return s.preemptions; });

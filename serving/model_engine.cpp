@@ -166,11 +166,32 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
   // Higher priority first, then earliest deadline (requests without one last), then arrival.
   scfg.queue_order = QueueOrder::kEdfWithinPriority;
   LL_ASSIGN_OR_RETURN(e->scheduler_, Scheduler::Create(scfg));
+  if (options.spec_tokens < 0 || options.spec_tokens > kMaxSpecTokens) {
+    return InvalidArgument("speculate: " + std::to_string(options.spec_tokens) +
+                           " drafted tokens per decode outside [0, " +
+                           std::to_string(kMaxSpecTokens) + "]");
+  }
+  if (options.spec_step_tokens < 1 || options.spec_step_tokens > options.max_step_tokens) {
+    return InvalidArgument("spec-step-tokens: " + std::to_string(options.spec_step_tokens) +
+                           " outside [1, max-step-tokens = " +
+                           std::to_string(options.max_step_tokens) + "]");
+  }
+  // A rejected draft would have advanced the sliding-window tables past where the sequence
+  // continues; such models decode one token at a time.
+  const int32_t spec_tokens = plan.windowed ? 0 : options.spec_tokens;
+  {
+    SchedulerKnobs k = e->scheduler_->knobs();
+    k.spec_tokens = spec_tokens;
+    k.spec_step_tokens = options.spec_step_tokens;
+    LL_RETURN_IF_ERROR(e->scheduler_->SetKnobs(k));
+  }
   e->pool_ = std::make_unique<ComputePool>(options.threads, options.pin_cpus);
   // One row per sequence that samples this step: the scheduler asks for logits only at a
-  // request's last position (StepEntry::want_logits), so at most max_running rows. (Sized by
+  // request's last position (StepEntry::want_logits), so at most max_running rows, plus the
+  // drafted positions under speculation (fewer than spec_step_tokens per step). (Sized by
   // max_step_tokens this was 155 MB zeroed at start for a 151k vocabulary.)
-  e->logits_.resize(static_cast<size_t>(options.max_running) * static_cast<size_t>(cfg.n_vocab));
+  const int64_t logit_rows = options.max_running + (spec_tokens > 0 ? options.spec_step_tokens : 0);
+  e->logits_.resize(static_cast<size_t>(logit_rows) * static_cast<size_t>(cfg.n_vocab));
   e->snapshot_.kv_blocks_total = n_blocks;
   e->snapshot_.kv_blocks_free = n_blocks;
   return e;
@@ -585,6 +606,8 @@ void ModelEngine::Complete(Live& live, const Request& r) {
     open_requests_.fetch_sub(1);  // before the event: the client must not see it first
     nlohmann::json timings = tm.ToJson(g->usage.prompt_tokens, g->usage.cached_tokens,
                                        g->usage.completion_tokens, live.preemptions);
+    timings["spec_drafted"] = g->spec_drafted;
+    timings["spec_accepted"] = g->spec_accepted;
     // The `lifeline` extension object: what the SLO ladder did to this request (any choice).
     nlohmann::json ext = nlohmann::json::object();
     if (!g->truncation.is_null()) {

@@ -82,6 +82,12 @@ struct ModelEngineOptions {
   // thread and feed them to SloHooks::speeds (model_engine_calibrate.cpp), so admission
   // predicts from the first request on. Off: the estimate starts with the first requests.
   bool calibrate = false;
+  // Speculative decoding by prompt lookup (scheduler/draft.h): drafted tokens per decode,
+  // 0 = off; and the most verification tokens (decodes + drafts) a step may carry, above
+  // which drafting stops because the step turns compute-bound. Off for models whose
+  // sliding-window layers keep their own KV (a rejected draft would have advanced it).
+  int32_t spec_tokens = 0;
+  int64_t spec_step_tokens = 16;
 };
 
 struct EngineSnapshot {
@@ -101,6 +107,8 @@ struct EngineSnapshot {
   int64_t deadline_stops = 0;  // requests stopped at their deadline (ladder level >= 1)
   int64_t prompt_tokens = 0;      // prompt tokens of accepted requests (each prompt once)
   int64_t generation_tokens = 0;  // tokens generated, every choice
+  int64_t spec_drafted = 0;       // speculation: drafted tokens verified
+  int64_t spec_accepted = 0;      // of those, sampled by the model
 };
 
 // The SLO control plane's objects an engine uses, borrowed (they must outlive the engine):
@@ -302,7 +310,7 @@ class ModelEngine {
   std::unique_ptr<Scheduler> scheduler_;
   std::unordered_map<RequestId, std::unique_ptr<Live>> live_;           // by scheduler id
   std::unordered_map<server::RequestHandle, std::shared_ptr<Group>> groups_;
-  std::vector<float> logits_;  // [max_running, n_vocab]: the rows of the sequences that sample
+  std::vector<float> logits_;  // [max_running + spec_step_tokens, n_vocab]: rows that sample
   // Prompts whose first choice sampled this step: their waiting choices start after Update.
   std::vector<std::pair<std::shared_ptr<Group>, int32_t>> release_;
 

@@ -32,6 +32,8 @@ struct ModelEngine::Group {
   std::vector<std::unique_ptr<Live>> deferred;  // choices waiting for their prompt's first
   PreparedRequest prepared;      // what the choices' outputs are built from
   nlohmann::json truncation;     // the first truncated choice's `lifeline` object (or null)
+  int64_t spec_drafted = 0;      // speculation, all choices: drafted tokens verified ...
+  int64_t spec_accepted = 0;     // ... and the ones the model sampled (timings)
 };
 
 struct ModelEngine::Live {

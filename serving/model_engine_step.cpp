@@ -145,8 +145,9 @@ std::vector<StepResult> ModelEngine::ProcessOutputs(const StepPlan& plan,
     const StepEntry& e = plan.entries[i];
     Live* live = entry_live[i];
     const bool wants = e.wants_token();
+    // The entry's logits rows: its last position, or with a draft every position.
     float* row = wants ? logits_.data() + logit_row * n_vocab : nullptr;
-    if (wants) ++logit_row;
+    logit_row += std::count(e.want_logits.begin(), e.want_logits.end(), uint8_t{1});
     if (live == nullptr) continue;
     RequestTiming& tm = live->timing;
     tm.Charge(&tm.queue_ms, t_step0);
@@ -168,13 +169,19 @@ std::vector<StepResult> ModelEngine::ProcessOutputs(const StepPlan& plan,
       echo.index = live->index;
       g.sink(std::move(echo));
     }
-    TokenStep step = live->out->Next(row, static_cast<int32_t>(n_vocab));
-    if (step.outcome == TokenStep::Outcome::kError) {
-      res.finish = FinishReason::kError;
-      res.error_message = step.error;
-    } else {
+    // Row by row: a sample equal to the draft at that row is accepted and the next row read
+    // (the draft was conditioned on it); the first other sample, or the one after the whole
+    // draft, ends the step. Each sample goes through the choice's whole output path, so the
+    // tokens, text and stops are those of decoding one token at a time.
+    for (size_t k = 0;; ++k) {
+      TokenStep step = live->out->Next(row + static_cast<int64_t>(k) * n_vocab,
+                                       static_cast<int32_t>(n_vocab));
+      if (step.outcome == TokenStep::Outcome::kError) {
+        res.finish = FinishReason::kError;
+        res.error_message = step.error;
+        break;
+      }
       if (step.token >= 0) {
-        res.token = step.token;
         ++live->generated;
         ++generation_tokens_;
         tm.OnToken(Clock::now());
@@ -186,8 +193,17 @@ std::vector<StepResult> ModelEngine::ProcessOutputs(const StepPlan& plan,
         ev.logprobs = std::move(step.logprobs);
         g.sink(std::move(ev));
       }
-      if (step.outcome == TokenStep::Outcome::kStop) res.finish = FinishReason::kStop;
+      const bool stop = step.outcome == TokenStep::Outcome::kStop;
+      if (!stop && k < e.draft.size() && step.token == e.draft[k]) {
+        res.tokens_ahead.push_back(step.token);
+        continue;
+      }
+      if (step.token >= 0) res.token = step.token;
+      if (stop) res.finish = FinishReason::kStop;
+      break;
     }
+    g.spec_drafted += static_cast<int64_t>(e.draft.size());
+    g.spec_accepted += static_cast<int64_t>(res.tokens_ahead.size());
     if (first_sample && !g.deferred.empty()) release_.emplace_back(live->group, live->prompt_index);
     tm.Charge(&tm.sampling_ms, Clock::now());
     results.push_back(std::move(res));
@@ -372,6 +388,8 @@ void ModelEngine::PublishSnapshot() {
   snapshot_.prefix_hit_tokens = bs.prefix_hit_tokens;
   snapshot_.prefix_lookup_tokens = bs.prefix_lookup_tokens;
   snapshot_.preemptions = st.preemptions;
+  snapshot_.spec_drafted = st.spec_drafted;
+  snapshot_.spec_accepted = st.spec_accepted;
   snapshot_.steps = st.steps;
   snapshot_.live_requests = static_cast<int64_t>(groups_.size());
   snapshot_.window_waits = st.window_waits;
