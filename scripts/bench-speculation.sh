@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Speculative decoding benchmark (not a test): the same model served twice, with and without
+# `--speculate`, as two interleaved targets of one closed-loop `lifeline bench` run at
+# concurrency 1 (batch 1, where decode is bound by reading the weights and a verification pass
+# of k tokens costs about one decode step), on copy-heavy prompts: a passage followed by its
+# own beginning, so the continuation repeats text the prompt holds. Greedy (temperature 0).
+# Prints output tokens/s, e2e and ITL percentiles of both and the ratio, and the share of
+# drafted tokens the model accepted (from /metrics). Then, unless BENCH_VERIFY=0, the cost of a
+# verification pass of k = 1..8 tokens against one decode step (`bench-model --verify-k`).
+#
+# Usage: scripts/bench-speculation.sh [MODEL.gguf ...]   (default: ../shared/models/
+#        stories260K.gguf and the 110M-shape Q8_0 synthetic model of scripts/bench-slo.sh)
+# Environment knobs (defaults in brackets):
+#   BENCH_SPECULATE  drafted tokens per decode           [4]
+#   BENCH_REQUESTS   requests per target                 [24]
+#   BENCH_OUTPUT     output tokens (ignore_eos)          [128]
+#   BENCH_THREADS    compute threads per server          [1]
+#   BENCH_VERIFY     1: also bench-model --verify-k       [1]
+#   BENCH_RESULTS    results dir       [BUILD_DIR/bench-speculation/UTC-stamp]
+#   BUILD_DIR        build dir holding `lifeline`        [build]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SPECULATE="${BENCH_SPECULATE:-4}"
+REQUESTS="${BENCH_REQUESTS:-24}"
+OUTPUT_TOKENS="${BENCH_OUTPUT:-128}"
+THREADS="${BENCH_THREADS:-1}"
+VERIFY="${BENCH_VERIFY:-1}"
+BUILD_DIR="${BUILD_DIR:-build}"
+MODEL_DIR="${BENCH_MODELS:-${XDG_CACHE_HOME:-$HOME/.cache}/lifeline/bench-models}"
+RESULTS="${BENCH_RESULTS:-$BUILD_DIR/bench-speculation/$(date -u +%Y%m%d-%H%M%S)}"
+LIFELINE="$BUILD_DIR/lifeline"
+
+die() { echo "bench-speculation: $*" >&2; exit 1; }
+command -v python3 >/dev/null || die "python3 renders the tables; install it (apt-get install -y python3)"
+command -v curl >/dev/null || die "curl reads /metrics; install it (apt-get install -y curl)"
+if [ ! -x "$LIFELINE" ]; then
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  ninja -C "$BUILD_DIR" -j "${LIFELINE_JOBS:-2}" lifeline
+fi
+mkdir -p "$RESULTS" "$MODEL_DIR"
+
+MODELS=("$@")
+if [ ${#MODELS[@]} -eq 0 ]; then
+  [ -f ../shared/models/stories260K.gguf ] && MODELS+=(../shared/models/stories260K.gguf)
+  m="$MODEL_DIR/110m-q8_0.gguf"
+  if [ ! -f "$m" ]; then
+    "$LIFELINE" make-model --arch llama --dim 768 --layers 12 --heads 12 --kv-heads 12 \
+      --ffn 2048 --vocab 32000 --type q8_0 --seed 1 -o "$m.tmp" >&2 && mv "$m.tmp" "$m"
+  fi
+  MODELS+=("$m")
+fi
+
+# Copy-heavy prompts: a passage, a blank line, then the passage's first words again.
+PROMPTS="$RESULTS/prompts.jsonl"
+python3 - "$PROMPTS" <<'PY'
+import json, sys
+passages = [
+    "Once upon a time, there was a little girl named Lily. She loved to play outside in the sun. One day, she saw a big red ball in the park. She ran to the ball and kicked it very high.",
+    "Tom had a small dog named Max. Max liked to run and jump. Every morning Tom and Max went to the park to play with a stick. Max was happy and Tom was happy too.",
+    "The cat sat on the mat. The cat was sleepy. The sun was warm and the mat was soft. The cat closed its eyes and had a nice long nap.",
+    "Sara wanted to bake a cake for her mom. She got flour, eggs and sugar. She mixed them in a big bowl. Then she put the cake in the oven and waited.",
+]
+with open(sys.argv[1], "w") as f:
+    for p in passages:
+        words = p.split()
+        f.write(json.dumps({"prompt": p + "\n\n" + " ".join(words[:6])}) + "\n")
+PY
+
+PIDS=()
+stop_all() { for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; PIDS=(); }
+trap stop_all EXIT
+start() {  # log args... ; prints the URL
+  local log="$1"; shift
+  local fifo="$log.fifo" line=""
+  rm -f "$fifo"; mkfifo "$fifo"
+  "$LIFELINE" serve --port 0 -t "$THREADS" "$@" >"$fifo" 2>"$log" &
+  PIDS+=($!)
+  read -r -t 120 line <"$fifo" || { cat "$log" >&2; die "serve did not start"; }
+  rm -f "$fifo"
+  echo "${line##*listening on }"
+}
+metric() {  # url name
+  curl -sf "$1/metrics" | awk -v n="$2" '$1 ~ "^"n"({|$)" { s += $2 } END { print s + 0 }'
+}
+
+echo "bench-speculation: --speculate $SPECULATE, $REQUESTS requests, $OUTPUT_TOKENS tokens," \
+     "$THREADS thread(s) per server; results in $RESULTS" >&2
+for model in "${MODELS[@]}"; do
+  name="$(basename "$model" .gguf)"
+  out="$RESULTS/$name"
+  mkdir -p "$out"
+  spec_url="$(start "$out/spec.log" --model "m=$model" --speculate "$SPECULATE")"
+  plain_url="$(start "$out/plain.log" --model "m=$model")"
+  "$LIFELINE" bench --target "$spec_url,model=m,label=speculate-$SPECULATE" \
+    --target "$plain_url,model=m,label=plain" --concurrency 1 --requests "$REQUESTS" \
+    --prompts "$PROMPTS" --output-len "$OUTPUT_TOKENS" --ignore-eos \
+    --extra-body '{"temperature": 0}' --progress never --out "$out" >/dev/null ||
+    die "bench failed on $model"
+  echo "drafted=$(metric "$spec_url" lifeline_spec_drafted_tokens_total)" >"$out/spec.txt"
+  echo "accepted=$(metric "$spec_url" lifeline_spec_accepted_tokens_total)" >>"$out/spec.txt"
+  stop_all
+  if [ "$VERIFY" = 1 ]; then
+    "$LIFELINE" bench-model -m "$model" -p 0 -n 0 -r 5 -t "$THREADS" --no-bandwidth \
+      --verify-k 1,2,3,4,6,8 --json >"$out/verify.json"
+  fi
+done
+
+python3 - "$RESULTS" "${MODELS[@]}" <<'PY'
+import json, os, sys
+results, models = sys.argv[1], sys.argv[2:]
+lines = []
+def emit(s=""):
+    print(s); lines.append(s)
+emit("| model | server | output tok/s | e2e P50 / P95 ms | ITL P50 / P95 ms | ok | speculate / plain tok/s | drafted | accepted |")
+emit("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+for model in models:
+    name = os.path.basename(model)[:-5] if model.endswith(".gguf") else os.path.basename(model)
+    out = os.path.join(results, name)
+    rep = json.load(open(os.path.join(out, "report.json")))
+    labels = [t["label"] for t in rep["targets"]]
+    by = {labels[s["target"]]: s for s in rep["summaries"]}
+    spec = dict(l.strip().split("=") for l in open(os.path.join(out, "spec.txt")))
+    plain = next(v for k, v in by.items() if k == "plain")
+    for label, s in sorted(by.items()):
+        first = label != "plain"
+        ratio = f"{s['output_tok_s'] / plain['output_tok_s']:.2f}x" if first and plain["output_tok_s"] else ""
+        acc = f"{float(spec['accepted']):.0f} ({100 * float(spec['accepted']) / max(1, float(spec['drafted'])):.0f} %)" if first else ""
+        emit(f"| {name} | {label} | {s['output_tok_s']:.1f} | {s['e2e_ms']['p50']:.0f} / {s['e2e_ms']['p95']:.0f} | "
+             f"{s['itl_ms']['p50']:.2f} / {s['itl_ms']['p95']:.2f} | {s['ok']} | {ratio} | "
+             f"{spec['drafted'] if first else ''} | {acc} |")
+    vpath = os.path.join(out, "verify.json")
+    if os.path.exists(vpath):
+        v = json.load(open(vpath)).get("verify", [])
+        emit(f"\n{name}: verification pass of k tokens vs one decode step: " +
+             ", ".join(f"k={c['k']} {c['median_ms']:.2f} ms ({c['vs_k1']:.2f}x)" for c in v) + "\n")
+open(os.path.join(results, "summary.md"), "w").write("\n".join(lines) + "\n")
+PY
