@@ -18,6 +18,7 @@
 #   BENCH_MODELS     model cache dir          [${XDG_CACHE_HOME:-~/.cache}/lifeline/bench-models]
 #   BENCH_RESULTS    results dir                                [BUILD_DIR/bench-slo/UTC-stamp]
 #   BUILD_DIR        build dir holding `lifeline`               [build]
+#   BENCH_SERVE_ARGS extra `lifeline serve` arguments, e.g. "--speculate 4"  []
 # Quick check: BENCH_RATES=4,8 BENCH_REQUESTS=12 scripts/bench-slo.sh
 #
 # Method. For every rate, each mode gets a fresh `lifeline serve` (heavy = 110M Q8_0, light =
@@ -43,6 +44,7 @@ MODEL_DIR="${BENCH_MODELS:-${XDG_CACHE_HOME:-$HOME/.cache}/lifeline/bench-models
 RESULTS="${BENCH_RESULTS:-$BUILD_DIR/bench-slo/$(date -u +%Y%m%d-%H%M%S)}"
 THRESHOLD_MS=387
 LIFELINE="$BUILD_DIR/lifeline"
+read -r -a SERVE_EXTRA <<<"${BENCH_SERVE_ARGS:-}"
 
 # python3 renders the tables: install Debian's package when it is missing and apt can (root,
 # or passwordless sudo); otherwise say how.
@@ -105,7 +107,7 @@ start_server() {  # mode logfile
   local fifo="$RESULTS/.serve-stdout"
   rm -f "$fifo"; mkfifo "$fifo"
   "$LIFELINE" serve --port 0 -t "$THREADS" --model "heavy=$HEAVY" --model "light=$LIGHT" \
-    --config "$config" "${cascade[@]}" >"$fifo" 2>"$log" &
+    --config "$config" "${cascade[@]}" "${SERVE_EXTRA[@]}" >"$fifo" 2>"$log" &
   SERVER_PID=$!
   local line=""
   if ! read -r -t 120 line <"$fifo"; then
@@ -144,6 +146,7 @@ fi
   echo "rates=$RATES"; echo "requests=$REQUESTS"; echo "modes=$MODES"
   echo "prompt_words=$PROMPT_WORDS"; echo "output_tokens=$OUTPUT_TOKENS"; echo "seed=$SEED"
   echo "threads=$THREADS"; echo "heavy=$HEAVY"; echo "light=$LIGHT"
+  echo "serve_args=${BENCH_SERVE_ARGS:-}"
   git rev-parse HEAD 2>/dev/null | sed 's/^/commit=/'
 } >"$RESULTS/run.txt"
 
