@@ -23,6 +23,7 @@
 #   BENCH_THREADS      compute threads per server   [2]
 #   BENCH_SEED         arrivals and prompts seed    [1]
 #   BENCH_MODELS       model cache dir     [${XDG_CACHE_HOME:-~/.cache}/lifeline/bench-models]
+#   BENCH_MODEL        the GGUF file both serve       [the cache's 110m-q8_0.gguf, made once]
 #   BENCH_RESULTS      results dir                  [BUILD_DIR/bench-vs-llamaserver/UTC-stamp]
 #   BUILD_DIR          build dir holding `lifeline` [build]
 # Quick check: BENCH_RATES=5 BENCH_CONCURRENCY=4 BENCH_REQUESTS=16 BENCH_MODES=ladder \
@@ -72,8 +73,9 @@ fi
 
 # The 110M-shape model of scripts/bench-slo.sh (made once into the cache).
 mkdir -p "$MODEL_DIR" "$RESULTS"
-MODEL="$MODEL_DIR/110m-q8_0.gguf"
+MODEL="${BENCH_MODEL:-$MODEL_DIR/110m-q8_0.gguf}"
 if [ ! -f "$MODEL" ]; then
+  [ -z "${BENCH_MODEL:-}" ] || die "BENCH_MODEL=$MODEL does not exist"
   echo "bench-vs-llamaserver: making $MODEL" >&2
   "$LIFELINE" make-model --arch llama --dim 768 --layers 12 --heads 12 --kv-heads 12 \
     --ffn 2048 --vocab 32000 --type q8_0 --seed 1 -o "$MODEL.tmp" >&2
