@@ -102,9 +102,11 @@ struct SchedulerKnobs {
   std::vector<int32_t> preferred_batch_sizes;  // strictly ascending, each >= 1; may be empty
   // Speculative decoding: drafted tokens per decode (0 = off) and the cap on a step's decode
   // tokens plus drafts (drafting stops adding where verification would make the step
-  // compute-bound rather than read-bound; see docs/performance.md).
+  // compute-bound rather than read-bound). 4: the decode kernels stream each weight once for
+  // up to 4 token rows, so a pass of 2-4 tokens cost 1.06-1.21x a one-token step on 1.1B
+  // Q4_0 and 110M Q8_0, and 6 or 8 tokens 2.0-2.5x (docs/performance.md).
   int32_t spec_tokens = 0;
-  int64_t spec_step_tokens = 16;
+  int64_t spec_step_tokens = 4;
 };
 
 struct NewRequest {

@@ -87,7 +87,7 @@ struct ModelEngineOptions {
   // which drafting stops because the step turns compute-bound. Off for models whose
   // sliding-window layers keep their own KV (a rejected draft would have advanced it).
   int32_t spec_tokens = 0;
-  int64_t spec_step_tokens = 16;
+  int64_t spec_step_tokens = SchedulerKnobs{}.spec_step_tokens;
 };
 
 struct EngineSnapshot {
