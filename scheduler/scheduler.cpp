@@ -231,18 +231,39 @@ void Scheduler::AddEntry(Request& r, int64_t n_positions, bool is_decode, StepPl
 // first token matters more than a running one's next few), within the step's verification
 // cap and budget, the request's max_tokens (the bonus token after the draft is one of them)
 // and context, and never at the price of a preemption: no free blocks, no draft.
-std::vector<int32_t> Scheduler::DraftFor(Request& r, int64_t* spec_budget) {
+int64_t Scheduler::BestDraftLength(double a, int64_t max_k, int64_t step_tokens) const {
+  if (spec_cost_ms_.empty()) return max_k;  // no cost model: every pass costs the same
+  const auto cost = [this](int64_t n) { return spec_cost_ms_[static_cast<size_t>(n - 1)]; };
+  const int64_t table = static_cast<int64_t>(spec_cost_ms_.size());
+  if (step_tokens < 1 || step_tokens > table || cost(step_tokens) <= 0) return 0;
+  double best_rate = static_cast<double>(step_tokens) / cost(step_tokens);
+  int64_t best_k = 0;
+  double gain = 0, a_pow = 1;
+  for (int64_t k = 1; k <= max_k && step_tokens + k <= table; ++k) {
+    a_pow *= a;
+    gain += a_pow;  // E_k: the k-th draft counts only if all before it were accepted
+    if (cost(step_tokens + k) <= 0) break;
+    const double rate = (static_cast<double>(step_tokens) + gain) / cost(step_tokens + k);
+    if (rate > best_rate) {
+      best_rate = rate;
+      best_k = k;
+    }
+  }
+  return best_k;
+}
+
+std::vector<int32_t> Scheduler::DraftFor(Request& r, int64_t* spec_budget, int64_t step_tokens) {
   std::vector<int32_t> none;
   if (knobs_.spec_tokens <= 0 || !waiting_.empty()) return none;
   int64_t k = std::min<int64_t>({knobs_.spec_tokens, *spec_budget - 1, budget_tokens_ - 1,
                                  r.max_tokens - r.n_generated() - 1});
   if (config_.max_seq_tokens > 0) k = std::min<int64_t>(k, config_.max_seq_tokens - r.n_tokens());
-  // A request whose drafts keep missing gets shorter ones: from 8 drafted tokens on, k
-  // follows twice its acceptance rate (rate >= 1/2 keeps the full length).
-  if (r.spec_drafted >= 8) {
-    const double rate = static_cast<double>(r.spec_accepted) / static_cast<double>(r.spec_drafted);
-    k = std::min<int64_t>(k, std::max<int64_t>(1, static_cast<int64_t>(2.0 * rate * k)));
-  }
+  if (k < 1) return none;
+  // Worth verifying? The request's acceptance so far (a prior of 1/2 before any draft) against
+  // what longer passes cost.
+  const double acceptance = (static_cast<double>(r.spec_accepted) + 1.0) /
+                            (static_cast<double>(r.spec_drafted) + 2.0);
+  k = BestDraftLength(acceptance, k, step_tokens);
   if (k < 1) return none;
   DraftOptions o;
   o.max_tokens = static_cast<int32_t>(k);
@@ -295,6 +316,11 @@ void Scheduler::ScheduleDecodes(StepPlan* plan) {
   };
   // Verification tokens the step may still take: decodes plus drafts.
   int64_t spec_budget = knobs_.spec_step_tokens;
+  // The step's decode tokens as the cost model sees them: every decode (they all run, up to
+  // the slots), plus the drafts added so far.
+  int64_t step_tokens = 0;
+  for (RequestId id : running_) step_tokens += live_.at(id).state == RequestState::kDecoding;
+  step_tokens = std::min<int64_t>(step_tokens, slots_);
   for (RequestId id : SortedBy(running_, live_, by_importance)) {
     if (budget_tokens_ <= 0 || slots_ <= 0) break;
     Request& r = live_.at(id);
@@ -308,7 +334,8 @@ void Scheduler::ScheduleDecodes(StepPlan* plan) {
       if (preempted_self) break;
     }
     if (preempted_self) continue;
-    std::vector<int32_t> draft = DraftFor(r, &spec_budget);
+    std::vector<int32_t> draft = DraftFor(r, &spec_budget, step_tokens);
+    step_tokens += static_cast<int64_t>(draft.size());
     --spec_budget;
     AddEntry(r, 1, /*is_decode=*/true, plan, std::move(draft));
   }

@@ -9,7 +9,8 @@
 //      (priority desc, then arrival, then id), up to max_running sequences and the
 //      max_step_tokens budget. With speculation (knobs spec_tokens > 0) and no request
 //      waiting, a decode may carry drafted tokens (draft.h) after its last known token, all
-//      with logits, while the step's verification tokens stay within spec_step_tokens; the
+//      with logits, while the step's verification tokens stay within spec_step_tokens and
+//      the draft is expected to pay for its verification (SetSpecCost); the
 //      engine samples row by row and stops at the first sample that differs from the draft
 //      (StepResult::tokens_ahead), so what is generated is exactly what one-at-a-time
 //      decoding would have sampled. Rejected positions are simply not counted as computed:
@@ -208,6 +209,14 @@ class Scheduler {
     prefill_us_per_token_ = prefill_us_per_token > 0 ? prefill_us_per_token : 0;
   }
   SchedulerKnobs knobs() const { return knobs_; }
+  // Speculation's cost model: cost_ms[n - 1] is the time of a decode-only step of n tokens
+  // (measured by the engine). A draft of k tokens is sent only when it raises the step's
+  // expected tokens per millisecond: (B + D + E_k) / cost(B + D + k) > (B + D) / cost(B + D),
+  // with B the step's decodes, D the drafts already in it and E_k = a + a^2 + ... + a^k the
+  // tokens the request is expected to gain at its acceptance rate a ((accepted + 1) /
+  // (drafted + 2)); k is the best such length. Steps longer than the table are not drafted
+  // into. Empty (the default): every pass up to spec_step_tokens costs the same.
+  void SetSpecCost(std::vector<double> cost_ms) { spec_cost_ms_ = std::move(cost_ms); }
   void SetQueuePolicy(std::unique_ptr<QueuePolicy> policy);
   const QueuePolicy& queue_policy() const { return *policy_; }
 
@@ -236,7 +245,10 @@ class Scheduler {
   void AddEntry(Request& req, int64_t n_positions, bool is_decode, StepPlan* plan,
                 std::vector<int32_t> draft = {});
   // The draft for a DECODING request this step (empty: none), its blocks allocated.
-  std::vector<int32_t> DraftFor(Request& req, int64_t* spec_budget);
+  std::vector<int32_t> DraftFor(Request& req, int64_t* spec_budget, int64_t step_tokens);
+  // The draft length that most raises tokens per ms of a step now holding `step_tokens`
+  // decode tokens (see SetSpecCost); 0 when none does.
+  int64_t BestDraftLength(double acceptance, int64_t max_k, int64_t step_tokens) const;
   // Removes the request from the books, frees its blocks, and returns it finished.
   Request Finish(RequestId id, FinishReason reason, std::string message, int64_t now_us);
   void EraseFrom(std::vector<RequestId>& list, RequestId id);
@@ -267,6 +279,7 @@ class Scheduler {
   int32_t slots_ = 0;           // sequences left in the step being built
   bool preempted_this_step_ = false;
   double prefill_us_per_token_ = 0;
+  std::vector<double> spec_cost_ms_;  // SetSpecCost
   bool window_held_last_step_ = false;
 
   SchedulerStats stats_;

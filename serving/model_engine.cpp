@@ -179,6 +179,7 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
   // A rejected draft would have advanced the sliding-window tables past where the sequence
   // continues; such models decode one token at a time.
   const int32_t spec_tokens = plan.windowed ? 0 : options.spec_tokens;
+  e->spec_tokens_ = spec_tokens;
   {
     SchedulerKnobs k = e->scheduler_->knobs();
     k.spec_tokens = spec_tokens;

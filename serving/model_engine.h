@@ -264,6 +264,11 @@ class ModelEngine {
   // Times prefill steps of several sizes and one decode step into slo_.speeds (before the
   // first request; engine thread).
   void Calibrate();
+  // Speculation's cost model (Scheduler::SetSpecCost): the time of a decode pass of 1 ..
+  // spec_step_tokens tokens, timed at start (with speculation on) and then followed by the
+  // decode-only steps the engine runs (an EWMA per size).
+  void CalibrateSpeculation();
+  void ObserveSpecCost(const StepPlan& plan, double eval_ms);
   void ApplyKnobs();
   // Latency samples: TTFT and queue time at the request's first token (so the controller
   // sees them about one TTFT after arrival, not one end-to-end time), the rest at the end.
@@ -342,6 +347,8 @@ class ModelEngine {
   int64_t deadline_stops_ = 0;  // engine thread
   int64_t prompt_tokens_ = 0;       // engine thread: EngineSnapshot::prompt_tokens
   int64_t generation_tokens_ = 0;   // engine thread: EngineSnapshot::generation_tokens
+  std::vector<double> spec_cost_ms_;  // engine thread: [n - 1] a decode-only step of n tokens
+  int32_t spec_tokens_ = 0;           // drafted tokens per decode in effect (0: off)
   std::atomic<int64_t> context_trims_{0};
   mutable std::mutex snapshot_mu_;
   EngineSnapshot snapshot_;

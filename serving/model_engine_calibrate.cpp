@@ -80,4 +80,58 @@ void ModelEngine::Calibrate() {
   if (decode_ms > 0) slo_.speeds->ObserveDecode(decode_ms, NowUs());
 }
 
+void ModelEngine::CalibrateSpeculation() {
+  const int64_t cap = std::min<int64_t>(options_.spec_step_tokens, 16);
+  constexpr int64_t kContext = 32;  // positions before the timed passes (attention reads them)
+  constexpr int kRepeats = 5;
+  const int64_t n_vocab = model_->config().n_vocab;
+  if (kContext + cap > n_ctx_ || kContext + cap > capacity_tokens_ || n_vocab < 2) return;
+  if (static_cast<int64_t>(logits_.size()) < cap * n_vocab) return;
+  std::vector<int32_t> blocks(static_cast<size_t>(KvBlocksFor(kContext + cap)));
+  std::iota(blocks.begin(), blocks.end(), 0);  // before serving: no block is handed out yet
+  const SeqId seq = ctx_->NewSequence();
+  SeqKv kv{seq, blocks, 0};
+  std::vector<BatchToken> batch;
+  for (int64_t p = 0; p < kContext; ++p) {
+    batch.push_back({static_cast<int32_t>(1 + p % (n_vocab - 1)), p, seq, p == kContext - 1});
+  }
+  std::vector<double> cost;
+  if (model_->Eval(batch, std::span<const SeqKv>(&kv, 1), *ctx_, *pool_, logits_).ok()) {
+    kv.n_tokens = kContext;
+    for (int64_t n = 1; n <= cap; ++n) {
+      batch.clear();
+      for (int64_t i = 0; i < n; ++i) batch.push_back({1, kContext + i, seq, true});
+      std::vector<double> ms;
+      for (int r = 0; r < kRepeats; ++r) {
+        const auto t0 = Clock::now();
+        if (!model_->Eval(batch, std::span<const SeqKv>(&kv, 1), *ctx_, *pool_, logits_).ok()) break;
+        ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      }
+      if (ms.size() != kRepeats) break;
+      std::sort(ms.begin(), ms.end());
+      cost.push_back(ms[kRepeats / 2]);
+    }
+  }
+  (void)ctx_->ReleaseSequence(seq);
+  heartbeat_ns_.store(Clock::now().time_since_epoch().count());
+  if (static_cast<int64_t>(cost.size()) != cap) return;  // no model: drafts as if passes were free
+  spec_cost_ms_ = std::move(cost);
+  scheduler_->SetSpecCost(spec_cost_ms_);
+}
+
+void ModelEngine::ObserveSpecCost(const StepPlan& plan, double eval_ms) {
+  if (spec_cost_ms_.empty() || plan.n_tokens < 1 ||
+      plan.n_tokens > static_cast<int64_t>(spec_cost_ms_.size())) {
+    return;
+  }
+  for (const StepEntry& e : plan.entries) {
+    if (!e.is_decode) return;  // a prefill chunk's step says nothing about decode passes
+  }
+  // Slow enough to ride out one noisy step, fast enough to follow the machine's load.
+  constexpr double kAlpha = 0.05;
+  double& c = spec_cost_ms_[static_cast<size_t>(plan.n_tokens - 1)];
+  c += kAlpha * (eval_ms - c);
+  scheduler_->SetSpecCost(spec_cost_ms_);
+}
+
 }  // namespace lifeline::serving

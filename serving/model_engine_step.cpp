@@ -248,7 +248,10 @@ bool ModelEngine::Step() {
   // Outputs computed from a file that changed under us are never sent.
   if (!CheckFile(/*now=*/true)) return true;
   step_end_estimate_us_.store(0, std::memory_order_relaxed);
-  if (eval_status.ok()) ObserveSpeeds(plan, batch.size(), t_eval0, t_eval1);
+  if (eval_status.ok()) {
+    ObserveSpeeds(plan, batch.size(), t_eval0, t_eval1);
+    ObserveSpecCost(plan, std::chrono::duration<double, std::milli>(t_eval1 - t_eval0).count());
+  }
 
   std::vector<StepResult> results =
       ProcessOutputs(plan, entry_live, eval_status, t_step0, t_eval0, t_eval1);
@@ -402,6 +405,7 @@ void ModelEngine::PublishSnapshot() {
 
 void ModelEngine::Loop() {
   if (options_.calibrate) Calibrate();
+  if (spec_tokens_ > 0) CalibrateSpeculation();
   calibrated_.set_value();
   for (;;) {
     heartbeat_ns_.store(Clock::now().time_since_epoch().count());

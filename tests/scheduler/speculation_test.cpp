@@ -224,6 +224,36 @@ TEST(SchedulerSpeculation, RandomLoadWithDraftsKeepsTheCacheConsistent) {
   EXPECT_TRUE(h.sched().CheckInvariants().ok());
 }
 
+// The cost model: drafts only where they raise the step's expected tokens per millisecond.
+TEST(SchedulerSpeculation, DraftLengthFollowsTheCostOfLongerPasses) {
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  struct Case {
+    std::vector<double> cost_ms;
+    size_t first_draft;  // length of the first draft (acceptance prior 1/2)
+  };
+  // Passes that cost as much per token as single steps: never worth it. Nearly flat: the
+  // longest. 1, 1.05, 1.1, 1.2 ms: (1 + .5) / 1.05 = 1.43, (1 + .75) / 1.1 = 1.59,
+  // (1 + .875) / 1.2 = 1.56 tokens per ms -> 2 drafted tokens.
+  const std::vector<Case> cases = {{{1, 2, 3, 4}, 0}, {{1, 1, 1, 1}, 3}, {{1, 1.05, 1.1, 1.2}, 2}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::PrintToString(c.cost_ms));
+    Harness h(Config(64, 4, 64));
+    ASSERT_TRUE(h.sched().SetKnobs(SpecKnobs(4, 64, 3)).ok());
+    h.sched().SetSpecCost(c.cost_ms);
+    h.set_token_fn([&](RequestId id, int64_t n) { return RepeatingToken(prompt, id, n); });
+    h.Submit(prompt, 60);
+    h.RunUntilIdle(1000);
+    size_t first = 0;
+    for (const StepPlan& p : h.plans()) {
+      for (const StepEntry& e : p.entries) {
+        if (first == 0 && !e.draft.empty()) first = e.draft.size();
+      }
+    }
+    EXPECT_EQ(first, c.first_draft);
+    if (c.first_draft == 0) EXPECT_EQ(h.sched().stats().spec_drafted, 0);
+  }
+}
+
 TEST(SchedulerSpeculation, SetKnobsValidatesTheSpeculationKnobs) {
   auto sched = Scheduler::Create(Config(16, 2, 64));
   ASSERT_TRUE(sched.ok());
