@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# Speculative decoding benchmark (not a test): the same model served twice, with and without
-# `--speculate`, as two interleaved targets of one closed-loop `lifeline bench` run at
-# concurrency 1 (batch 1, where decode is bound by reading the weights and a verification pass
-# of k tokens costs about one decode step), on copy-heavy prompts: a passage followed by its
-# own beginning, so the continuation repeats text the prompt holds. Greedy (temperature 0).
-# Prints output tokens/s, e2e and ITL percentiles of both and the ratio, and the share of
-# drafted tokens the model accepted (from /metrics). Then, unless BENCH_VERIFY=0, the cost of a
+# Speculative decoding benchmark (not a test): the same model served with and without
+# `--speculate`, one server at a time on the same CPUs, alternating (A B, then B A, ...), each
+# driven by a closed-loop `lifeline bench` at concurrency 1 (batch 1, where decode is bound by
+# reading the weights and a verification pass of a few tokens costs about one decode step), on
+# copy-heavy prompts: a passage followed by its own beginning, so the continuation repeats
+# text the prompt holds. Greedy (temperature 0). Prints the median over rounds of output
+# tokens/s, e2e and ITL P50 for both, the ratio, and the share of drafted tokens the model
+# accepted (from /metrics). (Run side by side at once, the two servers' speeds differed by up
+# to 1.4x for reasons of their own: core sharing, interrupts.) Then, unless BENCH_VERIFY=0, the cost of a
 # verification pass of k = 1..8 tokens against one decode step (`bench-model --verify-k`).
 #
 # Usage: scripts/bench-speculation.sh [MODEL.gguf ...]   (default: ../shared/models/
 #        stories260K.gguf and the 110M-shape Q8_0 synthetic model of scripts/bench-slo.sh)
 # Environment knobs (defaults in brackets):
 #   BENCH_SPECULATE  drafted tokens per decode           [4]
-#   BENCH_REQUESTS   requests per target                 [24]
+#   BENCH_REQUESTS   requests per server and round       [16]
+#   BENCH_ROUNDS     rounds (each runs both servers)     [3]
 #   BENCH_OUTPUT     output tokens (ignore_eos)          [128]
 #   BENCH_THREADS    compute threads per server          [1]
 #   BENCH_VERIFY     1: also bench-model --verify-k       [1]
@@ -22,7 +25,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SPECULATE="${BENCH_SPECULATE:-4}"
-REQUESTS="${BENCH_REQUESTS:-24}"
+REQUESTS="${BENCH_REQUESTS:-16}"
+ROUNDS="${BENCH_ROUNDS:-3}"
 OUTPUT_TOKENS="${BENCH_OUTPUT:-128}"
 THREADS="${BENCH_THREADS:-1}"
 VERIFY="${BENCH_VERIFY:-1}"
@@ -90,52 +94,61 @@ for model in "${MODELS[@]}"; do
   name="$(basename "$model" .gguf)"
   out="$RESULTS/$name"
   mkdir -p "$out"
-  # One CPU each when there are enough (both run at once): unpinned, the two servers' threads
-  # shared the cores unevenly and one ran up to 1.4x faster for no reason of its own.
-  pin_spec=() pin_plain=()
-  if [ "$(nproc)" -ge $((2 * THREADS)) ]; then
-    pin_spec=(--cpus "0-$((THREADS - 1))")
-    pin_plain=(--cpus "$THREADS-$((2 * THREADS - 1))")
-  fi
-  spec_url="$(start "$out/spec.log" --model "m=$model" --speculate "$SPECULATE" "${pin_spec[@]}")"
-  plain_url="$(start "$out/plain.log" --model "m=$model" "${pin_plain[@]}")"
-  "$LIFELINE" bench --target "$spec_url,model=m,label=speculate-$SPECULATE" \
-    --target "$plain_url,model=m,label=plain" --concurrency 1 --requests "$REQUESTS" \
-    --prompts "$PROMPTS" --output-len "$OUTPUT_TOKENS" --ignore-eos \
-    --extra-body '{"temperature": 0}' --progress never --out "$out" >/dev/null ||
-    die "bench failed on $model"
-  echo "drafted=$(metric "$spec_url" lifeline_spec_drafted_tokens_total)" >"$out/spec.txt"
-  echo "accepted=$(metric "$spec_url" lifeline_spec_accepted_tokens_total)" >>"$out/spec.txt"
-  stop_all
+  pin=()
+  [ "$(nproc)" -ge "$THREADS" ] && pin=(--cpus "0-$((THREADS - 1))")
+  for round in $(seq 1 "$ROUNDS"); do
+    order=(speculate plain)
+    [ $((round % 2)) -eq 0 ] && order=(plain speculate)
+    for label in "${order[@]}"; do
+      args=(--model "m=$model" "${pin[@]}")
+      [ "$label" = speculate ] && args+=(--speculate "$SPECULATE")
+      url="$(start "$out/$label-$round.log" "${args[@]}")"
+      "$LIFELINE" bench --target "$url,model=m,label=$label" --concurrency 1 \
+        --requests "$REQUESTS" --prompts "$PROMPTS" --output-len "$OUTPUT_TOKENS" --ignore-eos \
+        --extra-body '{"temperature": 0}' --progress never --out "$out/$label-$round" >/dev/null ||
+        die "bench failed on $model ($label, round $round)"
+      {
+        echo "drafted=$(metric "$url" lifeline_spec_drafted_tokens_total)"
+        echo "accepted=$(metric "$url" lifeline_spec_accepted_tokens_total)"
+      } >"$out/$label-$round/spec.txt"
+      stop_all
+    done
+  done
   if [ "$VERIFY" = 1 ]; then
     "$LIFELINE" bench-model -m "$model" -p 0 -n 0 -r 5 -t "$THREADS" --no-bandwidth \
       --verify-k 1,2,3,4,6,8 --json >"$out/verify.json"
   fi
 done
 
-python3 - "$RESULTS" "${MODELS[@]}" <<'PY'
-import json, os, sys
-results, models = sys.argv[1], sys.argv[2:]
+python3 - "$RESULTS" "$ROUNDS" "${MODELS[@]}" <<'PY'
+import json, os, statistics, sys
+results, rounds, models = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 lines = []
 def emit(s=""):
     print(s); lines.append(s)
-emit("| model | server | output tok/s | e2e P50 / P95 ms | ITL P50 / P95 ms | ok | speculate / plain tok/s | drafted | accepted |")
-emit("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+emit("| model | server | output tok/s (median of rounds) | each round | e2e P50 ms | ITL P50 ms | speculate / plain | drafted | accepted |")
+emit("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
 for model in models:
     name = os.path.basename(model)[:-5] if model.endswith(".gguf") else os.path.basename(model)
     out = os.path.join(results, name)
-    rep = json.load(open(os.path.join(out, "report.json")))
-    labels = [t["label"] for t in rep["targets"]]
-    by = {labels[s["target"]]: s for s in rep["summaries"]}
-    spec = dict(l.strip().split("=") for l in open(os.path.join(out, "spec.txt")))
-    plain = next(v for k, v in by.items() if k == "plain")
-    for label, s in sorted(by.items()):
-        first = label != "plain"
-        ratio = f"{s['output_tok_s'] / plain['output_tok_s']:.2f}x" if first and plain["output_tok_s"] else ""
-        acc = f"{float(spec['accepted']):.0f} ({100 * float(spec['accepted']) / max(1, float(spec['drafted'])):.0f} %)" if first else ""
-        emit(f"| {name} | {label} | {s['output_tok_s']:.1f} | {s['e2e_ms']['p50']:.0f} / {s['e2e_ms']['p95']:.0f} | "
-             f"{s['itl_ms']['p50']:.2f} / {s['itl_ms']['p95']:.2f} | {s['ok']} | {ratio} | "
-             f"{spec['drafted'] if first else ''} | {acc} |")
+    med = {}
+    for label in ("plain", "speculate"):
+        runs = []
+        drafted = accepted = 0.0
+        for r in range(1, rounds + 1):
+            d = os.path.join(out, f"{label}-{r}")
+            s = json.load(open(os.path.join(d, "report.json")))["summaries"][0]
+            runs.append(s)
+            spec = dict(l.strip().split("=") for l in open(os.path.join(d, "spec.txt")))
+            drafted += float(spec["drafted"]); accepted += float(spec["accepted"])
+        tps = [s["output_tok_s"] for s in runs]
+        med[label] = statistics.median(tps)
+        ratio = f"{med['speculate'] / med['plain']:.2f}x" if label == "speculate" and med.get("plain") else ""
+        acc = f"{accepted:.0f} ({100 * accepted / max(1.0, drafted):.0f} %)" if label == "speculate" else ""
+        emit(f"| {name} | {label} | {med[label]:.1f} | {', '.join(f'{t:.1f}' for t in tps)} | "
+             f"{statistics.median(s['e2e_ms']['p50'] for s in runs):.0f} | "
+             f"{statistics.median(s['itl_ms']['p50'] for s in runs):.2f} | {ratio} | "
+             f"{f'{drafted:.0f}' if label == 'speculate' else ''} | {acc} |")
     vpath = os.path.join(out, "verify.json")
     if os.path.exists(vpath):
         v = json.load(open(vpath)).get("verify", [])
