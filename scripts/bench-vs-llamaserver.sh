@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Serving benchmark against llama.cpp's server (not a test): the same GGUF file (110M-shape
 # synthetic Q8_0) served by `lifeline serve` and by llama.cpp's `llama-server -np 8 -c 8192`,
-# both driven by one `lifeline bench` run with the two servers as interleaved targets (every
-# planned request goes to both, A, B, A, B, so both see the same arrival process and the
-# machine in the same state). Two loads per mode: an open-loop Poisson sweep of offered rates
+# driven by `lifeline bench` with the same seeded load: on a machine with cores for both, one
+# run with the two servers as interleaved targets (every planned request goes to both, A, B,
+# A, B, so both see the same arrival process and the machine in the same state); on a smaller
+# one, one server at a time, alternating which goes first (BENCH_LAYOUT). Two loads per mode: an open-loop Poisson sweep of offered rates
 # and a closed-loop sweep of concurrency. Modes: Lifeline with its SLO ladder and predictive
 # admission on (`ladder`), and off (`no-ladder`, a plain continuous-batching server).
 # Prints, per mode and load: TTFT / ITL / e2e percentiles, output tokens/s and goodput at
@@ -18,6 +19,10 @@
 #   BENCH_REQUESTS     requests per step and target [100]
 #   BENCH_MODES        Lifeline modes, in order     [ladder,no-ladder]
 #   BENCH_LOADS        which sweeps                 [rate,concurrency]
+#   BENCH_LAYOUT       interleaved (both servers up, one bench run with two targets) or
+#                      alternating (one server at a time, same seeded load, order flipped per
+#                      sweep)    [interleaved when the machine has 2 x BENCH_THREADS cores, else
+#                      alternating: two servers spinning on the same cores measure each other]
 #   BENCH_PROMPT       prompt length in words       [50, i.e. ~80 tokens]
 #   BENCH_OUTPUT       output tokens (ignore_eos)   [32]
 #   BENCH_THREADS      compute threads per server   [2]
@@ -29,9 +34,9 @@
 # Quick check: BENCH_RATES=5 BENCH_CONCURRENCY=4 BENCH_REQUESTS=16 BENCH_MODES=ladder \
 #   scripts/bench-vs-llamaserver.sh
 #
-# Both servers run at once, each with BENCH_THREADS compute threads: on a machine with fewer
-# cores than twice that, each one's steps compete with the other's, as they would beside any
-# other tenant; the interleaving gives both the same share of that contention.
+# Interleaved on too few cores, each server's compute threads fight the other's (both spin
+# between steps), and what is measured is that fight: run on 2 cores with 2 threads each, the
+# ladder shed up to 57 of 60 requests on speed estimates taken under it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,6 +49,7 @@ PROMPT_WORDS="${BENCH_PROMPT:-50}"
 OUTPUT_TOKENS="${BENCH_OUTPUT:-32}"
 THREADS="${BENCH_THREADS:-2}"
 SEED="${BENCH_SEED:-1}"
+LAYOUT="${BENCH_LAYOUT:-}"
 BUILD_DIR="${BUILD_DIR:-build}"
 MODEL_DIR="${BENCH_MODELS:-${XDG_CACHE_HOME:-$HOME/.cache}/lifeline/bench-models}"
 RESULTS="${BENCH_RESULTS:-$BUILD_DIR/bench-vs-llamaserver/$(date -u +%Y%m%d-%H%M%S)}"
@@ -51,6 +57,11 @@ THRESHOLD_MS=387
 LIFELINE="$BUILD_DIR/lifeline"
 
 die() { echo "bench-vs-llamaserver: $*" >&2; exit 1; }
+if [ -z "$LAYOUT" ]; then
+  LAYOUT=alternating
+  [ "$(nproc)" -ge $((2 * THREADS)) ] && LAYOUT=interleaved
+fi
+case "$LAYOUT" in interleaved|alternating) ;; *) die "BENCH_LAYOUT=$LAYOUT (interleaved, alternating)" ;; esac
 
 LLAMA_SERVER="${LLAMA_SERVER:-}"
 if [ -z "$LLAMA_SERVER" ]; then
@@ -99,15 +110,18 @@ free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# Both servers for one mode; sets LL_URL and LS_URL.
-start_servers() {  # mode dir
+# Lifeline for one mode; sets LL_URL. Warmed in class `warmup` (first touches of weights and
+# scratch, the speed estimates), whose windows are not the measured class's; distinct
+# prompts so no prefix cache shortcuts them.
+WARM_WORDS="$(printf 'the cat sat on a warm mat and looked at %.0s' $(seq 1 5))"
+start_lifeline() {  # mode dir
   local mode="$1" dir="$2" config
   case "$mode" in
     ladder) config=bench/configs/slo-ladder.toml ;;
     no-ladder) config=bench/configs/slo-no-ladder.toml ;;
     *) die "unknown mode '$mode' (ladder, no-ladder)" ;;
   esac
-  local fifo="$dir/.serve-stdout" line=""
+  local fifo="$dir/.serve-stdout" line="" n
   rm -f "$fifo"; mkfifo "$fifo"
   "$LIFELINE" serve --port 0 -t "$THREADS" --model "heavy=$MODEL" --config "$config" \
     >"$fifo" 2>"$dir/lifeline-serve.log" &
@@ -116,33 +130,31 @@ start_servers() {  # mode dir
   rm -f "$fifo"
   LL_URL="${line##*listening on }"
   case "$LL_URL" in http://*) ;; *) die "unexpected serve line '$line'" ;; esac
+  for n in 1 2 3 4; do
+    curl -sf -o /dev/null "$LL_URL/v1/completions" -H 'Content-Type: application/json' \
+      -H 'X-SLO-Class: warmup' \
+      -d "{\"model\":\"heavy\",\"prompt\":\"$n $WARM_WORDS\",\"max_tokens\":8,\"ignore_eos\":true}" ||
+      die "warm-up request to lifeline failed"
+  done
+}
 
-  local port
+# llama.cpp's server; sets LS_URL.
+start_llama() {  # dir
+  local dir="$1" port i n
   port="$(free_port)"
   "$LLAMA_SERVER" -m "$MODEL" -np 8 -c 8192 -t "$THREADS" --host 127.0.0.1 --port "$port" \
     >"$dir/llama-server.log" 2>&1 &
   LS_PID=$!
   LS_URL="http://127.0.0.1:$port"
-  local i
   for i in $(seq 1 240); do
     curl -sf -o /dev/null "$LS_URL/health" && break
     kill -0 "$LS_PID" 2>/dev/null || { tail -20 "$dir/llama-server.log" >&2; die "llama-server exited"; }
     sleep 0.5
   done
   curl -sf -o /dev/null "$LS_URL/health" || die "llama-server did not become ready in 120 s"
-
-  # Warm both (first touches of weights and scratch; Lifeline's speed estimates) in class
-  # `warmup`, whose windows are not the measured class's; distinct prompts so no prefix
-  # cache shortcuts them.
-  local words n
-  words="$(printf 'the cat sat on a warm mat and looked at %.0s' $(seq 1 5))"
   for n in 1 2 3 4; do
-    curl -sf -o /dev/null "$LL_URL/v1/completions" -H 'Content-Type: application/json' \
-      -H 'X-SLO-Class: warmup' \
-      -d "{\"model\":\"heavy\",\"prompt\":\"$n $words\",\"max_tokens\":8,\"ignore_eos\":true}" ||
-      die "warm-up request to lifeline failed"
     curl -sf -o /dev/null "$LS_URL/v1/completions" -H 'Content-Type: application/json' \
-      -d "{\"prompt\":\"$n $words\",\"max_tokens\":8,\"ignore_eos\":true}" ||
+      -d "{\"prompt\":\"$n $WARM_WORDS\",\"max_tokens\":8,\"ignore_eos\":true}" ||
       die "warm-up request to llama-server failed"
   done
 }
@@ -159,30 +171,58 @@ fi
   echo "modes=$MODES"; echo "loads=$LOADS"; echo "rates=$RATES"; echo "concurrency=$CONCURRENCY"
   echo "requests=$REQUESTS"; echo "prompt_words=$PROMPT_WORDS"; echo "output_tokens=$OUTPUT_TOKENS"
   echo "threads=$THREADS"; echo "seed=$SEED"; echo "model=$MODEL"; echo "llama_server=$LLAMA_SERVER"
+  echo "layout=$LAYOUT"
   git rev-parse HEAD 2>/dev/null | sed 's/^/commit=/'
 } >"$RESULTS/run.txt"
 
 IFS=',' read -r -a MODE_LIST <<<"$MODES"
 IFS=',' read -r -a LOAD_LIST <<<"$LOADS"
+bench_args() {  # load: the sweep flags plus everything both layouts share
+  case "$1" in
+    rate) echo "--sweep $RATES" ;;
+    concurrency) echo "--concurrency 1 --sweep $CONCURRENCY" ;;
+    *) die "unknown load '$1' (rate, concurrency)" ;;
+  esac
+}
+COMMON=(--no-early-stop --requests "$REQUESTS" --seed "$SEED" --prompt-len "$PROMPT_WORDS"
+        --output-len "$OUTPUT_TOKENS" --ignore-eos --slo-class interactive
+        --threshold-ms "$THRESHOLD_MS" --timeout 120 --progress never)
+flip=0
 for mode in "${MODE_LIST[@]}"; do
   for load in "${LOAD_LIST[@]}"; do
     out="$RESULTS/$mode/$load"
     mkdir -p "$out"
-    start_servers "$mode" "$out"
-    case "$load" in
-      rate) load_args=(--sweep "$RATES") ;;
-      concurrency) load_args=(--concurrency 1 --sweep "$CONCURRENCY") ;;
-      *) die "unknown load '$load' (rate, concurrency)" ;;
-    esac
-    echo "bench-vs-llamaserver: $mode, $load sweep (lifeline $LL_URL, llama-server $LS_URL)" >&2
-    "$LIFELINE" bench --target "$LL_URL,model=heavy,label=lifeline-$mode" \
-      --target "$LS_URL,label=llama-server" "${load_args[@]}" --no-early-stop \
-      --requests "$REQUESTS" --seed "$SEED" --prompt-len "$PROMPT_WORDS" \
-      --output-len "$OUTPUT_TOKENS" --ignore-eos --slo-class interactive \
-      --threshold-ms "$THRESHOLD_MS" --timeout 120 --progress never --out "$out" >/dev/null ||
-      die "bench failed ($mode, $load)"
-    curl -sf "$LL_URL/v1/slo" >"$out/slo.json" || echo '{}' >"$out/slo.json"
-    stop_servers
+    read -r -a load_args <<<"$(bench_args "$load")"
+    if [ "$LAYOUT" = interleaved ]; then
+      start_lifeline "$mode" "$out"
+      start_llama "$out"
+      echo "bench-vs-llamaserver: $mode, $load sweep, interleaved" >&2
+      "$LIFELINE" bench --target "$LL_URL,model=heavy,label=lifeline-$mode" \
+        --target "$LS_URL,label=llama-server" "${load_args[@]}" "${COMMON[@]}" --out "$out" >/dev/null ||
+        die "bench failed ($mode, $load)"
+      curl -sf "$LL_URL/v1/slo" >"$out/slo.json" || echo '{}' >"$out/slo.json"
+      stop_servers
+    else
+      # One server at a time, the same seeded schedule; which goes first alternates.
+      order=(lifeline llama-server)
+      [ $((flip % 2)) -eq 1 ] && order=(llama-server lifeline)
+      flip=$((flip + 1))
+      for who in "${order[@]}"; do
+        mkdir -p "$out/$who"
+        if [ "$who" = lifeline ]; then
+          start_lifeline "$mode" "$out"
+          target="$LL_URL,model=heavy,label=lifeline-$mode"
+        else
+          start_llama "$out"
+          target="$LS_URL,label=llama-server"
+        fi
+        echo "bench-vs-llamaserver: $mode, $load sweep, $who alone" >&2
+        "$LIFELINE" bench --target "$target" "${load_args[@]}" "${COMMON[@]}" --out "$out/$who" >/dev/null ||
+          die "bench failed ($mode, $load, $who)"
+        [ "$who" = lifeline ] && { curl -sf "$LL_URL/v1/slo" >"$out/slo.json" || echo '{}' >"$out/slo.json"; }
+        stop_servers
+      done
+    fi
   done
 done
 echo "loadavg_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RESULTS/run.txt"
@@ -205,14 +245,20 @@ emit("Run: " + "; ".join(run_txt.splitlines()))
 for mode in modes:
     summary["modes"][mode] = {}
     for load in loads:
-        path = os.path.join(results, mode, load, "report.json")
-        if not os.path.exists(path):
+        base = os.path.join(results, mode, load)
+        paths = [os.path.join(base, "report.json")]
+        if not os.path.exists(paths[0]):  # alternating layout: one report per server
+            paths = [os.path.join(base, w, "report.json") for w in ("lifeline", "llama-server")]
+        if not all(os.path.exists(p) for p in paths):
             continue
-        rep = json.load(open(path))
-        labels = [t["label"] for t in rep["targets"]]
         by = {}
-        for s in rep["summaries"]:
-            by.setdefault(s["load"], {})[labels[s["target"]]] = s
+        for path in paths:
+            rep = json.load(open(path))
+            labels = [t["label"] for t in rep["targets"]]
+            for s in rep["summaries"]:
+                # Each summary keeps its own report's requests (for the mid-stream count).
+                s["_requests"] = [q for q in rep["requests"] if q["step"] == s["step"] and q["target"] == s["target"]]
+                by.setdefault(s["load"], {})[labels[s["target"]]] = s
         rows = []
         for load_value in sorted(by):
             ll = by[load_value].get("lifeline-" + mode)
@@ -226,7 +272,7 @@ for mode in modes:
                 # Content-only format") are counted as served, with the tokens they got and
                 # by their TTFT: a benefit of the doubt to the server, so ratios against it
                 # are conservative. The count is reported beside.
-                reqs = [q for q in rep["requests"] if q["step"] == s["step"] and q["target"] == s["target"]]
+                reqs = s["_requests"]
                 partial = [q for q in reqs if q.get("status") == 200 and q.get("error") == "stream_error"]
                 wall = s["wall_s"] or 0
                 good = sum(1 for q in partial if q.get("ttft_ms") is not None and q["ttft_ms"] <= threshold)
