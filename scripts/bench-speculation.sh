@@ -74,7 +74,8 @@ PY
 PIDS=()
 stop_all() { for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; PIDS=(); }
 trap stop_all EXIT
-start() {  # log args... ; prints the URL
+# Sets URL; called in this shell (not in $(...)) so stop_all knows the server's pid.
+start() {  # log args...
   local log="$1"; shift
   local fifo="$log.fifo" line=""
   rm -f "$fifo"; mkfifo "$fifo"
@@ -82,7 +83,7 @@ start() {  # log args... ; prints the URL
   PIDS+=($!)
   read -r -t 120 line <"$fifo" || { cat "$log" >&2; die "serve did not start"; }
   rm -f "$fifo"
-  echo "${line##*listening on }"
+  URL="${line##*listening on }"
 }
 metric() {  # url name
   curl -sf "$1/metrics" | awk -v n="$2" '$1 ~ "^"n"({|$)" { s += $2 } END { print s + 0 }'
@@ -102,7 +103,8 @@ for model in "${MODELS[@]}"; do
     for label in "${order[@]}"; do
       args=(--model "m=$model" "${pin[@]}")
       [ "$label" = speculate ] && args+=(--speculate "$SPECULATE")
-      url="$(start "$out/$label-$round.log" "${args[@]}")"
+      start "$out/$label-$round.log" "${args[@]}"
+      url="$URL"
       "$LIFELINE" bench --target "$url,model=m,label=$label" --concurrency 1 \
         --requests "$REQUESTS" --prompts "$PROMPTS" --output-len "$OUTPUT_TOKENS" --ignore-eos \
         --extra-body '{"temperature": 0}' --progress never --out "$out/$label-$round" >/dev/null ||
