@@ -227,10 +227,6 @@ void Scheduler::AddEntry(Request& r, int64_t n_positions, bool is_decode, StepPl
   --slots_;
 }
 
-// Drafts go to the most important decodes first, only while nobody waits (a new request's
-// first token matters more than a running one's next few), within the step's verification
-// cap and budget, the request's max_tokens (the bonus token after the draft is one of them)
-// and context, and never at the price of a preemption: no free blocks, no draft.
 int64_t Scheduler::BestDraftLength(double a, int64_t max_k, int64_t step_tokens) const {
   if (spec_cost_ms_.empty()) return max_k;  // no cost model: every pass costs the same
   const auto cost = [this](int64_t n) { return spec_cost_ms_[static_cast<size_t>(n - 1)]; };
@@ -252,6 +248,10 @@ int64_t Scheduler::BestDraftLength(double a, int64_t max_k, int64_t step_tokens)
   return best_k;
 }
 
+// Drafts go to the most important decodes first, only while nobody waits (a new request's
+// first token matters more than a running one's next few), within the step's verification
+// cap and budget, the request's max_tokens (the bonus token after the draft is one of them)
+// and context, and never at the price of a preemption: no free blocks, no draft.
 std::vector<int32_t> Scheduler::DraftFor(Request& r, int64_t* spec_budget, int64_t step_tokens) {
   std::vector<int32_t> none;
   if (knobs_.spec_tokens <= 0 || !waiting_.empty()) return none;
