@@ -44,6 +44,7 @@ struct ServeFlags {
   std::vector<std::string> cors_origins;
   int io_threads = 1;
   int64_t max_body_bytes = 1 << 20;
+  int max_connections = server::ServerLimits{}.max_connections;
   int drain_timeout_s = 10;
   std::string isa;
   std::string kv_type = "f16";
@@ -296,6 +297,7 @@ int RunServe(ServeFlags f) {
   so.api_keys = std::move(api_keys).value();
   so.cors_allowed_origins = f.cors_origins;
   so.limits.max_body_bytes = static_cast<size_t>(f.max_body_bytes);
+  so.limits.max_connections = f.max_connections;
   so.limits.drain_timeout = std::chrono::seconds(f.drain_timeout_s);
   server::HttpServer http(so, &service);
   if (Status s = http.Start(); !s.ok()) {
@@ -362,6 +364,11 @@ CommandFn RegisterServe(CLI::App& root) {
   cmd->add_option("--io-threads", f->io_threads, "HTTP I/O threads")->capture_default_str();
   cmd->add_option("--max-body-bytes", f->max_body_bytes, "Request body cap (413 above)")
       ->capture_default_str();
+  cmd->add_option("--max-connections", f->max_connections,
+                  "Open connections served at once (503 + close above; each takes a file "
+                  "descriptor, so keep it under the process's limit, ulimit -n)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--drain-timeout", f->drain_timeout_s, "Seconds to drain on SIGTERM")
       ->capture_default_str();
   cmd->add_option("--config", f->slo_config, "SLO control plane config, TOML (docs/slo.md)");

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -172,6 +173,41 @@ TEST_F(NoDrainTest, SigtermCutsAnOpenStreamWithATerminalErrorEvent) {
   ASSERT_FALSE(events.empty());
   for (const std::string& e : events) EXPECT_NE(e, "[DONE]");
   ExpectShutdownErrorEvent(events.back());
+}
+
+// serve --max-connections: two idle keep-alive connections fill a cap of 2; a third is
+// answered 503 naming the limit and closed, and a slot freed serves again.
+class TwoConnectionsTest : public LiveServerTest {
+ protected:
+  std::vector<std::string> ServeArgs() const override {
+    std::vector<std::string> args = LiveServerTest::ServeArgs();
+    args.insert(args.end(), {"--max-connections", "2"});
+    return args;
+  }
+};
+
+TEST_F(TwoConnectionsTest, AThirdConnectionIsRefusedWithTheLimitNamed) {
+  auto c1 = std::make_unique<HttpTestClient>(port());
+  HttpTestClient c2(port());
+  for (HttpTestClient* c : {c1.get(), &c2}) {
+    ASSERT_TRUE(c->Send(GetRequest("/health")));
+    auto r = c->ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+  }
+  HttpTestClient c3(port());
+  auto refused = c3.ReadResponse(5s);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503) << refused->body;
+  EXPECT_NE(refused->body.find("max_connections = 2"), std::string::npos) << refused->body;
+  c1.reset();  // frees a slot
+  std::optional<HttpReply> ok;
+  for (int i = 0; i < 50 && !(ok && ok->status == 200); ++i) {
+    std::this_thread::sleep_for(20ms);
+    ok = Roundtrip(port(), GetRequest("/health"), 5s);
+  }
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
 }
 
 }  // namespace
