@@ -58,6 +58,7 @@ Status LlamaContext::ReleaseSequence(SeqId seq) {
 }
 
 Status LlamaContext::TruncateSequence(SeqId seq, int64_t n_tokens) {
+  if (!local_ && !window_) return Status::Ok();  // nothing of the sequence is kept here
   const bool known = local_ ? local_->Find(seq) != nullptr : window_ && window_->Has(seq);
   if (!known) return InvalidArgument("kv: unknown sequence id " + std::to_string(seq));
   if (window_) LL_RETURN_IF_ERROR(window_->Truncate(seq, n_tokens));
