@@ -227,6 +227,13 @@ void Scheduler::AddEntry(Request& r, int64_t n_positions, bool is_decode, StepPl
   --slots_;
 }
 
+void Scheduler::ObserveSpecCost(int64_t n_tokens, double ms) {
+  if (n_tokens < 1 || n_tokens > static_cast<int64_t>(spec_cost_ms_.size())) return;
+  constexpr double kAlpha = 0.05;
+  double& c = spec_cost_ms_[static_cast<size_t>(n_tokens - 1)];
+  c += kAlpha * (ms - c);
+}
+
 int64_t Scheduler::BestDraftLength(double a, int64_t max_k, int64_t step_tokens) const {
   if (spec_cost_ms_.empty()) return max_k;  // no cost model: every pass costs the same
   const auto cost = [this](int64_t n) { return spec_cost_ms_[static_cast<size_t>(n - 1)]; };

@@ -217,6 +217,10 @@ class Scheduler {
   // (drafted + 2)); k is the best such length. Steps longer than the table are not drafted
   // into. Empty (the default): every pass up to spec_step_tokens costs the same.
   void SetSpecCost(std::vector<double> cost_ms) { spec_cost_ms_ = std::move(cost_ms); }
+  // A decode-only step of `n_tokens` took `ms`: that entry of the table follows it (an EWMA,
+  // slow enough to ride out one noisy step, fast enough to follow the machine's load).
+  // Ignored without a table or beyond its length.
+  void ObserveSpecCost(int64_t n_tokens, double ms);
   void SetQueuePolicy(std::unique_ptr<QueuePolicy> policy);
   const QueuePolicy& queue_policy() const { return *policy_; }
 

@@ -265,8 +265,8 @@ class ModelEngine {
   // first request; engine thread).
   void Calibrate();
   // Speculation's cost model (Scheduler::SetSpecCost): the time of a decode pass of 1 ..
-  // spec_step_tokens tokens, timed at start (with speculation on) and then followed by the
-  // decode-only steps the engine runs (an EWMA per size).
+  // spec_step_tokens tokens, timed at start (with speculation on); then each decode-only step
+  // the engine runs goes to Scheduler::ObserveSpecCost.
   void CalibrateSpeculation();
   void ObserveSpecCost(const StepPlan& plan, double eval_ms);
   void ApplyKnobs();
@@ -347,7 +347,6 @@ class ModelEngine {
   int64_t deadline_stops_ = 0;  // engine thread
   int64_t prompt_tokens_ = 0;       // engine thread: EngineSnapshot::prompt_tokens
   int64_t generation_tokens_ = 0;   // engine thread: EngineSnapshot::generation_tokens
-  std::vector<double> spec_cost_ms_;  // engine thread: [n - 1] a decode-only step of n tokens
   int32_t spec_tokens_ = 0;           // drafted tokens per decode in effect (0: off)
   std::atomic<int64_t> context_trims_{0};
   mutable std::mutex snapshot_mu_;

@@ -27,6 +27,16 @@ int64_t NowUs() {
              Clock::now().time_since_epoch()).count();
 }
 
+// The block table of a calibration sequence covering `n_positions`: blocks 0, 1, 2, ...
+// Calibration runs before the scheduler has handed out a block, so the first blocks of the
+// store are free to write (K/V written there is never read again; a request's prefill
+// overwrites it).
+std::vector<int32_t> FirstBlocks(int64_t n_positions) {
+  std::vector<int32_t> blocks(static_cast<size_t>(KvBlocksFor(n_positions)));
+  std::iota(blocks.begin(), blocks.end(), 0);
+  return blocks;
+}
+
 }  // namespace
 
 void ModelEngine::Calibrate() {
@@ -35,11 +45,7 @@ void ModelEngine::Calibrate() {
   const int64_t max_tokens =
       std::min<int64_t>({256, options_.max_step_tokens, n_ctx_ - 1, capacity_tokens_ - 1});
   if (max_tokens < 1 || n_vocab < 2) return;
-  // Calibration runs before the scheduler has handed out a block, so the first blocks of
-  // the store are free to write: a table of blocks 0, 1, 2, ... (K/V written there is never
-  // read again; a request's prefill overwrites it).
-  std::vector<int32_t> blocks(static_cast<size_t>(KvBlocksFor(max_tokens + 1)));
-  std::iota(blocks.begin(), blocks.end(), 0);
+  const std::vector<int32_t> blocks = FirstBlocks(max_tokens + 1);
   // One prefill of `n` tokens from position 0 (and, with `decode`, one more token after
   // it); the time of the last Eval, or a negative value when it failed.
   auto run = [&](int64_t n, bool decode) -> double {
@@ -87,8 +93,7 @@ void ModelEngine::CalibrateSpeculation() {
   const int64_t n_vocab = model_->config().n_vocab;
   if (kContext + cap > n_ctx_ || kContext + cap > capacity_tokens_ || n_vocab < 2) return;
   if (static_cast<int64_t>(logits_.size()) < cap * n_vocab) return;
-  std::vector<int32_t> blocks(static_cast<size_t>(KvBlocksFor(kContext + cap)));
-  std::iota(blocks.begin(), blocks.end(), 0);  // before serving: no block is handed out yet
+  const std::vector<int32_t> blocks = FirstBlocks(kContext + cap);
   const SeqId seq = ctx_->NewSequence();
   SeqKv kv{seq, blocks, 0};
   std::vector<BatchToken> batch;
@@ -115,23 +120,14 @@ void ModelEngine::CalibrateSpeculation() {
   (void)ctx_->ReleaseSequence(seq);
   heartbeat_ns_.store(Clock::now().time_since_epoch().count());
   if (static_cast<int64_t>(cost.size()) != cap) return;  // no model: drafts as if passes were free
-  spec_cost_ms_ = std::move(cost);
-  scheduler_->SetSpecCost(spec_cost_ms_);
+  scheduler_->SetSpecCost(std::move(cost));
 }
 
 void ModelEngine::ObserveSpecCost(const StepPlan& plan, double eval_ms) {
-  if (spec_cost_ms_.empty() || plan.n_tokens < 1 ||
-      plan.n_tokens > static_cast<int64_t>(spec_cost_ms_.size())) {
-    return;
-  }
   for (const StepEntry& e : plan.entries) {
     if (!e.is_decode) return;  // a prefill chunk's step says nothing about decode passes
   }
-  // Slow enough to ride out one noisy step, fast enough to follow the machine's load.
-  constexpr double kAlpha = 0.05;
-  double& c = spec_cost_ms_[static_cast<size_t>(plan.n_tokens - 1)];
-  c += kAlpha * (eval_ms - c);
-  scheduler_->SetSpecCost(spec_cost_ms_);
+  scheduler_->ObserveSpecCost(plan.n_tokens, eval_ms);
 }
 
 }  // namespace lifeline::serving

@@ -26,6 +26,9 @@ namespace lifeline::testing {
 // The fake model's token for request `id` after it generated `n_generated` tokens.
 int32_t FakeToken(RequestId id, int64_t n_generated);
 
+// A scheduler config with these three set, the rest at their defaults.
+SchedulerConfig Config(int32_t n_blocks, int32_t max_running, int64_t max_step_tokens);
+
 class FakeKv {
  public:
   explicit FakeKv(int32_t n_blocks);

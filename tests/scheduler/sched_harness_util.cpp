@@ -10,6 +10,14 @@ int32_t FakeToken(RequestId id, int64_t n_generated) {
   return static_cast<int32_t>(1 + (id * 7919 + n_generated * 104729) % 30000);
 }
 
+SchedulerConfig Config(int32_t n_blocks, int32_t max_running, int64_t max_step_tokens) {
+  SchedulerConfig c;
+  c.n_blocks = n_blocks;
+  c.max_running = max_running;
+  c.max_step_tokens = max_step_tokens;
+  return c;
+}
+
 FakeKv::FakeKv(int32_t n_blocks)
     : slots_(static_cast<size_t>(n_blocks) * static_cast<size_t>(kKvBlockTokens)),
       prefix_fp_(static_cast<size_t>(n_blocks), 0) {}

@@ -16,15 +16,8 @@ namespace lifeline {
 namespace {
 
 using testing::FakeToken;
+using testing::Config;
 using testing::Harness;
-
-SchedulerConfig Config(int32_t n_blocks, int32_t max_running, int64_t max_step_tokens) {
-  SchedulerConfig c;
-  c.n_blocks = n_blocks;
-  c.max_running = max_running;
-  c.max_step_tokens = max_step_tokens;
-  return c;
-}
 
 std::vector<int32_t> Prompt(int32_t n, int32_t first = 100) {
   std::vector<int32_t> v(static_cast<size_t>(n));

@@ -16,6 +16,7 @@
 namespace lifeline {
 namespace {
 
+using testing::Config;
 using testing::Harness;
 
 // Independent of PromptLookupDraft's loop: every (n, start) pair, keeping the best by
@@ -70,14 +71,6 @@ TEST(PromptLookupDraft, MatchesABruteForceSearch) {
     for (int32_t& v : t) v = static_cast<int32_t>(rng() % static_cast<uint32_t>(alphabet));
     ASSERT_EQ(PromptLookupDraft(t, o), BruteForceDraft(t, o)) << "trial " << trial;
   }
-}
-
-SchedulerConfig Config(int32_t n_blocks, int32_t max_running, int64_t max_step_tokens) {
-  SchedulerConfig c;
-  c.n_blocks = n_blocks;
-  c.max_running = max_running;
-  c.max_step_tokens = max_step_tokens;
-  return c;
 }
 
 SchedulerKnobs SpecKnobs(int32_t max_running, int64_t max_step_tokens, int32_t spec_tokens,
@@ -252,6 +245,26 @@ TEST(SchedulerSpeculation, DraftLengthFollowsTheCostOfLongerPasses) {
     EXPECT_EQ(first, c.first_draft);
     if (c.first_draft == 0) EXPECT_EQ(h.sched().stats().spec_drafted, 0);
   }
+}
+
+// The measured steps move the table: decode passes of 2-4 tokens that turn out 10x slower than
+// the calibration said make drafting stop.
+TEST(SchedulerSpeculation, ObservedSlowPassesTurnDraftingOff) {
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  Harness h(Config(64, 4, 64));
+  ASSERT_TRUE(h.sched().SetKnobs(SpecKnobs(4, 64, 3)).ok());
+  h.sched().SetSpecCost({1, 1, 1, 1});
+  h.set_token_fn([&](RequestId id, int64_t n) { return RepeatingToken(prompt, id, n); });
+  h.Submit(prompt, 200);
+  for (int i = 0; i < 6; ++i) h.Step();
+  const int64_t drafted = h.sched().stats().spec_drafted;
+  EXPECT_GT(drafted, 0);
+  for (int i = 0; i < 200; ++i) {
+    for (int64_t n = 2; n <= 4; ++n) h.sched().ObserveSpecCost(n, 10.0);
+  }
+  h.sched().ObserveSpecCost(9, 1.0);  // beyond the table: ignored
+  h.RunUntilIdle(1000);
+  EXPECT_EQ(h.sched().stats().spec_drafted, drafted);
 }
 
 TEST(SchedulerSpeculation, SetKnobsValidatesTheSpeculationKnobs) {
