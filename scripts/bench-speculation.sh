@@ -47,12 +47,8 @@ mkdir -p "$RESULTS" "$MODEL_DIR"
 MODELS=("$@")
 if [ ${#MODELS[@]} -eq 0 ]; then
   [ -f ../shared/models/stories260K.gguf ] && MODELS+=(../shared/models/stories260K.gguf)
-  m="$MODEL_DIR/110m-q8_0.gguf"
-  if [ ! -f "$m" ]; then
-    "$LIFELINE" make-model --arch llama --dim 768 --layers 12 --heads 12 --kv-heads 12 \
-      --ffn 2048 --vocab 32000 --type q8_0 --seed 1 -o "$m.tmp" >&2 && mv "$m.tmp" "$m"
-  fi
-  MODELS+=("$m")
+  source scripts/bench-models.sh
+  MODELS+=("$(bench_model "$LIFELINE" "$MODEL_DIR" 110m-q8_0)")
 fi
 
 # Copy-heavy prompts: a passage, a blank line, then the passage's first words again.

@@ -82,15 +82,14 @@ if [ ! -x "$LIFELINE" ]; then
   ninja -C "$BUILD_DIR" -j "${LIFELINE_JOBS:-2}" lifeline
 fi
 
-# The 110M-shape model of scripts/bench-slo.sh (made once into the cache).
+# The 110M-shape Q8_0 model of the benchmark cache (scripts/bench-models.sh, made once).
 mkdir -p "$MODEL_DIR" "$RESULTS"
-MODEL="${BENCH_MODEL:-$MODEL_DIR/110m-q8_0.gguf}"
-if [ ! -f "$MODEL" ]; then
-  [ -z "${BENCH_MODEL:-}" ] || die "BENCH_MODEL=$MODEL does not exist"
-  echo "bench-vs-llamaserver: making $MODEL" >&2
-  "$LIFELINE" make-model --arch llama --dim 768 --layers 12 --heads 12 --kv-heads 12 \
-    --ffn 2048 --vocab 32000 --type q8_0 --seed 1 -o "$MODEL.tmp" >&2
-  mv "$MODEL.tmp" "$MODEL"
+if [ -n "${BENCH_MODEL:-}" ]; then
+  MODEL="$BENCH_MODEL"
+  [ -f "$MODEL" ] || die "BENCH_MODEL=$MODEL does not exist"
+else
+  source scripts/bench-models.sh
+  MODEL="$(bench_model "$LIFELINE" "$MODEL_DIR" 110m-q8_0)" || die "could not make the 110M model"
 fi
 
 LL_PID=""
