@@ -2,8 +2,11 @@
 // a proxy in front of it disagree about where a request ends (request smuggling, RFC 9112
 // 6.1 and 6.3), and absolute-form request targets (RFC 9112 3.2.2).
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "server/errors.h"
+#include "server/http_message.h"
 #include "server/server_fixture.h"
 
 namespace lifeline::server::testing {
@@ -47,12 +50,39 @@ TEST_F(ServerTest, TransferEncodingOtherThanAFinalChunkedIsRefusedAndClosed) {
     auto reply = client.ReadResponse(2s);
     ASSERT_TRUE(reply);
     EXPECT_EQ(reply->status, c.status) << reply->body;
+    // The status line carries the standard reason phrase (501 used to say "Unknown").
+    const std::string status_line = "HTTP/1.1 " + std::to_string(c.status) + " " +
+                                    std::string(StatusReason(c.status)) + "\r\n";
+    EXPECT_EQ(client.raw().rfind(status_line, 0), 0u) << client.raw();
     EXPECT_TRUE(reply->closed) << "the connection must not be reused";
     // Nothing else comes back: the hidden GET is never answered.
     EXPECT_TRUE(client.WaitForClose(2s));
     EXPECT_EQ(client.raw().find("\"object\":\"list\""), std::string::npos) << client.raw();
   }
   EXPECT_EQ(engine_.accepted(), 0);
+}
+
+// Every status an error can map to is written with its standard reason phrase (499 labels a
+// client that left, so it is never written).
+TEST(StatusReasonTest, EveryErrorStatusHasItsReasonPhrase) {
+  const std::vector<std::pair<ErrorKind, std::string>> expected = {
+      {ErrorKind::kInvalidRequest, "Bad Request"},
+      {ErrorKind::kUnauthorized, "Unauthorized"},
+      {ErrorKind::kNotFound, "Not Found"},
+      {ErrorKind::kMethodNotAllowed, "Method Not Allowed"},
+      {ErrorKind::kRequestTimeout, "Request Timeout"},
+      {ErrorKind::kPayloadTooLarge, "Content Too Large"},
+      {ErrorKind::kUnsupportedMediaType, "Unsupported Media Type"},
+      {ErrorKind::kHeadersTooLarge, "Request Header Fields Too Large"},
+      {ErrorKind::kOverloaded, "Too Many Requests"},
+      {ErrorKind::kInternal, "Internal Server Error"},
+      {ErrorKind::kNotImplemented, "Not Implemented"},
+      {ErrorKind::kUpstream, "Bad Gateway"},
+      {ErrorKind::kUnavailable, "Service Unavailable"},
+  };
+  for (const auto& [kind, reason] : expected) {
+    EXPECT_EQ(StatusReason(ClassOf(kind).http_status), reason) << ClassOf(kind).http_status;
+  }
 }
 
 TEST_F(ServerTest, ChunkedAloneStillFramesTheBodyInAnyCase) {
