@@ -11,20 +11,23 @@ namespace {
 // Q5_1 {d, m, qh[4], qs[16]}, Q8_0 {d, qs[32]}, Q4_K {d, dmin, scales[12], qs[128]},
 // Q5_K {d, dmin, scales[12], qh[32], qs[128]}, Q6_K {ql[128], qh[64], scales[16], d},
 // Q2_K {scales[16], qs[64], d, dmin}, Q3_K {hmask[32], qs[64], scales[12], d}, IQ4_NL {d, qs[16]}.
-constexpr InterleaveDesc kQ4_0{1, {0, 0}, 2, 4, 0};
-constexpr InterleaveDesc kQ4_1{2, {0, 2}, 4, 4, 0};
-constexpr InterleaveDesc kQ5_0{1, {0, 0}, 2, 5, 0};
-constexpr InterleaveDesc kQ5_1{2, {0, 2}, 4, 5, 0};
-constexpr InterleaveDesc kQ8_0{1, {0, 0}, 2, 8, 0x80};
-constexpr InterleaveDesc kQ4_K{2, {0, 2}, 4, 35, 0};
-constexpr InterleaveDesc kQ5_K{2, {0, 2}, 4, 43, 0};
-constexpr InterleaveDesc kQ6_K{1, {208, 0}, 0, 52, 0};
-constexpr InterleaveDesc kQ2_K{2, {80, 82}, 0, 20, 0};
-constexpr InterleaveDesc kQ3_K{1, {108, 0}, 0, 27, 0};
-constexpr InterleaveDesc kIQ4_NL{1, {0, 0}, 2, 4, 0};
+constexpr InterleaveDesc kQ4_0{1, {0, 0}, 2, 4, 0, 32};
+constexpr InterleaveDesc kQ4_1{2, {0, 2}, 4, 4, 0, 32};
+constexpr InterleaveDesc kQ5_0{1, {0, 0}, 2, 5, 0, 32};
+constexpr InterleaveDesc kQ5_1{2, {0, 2}, 4, 5, 0, 32};
+constexpr InterleaveDesc kQ8_0{1, {0, 0}, 2, 8, 0x80, 32};
+constexpr InterleaveDesc kQ4_K{2, {0, 2}, 4, 35, 0, 256};
+constexpr InterleaveDesc kQ5_K{2, {0, 2}, 4, 43, 0, 256};
+constexpr InterleaveDesc kQ6_K{1, {208, 0}, 0, 52, 0, 256};
+constexpr InterleaveDesc kQ2_K{2, {80, 82}, 0, 20, 0, 256};
+constexpr InterleaveDesc kQ3_K{1, {108, 0}, 0, 27, 0, 256};
+constexpr InterleaveDesc kIQ4_NL{1, {0, 0}, 2, 4, 0, 32};
+// 32 values of 2 bytes as 16 quads of value pairs (interleave.h).
+constexpr InterleaveDesc kF16{0, {0, 0}, 0, 16, 0, 32};
+constexpr InterleaveDesc kBF16{0, {0, 0}, 0, 16, 0, 32};
 
-uint64_t UnitBytes(const WeightMatrix& w) {
-  return static_cast<uint64_t>(kInterleaveRows) * TypeTraits(w.type).block_bytes;
+uint64_t UnitBytes(const InterleaveDesc& d) {
+  return static_cast<uint64_t>(kInterleaveRows) * InterleaveBlockBytes(d);
 }
 
 }  // namespace
@@ -42,13 +45,16 @@ const InterleaveDesc* InterleaveDescFor(GgmlType type) {
     case GgmlType::kQ2_K: return &kQ2_K;
     case GgmlType::kQ3_K: return &kQ3_K;
     case GgmlType::kIQ4_NL: return &kIQ4_NL;
+    case GgmlType::kF16: return &kF16;
+    case GgmlType::kBF16: return &kBF16;
     default: return nullptr;
   }
 }
 
 bool CanInterleave(const WeightMatrix& w) {
-  return w.layout == WeightLayout::kRows && HasInterleavedLayout(w.type) && w.rows > 0 &&
-         w.rows % kInterleaveRows == 0 && w.cols % TypeTraits(w.type).block_elems == 0;
+  const InterleaveDesc* d = InterleaveDescFor(w.type);
+  return w.layout == WeightLayout::kRows && d != nullptr && w.rows > 0 &&
+         w.rows % kInterleaveRows == 0 && w.cols > 0 && w.cols % d->block_elems == 0;
 }
 
 namespace {
@@ -98,6 +104,8 @@ GroupsFn GroupsFnFor(GgmlType type) {
     case GgmlType::kQ2_K: return &InterleaveGroups<kQ2_K>;
     case GgmlType::kQ3_K: return &InterleaveGroups<kQ3_K>;
     case GgmlType::kIQ4_NL: return &InterleaveGroups<kIQ4_NL>;
+    case GgmlType::kF16: return &InterleaveGroups<kF16>;
+    case GgmlType::kBF16: return &InterleaveGroups<kBF16>;
     default: return nullptr;
   }
 }
@@ -125,13 +133,13 @@ void InterleaveRows(const WeightMatrix& w, uint8_t* dst) {
 void DeinterleaveRow(const WeightMatrix& w, int64_t r, uint8_t* out) {
   LL_CHECK(w.layout == WeightLayout::kInterleaved16 && r >= 0 && r < w.rows);
   const InterleaveDesc& d = *InterleaveDescFor(w.type);
-  const int64_t bb = TypeTraits(w.type).block_bytes;
-  const int64_t nb = w.cols / TypeTraits(w.type).block_elems;
+  const int64_t bb = InterleaveBlockBytes(d);
+  const int64_t nb = w.cols / d.block_elems;
   const uint32_t x4 = 0x01010101u * d.body_xor;
   const int64_t g = r / kInterleaveRows;
   const int lane = static_cast<int>(r % kInterleaveRows);
   const uint8_t* unit = w.data + static_cast<uint64_t>(g) * kInterleaveRows * w.row_bytes;
-  for (int64_t b = 0; b < nb; ++b, unit += UnitBytes(w)) {
+  for (int64_t b = 0; b < nb; ++b, unit += UnitBytes(d)) {
     uint8_t* blk = out + b * bb;
     for (int f = 0; f < d.n_f16; ++f) {
       std::memcpy(blk + d.f16_offset[f], unit + InterleaveF16Offset(f) + 2 * lane, 2);

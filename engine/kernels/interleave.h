@@ -31,9 +31,15 @@ struct InterleaveDesc {
   int body_begin = 0;    // the rest: [body_begin, body_begin + 4 * n_quads) in quads
   int n_quads = 0;
   uint8_t body_xor = 0;  // applied to every body byte (Q8_0: 0x80)
+  int block_elems = 0;   // values per block (the type's block; 32 for F16 / BF16)
 };
 
-// The layout of `type`, or nullptr when it has none (F32, F16, BF16).
+// Bytes per block of a layout: its f16 fields and its quads.
+inline constexpr int64_t InterleaveBlockBytes(const InterleaveDesc& d) {
+  return 2 * d.n_f16 + 4 * d.n_quads;
+}
+
+// The layout of `type`, or nullptr when it has none (F32).
 const InterleaveDesc* InterleaveDescFor(GgmlType type);
 inline bool HasInterleavedLayout(GgmlType type) { return InterleaveDescFor(type) != nullptr; }
 
@@ -41,7 +47,8 @@ inline bool HasInterleavedLayout(GgmlType type) { return InterleaveDescFor(type)
 inline constexpr int64_t InterleaveF16Offset(int field) { return 32 * field; }
 inline int64_t InterleaveQuadOffset(const InterleaveDesc& d, int q) { return 32 * d.n_f16 + 64 * q; }
 
-// Whether a loader may repack w: a type with a layout, rows a multiple of 16, row layout.
+// Whether a loader may repack w: a type with a layout, rows a multiple of 16, whole blocks of
+// the layout per row (for F16 / BF16: cols a multiple of 32), row layout.
 bool CanInterleave(const WeightMatrix& w);
 
 // Writes w (kRows) in the interleaved layout to dst (w.rows * w.row_bytes bytes). Requires

@@ -223,6 +223,8 @@ TileKernel ScalarInterleavedTile(GgmlType type) {
     case GgmlType::kQ2_K: k.fn = &ScalarInterleavedTileT<GgmlType::kQ2_K>; break;
     case GgmlType::kQ3_K: k.fn = &ScalarInterleavedTileT<GgmlType::kQ3_K>; break;
     case GgmlType::kIQ4_NL: k.fn = &ScalarInterleavedTileT<GgmlType::kIQ4_NL>; break;
+    case GgmlType::kF16: k.fn = &ScalarInterleavedTileT<GgmlType::kF16>; break;
+    case GgmlType::kBF16: k.fn = &ScalarInterleavedTileT<GgmlType::kBF16>; break;
     default: k.fn = nullptr; break;
   }
   return k;

@@ -42,7 +42,8 @@ using testing::kTwinRelTol;
 
 const GgmlType kTypes[] = {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K,
                            GgmlType::kQ5_K, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
-                           GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kIQ4_NL};
+                           GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kIQ4_NL,
+                           GgmlType::kF16,  GgmlType::kBF16};
 
 // Owns the repacked bytes of a matrix.
 struct Repacked {
@@ -71,12 +72,15 @@ TEST(Interleave, LayoutCoversTheSupportedTypes) {
   for (GgmlType t : kTypes) {
     const kernels::InterleaveDesc* d = kernels::InterleaveDescFor(t);
     ASSERT_NE(d, nullptr) << TypeTraits(t).name;
-    // Same bytes per block: the f16 fields plus the quads.
-    EXPECT_EQ(2 * d->n_f16 + 4 * d->n_quads, TypeTraits(t).block_bytes) << TypeTraits(t).name;
+    // Same bytes per block: the f16 fields plus the quads, as many as the type's blocks of
+    // the layout's length take (F16 / BF16: 32 values of 2 bytes).
+    const auto& traits = TypeTraits(t);
+    EXPECT_EQ(d->block_elems % traits.block_elems, 0) << traits.name;
+    EXPECT_EQ(kernels::InterleaveBlockBytes(*d),
+              traits.block_bytes * (d->block_elems / traits.block_elems))
+        << traits.name;
   }
-  for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16}) {
-    EXPECT_EQ(kernels::InterleaveDescFor(t), nullptr) << TypeTraits(t).name;
-  }
+  EXPECT_EQ(kernels::InterleaveDescFor(GgmlType::kF32), nullptr);
 }
 
 TEST(Interleave, CanInterleaveNeedsWholeGroupsAndRowLayout) {
@@ -88,8 +92,15 @@ TEST(Interleave, CanInterleaveNeedsWholeGroupsAndRowLayout) {
   w.rows = 48;
   w.layout = WeightLayout::kInterleaved16;
   EXPECT_FALSE(CanInterleave(w));
-  const auto f = testing::QuantizedRandomWeights(GgmlType::kF16, 16, 64, 1);
-  EXPECT_FALSE(CanInterleave(testing::View(GgmlType::kF16, f, 16, 64)));
+  // F16 / BF16: whole 32-value blocks only.
+  for (GgmlType t : {GgmlType::kF16, GgmlType::kBF16}) {
+    const auto f = testing::QuantizedRandomWeights(t, 16, 64, 1);
+    EXPECT_TRUE(CanInterleave(testing::View(t, f, 16, 64)));
+    const auto g = testing::QuantizedRandomWeights(t, 16, 48, 1);
+    EXPECT_FALSE(CanInterleave(testing::View(t, g, 16, 48)));
+  }
+  const auto f32 = testing::QuantizedRandomWeights(GgmlType::kF32, 16, 64, 1);
+  EXPECT_FALSE(CanInterleave(testing::View(GgmlType::kF32, f32, 16, 64)));
 }
 
 TEST(Interleave, RowsReadBackExactly) {

@@ -16,6 +16,7 @@ void FillAvx512(MatmulImpl* impl, bool use_bf16_dot) {
   avx512::FillInterleavedLegacy(impl);
   avx512::FillInterleavedKQuants(impl);
   avx512::FillInterleavedLowBit(impl);
+  avx512::FillInterleavedFloat(impl, use_bf16_dot);
 }
 
 }  // namespace lifeline::kernels

@@ -1,0 +1,137 @@
+// AVX-512 kernels for F16 and BF16 weights in the row-interleaved layout (interleave.h): a
+// block is 32 values of 16 rows stored as 16 quads, quad q holding values (2q, 2q + 1) of
+// every row, row r in 32-bit lane r.
+//
+// Why: in row layout a 4-row tile streams four rows 4 KiB apart (one 4 KiB page each for the
+// TinyLlama shape) from the file's mapping in 4 KiB pages, and decode read ~70 % of the
+// measured bandwidth (docs/performance.md); interleaved, a group is one contiguous run of
+// 16 rows in the repacked copy's huge pages, and the gate/up pair is fused like the quantized
+// types'.
+//
+// F16 decode tile: one 512-bit load of a quad, two vcvtph2ps (rows 0..7 and 8..15, each lane
+// pair one row's two values), and per token two FMAs against the token's value pair broadcast
+// as 64 bits; the lane pairs are summed once per group. BF16 (with AVX512_BF16): one
+// vdpbf16ps per quad and token adds both products of all 16 rows against the pair broadcast
+// as 32 bits (products of two bf16 values are exact in f32). At one or two tokens the sums run
+// in several independent chains so consecutive quads do not wait on the FMA's latency.
+//
+// BF16 GEMM packing: the packed tile of gemm_float_avx512.cpp ([cols / 2][16 rows][2] bf16) is
+// the interleaved group itself, so packing is a copy.
+#include <cstring>
+
+#include "engine/kernels/interleave.h"
+#include "engine/kernels/x86/avx512_kernels.h"
+#include "engine/kernels/x86/interleaved_avx512.h"
+
+namespace lifeline::kernels::avx512 {
+namespace {
+
+constexpr int64_t kFloatUnit = 16 * 64;  // one block of a group: 16 quads of 64 bytes
+
+// Half a unit (8 lines) of the unit about 6 KiB ahead, as one burst (the quantized tiles'
+// measured distance and burst shape, interleaved_legacy_avx512.cpp).
+constexpr int64_t kFloatAhead = 6 * kFloatUnit;
+static inline void PrefetchHalfUnit(const uint8_t* p) {
+  const uint8_t* ahead = p + kFloatAhead;
+  for (int l = 0; l < 8; ++l) _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * l), _MM_HINT_T0);
+}
+
+// Lane pairs (2i, 2i + 1) of lo are row i, of hi row 8 + i: their sums, row r in lane r.
+static inline __m512 SumLanePairs(__m512 lo, __m512 hi) {
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  return _mm512_add_ps(_mm512_permutex2var_ps(lo, even, hi), _mm512_permutex2var_ps(lo, odd, hi));
+}
+
+struct F16I {
+  static constexpr int64_t kBlockElems = 32;
+
+  template <int NT>
+  static void Run(const uint8_t* w, uint64_t rb, int64_t n_groups, const ActRow* a, int64_t nb,
+                  float* y, int64_t ldy) {
+    // Accumulator sets: at one token, even and odd quads in two sets (four chains in all).
+    constexpr int kSets = NT == 1 ? 2 : 1;
+    for (int64_t g = 0; g < n_groups; ++g) {
+      const uint8_t* unit = w + static_cast<uint64_t>(g) * 16 * rb;
+      __m512 lo[kSets][NT], hi[kSets][NT];
+      for (int s = 0; s < kSets; ++s) {
+        for (int t = 0; t < NT; ++t) lo[s][t] = hi[s][t] = _mm512_setzero_ps();
+      }
+      for (int64_t b = 0; b < nb; ++b, unit += kFloatUnit) {
+#pragma GCC unroll 16
+        for (int q = 0; q < 16; ++q) {
+          if ((q & 7) == 0) PrefetchHalfUnit(unit + 64 * q);
+          // Two 256-bit halves converted straight from memory: an extract from one 512-bit
+          // load costs a shuffle per quad on the port the conversions use.
+          const __m512 wl = LoadF16x16(unit + 64 * q);
+          const __m512 wh = LoadF16x16(unit + 64 * q + 32);
+          const int s = q % kSets;
+          for (int t = 0; t < NT; ++t) {
+            double pair;
+            std::memcpy(&pair, a[t].f + 32 * b + 2 * q, sizeof(pair));
+            const __m512 xv = _mm512_castpd_ps(_mm512_set1_pd(pair));
+            lo[s][t] = _mm512_fmadd_ps(wl, xv, lo[s][t]);
+            hi[s][t] = _mm512_fmadd_ps(wh, xv, hi[s][t]);
+          }
+        }
+      }
+      for (int t = 0; t < NT; ++t) {
+        for (int s = 1; s < kSets; ++s) {
+          lo[0][t] = _mm512_add_ps(lo[0][t], lo[s][t]);
+          hi[0][t] = _mm512_add_ps(hi[0][t], hi[s][t]);
+        }
+        _mm512_storeu_ps(y + t * ldy + 16 * g, SumLanePairs(lo[0][t], hi[0][t]));
+      }
+    }
+  }
+};
+
+struct Bf16DotI {
+  static constexpr int64_t kBlockElems = 32;
+
+  template <int NT>
+  static void Run(const uint8_t* w, uint64_t rb, int64_t n_groups, const ActRow* a, int64_t nb,
+                  float* y, int64_t ldy) {
+    // Independent chains per token: four at one token, two at two.
+    constexpr int kSets = NT == 1 ? 4 : NT == 2 ? 2 : 1;
+    for (int64_t g = 0; g < n_groups; ++g) {
+      const uint8_t* unit = w + static_cast<uint64_t>(g) * 16 * rb;
+      __m512 acc[kSets][NT];
+      for (int s = 0; s < kSets; ++s) {
+        for (int t = 0; t < NT; ++t) acc[s][t] = _mm512_setzero_ps();
+      }
+      for (int64_t b = 0; b < nb; ++b, unit += kFloatUnit) {
+#pragma GCC unroll 16
+        for (int q = 0; q < 16; ++q) {
+          if ((q & 7) == 0) PrefetchHalfUnit(unit + 64 * q);
+          const __m512bh wv = (__m512bh)LoadOnce(unit + 64 * q);
+          const int s = q % kSets;
+          for (int t = 0; t < NT; ++t) {
+            int32_t pair;
+            std::memcpy(&pair, a[t].bf + 32 * b + 2 * q, sizeof(pair));
+            acc[s][t] = _mm512_dpbf16_ps(acc[s][t], wv, (__m512bh)_mm512_set1_epi32(pair));
+          }
+        }
+      }
+      for (int t = 0; t < NT; ++t) {
+        for (int s = 1; s < kSets; ++s) acc[0][t] = _mm512_add_ps(acc[0][t], acc[s][t]);
+        _mm512_storeu_ps(y + t * ldy + 16 * g, acc[0][t]);
+      }
+    }
+  }
+
+  // The packed GEMM tile of one group is the group's bytes (see the file comment).
+  static void Pack(const uint8_t* w, uint64_t, int64_t cols, uint8_t* packed) {
+    std::memcpy(packed, w, static_cast<size_t>(cols) * 2 * kInterleaveRows);
+  }
+};
+
+}  // namespace
+
+void FillInterleavedFloat(MatmulImpl* impl, bool use_bf16_dot) {
+  RegisterInterleaved<F16I>(impl, GgmlType::kF16);
+  // Without AVX512_BF16 BF16 keeps the row layout and its widening tile.
+  if (use_bf16_dot) RegisterInterleaved<Bf16DotI>(impl, GgmlType::kBF16);
+}
+
+}  // namespace lifeline::kernels::avx512
