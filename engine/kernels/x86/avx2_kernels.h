@@ -14,5 +14,6 @@ void FillQuantizers(MatmulImpl* impl);  // activation quantizers
 void FillInterleavedLegacy(MatmulImpl* impl);   // Q4_0 .. Q8_0, IQ4_NL in the row-interleaved layout
 void FillInterleavedKQuants(MatmulImpl* impl);  // Q4_K, Q5_K, Q6_K in the row-interleaved layout
 void FillInterleavedLowBit(MatmulImpl* impl);   // Q2_K, Q3_K in the row-interleaved layout
+void FillInterleavedFloat(MatmulImpl* impl);    // F16, BF16 in the row-interleaved layout
 
 }  // namespace lifeline::kernels::avx2

@@ -12,6 +12,7 @@ void FillAvx2(MatmulImpl* impl) {
   avx2::FillInterleavedLegacy(impl);
   avx2::FillInterleavedKQuants(impl);
   avx2::FillInterleavedLowBit(impl);
+  avx2::FillInterleavedFloat(impl);
 }
 
 }  // namespace lifeline::kernels
