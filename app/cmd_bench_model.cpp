@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -70,6 +71,52 @@ void PrintProfile(const OpProfile& profile, double tg_seconds) {
               tg_seconds > 0 ? 100.0 * (tg_seconds - in_products) / tg_seconds : 0.0);
 }
 
+// The stages a profile timed, as shares of `total_seconds`.
+void PrintStages(const OpProfile& profile, double total_seconds) {
+  for (const OpStage& st : profile.Stages()) {
+    std::printf("| %s | %lld | %.1f | %.1f %% |\n", st.name, static_cast<long long>(st.calls),
+                st.seconds * 1e3, total_seconds > 0 ? 100.0 * st.seconds / total_seconds : 0.0);
+  }
+}
+
+// The pp runs: per product, its multiply-add rate (GOP/s, 2 ops per multiply-add) and share
+// of the pp wall time; then the stages inside the products (activation quantization) and
+// outside them (attention, RoPE and KV writes, the embedding), and what no stage covers.
+void PrintPpProfile(const OpProfile& profile, double pp_seconds) {
+  std::printf("pp products (wall time inside each matrix product, all pp runs):\n");
+  std::printf("| product | calls | ms | GOP/s | share of pp |\n");
+  std::printf("| ------- | ----: | -: | ----: | ----------: |\n");
+  double macs = 0;
+  for (const OpProfileEntry& e : profile.Entries()) {
+    macs += e.macs;
+    std::printf("| %s | %lld | %.1f | %.1f | %.1f %% |\n", e.key.c_str(),
+                static_cast<long long>(e.calls), e.seconds * 1e3, e.gops(),
+                pp_seconds > 0 ? 100.0 * e.seconds / pp_seconds : 0.0);
+  }
+  const double in_products = profile.TotalSeconds();
+  std::printf("products: %.1f %% of pp time at %.1f GOP/s\n",
+              pp_seconds > 0 ? 100.0 * in_products / pp_seconds : 0.0,
+              in_products > 0 ? 2 * macs / in_products / 1e9 : 0.0);
+  std::printf("| stage | calls | ms | share of pp |\n| ----- | ----: | -: | ----------: |\n");
+  PrintStages(profile, pp_seconds);
+  double outside = 0;
+  for (const OpStage& st : profile.Stages()) {
+    if (std::string_view(st.name).starts_with("activation")) continue;  // inside the products
+    outside += st.seconds;
+  }
+  std::printf("the activation quantization runs inside the products; outside products and "
+              "stages (output norm, residual hand-offs, pool wake-ups): %.1f %%\n",
+              pp_seconds > 0 ? 100.0 * (pp_seconds - in_products - outside) / pp_seconds : 0.0);
+}
+
+nlohmann::json StagesJson(const OpProfile& profile) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const OpStage& st : profile.Stages()) {
+    out.push_back({{"stage", st.name}, {"calls", st.calls}, {"seconds", st.seconds}});
+  }
+  return out;
+}
+
 int RunBench(const BenchFlags& f) {
   auto kernels = SelectKernels(f.isa);
   if (!kernels.ok()) return Fail(kernels.status());
@@ -89,8 +136,11 @@ int RunBench(const BenchFlags& f) {
   opts.reps = f.reps;
   opts.kv_type = *kv_type;
   opts.verify_k = f.verify_k;
-  OpProfile profile;
-  if (f.profile_ops) opts.tg_profile = &profile;
+  OpProfile profile, pp_profile;
+  if (f.profile_ops) {
+    opts.tg_profile = &profile;
+    opts.pp_profile = &pp_profile;
+  }
   // The bandwidth reference: sampled just before and just after every tg run (each sample
   // the median of kPassesPerSample passes over the probe's buffer), so each run is compared
   // with the bandwidth of its own minute; without tg runs, measured once at the end.
@@ -175,6 +225,18 @@ int RunBench(const BenchFlags& f) {
       }
       j["tg_seconds"] = res->tg_seconds;
       j["tg_products"] = ops;
+      j["tg_stages"] = StagesJson(profile);
+      nlohmann::json pp_ops = nlohmann::json::array();
+      for (const OpProfileEntry& e : pp_profile.Entries()) {
+        pp_ops.push_back({{"product", e.key},
+                          {"calls", e.calls},
+                          {"seconds", e.seconds},
+                          {"macs", e.macs},
+                          {"gops", e.gops()}});
+      }
+      j["pp_seconds"] = res->pp_seconds;
+      j["pp_products"] = pp_ops;
+      j["pp_stages"] = StagesJson(pp_profile);
     }
     if (!res->verify.empty()) {
       nlohmann::json v = nlohmann::json::array();
@@ -217,6 +279,7 @@ int RunBench(const BenchFlags& f) {
                 static_cast<long long>(f.n_gen), res->tg.median, res->tg.mean, res->tg.stddev,
                 res->tg.min, res->tg.max);
   }
+  if (f.profile_ops && f.n_prompt > 0) PrintPpProfile(pp_profile, res->pp_seconds);
   if (f.profile_ops && f.n_gen > 0) PrintProfile(profile, res->tg_seconds);
   if (!res->verify.empty()) {
     std::printf("verification passes (k tokens with logits after a 128-token context, rolled "
@@ -267,7 +330,7 @@ CommandFn RegisterBenchModel(CLI::App& root) {
   cmd->add_option("--isa", f->isa, "Force a kernel level: scalar, avx2, avx512");
   AddPinFlags(cmd, &f->pin);
   cmd->add_flag("--profile-ops", f->profile_ops,
-                "Time every matrix product of the tg runs: per-product GB/s and share of tg time");
+                "Time every matrix product of the pp and tg runs (pp: GOP/s, tg: GB/s, share of the run) and where the rest of a prefill goes (activation quantization, attention, RoPE + KV writes)");
   cmd->add_option("--verify-k", f->verify_k,
                   "Also time verification passes of k tokens (speculative decoding), e.g. 1,2,4,8")
       ->delimiter(',')

@@ -168,9 +168,14 @@ Result<ModelBenchResult> RunModelBench(const LlamaModel& model, ComputePool& poo
       for (int64_t i = 0; i < opts.n_prompt; ++i) {
         batch.push_back({ids[i], i, seq, i + 1 == opts.n_prompt});
       }
+      SetOpProfile(opts.pp_profile);
       const auto t0 = std::chrono::steady_clock::now();
-      LL_RETURN_IF_ERROR(model.Eval(batch, *ctx, pool, logits));
-      pp.push_back(static_cast<double>(opts.n_prompt) / Seconds(t0));
+      const Status st = model.Eval(batch, *ctx, pool, logits);
+      const double seconds = Seconds(t0);
+      SetOpProfile(nullptr);
+      LL_RETURN_IF_ERROR(st);
+      out.pp_seconds += seconds;
+      pp.push_back(static_cast<double>(opts.n_prompt) / seconds);
       LL_RETURN_IF_ERROR(ctx->ReleaseSequence(seq));
     }
     if (opts.n_gen > 0) {

@@ -27,6 +27,9 @@ struct ModelBenchOptions {
   // Installed (op_profile.h) around the tg runs only; its entries are then the decode
   // products of n_gen * reps tokens.
   OpProfile* tg_profile = nullptr;
+  // Installed around the pp runs only: the prefill products and stages of n_prompt * reps
+  // prompt tokens.
+  OpProfile* pp_profile = nullptr;
   // Optional: called just before and just after each tg run (never while one is timed); its
   // values (GB/s of a bandwidth probe) go to ModelBenchResult::tg_bandwidth_gb_per_s, so
   // each run has a reference measured beside it.
@@ -54,6 +57,7 @@ struct ModelBenchResult {
   ThroughputStats pp;
   ThroughputStats tg;
   double tg_seconds = 0;  // wall time of all tg runs (the profile's entries are a part of it)
+  double pp_seconds = 0;  // wall time of all pp runs
   // bandwidth_sample just before tg run i is [2 i], just after it [2 i + 1] (empty without
   // the callback).
   std::vector<double> tg_bandwidth_gb_per_s;

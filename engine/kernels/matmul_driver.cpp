@@ -567,7 +567,10 @@ void RunMatmulGroup(const MatmulImpl& impl, const MatmulGroup& g, const float* x
   LL_CHECK(cols % ActBlockElems(format) == 0);
 
   QuantizedActs& acts = ActScratch();
-  QuantizeActs(impl, format, x, n_tokens, cols, acts, pool, Prologue{g.prologue, g.prologue_ctx});
+  {
+    const OpStageTimer timer("activation quantization (+ fused RMSNorm)");
+    QuantizeActs(impl, format, x, n_tokens, cols, acts, pool, Prologue{g.prologue, g.prologue_ctx});
+  }
 
   bool any_gemm = false;
   for (int i = 0; i < g.n; ++i) {

@@ -9,6 +9,7 @@
 
 #include "base/check.h"
 #include "engine/kernels/interleave.h"
+#include "engine/kernels/op_profile.h"
 #include "engine/kernels/ref/quants_ref.h"
 #include "engine/model/attention.h"
 #include "engine/model/norm_hook.h"
@@ -373,12 +374,21 @@ void LlamaModel::EvalStep(std::span<const BatchToken> step, LlamaContext& ctx, C
   if (c.is_moe()) {
     std::fill_n(s.moe_route_margin.begin(), n, std::numeric_limits<float>::infinity());
   }
-  Embed(step, ctx);  // x = token_embd[token] * embd_scale; rope angles of every position
+  {
+    const OpStageTimer timer("embedding + RoPE angles");
+    Embed(step, ctx);  // x = token_embd[token] * embd_scale; rope angles of every position
+  }
   for (int64_t il = 0; il < c.n_layer; ++il) {
     const LlamaLayerWeights& w = weights_.layers[static_cast<size_t>(il)];
     NormAndProjectQkv(w, n, ctx, pool);        // q, k, v = RMSNorm(x) * attn_norm . Wq, Wk, Wv
-    PositionAndCache(il, step, ctx);           // [Q/K norm], RoPE, K and V into the cache
-    Attend(il, step, ctx, pool);               // attn = softmax(q k^T * scale) v, causal
+    {
+      const OpStageTimer timer("Q/K norm, RoPE, KV writes");
+      PositionAndCache(il, step, ctx);         // [Q/K norm], RoPE, K and V into the cache
+    }
+    {
+      const OpStageTimer timer("attention");
+      Attend(il, step, ctx, pool);             // attn = softmax(q k^T * scale) v, causal
+    }
     AddProjection(*kernels_, w.wo, s.attn.data(), n, w.attn_post_norm, c.rms_eps,
                   s.proj.data(), s.x.data(), pool);  // x += [PostNorm](attn . Wo)
     if (!c.is_moe()) {

@@ -3,6 +3,7 @@
 // nothing is recorded.
 #include "engine/kernels/op_profile.h"
 
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -44,14 +45,41 @@ TEST(OpProfile, RecordsEachGroupCallByMatricesAndTokenClass) {
   for (const OpProfileEntry& entry : e) {
     EXPECT_EQ(entry.key, "q8_0 32x64 + q4_0 16x64");
     EXPECT_EQ(entry.weight_bytes, group_bytes * entry.calls);
+    // Multiply-adds: tokens x rows x cols of both matrices per call.
+    EXPECT_EQ(entry.macs, (entry.decode ? 1.0 : 3.0) * (32 + 16) * cols * entry.calls);
     EXPECT_GT(entry.seconds, 0.0);
     (entry.decode ? decode_calls : batch_calls) += entry.calls;
   }
   EXPECT_EQ(decode_calls, 2);
   EXPECT_EQ(batch_calls, 1);
   EXPECT_DOUBLE_EQ(profile.TotalSeconds(), e[0].seconds + e[1].seconds);
+  // Each fused group call quantizes its activations once, timed as a stage.
+  const std::vector<OpStage> stages = profile.Stages();
+  ASSERT_EQ(stages.size(), 1u);
+  EXPECT_EQ(std::string(stages[0].name), "activation quantization (+ fused RMSNorm)");
+  EXPECT_EQ(stages[0].calls, 3);
+  EXPECT_GT(stages[0].seconds, 0.0);
+  EXPECT_LT(stages[0].seconds, profile.TotalSeconds());
   profile.Reset();
   EXPECT_TRUE(profile.Entries().empty());
+  EXPECT_TRUE(profile.Stages().empty());
+}
+
+TEST(OpProfile, StageTimersRecordOnlyWhileAProfileIsInstalled) {
+  OpProfile profile;
+  { const OpStageTimer t("attention"); }  // not installed: not recorded
+  SetOpProfile(&profile);
+  { const OpStageTimer t("attention"); }
+  { const OpStageTimer t("embedding"); }
+  { const OpStageTimer t("attention"); }
+  SetOpProfile(nullptr);
+  { const OpStageTimer t("attention"); }
+  const std::vector<OpStage> stages = profile.Stages();
+  ASSERT_EQ(stages.size(), 2u);
+  EXPECT_EQ(std::string(stages[0].name), "attention");  // in the order first seen
+  EXPECT_EQ(stages[0].calls, 2);
+  EXPECT_EQ(std::string(stages[1].name), "embedding");
+  EXPECT_EQ(stages[1].calls, 1);
 }
 
 }  // namespace
