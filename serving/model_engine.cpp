@@ -185,6 +185,7 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
     k.spec_tokens = spec_tokens;
     k.spec_step_tokens = options.spec_step_tokens;
     LL_RETURN_IF_ERROR(e->scheduler_->SetKnobs(k));
+    e->max_running_.store(k.max_running, std::memory_order_relaxed);
   }
   e->pool_ = std::make_unique<ComputePool>(options.threads, options.pin_cpus);
   // One row per sequence that samples this step: the scheduler asks for logits only at a

@@ -290,6 +290,7 @@ class ModelEngine {
                                          const Status& eval_status, Clock::time_point t_step0,
                                          Clock::time_point t_eval0, Clock::time_point t_eval1);
   void ApplyFinished(std::vector<Request> finished);
+  void ObserveDecodeInterval(const StepPlan& plan, Clock::time_point t_step0);
   void ObserveSpeeds(const StepPlan& plan, size_t batch_tokens, Clock::time_point t_eval0,
                      Clock::time_point t_eval1);
   void PublishSnapshot();
@@ -338,6 +339,13 @@ class ModelEngine {
   // Engine thread writes once per step; Submit threads read (Load).
   std::atomic<int64_t> running_prefill_tokens_{0};
   std::atomic<int32_t> running_decodes_{0};
+  std::atomic<int32_t> running_sequences_{0};            // holding a running slot
+  std::atomic<int64_t> running_decode_tokens_left_{0};   // their max_tokens left, summed
+  std::atomic<int64_t> running_decode_min_left_{0};      // ... and the fewest of them
+  std::atomic<int32_t> max_running_{0};                  // the step's slot cap (knobs applied)
+  // Moving average of the time between consecutive steps with decodes (ObserveDecodeInterval).
+  std::atomic<double> decode_interval_ms_{0};
+  Clock::time_point last_decode_step_{};                 // engine thread only
   std::atomic<int64_t> step_token_budget_{0};
   std::atomic<int64_t> step_end_estimate_us_{0};  // 0: no step in flight
   SloHooks slo_;

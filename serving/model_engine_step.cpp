@@ -3,6 +3,7 @@
 // Scheduler::Update -> terminal events. The request-side books (Group / Live) are in
 // model_engine_live.h; admission and terminal events in model_engine.cpp.
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "serving/model_engine.h"
@@ -131,6 +132,27 @@ void ModelEngine::ObserveSpeeds(const StepPlan& plan, size_t batch_tokens,
   }
 }
 
+// The time between two consecutive steps that both carry decodes is what a decoding
+// sequence waits per token (model, sampling, sending, and any prefill chunk sharing the
+// step), so it is how fast running slots free: admission's slot wait (slo/admission.h) reads
+// its moving average. The calibrated decode step (one sequence, nothing else) is several
+// times shorter than a step of 16 decodes beside a prefill chunk.
+void ModelEngine::ObserveDecodeInterval(const StepPlan& plan, Clock::time_point t_step0) {
+  bool has_decode = false;
+  for (const StepEntry& e : plan.entries) has_decode |= e.is_decode;
+  if (!has_decode) {
+    last_decode_step_ = {};
+    return;
+  }
+  if (last_decode_step_ != Clock::time_point{}) {
+    const double ms = std::chrono::duration<double, std::milli>(t_step0 - last_decode_step_).count();
+    const double old = decode_interval_ms_.load(std::memory_order_relaxed);
+    constexpr double kAlpha = 0.3;
+    decode_interval_ms_.store(old > 0 ? old + kAlpha * (ms - old) : ms, std::memory_order_relaxed);
+  }
+  last_decode_step_ = t_step0;
+}
+
 std::vector<StepResult> ModelEngine::ProcessOutputs(const StepPlan& plan,
                                                     const std::vector<Live*>& entry_live,
                                                     const Status& eval_status,
@@ -235,7 +257,11 @@ bool ModelEngine::Step() {
   StepPlan plan = scheduler_->Schedule(NowUs());
   window_wait_us_ = plan.window_wait_us;
   ApplyPlanEnds(plan);
-  if (plan.empty()) return false;
+  if (plan.empty()) {
+    last_decode_step_ = {};
+    return false;
+  }
+  ObserveDecodeInterval(plan, t_step0);
 
   std::vector<BatchToken> batch;
   std::vector<SeqKv> kv;
@@ -284,7 +310,7 @@ void ModelEngine::ApplyKnobs() {
   }
   k.max_queue_delay_us = std::max<int64_t>(0, knobs->max_queue_delay_us);
   k.preferred_batch_sizes = knobs->preferred_batch_sizes;
-  (void)scheduler_->SetKnobs(k);
+  if (scheduler_->SetKnobs(k).ok()) max_running_.store(k.max_running, std::memory_order_relaxed);
 }
 
 slo::QueueLoad ModelEngine::Load(int64_t now_us) const {
@@ -294,6 +320,11 @@ slo::QueueLoad ModelEngine::Load(int64_t now_us) const {
   l.running_prefill_tokens = running_prefill_tokens_.load(std::memory_order_relaxed);
   l.running_decodes = running_decodes_.load(std::memory_order_relaxed);
   l.step_token_budget = step_token_budget_.load(std::memory_order_relaxed);
+  l.max_running = max_running_.load(std::memory_order_relaxed);
+  l.running_sequences = running_sequences_.load(std::memory_order_relaxed);
+  l.running_decode_tokens_left = running_decode_tokens_left_.load(std::memory_order_relaxed);
+  l.running_decode_min_left = running_decode_min_left_.load(std::memory_order_relaxed);
+  l.decode_interval_ms = decode_interval_ms_.load(std::memory_order_relaxed);
   l.open_requests = open_requests_.load();
   // Past the estimate (the step overran) nothing is added: the overrun is not predictable.
   const int64_t end_us = step_end_estimate_us_.load(std::memory_order_relaxed);
@@ -310,13 +341,21 @@ void ModelEngine::PublishStepLoad(const StepPlan& plan, Clock::time_point eval_s
     has_prefill |= !e.is_decode;
   }
   int64_t prefill_left = 0;
-  int32_t decodes = 0;
+  int32_t decodes = 0, holding_slots = 0;
+  int64_t decode_left = 0, decode_min_left = std::numeric_limits<int64_t>::max();
+  const auto count_decode = [&](const Request& r) {
+    ++decodes;
+    const int64_t left = std::max<int64_t>(0, r.max_tokens - r.n_generated());
+    decode_left += left;
+    decode_min_left = std::min(decode_min_left, left);
+  };
   for (const auto& [id, live] : live_) {
     if (live->queued) continue;  // still in queued_prompt_tokens_
     const Request* r = scheduler_->Find(id);
     if (r == nullptr || r->finished()) continue;
+    if (r->running()) ++holding_slots;
     if (r->state == RequestState::kDecoding) {
-      ++decodes;
+      count_decode(*r);
       continue;
     }
     // Prefilling, or preempted (to recompute prompt + generated): what this step leaves.
@@ -328,11 +367,14 @@ void ModelEngine::PublishStepLoad(const StepPlan& plan, Clock::time_point eval_s
     if (left > 0) {
       prefill_left += left;
     } else {
-      ++decodes;  // its prefill ends with this step: it decodes from the next one
+      count_decode(*r);  // its prefill ends with this step: it decodes from the next one
     }
   }
   running_prefill_tokens_.store(prefill_left, std::memory_order_relaxed);
   running_decodes_.store(decodes, std::memory_order_relaxed);
+  running_sequences_.store(holding_slots, std::memory_order_relaxed);
+  running_decode_tokens_left_.store(decode_left, std::memory_order_relaxed);
+  running_decode_min_left_.store(decodes > 0 ? decode_min_left : 0, std::memory_order_relaxed);
   double est_ms = 0;
   if (slo_.speeds != nullptr) {
     if (has_prefill) {
@@ -436,6 +478,9 @@ void ModelEngine::Loop() {
       // The last request ended: nothing runs (PublishStepLoad only sees non-empty plans).
       running_prefill_tokens_.store(0, std::memory_order_relaxed);
       running_decodes_.store(0, std::memory_order_relaxed);
+      running_sequences_.store(0, std::memory_order_relaxed);
+      running_decode_tokens_left_.store(0, std::memory_order_relaxed);
+      running_decode_min_left_.store(0, std::memory_order_relaxed);
     }
     PublishSnapshot();
     if (!ran && !live_.empty()) {

@@ -226,6 +226,45 @@ bool SpeedEstimator::TryClaimProbe(int64_t now_us) {
   }
 }
 
+namespace {
+
+// Time until the request holds a running slot and has prefilled its own prompt, when every
+// slot is taken (see the header): without it, a queue of short prompts behind a full running
+// set predicted a few steps while each admitted request waited for decodes to finish (at 30
+// req/s, 32-token answers, 16 slots: admitted P95 TTFT 785 ms against a 387 ms budget).
+// The decodes' tokens left are taken as spread evenly over [min, 2 x mean - min]: a burst
+// that started together (min = mean) frees no slot before its shortest finishes, a spread
+// one frees the first within a step or two. The need-th slot to free is the need-th of those
+// evenly spaced values; past the running set (need > decodes) each further round of slots
+// takes about the longest, as the new sequences start from their full length.
+std::optional<double> SlotWaitMs(const SpeedEstimator& speeds,
+                                 const SpeedEstimator::PrefillFit& fit, const QueueLoad& load,
+                                 int64_t prompt_tokens) {
+  if (load.max_running <= 0 || load.running_decodes <= 0 ||
+      load.running_decode_tokens_left <= 0) {
+    return std::nullopt;
+  }
+  const int64_t free_slots = std::max<int64_t>(0, load.max_running - load.running_sequences);
+  const int64_t need = std::max<int64_t>(0, load.queued_requests) + 1 - free_slots;
+  if (need <= 0) return std::nullopt;
+  // A slot frees at the pace of the running decodes' steps: the measured interval between
+  // them under this load, and never less than a decode step alone.
+  std::optional<double> step_ms = speeds.decode_ms_per_token();
+  if (load.decode_interval_ms > 0) step_ms = std::max(step_ms.value_or(0.0), load.decode_interval_ms);
+  if (!step_ms) return std::nullopt;
+  const int64_t n = load.running_decodes;
+  const double mean = static_cast<double>(load.running_decode_tokens_left) / static_cast<double>(n);
+  const double lo = std::clamp(static_cast<double>(load.running_decode_min_left), 0.0, mean);
+  const double hi = 2.0 * mean - lo;
+  const int64_t rounds = (need - 1) / n, index = (need - 1) % n;
+  const double within = n > 1 ? lo + (hi - lo) * static_cast<double>(index) / static_cast<double>(n - 1) : lo;
+  const double wait_steps = std::max(1.0, within + static_cast<double>(rounds) * hi);
+  return std::max(0.0, load.step_left_ms) + wait_steps * *step_ms + fit.fixed_ms +
+         static_cast<double>(std::max<int64_t>(0, prompt_tokens)) * fit.per_token_ms;
+}
+
+}  // namespace
+
 Prediction Predict(const SpeedEstimator& speeds, const QueueLoad& load, int64_t prompt_tokens,
                    int64_t max_tokens, double elapsed_ms, double margin) {
   Prediction p;
@@ -242,9 +281,11 @@ Prediction Predict(const SpeedEstimator& speeds, const QueueLoad& load, int64_t 
     steps = std::max<int64_t>(1, (prefill + per_step - 1) / per_step);
   }
   const double tokens = static_cast<double>(prefill) + static_cast<double>(steps * decoding);
-  const double service_ms = std::max(0.0, load.step_left_ms) +
-                            static_cast<double>(steps) * fit->fixed_ms +
-                            tokens * fit->per_token_ms;
+  double service_ms = std::max(0.0, load.step_left_ms) +
+                      static_cast<double>(steps) * fit->fixed_ms + tokens * fit->per_token_ms;
+  if (const std::optional<double> wait = SlotWaitMs(speeds, *fit, load, prompt_tokens)) {
+    service_ms = std::max(service_ms, *wait);
+  }
   p.ttft_ms = elapsed_ms + std::max(1.0, margin) * service_ms;
   if (const auto dms = speeds.decode_ms_per_token()) {
     p.e2e_ms = *p.ttft_ms + static_cast<double>(std::max<int64_t>(0, max_tokens - 1)) * *dms;
@@ -341,12 +382,15 @@ AdmissionDecision Decide(const SloConfig& c, const AdmissionRequest& r,
     AdmissionDecision out = RouteOrShed(
         r, ClampRetry(c, late_ms / 1000.0),
         Fmt("predicted ttft %.1f ms > budget %.1f ms (%d queued requests with %lld prompt "
-            "tokens, %lld running prefill tokens, %d decoding, %.0f ms left in the step; "
-            "a step costs %.2f ms + %.4f ms/token)",
+            "tokens, %lld running prefill tokens, %d decoding with %lld tokens left, %d of "
+            "%d running slots taken, %.0f ms left in the step; a step costs %.2f ms + "
+            "%.4f ms/token)",
             *d.predicted.ttft_ms, r.budget.ttft_budget_ms, r.load.queued_requests,
             static_cast<long long>(r.load.queued_prefill_tokens),
             static_cast<long long>(r.load.running_prefill_tokens), r.load.running_decodes,
-            r.load.step_left_ms, fit->fixed_ms, fit->per_token_ms));
+            static_cast<long long>(r.load.running_decode_tokens_left),
+            r.load.running_sequences, r.load.max_running, r.load.step_left_ms, fit->fixed_ms,
+            fit->per_token_ms));
     out.predicted = d.predicted;
     return out;
   } else {

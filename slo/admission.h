@@ -12,6 +12,12 @@
 //                       decoding sequence
 //   service_ms        = step_left_ms + steps x fixed_ms
 //                       + (prefill_tokens + steps x decoding) x per_token_ms
+//   slot_wait         = when every running slot is taken (max_running) and the request is
+//                       not among the first queued to get one: the decode steps until `need`
+//                       = queued + 1 - free slots sequences finish (their tokens left taken
+//                       as spread evenly over [min, 2 x mean - min]; each round of slots past
+//                       the running set adds the longest), then its own prefill; service_ms
+//                       is the larger of the two (the queued prefill runs in the same steps)
 //   predicted_ttft_ms = elapsed_ms + prediction_margin x margin_scale x service_ms
 //                       (margin_scale: the controller's per-class correction, >= 1, raised
 //                       while the class's TTFT P95 is over target; see AdmissionParams)
@@ -130,6 +136,16 @@ struct QueueLoad {
   int32_t running_decodes = 0;        // sequences decoding: one token in every step
   double step_left_ms = 0;            // estimated time left in the step being computed
   int64_t step_token_budget = 0;      // tokens per step (0: unknown, no chunking)
+  // Running slots: a queued request starts only when one frees (0: unknown, no slot wait).
+  int32_t max_running = 0;
+  int32_t running_sequences = 0;      // sequences holding a slot (prefilling or decoding)
+  // Tokens the decoding sequences may still generate (their max_tokens left): summed, and
+  // the fewest any of them has left.
+  int64_t running_decode_tokens_left = 0;
+  int64_t running_decode_min_left = 0;
+  // Moving average of the time between consecutive steps with decodes: a running sequence's
+  // time per token under the current load (0: unknown; the decode speed is used instead).
+  double decode_interval_ms = 0;
   // Accepted requests not yet ended, counted exactly (the fields above are per-step
   // snapshots and may lag a step); < 0: unknown, idleness is judged from the fields above.
   int64_t open_requests = -1;

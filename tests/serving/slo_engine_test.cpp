@@ -510,6 +510,10 @@ TEST_F(SloEngineTest, LoadFollowsTheChunkedPrefillOfARunningPrompt) {
     EXPECT_EQ(seen[i].queued_requests, 0) << i;
     EXPECT_EQ(seen[i].step_token_budget, 16) << i;
     EXPECT_EQ(seen[i].step_left_ms, 0) << i;  // read between steps
+    // Both hold one of the knobs' 4 running slots (a queued request behind a full set
+    // waits for decodes to finish: admission's slot wait).
+    EXPECT_EQ(seen[i].max_running, 4) << i;
+    EXPECT_EQ(seen[i].running_sequences, 2) << i;
   }
   // Until A's prefill ends: B decodes, A's remaining prefill shrinks by 15 per step.
   size_t chunked = 0;
@@ -517,6 +521,13 @@ TEST_F(SloEngineTest, LoadFollowsTheChunkedPrefillOfARunningPrompt) {
     if (seen[i + 1].running_prefill_tokens == 0) break;
     EXPECT_EQ(seen[i].running_decodes, 1) << i;
     EXPECT_EQ(seen[i].running_prefill_tokens - seen[i + 1].running_prefill_tokens, 15) << i;
+    // B's tokens left to its max_tokens (40) shrink by its one token a step.
+    EXPECT_EQ(seen[i].running_decode_tokens_left - seen[i + 1].running_decode_tokens_left, 1)
+        << i;
+    EXPECT_GT(seen[i].running_decode_tokens_left, 0) << i;
+    EXPECT_LE(seen[i].running_decode_tokens_left, 40) << i;
+    // One decode: its tokens left are also the fewest.
+    EXPECT_EQ(seen[i].running_decode_min_left, seen[i].running_decode_tokens_left) << i;
     EXPECT_LT(seen[i].running_prefill_tokens, n_a) << i;
     ++chunked;
   }
@@ -524,11 +535,15 @@ TEST_F(SloEngineTest, LoadFollowsTheChunkedPrefillOfARunningPrompt) {
   // Its last chunk leaves nothing to prefill and two sequences decoding.
   EXPECT_EQ(seen.back().running_prefill_tokens, 0);
   EXPECT_EQ(seen.back().running_decodes, 2);
+  // Steps with decodes followed each other: their interval is measured.
+  EXPECT_GT(seen.back().decode_interval_ms, 0.0);
   // Idle again: nothing running.
   ExpectDrained();
   const slo::QueueLoad after = engine_->Load(NowUs());
   EXPECT_EQ(after.running_prefill_tokens, 0);
   EXPECT_EQ(after.running_decodes, 0);
+  EXPECT_EQ(after.running_sequences, 0);
+  EXPECT_EQ(after.running_decode_tokens_left, 0);
   EXPECT_EQ(after.queued_requests, 0);
   EXPECT_EQ(after.queued_prefill_tokens, 0);
 }

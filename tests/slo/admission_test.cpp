@@ -1,6 +1,7 @@
 // Admission decisions on hand-computed estimates.
 #include "slo/admission.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <gtest/gtest.h>
@@ -172,6 +173,72 @@ TEST(PredictTest, RunningPrefillStepInFlightAndDecodesSharingTheChunkedSteps) {
   EXPECT_DOUBLE_EQ(*Predict(s, bad, 100, 1, 0).ttft_ms, 50);
 }
 
+// Every running slot taken: a queued request first waits for decodes to finish. 16 slots,
+// all decoding, 8 queued ahead, so the 9th slot to free is this request's. Tokens left are
+// taken as spread evenly over [min, 2 x mean - min].
+TEST(PredictTest, AFullRunningSetMakesTheQueueWaitForDecodesToFinish) {
+  SpeedEstimator s;
+  SeedLine(s, 2000);        // 2000 step tokens/s
+  s.ObserveDecode(20, 0);   // a decode step: 20 ms
+  QueueLoad load;
+  load.queued_requests = 8;
+  load.queued_prefill_tokens = 8 * 80;
+  load.running_decodes = 16;
+  load.step_token_budget = 256;
+  // Without slot information: the queued prompts' prefill and its own, 3 steps of 240 + 16
+  // decodes: (720 + 48) tokens / 2 = 384 ms.
+  const double prefill_only = *Predict(s, load, 80, 32, 0).ttft_ms;
+  EXPECT_DOUBLE_EQ(prefill_only, (720 + 3 * 16) / 2.0);
+  load.max_running = 16;
+  load.running_sequences = 16;
+  // A burst that started together, 31 tokens left each: no slot frees for 31 steps (what
+  // the 30 req/s run saw: requests admitted behind it waited 500-700 ms). Then its own
+  // 80-token prefill (40 ms).
+  load.running_decode_tokens_left = 16 * 31;
+  load.running_decode_min_left = 31;
+  const double burst = 31 * 20 + 40;
+  EXPECT_DOUBLE_EQ(*Predict(s, load, 80, 32, 0).ttft_ms, burst);
+  EXPECT_GT(burst, prefill_only);
+  // Spread 1..31 (mean 16): the 9th of 16 evenly spaced values, 1 + 30 x 8 / 15 = 17 steps.
+  load.running_decode_tokens_left = 16 * 16;
+  load.running_decode_min_left = 1;
+  EXPECT_DOUBLE_EQ(*Predict(s, load, 80, 32, 0).ttft_ms,
+                   std::max(prefill_only, 17.0 * 20 + 40));
+  // 16 queued ahead: a second round of slots, the shortest (1) then about the longest (31).
+  load.queued_requests = 16;
+  // (The queued prompt tokens are left at 640, so the prefill path stays 384 ms.)
+  EXPECT_DOUBLE_EQ(*Predict(s, load, 80, 32, 0).ttft_ms, (1 + 31) * 20.0 + 40);
+  load.queued_requests = 8;
+  // A free slot for everyone ahead and this one: no wait.
+  load.running_sequences = 7;
+  EXPECT_DOUBLE_EQ(*Predict(s, load, 80, 32, 0).ttft_ms, prefill_only);
+  // One slot short, the shortest decode one token from its end: at least one step.
+  load.running_sequences = 8;
+  EXPECT_DOUBLE_EQ(*Predict(s, load, 80, 32, 0).ttft_ms, std::max(prefill_only, 20.0 + 40));
+  // The wait never lowers a longer prefill estimate.
+  load.running_sequences = 16;
+  load.queued_prefill_tokens = 100000;
+  EXPECT_GT(*Predict(s, load, 80, 32, 0).ttft_ms, 100000 / 2.0);
+  // Slots free at the pace of the running decodes' measured steps when that is slower than a
+  // decode step alone (16 decodes beside prefill chunks: 35 ms, not 20).
+  load.queued_prefill_tokens = 8 * 80;
+  load.running_decode_tokens_left = 16 * 31;
+  load.running_decode_min_left = 31;
+  load.decode_interval_ms = 35;
+  EXPECT_DOUBLE_EQ(*Predict(s, load, 80, 32, 0).ttft_ms, 31 * 35 + 40);
+  load.decode_interval_ms = 5;  // never faster than the decode step itself
+  EXPECT_DOUBLE_EQ(*Predict(s, load, 80, 32, 0).ttft_ms, 31 * 20 + 40);
+  load.decode_interval_ms = 0;
+  // Unknown slot cap, or no decode speed yet: no wait is predicted.
+  load.queued_prefill_tokens = 8 * 80;
+  load.max_running = 0;
+  EXPECT_DOUBLE_EQ(*Predict(s, load, 80, 32, 0).ttft_ms, prefill_only);
+  SpeedEstimator no_decode;
+  SeedLine(no_decode, 2000);
+  load.max_running = 16;
+  EXPECT_DOUBLE_EQ(*Predict(no_decode, load, 80, 32, 0).ttft_ms, prefill_only);
+}
+
 class DecideTest : public ::testing::Test {
  protected:
   DecideTest() : config_(DefaultSloConfig()) {
@@ -230,8 +297,8 @@ TEST_F(DecideTest, PredictedMissRoutesOrShedsWithRetryAfter) {
   EXPECT_DOUBLE_EQ(*d.predicted.ttft_ms, 1070);
   EXPECT_EQ(d.reason,
             "predicted ttft 1070.0 ms > budget 387.0 ms (3 queued requests with 10000 prompt "
-            "tokens, 0 running prefill tokens, 0 decoding, 0 ms left in the step; a step costs "
-            "0.00 ms + 0.1000 ms/token)");
+            "tokens, 0 running prefill tokens, 0 decoding with 0 tokens left, 0 of 0 running "
+            "slots taken, 0 ms left in the step; a step costs 0.00 ms + 0.1000 ms/token)");
   r.has_next_model = true;
   d = Decide(config_, r, speeds_);
   EXPECT_EQ(d.action, Action::kRoute);
@@ -264,8 +331,9 @@ TEST_F(DecideTest, WorkAlreadyRunningCountsAgainstTheBudget) {
   EXPECT_DOUBLE_EQ(*d.predicted.ttft_ms, 420);
   EXPECT_EQ(d.reason,
             "predicted ttft 420.0 ms > budget 387.0 ms (3 queued requests with 2000 prompt "
-            "tokens, 1000 running prefill tokens, 0 decoding, 50 ms left in the step; a step "
-            "costs 0.00 ms + 0.1000 ms/token)");
+            "tokens, 1000 running prefill tokens, 0 decoding with 0 tokens left, 0 of 0 "
+            "running slots taken, 50 ms left in the step; a step costs 0.00 ms + 0.1000 "
+            "ms/token)");
   // Decoding sequences ride along in every chunk: without the step in flight, 3500 prefill
   // tokens at 256 - 16 = 240 per step = 15 steps x 16 decodes = 240 more tokens: 20 + 374.
   r.load.step_left_ms = 0;
