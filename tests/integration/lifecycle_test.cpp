@@ -68,7 +68,23 @@ TEST_F(LifecycleTest, DisconnectMidStreamCancelsAndFreesTheKvCache) {
 }
 
 // One sequence at a time, so a second request waits in the queue behind a long stream.
+// Predictive admission is off here: it would refuse a deadline that the wait for the one
+// slot makes unreachable at once (OneSlotAdmissionTest below), and this test needs such a
+// request accepted to see its deadline pass in the queue.
 class OneAtATimeTest : public LiveServerTest {
+ protected:
+  OneAtATimeTest() : config_path_(dir_.Write("slo.toml", "[admission]\npredictive = false\n")) {}
+  std::vector<std::string> ServeArgs() const override {
+    std::vector<std::string> args = LiveServerTest::ServeArgs();
+    args.insert(args.end(), {"--max-running", "1", "--config", config_path_});
+    return args;
+  }
+  TempDir dir_;
+  std::string config_path_;
+};
+
+// One slot and the default (predictive) admission.
+class OneSlotAdmissionTest : public LiveServerTest {
  protected:
   std::vector<std::string> ServeArgs() const override {
     std::vector<std::string> args = LiveServerTest::ServeArgs();
@@ -76,6 +92,25 @@ class OneAtATimeTest : public LiveServerTest {
     return args;
   }
 };
+
+// A deadline behind a stream holding the only slot: admission counts the wait for that
+// stream's tokens and answers at once with a retryable 429 naming the slots, instead of
+// queueing the request until its deadline passes (the 503 of the test above).
+TEST_F(OneSlotAdmissionTest, ADeadlineBehindAFullRunningSetIsShedAtOnce) {
+  HttpTestClient hog(port());
+  StartStream(hog, LongStream(1500), 2);
+  // 10 ms: any machine's wait for ~1500 decode steps is longer (a step is far over 7 us).
+  json late = GreedyCompletion("Once upon a time", 8);
+  late["deadline_ms"] = 10;
+  auto r = Post("/v1/completions", late);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429) << r->body;
+  EXPECT_EQ(r->Json()["error"]["code"], "slo_shed") << r->body;
+  EXPECT_NE(r->body.find("1 of 1 running slots taken"), std::string::npos) << r->body;
+  hog.Close();
+  ASSERT_TRUE(WaitIdle()) << Metrics();
+  EXPECT_EQ(ExpectLedgerReconciles(), 1.0);  // only the stream was accepted
+}
 
 TEST_F(OneAtATimeTest, LedgerReconcilesOverCompletedErroredAndCancelled) {
   // Completed: two plain requests.
