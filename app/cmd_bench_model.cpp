@@ -330,7 +330,9 @@ CommandFn RegisterBenchModel(CLI::App& root) {
   cmd->add_option("--isa", f->isa, "Force a kernel level: scalar, avx2, avx512");
   AddPinFlags(cmd, &f->pin);
   cmd->add_flag("--profile-ops", f->profile_ops,
-                "Time every matrix product of the pp and tg runs (pp: GOP/s, tg: GB/s, share of the run) and where the rest of a prefill goes (activation quantization, attention, RoPE + KV writes)");
+                "Time every matrix product of the pp and tg runs (pp: GOP/s, tg: GB/s, share "
+                "of the run) and where the rest of a prefill goes (activation quantization, "
+                "attention, RoPE + KV writes)");
   cmd->add_option("--verify-k", f->verify_k,
                   "Also time verification passes of k tokens (speculative decoding), e.g. 1,2,4,8")
       ->delimiter(',')

@@ -145,7 +145,8 @@ void ModelEngine::ObserveDecodeInterval(const StepPlan& plan, Clock::time_point 
     return;
   }
   if (last_decode_step_ != Clock::time_point{}) {
-    const double ms = std::chrono::duration<double, std::milli>(t_step0 - last_decode_step_).count();
+    const double ms =
+        std::chrono::duration<double, std::milli>(t_step0 - last_decode_step_).count();
     const double old = decode_interval_ms_.load(std::memory_order_relaxed);
     constexpr double kAlpha = 0.3;
     decode_interval_ms_.store(old > 0 ? old + kAlpha * (ms - old) : ms, std::memory_order_relaxed);

@@ -250,14 +250,17 @@ std::optional<double> SlotWaitMs(const SpeedEstimator& speeds,
   // A slot frees at the pace of the running decodes' steps: the measured interval between
   // them under this load, and never less than a decode step alone.
   std::optional<double> step_ms = speeds.decode_ms_per_token();
-  if (load.decode_interval_ms > 0) step_ms = std::max(step_ms.value_or(0.0), load.decode_interval_ms);
+  if (load.decode_interval_ms > 0) {
+    step_ms = std::max(step_ms.value_or(0.0), load.decode_interval_ms);
+  }
   if (!step_ms) return std::nullopt;
   const int64_t n = load.running_decodes;
   const double mean = static_cast<double>(load.running_decode_tokens_left) / static_cast<double>(n);
   const double lo = std::clamp(static_cast<double>(load.running_decode_min_left), 0.0, mean);
   const double hi = 2.0 * mean - lo;
   const int64_t rounds = (need - 1) / n, index = (need - 1) % n;
-  const double within = n > 1 ? lo + (hi - lo) * static_cast<double>(index) / static_cast<double>(n - 1) : lo;
+  const double within =
+      n > 1 ? lo + (hi - lo) * static_cast<double>(index) / static_cast<double>(n - 1) : lo;
   const double wait_steps = std::max(1.0, within + static_cast<double>(rounds) * hi);
   return std::max(0.0, load.step_left_ms) + wait_steps * *step_ms + fit.fixed_ms +
          static_cast<double>(std::max<int64_t>(0, prompt_tokens)) * fit.per_token_ms;

@@ -19,12 +19,16 @@ constexpr int64_t kFloatUnit = 16 * 64;  // one block of a group: 16 quads of 64
 // Half a unit (8 lines) about 6 KiB ahead, as one burst (as the AVX-512 tiles).
 static inline void PrefetchHalfUnit(const uint8_t* p) {
   const uint8_t* ahead = p + 6 * kFloatUnit;
-  for (int l = 0; l < 8; ++l) _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * l), _MM_HINT_T0);
+  for (int l = 0; l < 8; ++l) {
+    _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * l), _MM_HINT_T0);
+  }
 }
 
 // Rows 4k .. 4k + 3 of a quad as (row, value) pairs: lanes (2i, 2i + 1) are row 4k + i.
 struct F16Q {
-  static __m256 Quarter(const uint8_t* quad, int k) { return _mm256_cvtph_ps(LoadU128(quad + 16 * k)); }
+  static __m256 Quarter(const uint8_t* quad, int k) {
+    return _mm256_cvtph_ps(LoadU128(quad + 16 * k));
+  }
   // The token's value pair (2q, 2q + 1) of block b, in every 64-bit lane.
   static __m256 Pair(const ActRow& a, int64_t i) {
     double v;
@@ -35,7 +39,8 @@ struct F16Q {
 
 struct Bf16Q {
   static __m256 Quarter(const uint8_t* quad, int k) {
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(LoadU128(quad + 16 * k)), 16));
+    const __m256i widened = _mm256_cvtepu16_epi32(LoadU128(quad + 16 * k));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(widened, 16));
   }
   static __m256 Pair(const ActRow& a, int64_t i) {
     uint32_t v;

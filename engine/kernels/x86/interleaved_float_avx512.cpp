@@ -33,7 +33,9 @@ constexpr int64_t kFloatUnit = 16 * 64;  // one block of a group: 16 quads of 64
 constexpr int64_t kFloatAhead = 6 * kFloatUnit;
 static inline void PrefetchHalfUnit(const uint8_t* p) {
   const uint8_t* ahead = p + kFloatAhead;
-  for (int l = 0; l < 8; ++l) _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * l), _MM_HINT_T0);
+  for (int l = 0; l < 8; ++l) {
+    _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * l), _MM_HINT_T0);
+  }
 }
 
 // Lane pairs (2i, 2i + 1) of lo are row i, of hi row 8 + i: their sums, row r in lane r.
