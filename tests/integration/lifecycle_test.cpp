@@ -67,23 +67,8 @@ TEST_F(LifecycleTest, DisconnectMidStreamCancelsAndFreesTheKvCache) {
   EXPECT_EQ(next->Json()["choices"][0]["text"], ref["greedy_text"]);
 }
 
-// One sequence at a time, so a second request waits in the queue behind a long stream.
-// Predictive admission is off here: it would refuse a deadline that the wait for the one
-// slot makes unreachable at once (OneSlotAdmissionTest below), and this test needs such a
-// request accepted to see its deadline pass in the queue.
-class OneAtATimeTest : public LiveServerTest {
- protected:
-  OneAtATimeTest() : config_path_(dir_.Write("slo.toml", "[admission]\npredictive = false\n")) {}
-  std::vector<std::string> ServeArgs() const override {
-    std::vector<std::string> args = LiveServerTest::ServeArgs();
-    args.insert(args.end(), {"--max-running", "1", "--config", config_path_});
-    return args;
-  }
-  TempDir dir_;
-  std::string config_path_;
-};
-
-// One slot and the default (predictive) admission.
+// One sequence at a time, so a second request waits in the queue behind a long stream;
+// the default (predictive) admission.
 class OneSlotAdmissionTest : public LiveServerTest {
  protected:
   std::vector<std::string> ServeArgs() const override {
@@ -93,9 +78,24 @@ class OneSlotAdmissionTest : public LiveServerTest {
   }
 };
 
+// The same with predictive admission off: it would refuse a deadline that the wait for the
+// one slot makes unreachable at once (the test below), and the ledger test needs such a
+// request accepted to see its deadline pass in the queue.
+class OneAtATimeTest : public OneSlotAdmissionTest {
+ protected:
+  OneAtATimeTest() : config_path_(dir_.Write("slo.toml", "[admission]\npredictive = false\n")) {}
+  std::vector<std::string> ServeArgs() const override {
+    std::vector<std::string> args = OneSlotAdmissionTest::ServeArgs();
+    args.insert(args.end(), {"--config", config_path_});
+    return args;
+  }
+  TempDir dir_;
+  std::string config_path_;
+};
+
 // A deadline behind a stream holding the only slot: admission counts the wait for that
 // stream's tokens and answers at once with a retryable 429 naming the slots, instead of
-// queueing the request until its deadline passes (the 503 of the test above).
+// queueing the request until its deadline passes (the 503 of OneAtATimeTest's ledger test).
 TEST_F(OneSlotAdmissionTest, ADeadlineBehindAFullRunningSetIsShedAtOnce) {
   HttpTestClient hog(port());
   StartStream(hog, LongStream(1500), 2);

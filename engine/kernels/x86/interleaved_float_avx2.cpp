@@ -10,19 +10,10 @@
 #include "engine/kernels/interleave.h"
 #include "engine/kernels/x86/avx2_kernels.h"
 #include "engine/kernels/x86/interleaved_avx2.h"
+#include "engine/kernels/x86/interleaved_float.h"
 
 namespace lifeline::kernels::avx2 {
 namespace {
-
-constexpr int64_t kFloatUnit = 16 * 64;  // one block of a group: 16 quads of 64 bytes
-
-// Half a unit (8 lines) about 6 KiB ahead, as one burst (as the AVX-512 tiles).
-static inline void PrefetchHalfUnit(const uint8_t* p) {
-  const uint8_t* ahead = p + 6 * kFloatUnit;
-  for (int l = 0; l < 8; ++l) {
-    _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * l), _MM_HINT_T0);
-  }
-}
 
 // Rows 4k .. 4k + 3 of a quad as (row, value) pairs: lanes (2i, 2i + 1) are row 4k + i.
 struct F16Q {
@@ -80,7 +71,7 @@ struct FloatI {
 #pragma GCC unroll 16
         for (int q = 0; q < 16; ++q) {
           const uint8_t* quad = unit + 64 * q;
-          if ((q & 7) == 0) PrefetchHalfUnit(quad);
+          if ((q & 7) == 0) PrefetchFloatHalfUnit(quad);
           const int s = q % kSets;
           __m256 xv[NT];
           for (int t = 0; t < NT; ++t) xv[t] = Q::Pair(a[t], 32 * b + 2 * q);

@@ -22,21 +22,10 @@
 #include "engine/kernels/interleave.h"
 #include "engine/kernels/x86/avx512_kernels.h"
 #include "engine/kernels/x86/interleaved_avx512.h"
+#include "engine/kernels/x86/interleaved_float.h"
 
 namespace lifeline::kernels::avx512 {
 namespace {
-
-constexpr int64_t kFloatUnit = 16 * 64;  // one block of a group: 16 quads of 64 bytes
-
-// Half a unit (8 lines) of the unit about 6 KiB ahead, as one burst (the quantized tiles'
-// measured distance and burst shape, interleaved_legacy_avx512.cpp).
-constexpr int64_t kFloatAhead = 6 * kFloatUnit;
-static inline void PrefetchHalfUnit(const uint8_t* p) {
-  const uint8_t* ahead = p + kFloatAhead;
-  for (int l = 0; l < 8; ++l) {
-    _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * l), _MM_HINT_T0);
-  }
-}
 
 // Lane pairs (2i, 2i + 1) of lo are row i, of hi row 8 + i: their sums, row r in lane r.
 static inline __m512 SumLanePairs(__m512 lo, __m512 hi) {
@@ -62,7 +51,7 @@ struct F16I {
       for (int64_t b = 0; b < nb; ++b, unit += kFloatUnit) {
 #pragma GCC unroll 16
         for (int q = 0; q < 16; ++q) {
-          if ((q & 7) == 0) PrefetchHalfUnit(unit + 64 * q);
+          if ((q & 7) == 0) PrefetchFloatHalfUnit(unit + 64 * q);
           // Two 256-bit halves converted straight from memory: an extract from one 512-bit
           // load costs a shuffle per quad on the port the conversions use.
           const __m512 wl = LoadF16x16(unit + 64 * q);
@@ -105,7 +94,7 @@ struct Bf16DotI {
       for (int64_t b = 0; b < nb; ++b, unit += kFloatUnit) {
 #pragma GCC unroll 16
         for (int q = 0; q < 16; ++q) {
-          if ((q & 7) == 0) PrefetchHalfUnit(unit + 64 * q);
+          if ((q & 7) == 0) PrefetchFloatHalfUnit(unit + 64 * q);
           const __m512bh wv = (__m512bh)LoadOnce(unit + 64 * q);
           const int s = q % kSets;
           for (int t = 0; t < NT; ++t) {
