@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -34,7 +35,10 @@ struct ServeFlags {
   int64_t kv_memory_mib = static_cast<int64_t>(serving::ModelEngineOptions{}.kv_memory_bytes >> 20);
   int32_t max_running = serving::ModelEngineOptions{}.max_running;
   int32_t speculate = serving::ModelEngineOptions{}.spec_tokens;
+  bool speculate_given = false;       // --speculate on the command line (even 0)
+  std::vector<std::string> drafts;    // --draft NAME=PATH or PATH (the first model's)
   int64_t spec_step_tokens = serving::ModelEngineOptions{}.spec_step_tokens;
+  bool spec_always = false;
   int64_t max_step_tokens = serving::ModelEngineOptions{}.max_step_tokens;
   int32_t max_waiting = serving::ModelEngineOptions{}.max_waiting;
   int32_t default_max_tokens = serving::ModelEngineOptions{}.default_max_tokens;
@@ -57,6 +61,41 @@ struct ServeFlags {
   bool no_mmap = false;                // read model files into memory instead of mapping them
   int64_t prefix_cache_reserve_tokens = 4096;  // ModelEngineOptions; -1: unlimited
 };
+
+// Drafted tokens per decode when --draft is given without --speculate.
+constexpr int32_t kDraftModelSpecTokens = 4;
+
+// --draft flags by served model name: NAME=PATH, or a bare PATH for the first --model.
+Result<std::map<std::string, std::string>> DraftPaths(const ServeFlags& f) {
+  std::map<std::string, std::string> out;
+  if (f.drafts.empty()) return out;
+  if (f.speculate_given && f.speculate == 0) {
+    return InvalidArgument("--draft: speculation is off (--speculate 0); give --speculate >= 1 "
+                           "or leave it out (a draft model then drafts 4 tokens)");
+  }
+  std::vector<std::string> names;
+  for (const std::string& spec : f.models) {
+    const auto eq = spec.find('=');
+    names.push_back(eq == std::string::npos ? std::filesystem::path(spec).stem().string()
+                                            : spec.substr(0, eq));
+  }
+  for (const std::string& spec : f.drafts) {
+    const auto eq = spec.find('=');
+    const bool named = eq != std::string::npos && !names.empty() &&
+                       std::find(names.begin(), names.end(), spec.substr(0, eq)) != names.end();
+    if (names.empty()) return InvalidArgument("--draft: needs a --model to draft for");
+    if (eq != std::string::npos && !named && !std::filesystem::exists(spec)) {
+      return InvalidArgument("--draft: no --model named '" + spec.substr(0, eq) + "' (in '" + spec + "')");
+    }
+    const std::string name = named ? spec.substr(0, eq) : names.front();
+    const std::string path = named ? spec.substr(eq + 1) : spec;
+    if (path.empty()) return InvalidArgument("--draft: expected NAME=PATH.gguf or PATH.gguf, got '" + spec + "'");
+    if (!out.emplace(name, path).second) {
+      return InvalidArgument("--draft: model '" + name + "' has two draft models");
+    }
+  }
+  return out;
+}
 
 // The config file's (or the defaults) plus one remote [[models]] entry per --remote flag.
 Result<slo::SloConfig> LoadSloConfig(const ServeFlags& f) {
@@ -234,6 +273,8 @@ int RunServe(ServeFlags f) {
   // Every model's pool gets the same list: models share the cores they are given.
   auto pin_cpus = PinCpusFor(f.pin, threads);
   if (!pin_cpus.ok()) return Fail(pin_cpus.status());
+  auto drafts = DraftPaths(f);
+  if (!drafts.ok()) return Fail(drafts.status());
   std::vector<std::unique_ptr<serving::ModelEngine>> engines;
   for (const std::string& spec : f.models) {
     const auto eq = spec.find('=');
@@ -269,8 +310,22 @@ int RunServe(ServeFlags f) {
     o.prefix_cache_reserve_tokens = f.prefix_cache_reserve_tokens;
     o.spec_tokens = f.speculate;
     o.spec_step_tokens = f.spec_step_tokens;
+    o.spec_always = f.spec_always;
+    serving::DraftModelSpec draft;
+    if (auto d = drafts->find(name); d != drafts->end()) {
+      auto dl = LoadModel(d->second, **kernels, /*mlock=*/false, /*no_repack=*/false, f.no_mmap);
+      if (!dl.ok()) {
+        return Fail(Status(dl.status().code(), "--draft " + d->second + ": " + dl.status().message()));
+      }
+      draft.model = std::move(dl->model);
+      draft.tokenizer = std::move(dl->tokenizer);
+      // A draft model means speculation: 4 drafted tokens unless --speculate says otherwise.
+      if (!f.speculate_given) o.spec_tokens = std::max(o.spec_tokens, kDraftModelSpecTokens);
+      std::fprintf(stderr, "lifeline serve: model '%s' drafts with %s (%d tokens per decode)\n",
+                   name.c_str(), d->second.c_str(), o.spec_tokens);
+    }
     auto engine = serving::ModelEngine::Create(std::move(loaded->model),
-                                               std::move(loaded->tokenizer), o);
+                                               std::move(loaded->tokenizer), o, std::move(draft));
     if (!engine.ok()) return Fail(Status(engine.status().code(), name + ": " + engine.status().message()));
     std::fprintf(stderr, "lifeline serve: model '%s' from %s (ctx %lld, isa %s, %d threads)\n",
                  name.c_str(), path.c_str(), static_cast<long long>((*engine)->n_ctx()),
@@ -343,10 +398,17 @@ CommandFn RegisterServe(CLI::App& root) {
   cmd->add_option("--max-waiting", f->max_waiting, "Queued requests per model before 429")
       ->capture_default_str();
   cmd->add_option("--speculate", f->speculate,
-                  "Speculative decoding by prompt lookup: drafted tokens per decode, verified in "
+                  "Speculative decoding: drafted tokens per decode (by prompt lookup, or --draft), verified in "
                   "one pass (0 = off; output unchanged either way)")
       ->capture_default_str()
       ->check(CLI::Range(0, static_cast<int>(kMaxSpecTokens)));
+  cmd->add_option("--draft", f->drafts,
+                  "Draft model for speculative decoding, same vocabulary as the target: "
+                  "NAME=PATH.gguf for --model NAME, or PATH.gguf for the first model "
+                  "(repeatable; turns --speculate on at 4 unless given)");
+  cmd->add_flag("--spec-always", f->spec_always,
+                "Draft at every decode whatever it costs (no cost model): for measuring a "
+                "draft's acceptance and the verification cost, not for serving");
   cmd->add_option("--spec-step-tokens", f->spec_step_tokens,
                   "Most decode + drafted tokens a step verifies; no drafts beyond it or while "
                   "requests wait")
@@ -393,7 +455,10 @@ CommandFn RegisterServe(CLI::App& root) {
   cmd->add_flag("--no-mmap", f->no_mmap,
                 "Read model files into memory instead of mapping them: later changes to the "
                 "files cannot affect the server (a mapped file that changes fails its model)");
-  return [f] { return RunServe(*f); };
+  return [f, cmd] {
+    f->speculate_given = cmd->count("--speculate") > 0;
+    return RunServe(*f);
+  };
 }
 
 }  // namespace lifeline::app

@@ -7,7 +7,12 @@
 // gained for the price of a row of a batch, which at batch 1 is nearly free because decode
 // is bound by reading the weights, not by arithmetic.
 //
-// Ownership / thread-safety: a pure function. Failure: none (no match -> empty draft).
+// A Drafter is where the scheduler gets a decode's draft: prompt lookup by default, or a
+// smaller model of the same vocabulary (serving/model_drafter.h). Whatever it proposes, the
+// output is what the target model samples: a bad draft only costs time.
+//
+// Ownership / thread-safety: PromptLookupDraft is a pure function; a Drafter is called from
+// the scheduler's thread only. Failure: none (no match or no draft -> empty draft).
 #pragma once
 
 #include <cstdint>
@@ -29,5 +34,31 @@ struct DraftOptions {
 // max_tokens of them (fewer when the occurrence is near the end). Empty when no n-gram of
 // those lengths recurs.
 std::vector<int32_t> PromptLookupDraft(std::span<const int32_t> tokens, const DraftOptions& options);
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  // Up to max_tokens tokens guessed to follow `tokens` (request `id`'s prompt and generated
+  // tokens so far); may return fewer, or none.
+  virtual std::vector<int32_t> Draft(int64_t id, std::span<const int32_t> tokens,
+                                     int32_t max_tokens) = 0;
+  // The request finished: drop whatever was kept for it.
+  virtual void Forget(int64_t id) { (void)id; }
+  // What one drafted token costs to produce, in ms (the scheduler weighs it against what
+  // the draft is expected to save); 0 = free next to a forward pass.
+  virtual double ms_per_token() const { return 0; }
+};
+
+// The default: PromptLookupDraft with DraftOptions' n-gram lengths and window.
+class PromptLookupDrafter final : public Drafter {
+ public:
+  std::vector<int32_t> Draft(int64_t id, std::span<const int32_t> tokens,
+                             int32_t max_tokens) override {
+    (void)id;
+    DraftOptions o;
+    o.max_tokens = max_tokens;
+    return PromptLookupDraft(tokens, o);
+  }
+};
 
 }  // namespace lifeline

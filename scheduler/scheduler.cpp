@@ -47,7 +47,8 @@ Scheduler::Scheduler(const SchedulerConfig& config)
     : config_(config),
       knobs_{config.max_running, config.max_step_tokens},
       policy_(MakeQueuePolicy(config.queue_order)),
-      blocks_(config.n_blocks, config.block_hash_fn) {
+      blocks_(config.n_blocks, config.block_hash_fn),
+      drafter_(std::make_unique<PromptLookupDrafter>()) {
   blocks_.set_prefix_caching(config.prefix_caching);
   blocks_.SetCacheReserve(config.prefix_cache_reserve_blocks);
 }
@@ -168,6 +169,7 @@ Request Scheduler::Finish(RequestId id, FinishReason reason, std::string message
   LL_CHECK(it != live_.end());
   Request r = std::move(it->second);
   live_.erase(it);
+  drafter_->Forget(id);
   if (r.running()) {
     blocks_.Free(id);
     EraseFrom(running_, id);
@@ -227,6 +229,11 @@ void Scheduler::AddEntry(Request& r, int64_t n_positions, bool is_decode, StepPl
   --slots_;
 }
 
+void Scheduler::SetDrafter(std::unique_ptr<Drafter> drafter) {
+  LL_CHECK(drafter != nullptr);
+  drafter_ = std::move(drafter);
+}
+
 void Scheduler::ObserveSpecCost(int64_t n_tokens, double ms) {
   if (n_tokens < 1 || n_tokens > static_cast<int64_t>(spec_cost_ms_.size())) return;
   constexpr double kAlpha = 0.05;
@@ -240,13 +247,15 @@ int64_t Scheduler::BestDraftLength(double a, int64_t max_k, int64_t step_tokens)
   const int64_t table = static_cast<int64_t>(spec_cost_ms_.size());
   if (step_tokens < 1 || step_tokens > table || cost(step_tokens) <= 0) return 0;
   double best_rate = static_cast<double>(step_tokens) / cost(step_tokens);
+  const double draft_ms = std::max(0.0, drafter_->ms_per_token());
   int64_t best_k = 0;
   double gain = 0, a_pow = 1;
   for (int64_t k = 1; k <= max_k && step_tokens + k <= table; ++k) {
     a_pow *= a;
     gain += a_pow;  // E_k: the k-th draft counts only if all before it were accepted
     if (cost(step_tokens + k) <= 0) break;
-    const double rate = (static_cast<double>(step_tokens) + gain) / cost(step_tokens + k);
+    const double rate = (static_cast<double>(step_tokens) + gain) /
+                        (cost(step_tokens + k) + static_cast<double>(k) * draft_ms);
     if (rate > best_rate) {
       best_rate = rate;
       best_k = k;
@@ -272,9 +281,8 @@ std::vector<int32_t> Scheduler::DraftFor(Request& r, int64_t* spec_budget, int64
                             (static_cast<double>(r.spec_drafted) + 2.0);
   k = BestDraftLength(acceptance, k, step_tokens);
   if (k < 1) return none;
-  DraftOptions o;
-  o.max_tokens = static_cast<int32_t>(k);
-  std::vector<int32_t> draft = PromptLookupDraft(r.tokens, o);
+  std::vector<int32_t> draft = drafter_->Draft(r.id, r.tokens, static_cast<int32_t>(k));
+  if (draft.size() > static_cast<size_t>(k)) draft.resize(static_cast<size_t>(k));
   if (draft.empty()) return none;
   if (!blocks_.Allocate(r.id, r.n_computed + 1 + static_cast<int64_t>(draft.size()))) return none;
   *spec_budget -= static_cast<int64_t>(draft.size());

@@ -67,6 +67,7 @@
 
 #include "base/status.h"
 #include "scheduler/block_manager.h"
+#include "scheduler/draft.h"
 #include "scheduler/queue_policy.h"
 #include "scheduler/request.h"
 
@@ -216,7 +217,12 @@ class Scheduler {
   // tokens the request is expected to gain at its acceptance rate a ((accepted + 1) /
   // (drafted + 2)); k is the best such length. Steps longer than the table are not drafted
   // into. Empty (the default): every pass up to spec_step_tokens costs the same.
+  // With a drafter that costs time (Drafter::ms_per_token), a k-token draft adds k times that
+  // to the step's cost above.
   void SetSpecCost(std::vector<double> cost_ms) { spec_cost_ms_ = std::move(cost_ms); }
+  // Where drafts come from (draft.h); the default is prompt lookup. Not null.
+  void SetDrafter(std::unique_ptr<Drafter> drafter);
+  Drafter& drafter() { return *drafter_; }
   // A decode-only step of `n_tokens` took `ms`: that entry of the table follows it (an EWMA,
   // slow enough to ride out one noisy step, fast enough to follow the machine's load).
   // Ignored without a table or beyond its length.
@@ -284,6 +290,7 @@ class Scheduler {
   bool preempted_this_step_ = false;
   double prefill_us_per_token_ = 0;
   std::vector<double> spec_cost_ms_;  // SetSpecCost
+  std::unique_ptr<Drafter> drafter_;  // SetDrafter; prompt lookup by default
   bool window_held_last_step_ = false;
 
   SchedulerStats stats_;

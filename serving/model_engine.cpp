@@ -64,7 +64,14 @@ ModelEngine::~ModelEngine() { Stop(); }
 
 Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaModel> model,
                                                          std::unique_ptr<Tokenizer> tokenizer,
-                                                         const ModelEngineOptions& options) {
+                                                         const ModelEngineOptions& options,
+                                                         DraftModelSpec draft) {
+  if (draft.model != nullptr) {
+    if (draft.tokenizer == nullptr || tokenizer == nullptr) {
+      return InvalidArgument("draft: both models need their tokenizers (the vocabularies must match)");
+    }
+    LL_RETURN_IF_ERROR(CheckSameVocab(*tokenizer, *draft.tokenizer));
+  }
   if (options.threads < 1) return InvalidArgument("threads: must be >= 1");
   if (!options.pin_cpus.empty() && static_cast<int64_t>(options.pin_cpus.size()) < options.threads) {
     return InvalidArgument("pin_cpus: " + std::to_string(options.pin_cpus.size()) +
@@ -188,6 +195,18 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
     e->max_running_.store(k.max_running, std::memory_order_relaxed);
   }
   e->pool_ = std::make_unique<ComputePool>(options.threads, options.pin_cpus);
+  if (draft.model != nullptr) {
+    // Its own KV, one sequence per running request, within the same memory budget as the
+    // target's (a draft is the smaller model; its blocks are touched only as used).
+    ModelDrafterOptions d;
+    d.n_ctx = e->n_ctx_;
+    d.max_sequences = options.max_running;
+    d.kv_memory_bytes = options.kv_memory_bytes;
+    d.kv_type = options.kv_type;
+    LL_ASSIGN_OR_RETURN(auto drafter, ModelDrafter::Create(std::move(draft.model), *e->pool_, d));
+    e->drafter_ = drafter.get();
+    e->scheduler_->SetDrafter(std::move(drafter));
+  }
   // One row per sequence that samples this step: the scheduler asks for logits only at a
   // request's last position (StepEntry::want_logits), so at most max_running rows, plus the
   // drafted positions under speculation (fewer than spec_step_tokens per step). (Sized by

@@ -52,6 +52,7 @@
 #include "scheduler/scheduler.h"
 #include "server/engine_api.h"
 #include "serving/chat_setup.h"
+#include "serving/model_drafter.h"
 #include "serving/request_prep.h"
 #include "serving/request_timing.h"
 #include "slo/admission.h"
@@ -88,6 +89,16 @@ struct ModelEngineOptions {
   // sliding-window layers keep their own KV (a rejected draft would have advanced it).
   int32_t spec_tokens = 0;
   int64_t spec_step_tokens = SchedulerKnobs{}.spec_step_tokens;
+  // Draft at every decode the step's caps allow, whatever the passes and the draft cost (no
+  // cost model): for measuring acceptance and verification cost, not for serving.
+  bool spec_always = false;
+};
+
+// A draft model for speculative decoding (`serve --draft`): its weights and tokenizer (which
+// must match the target's vocabulary, serving/model_drafter.h). Empty: prompt lookup.
+struct DraftModelSpec {
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<Tokenizer> tokenizer;
 };
 
 struct EngineSnapshot {
@@ -138,9 +149,12 @@ class ModelEngine {
   struct Live;   // one choice's engine-thread state (model_engine_live.h)
   struct Group;  // one accepted request: its choices, sink and usage (model_engine_live.h)
 
+  // With a draft model, speculation (options.spec_tokens > 0) drafts with it instead of
+  // prompt lookup; InvalidArgument when its vocabulary differs from the target's.
   static Result<std::unique_ptr<ModelEngine>> Create(std::unique_ptr<LlamaModel> model,
                                                      std::unique_ptr<Tokenizer> tokenizer,
-                                                     const ModelEngineOptions& options);
+                                                     const ModelEngineOptions& options,
+                                                     DraftModelSpec draft = {});
   ~ModelEngine();  // Stop()
   ModelEngine(const ModelEngine&) = delete;
   ModelEngine& operator=(const ModelEngine&) = delete;
@@ -314,6 +328,8 @@ class ModelEngine {
   std::unique_ptr<LlamaContext> ctx_;
   std::unique_ptr<ComputePool> pool_;
   std::unique_ptr<Scheduler> scheduler_;
+  ModelDrafter* drafter_ = nullptr;  // the scheduler's drafter when it is a draft model
+  double step_draft_ms_ = 0;         // the draft model's time in this step's scheduling
   std::unordered_map<RequestId, std::unique_ptr<Live>> live_;           // by scheduler id
   std::unordered_map<server::RequestHandle, std::shared_ptr<Group>> groups_;
   std::vector<float> logits_;  // [max_running + spec_step_tokens, n_vocab]: rows that sample

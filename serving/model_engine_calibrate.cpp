@@ -87,6 +87,8 @@ void ModelEngine::Calibrate() {
 }
 
 void ModelEngine::CalibrateSpeculation() {
+  if (drafter_ != nullptr) drafter_->Calibrate();
+  if (options_.spec_always) return;  // no cost model: every decode is drafted
   const int64_t cap = std::min<int64_t>(options_.spec_step_tokens, 16);
   constexpr int64_t kContext = 32;  // positions before the timed passes (attention reads them)
   constexpr int kRepeats = 5;

@@ -174,7 +174,15 @@ std::vector<StepResult> ModelEngine::ProcessOutputs(const StepPlan& plan,
     if (live == nullptr) continue;
     RequestTiming& tm = live->timing;
     tm.Charge(&tm.queue_ms, t_step0);
-    tm.Charge(&tm.kv_alloc_ms, t_eval0);
+    if (e.is_decode && step_draft_ms_ > 0) {
+      // The draft model's passes ran inside scheduling: they are compute, like the target's.
+      const auto draft_start = t_eval0 - std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double, std::milli>(step_draft_ms_));
+      tm.Charge(&tm.kv_alloc_ms, draft_start);
+      tm.Charge(&tm.decode_ms, t_eval0);
+    } else {
+      tm.Charge(&tm.kv_alloc_ms, t_eval0);
+    }
     tm.Charge(e.is_decode ? &tm.decode_ms : &tm.prefill_ms, t_eval1);
     StepResult res;
     res.id = e.id;
@@ -256,6 +264,7 @@ bool ModelEngine::Step() {
   const auto t_step0 = Clock::now();
   StopAtDeadlines(NowUs());
   StepPlan plan = scheduler_->Schedule(NowUs());
+  step_draft_ms_ = drafter_ != nullptr ? drafter_->TakeElapsedMs() : 0;
   window_wait_us_ = plan.window_wait_us;
   ApplyPlanEnds(plan);
   if (plan.empty()) {
