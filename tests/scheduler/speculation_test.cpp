@@ -5,7 +5,9 @@
 // something other than the request's real token).
 #include <algorithm>
 #include <numeric>
+#include <memory>
 #include <random>
+#include <span>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -265,6 +267,96 @@ TEST(SchedulerSpeculation, ObservedSlowPassesTurnDraftingOff) {
   h.sched().ObserveSpecCost(9, 1.0);  // beyond the table: ignored
   h.RunUntilIdle(1000);
   EXPECT_EQ(h.sched().stats().spec_drafted, drafted);
+}
+
+// A drafter that knows the model but always gets its third guess wrong, proposes more than
+// asked, and records what it was told.
+class OracleDrafter final : public Drafter {
+ public:
+  explicit OracleDrafter(std::vector<int32_t> prompt, double ms_per_token = 0)
+      : prompt_(std::move(prompt)), ms_per_token_(ms_per_token) {}
+  std::vector<int32_t> Draft(int64_t id, std::span<const int32_t> tokens,
+                             int32_t max_tokens) override {
+    ++calls;
+    max_asked = std::max(max_asked, max_tokens);
+    const int64_t n_gen = static_cast<int64_t>(tokens.size() - prompt_.size());
+    std::vector<int32_t> d;
+    for (int32_t i = 0; i < max_tokens + 2; ++i) {  // more than asked: the scheduler trims
+      const int32_t right = RepeatingToken(prompt_, id, n_gen + i);
+      d.push_back(i == 2 ? right + 1 : right);       // the third guess is always wrong
+    }
+    return d;
+  }
+  void Forget(int64_t id) override { forgotten.push_back(id); }
+  double ms_per_token() const override { return ms_per_token_; }
+
+  int64_t calls = 0;
+  int32_t max_asked = 0;
+  std::vector<int64_t> forgotten;
+
+ private:
+  std::vector<int32_t> prompt_;
+  double ms_per_token_;
+};
+
+// Drafts come from the drafter the scheduler was given: the accepted ones are exactly the
+// drafted tokens before its first wrong guess, the tokens are those of decoding one at a
+// time, every finished request is forgotten once, and no draft exceeds spec_tokens.
+TEST(SchedulerSpeculation, DraftsComeFromTheGivenDrafterWhichForgetsFinishedRequests) {
+  const std::vector<int32_t> prompt = {9, 8, 7, 6, 5, 4, 3, 2, 1, 11, 12, 13, 14, 15, 16, 17};
+  std::vector<int32_t> tokens[2];
+  for (int spec = 0; spec < 2; ++spec) {
+    Harness h(Config(64, 4, 64));
+    ASSERT_TRUE(h.sched().SetKnobs(SpecKnobs(4, 64, spec ? 4 : 0)).ok());
+    auto drafter = std::make_unique<OracleDrafter>(prompt);
+    OracleDrafter* d = drafter.get();
+    h.sched().SetDrafter(std::move(drafter));
+    h.set_token_fn([&](RequestId id, int64_t n) { return RepeatingToken(prompt, id, n); });
+    const RequestId a = h.Submit(prompt, 40);
+    h.RunUntilIdle(1000);
+    const RequestId b = h.Submit(prompt, 5);
+    h.RunUntilIdle(1000);
+    ASSERT_EQ(h.finished().count(a), 1u);
+    ASSERT_EQ(h.finished().count(b), 1u);
+    tokens[spec] = h.finished().at(a).tokens;
+    EXPECT_EQ(d->forgotten, (std::vector<int64_t>{a, b}));
+    if (!spec) {
+      EXPECT_EQ(d->calls, 0);
+      continue;
+    }
+    EXPECT_GT(d->calls, 0);
+    EXPECT_LE(d->max_asked, 4);
+    const SchedulerStats s = h.sched().stats();
+    EXPECT_GT(s.spec_accepted, 0);
+    EXPECT_LT(s.spec_accepted, s.spec_drafted) << "the third guess is wrong";
+    for (const StepPlan& p : h.plans()) {
+      for (const StepEntry& e : p.entries) EXPECT_LE(e.draft.size(), 4u);
+    }
+  }
+  EXPECT_EQ(tokens[0], tokens[1]);
+}
+
+// A drafter's own cost counts: with flat verification passes, a free drafter drafts, one
+// whose token costs as much as a pass does not.
+TEST(SchedulerSpeculation, ADrafterThatCostsAsMuchAsAPassIsNotUsed) {
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  for (const double draft_ms : {0.0, 0.05, 1.0}) {
+    SCOPED_TRACE(draft_ms);
+    Harness h(Config(64, 4, 64));
+    ASSERT_TRUE(h.sched().SetKnobs(SpecKnobs(4, 64, 3)).ok());
+    h.sched().SetSpecCost({1, 1, 1, 1});
+    h.sched().SetDrafter(std::make_unique<OracleDrafter>(prompt, draft_ms));
+    h.set_token_fn([&](RequestId id, int64_t n) { return RepeatingToken(prompt, id, n); });
+    h.Submit(prompt, 30);
+    h.RunUntilIdle(1000);
+    // At the prior acceptance 1/2: k drafted tokens gain 1 - 2^-k for k * draft_ms more;
+    // 1 ms per token never pays ((1 + .5) / 2 < 1), 0.05 ms does.
+    if (draft_ms < 1.0) {
+      EXPECT_GT(h.sched().stats().spec_drafted, 0);
+    } else {
+      EXPECT_EQ(h.sched().stats().spec_drafted, 0);
+    }
+  }
 }
 
 TEST(SchedulerSpeculation, SetKnobsValidatesTheSpeculationKnobs) {
