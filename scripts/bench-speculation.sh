@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Speculative decoding benchmark (not a test): the same model served with and without
-# `--speculate`, one server at a time on the same CPUs, alternating (A B, then B A, ...), each
+# Speculative decoding benchmark (not a test): the same model served without speculation,
+# with prompt lookup (`--speculate`) and with a draft model (`--draft`: the model's own
+# re-quantization to BENCH_DRAFT_TYPE, made here with `lifeline quantize`), one server at a
+# time on the same CPUs, the order rotated per round, each
 # driven by a closed-loop `lifeline bench` at concurrency 1 (batch 1, where decode is bound by
 # reading the weights and a verification pass of a few tokens costs about one decode step), on
 # copy-heavy prompts: a passage followed by its own beginning, so the continuation repeats
@@ -14,6 +16,8 @@
 #        stories260K.gguf and the 110M-shape Q8_0 synthetic model of scripts/bench-slo.sh)
 # Environment knobs (defaults in brackets):
 #   BENCH_SPECULATE  drafted tokens per decode           [4]
+#   BENCH_DRAFT_TYPE the draft model's type; "" = no draft-model server   [q4_0]
+#   BENCH_DRAFT_ARGS more flags for the draft-model server (e.g. --spec-always)   []
 #   BENCH_REQUESTS   requests per server and round       [16]
 #   BENCH_ROUNDS     rounds (each runs both servers)     [3]
 #   BENCH_OUTPUT     output tokens (ignore_eos)          [128]
@@ -25,6 +29,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SPECULATE="${BENCH_SPECULATE:-4}"
+DRAFT_TYPE="${BENCH_DRAFT_TYPE-q4_0}"
+read -r -a DRAFT_ARGS <<<"${BENCH_DRAFT_ARGS:-}"
 REQUESTS="${BENCH_REQUESTS:-16}"
 ROUNDS="${BENCH_ROUNDS:-3}"
 OUTPUT_TOKENS="${BENCH_OUTPUT:-128}"
@@ -93,12 +99,21 @@ for model in "${MODELS[@]}"; do
   mkdir -p "$out"
   pin=()
   [ "$(nproc)" -ge "$THREADS" ] && pin=(--cpus "0-$((THREADS - 1))")
+  labels=(speculate plain)
+  if [ -n "$DRAFT_TYPE" ]; then
+    draft="$out/draft-$DRAFT_TYPE.gguf"
+    "$LIFELINE" quantize --type "$DRAFT_TYPE" "$model" "$draft" >"$out/quantize.log" 2>&1 ||
+      die "quantize to $DRAFT_TYPE failed on $model (see $out/quantize.log)"
+    labels=(draft speculate plain)
+  fi
   for round in $(seq 1 "$ROUNDS"); do
-    order=(speculate plain)
-    [ $((round % 2)) -eq 0 ] && order=(plain speculate)
+    # Rotate the order: each label runs first, middle and last in turn.
+    order=()
+    for i in "${!labels[@]}"; do order+=("${labels[$(((i + round) % ${#labels[@]}))]}"); done
     for label in "${order[@]}"; do
       args=(--model "m=$model" "${pin[@]}")
       [ "$label" = speculate ] && args+=(--speculate "$SPECULATE")
+      [ "$label" = draft ] && args+=(--draft "$draft" --speculate "$SPECULATE" "${DRAFT_ARGS[@]}")
       start "$out/$label-$round.log" "${args[@]}"
       url="$URL"
       "$LIFELINE" bench --target "$url,model=m,label=$label" --concurrency 1 \
@@ -124,13 +139,15 @@ results, rounds, models = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 lines = []
 def emit(s=""):
     print(s); lines.append(s)
-emit("| model | server | output tok/s (median of rounds) | each round | e2e P50 ms | ITL P50 ms | speculate / plain | drafted | accepted |")
+emit("| model | server | output tok/s (median of rounds) | each round | e2e P50 ms | ITL P50 ms | vs plain | drafted | accepted |")
 emit("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
 for model in models:
     name = os.path.basename(model)[:-5] if model.endswith(".gguf") else os.path.basename(model)
     out = os.path.join(results, name)
     med = {}
-    for label in ("plain", "speculate"):
+    for label in ("plain", "speculate", "draft"):
+        if not os.path.exists(os.path.join(out, f"{label}-1")):
+            continue
         runs = []
         drafted = accepted = 0.0
         for r in range(1, rounds + 1):
@@ -141,12 +158,12 @@ for model in models:
             drafted += float(spec["drafted"]); accepted += float(spec["accepted"])
         tps = [s["output_tok_s"] for s in runs]
         med[label] = statistics.median(tps)
-        ratio = f"{med['speculate'] / med['plain']:.2f}x" if label == "speculate" and med.get("plain") else ""
-        acc = f"{accepted:.0f} ({100 * accepted / max(1.0, drafted):.0f} %)" if label == "speculate" else ""
+        ratio = f"{med[label] / med['plain']:.2f}x" if label != "plain" and med.get("plain") else ""
+        acc = f"{accepted:.0f} ({100 * accepted / max(1.0, drafted):.0f} %)" if label != "plain" else ""
         emit(f"| {name} | {label} | {med[label]:.1f} | {', '.join(f'{t:.1f}' for t in tps)} | "
              f"{statistics.median(s['e2e_ms']['p50'] for s in runs):.0f} | "
              f"{statistics.median(s['itl_ms']['p50'] for s in runs):.2f} | {ratio} | "
-             f"{f'{drafted:.0f}' if label == 'speculate' else ''} | {acc} |")
+             f"{f'{drafted:.0f}' if label != 'plain' else ''} | {acc} |")
     vpath = os.path.join(out, "verify.json")
     if os.path.exists(vpath):
         v = json.load(open(vpath)).get("verify", [])
