@@ -104,11 +104,12 @@ struct SchedulerKnobs {
   std::vector<int32_t> preferred_batch_sizes;  // strictly ascending, each >= 1; may be empty
   // Speculative decoding: drafted tokens per decode (0 = off) and the cap on a step's decode
   // tokens plus drafts (drafting stops adding where verification would make the step
-  // compute-bound rather than read-bound). 4: the decode kernels stream each weight once for
-  // up to 4 token rows, so a pass of 2-4 tokens cost 1.06-1.21x a one-token step on 1.1B
-  // Q4_0 and 110M Q8_0, and 6 or 8 tokens 2.0-2.5x (docs/performance.md).
+  // compute-bound rather than read-bound). 8: the AVX-512 decode kernels stream each weight
+  // once for up to 8 token rows (6 for the K-quants), so on 1.1B Q8_0 a pass of 6 tokens
+  // costs 1.07x a one-token step and 8 tokens 1.46x (4 rows per pass before: 1.6-1.8x);
+  // the measured cost table then picks the length (docs/performance.md).
   int32_t spec_tokens = 0;
-  int64_t spec_step_tokens = 4;
+  int64_t spec_step_tokens = 8;
 };
 
 struct NewRequest {

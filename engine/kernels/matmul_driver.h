@@ -48,7 +48,7 @@ struct TileKernel {
 template <typename L, int kMaxTokens>
 void InterleavedGroupsTile(const uint8_t* w, uint64_t rb, int nr, const QuantizedActs& acts,
                            int64_t t0, int nt, float* y, int64_t ldy) {
-  static_assert(kMaxTokens >= 1 && kMaxTokens <= 4, "Run<NT> is dispatched for NT <= 4");
+  static_assert(kMaxTokens >= 1 && kMaxTokens <= 8, "Run<NT> is dispatched for NT <= 8");
   ActRow a[kMaxTokens];
   for (int t = 0; t < nt; ++t) a[t] = acts.Row(t0 + t);
   const int64_t nb = acts.cols() / L::kBlockElems;
@@ -58,6 +58,10 @@ void InterleavedGroupsTile(const uint8_t* w, uint64_t rb, int nr, const Quantize
     case 2: if constexpr (kMaxTokens >= 2) L::template Run<2>(w, rb, n_groups, a, nb, y, ldy); break;
     case 3: if constexpr (kMaxTokens >= 3) L::template Run<3>(w, rb, n_groups, a, nb, y, ldy); break;
     case 4: if constexpr (kMaxTokens >= 4) L::template Run<4>(w, rb, n_groups, a, nb, y, ldy); break;
+    case 5: if constexpr (kMaxTokens >= 5) L::template Run<5>(w, rb, n_groups, a, nb, y, ldy); break;
+    case 6: if constexpr (kMaxTokens >= 6) L::template Run<6>(w, rb, n_groups, a, nb, y, ldy); break;
+    case 7: if constexpr (kMaxTokens >= 7) L::template Run<7>(w, rb, n_groups, a, nb, y, ldy); break;
+    case 8: if constexpr (kMaxTokens >= 8) L::template Run<8>(w, rb, n_groups, a, nb, y, ldy); break;
     default: break;
   }
 }

@@ -17,8 +17,12 @@
 
 namespace lifeline::kernels::avx512 {
 
-// Tokens per tile: each layout's Run<NT> keeps NT tokens' accumulators in registers.
-inline constexpr int kMaxTileTokens = 4;
+// Tokens per tile: each layout's Run<NT> keeps NT tokens' accumulators in registers. Up to 8
+// (a decode step verifying up to 7 drafted tokens reads each weight once; 4 used to make a
+// pass of 6 rows cost ~2x one row); the K-quant layouts, whose unpacking per quad costs more,
+// register with fewer (kKQuantTileTokens).
+inline constexpr int kMaxTileTokens = 8;
+inline constexpr int kKQuantTileTokens = 6;
 
 // vpshufb control: byte b of every int32 lane, zero-extended.
 static inline __m512i ByteOfLane(int b) {
@@ -75,12 +79,12 @@ static inline void PrefetchLines(const uint8_t* unit, int first, int count) {
 
 // The decode tile of `type`, and the GEMM's packing from the interleaved layout where the
 // type has a packed GEMM (so fill the GEMM entries first).
-template <typename L>
+template <typename L, int kTokens = kMaxTileTokens>
 void RegisterInterleaved(MatmulImpl* impl, GgmlType type) {
   TileKernel& k = impl->tiles_interleaved[static_cast<int>(type)];
-  k.fn = &InterleavedGroupsTile<L, kMaxTileTokens>;
+  k.fn = &InterleavedGroupsTile<L, kTokens>;
   k.max_rows = kInterleaveRows;
-  k.max_tokens = kMaxTileTokens;
+  k.max_tokens = kTokens;
   k.any_rows = true;
   if constexpr (requires { &L::Pack; }) {
     GemmKernel& g = impl->gemm[static_cast<int>(type)];

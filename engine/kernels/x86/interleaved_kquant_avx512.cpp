@@ -417,9 +417,9 @@ struct Q6KI {
 }  // namespace
 
 void FillInterleavedKQuants(MatmulImpl* impl) {
-  RegisterInterleaved<Q4KI>(impl, GgmlType::kQ4_K);
-  RegisterInterleaved<Q5KI>(impl, GgmlType::kQ5_K);
-  RegisterInterleaved<Q6KI>(impl, GgmlType::kQ6_K);
+  RegisterInterleaved<Q4KI, kKQuantTileTokens>(impl, GgmlType::kQ4_K);
+  RegisterInterleaved<Q5KI, kKQuantTileTokens>(impl, GgmlType::kQ5_K);
+  RegisterInterleaved<Q6KI, kKQuantTileTokens>(impl, GgmlType::kQ6_K);
 }
 
 }  // namespace lifeline::kernels::avx512

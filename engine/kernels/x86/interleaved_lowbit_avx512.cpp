@@ -241,8 +241,8 @@ struct Q3KI {
 }  // namespace
 
 void FillInterleavedLowBit(MatmulImpl* impl) {
-  RegisterInterleaved<Q2KI>(impl, GgmlType::kQ2_K);
-  RegisterInterleaved<Q3KI>(impl, GgmlType::kQ3_K);
+  RegisterInterleaved<Q2KI, kKQuantTileTokens>(impl, GgmlType::kQ2_K);
+  RegisterInterleaved<Q3KI, kKQuantTileTokens>(impl, GgmlType::kQ3_K);
 }
 
 }  // namespace lifeline::kernels::avx512
