@@ -69,6 +69,7 @@ inline float Hmax(__m256 v) {
 
 struct Avx2 {
   static constexpr int64_t kLanes = 8;
+  static constexpr bool kTransposedK = false;
 
   // n values of one head's row -> dst[0, n_pad), zero past n.
   static void LoadRow(AttnKvType type, const uint8_t* src, float* dst, int64_t n,

@@ -72,6 +72,90 @@ static inline __attribute__((always_inline)) __m512 Reduce16(const __m512 (&a)[1
 
 struct Avx512 {
   static constexpr int64_t kLanes = 16;
+  // Scores from the K block transposed (ScoresT): 16 keys per vector.
+  static constexpr bool kTransposedK = true;
+
+  // kt[d * 16 + s] = k[s * hk + d] for the 16 rows of a block (hk a multiple of 16): 16x16
+  // tiles through the unpack / shuffle network.
+  static void Transpose16(const float* k, int64_t hk, float* kt) {
+    for (int64_t c = 0; c < hk; c += 16) {
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int s = 0; s < 16; ++s) r[s] = _mm512_loadu_ps(k + s * hk + c);
+      __m512 t[16];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {  // pairs of rows interleaved by element
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+      }
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {  // quads of rows
+        const int a = 4 * i;
+        r[a] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[a]), _mm512_castps_pd(t[a + 2])));
+        r[a + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[a]), _mm512_castps_pd(t[a + 2])));
+        r[a + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[a + 1]), _mm512_castps_pd(t[a + 3])));
+        r[a + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[a + 1]), _mm512_castps_pd(t[a + 3])));
+      }
+      // Now 128-bit chunk m of r[4i + j] holds rows 4i..4i+3 of column 4m + j.
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        // Gather chunk m of r[j], r[4 + j], r[8 + j], r[12 + j] into one vector per m.
+        const __m512 a01lo = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x44);   // chunks 0,1 | 0,1
+        const __m512 a01hi = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xee);   // chunks 2,3 | 2,3
+        const __m512 b01lo = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x44);
+        const __m512 b01hi = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xee);
+        const __m512 m0 = _mm512_shuffle_f32x4(a01lo, b01lo, 0x88);  // chunk 0 of each
+        const __m512 m1 = _mm512_shuffle_f32x4(a01lo, b01lo, 0xdd);  // chunk 1
+        const __m512 m2 = _mm512_shuffle_f32x4(a01hi, b01hi, 0x88);  // chunk 2
+        const __m512 m3 = _mm512_shuffle_f32x4(a01hi, b01hi, 0xdd);  // chunk 3
+        _mm512_storeu_ps(kt + (c + 0 + j) * 16, m0);
+        _mm512_storeu_ps(kt + (c + 4 + j) * 16, m1);
+        _mm512_storeu_ps(kt + (c + 8 + j) * 16, m2);
+        _mm512_storeu_ps(kt + (c + 12 + j) * 16, m3);
+      }
+    }
+  }
+
+  // p[c * 16 + s] = q[c] . K[s] for n (1..4) rows against the transposed block: four chains
+  // per row over dimensions d = 0, 1, 2, 3 (mod 4), summed in a fixed order, so a row's
+  // scores do not depend on how many rows share the call.
+  static inline __attribute__((always_inline)) void ScoresT(const float* const* q, int n,
+                                                            const float* kt, int64_t hk,
+                                                            float* p) {
+    switch (n) {
+      case 1: ScoresTN<1>(q, kt, hk, p); break;
+      case 2: ScoresTN<2>(q, kt, hk, p); break;
+      case 3: ScoresTN<3>(q, kt, hk, p); break;
+      case 4: ScoresTN<4>(q, kt, hk, p); break;
+      default: break;
+    }
+  }
+  template <int N>
+  static inline __attribute__((always_inline)) void ScoresTN(const float* const* q,
+                                                             const float* kt, int64_t hk,
+                                                             float* p) {
+    __m512 acc[N][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < N; ++r) {
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; ++u) acc[r][u] = _mm512_setzero_ps();
+    }
+    for (int64_t d = 0; d < hk; d += 4) {
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; ++u) {
+        const __m512 kv = _mm512_loadu_ps(kt + (d + u) * 16);
+#pragma GCC unroll 4
+        for (int r = 0; r < N; ++r) {
+          acc[r][u] = _mm512_fmadd_ps(_mm512_set1_ps(q[r][d + u]), kv, acc[r][u]);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < N; ++r) {
+      _mm512_storeu_ps(p + r * 16, _mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]),
+                                                 _mm512_add_ps(acc[r][2], acc[r][3])));
+    }
+  }
 
   // n values of one head's row -> dst[0, n_pad), zero past n.
   static void LoadRow(AttnKvType type, const uint8_t* src, float* dst, int64_t n,

@@ -80,9 +80,12 @@ void AttendSimd(const AttnKvView& kv, const AttnShape& s, const AttnTile& tile,
   const int64_t bt = kv.block_tokens;
 
   // Scratch: K block [16][hk], V block [16][hv], q rows [rows][hk], accumulators
-  // [rows][hv], running max and denominator [rows], block probabilities [kChunkRows][16].
+  // [rows][hv], running max and denominator [rows], block probabilities [kChunkRows][16],
+  // and with Isa::kTransposedK the K block transposed, [hk][16].
+  constexpr bool kT = Isa::kTransposedK;
   const size_t n_floats =
-      static_cast<size_t>(kSlots * (hk + hv) + rows * (hk + hv + 2) + kChunkRows * kSlots);
+      static_cast<size_t>(kSlots * (hk + hv) + rows * (hk + hv + 2) + kChunkRows * kSlots +
+                          (kT ? kSlots * hk : 0));
   float* kf = scratch.Grow(n_floats);
   float* vf = kf + kSlots * hk;
   float* qs = vf + kSlots * hv;
@@ -90,6 +93,7 @@ void AttendSimd(const AttnKvView& kv, const AttnShape& s, const AttnTile& tile,
   float* run_max = acc + rows * hv;
   float* run_den = run_max + rows;
   float* p = run_den + rows;
+  float* kft = p + kChunkRows * kSlots;  // [hk][16] (kTransposedK only)
   // K rows past a block's last position stay zero: their lanes are masked, but zeros keep
   // stale NaN/Inf bytes out of the arithmetic altogether.
   Fill(kf, kSlots * hk, 0.0f);
@@ -129,6 +133,9 @@ void AttendSimd(const AttnKvView& kv, const AttnShape& s, const AttnTile& tile,
       Isa::LoadRow(kv.type, kb + us * kv.k_row_bytes, kf + slot * hk, s.head_dim_k, hk);
       Isa::LoadRow(kv.type, vb + us * kv.v_row_bytes, vf + slot * hv, s.head_dim_v, hv);
     }
+    // Transposed, each dimension's 16 keys are one vector: a row's scores are then 16 lanes
+    // of FMAs with no horizontal reduction, and up to kChunkRows rows share each K load.
+    if constexpr (kT) Isa::Transpose16(kf, hk, kft);
     // Tokens before this block's first position do not see it. The rows that see the
     // block go through in chunks of kChunkRows, each step (scores, softmax, p . V) over the
     // whole chunk before the next: one row's three steps form a long chain of dependent
@@ -140,7 +147,13 @@ void AttendSimd(const AttnKvView& kv, const AttnShape& s, const AttnTile& tile,
     int chunk_lo[kChunkRows], chunk_valid[kChunkRows];
     int n_chunk = 0;
     auto flush = [&] {
-      for (int c = 0; c < n_chunk; ++c) Isa::Scores(qs + chunk_r[c] * hk, kf, hk, p + c * kSlots);
+      if constexpr (kT) {
+        const float* q_rows[kChunkRows];
+        for (int c = 0; c < n_chunk; ++c) q_rows[c] = qs + chunk_r[c] * hk;
+        Isa::ScoresT(q_rows, n_chunk, kft, hk, p);
+      } else {
+        for (int c = 0; c < n_chunk; ++c) Isa::Scores(qs + chunk_r[c] * hk, kf, hk, p + c * kSlots);
+      }
       float corr[kChunkRows];
       for (int c = 0; c < n_chunk; ++c) {
         const int64_t r = chunk_r[c];
