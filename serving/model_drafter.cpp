@@ -89,7 +89,8 @@ void ModelDrafter::Drop(int64_t id) {
 void ModelDrafter::Forget(int64_t id) { Drop(id); }
 
 std::vector<int32_t> ModelDrafter::DraftOnce(int64_t id, std::span<const int32_t> tokens,
-                                             int32_t k) {
+                                             int32_t k, bool* catching_up) {
+  *catching_up = false;
   auto it = seqs_.find(id);
   if (it == seqs_.end()) {
     if (static_cast<int32_t>(seqs_.size()) >= max_sequences_) {
@@ -112,6 +113,15 @@ std::vector<int32_t> ModelDrafter::DraftOnce(int64_t id, std::span<const int32_t
     s.fed.resize(static_cast<size_t>(keep));
   }
   std::vector<int32_t> draft;
+  // A long way behind (a new request's prompt): at most one chunk per step, no draft until
+  // caught up, so one step never waits on the draft model's prefill of a whole prompt.
+  if (static_cast<int64_t>(tokens.size()) - keep > ctx_->max_batch_tokens()) {
+    *catching_up = true;
+    if (!Feed(s, tokens.first(static_cast<size_t>(keep + ctx_->max_batch_tokens())), keep)) {
+      *catching_up = false;
+    }
+    return draft;
+  }
   if (!Feed(s, tokens, keep)) return draft;
   std::vector<int32_t> known(tokens.begin(), tokens.end());
   for (int32_t i = 0; i < k; ++i) {
@@ -129,8 +139,9 @@ std::vector<int32_t> ModelDrafter::Draft(int64_t id, std::span<const int32_t> to
   // The last drafted token is never fed, so positions up to tokens + k - 1 are written.
   if (static_cast<int64_t>(tokens.size()) + max_tokens > ctx_->n_ctx()) return {};
   const auto t0 = Clock::now();
-  std::vector<int32_t> draft = DraftOnce(id, tokens, max_tokens);
-  if (draft.empty()) {
+  bool catching_up = false;
+  std::vector<int32_t> draft = DraftOnce(id, tokens, max_tokens, &catching_up);
+  if (draft.empty() && !catching_up) {
     // The state is unusable (e.g. its KV blocks ran out): start the sequence again after
     // making room, once; otherwise this request goes without drafts this step.
     Drop(id);
@@ -140,8 +151,8 @@ std::vector<int32_t> ModelDrafter::Draft(int64_t id, std::span<const int32_t> to
       });
       Drop(lru->first);
     }
-    draft = DraftOnce(id, tokens, max_tokens);
-    if (draft.empty()) Drop(id);
+    draft = DraftOnce(id, tokens, max_tokens, &catching_up);
+    if (draft.empty() && !catching_up) Drop(id);
   }
   const double ms = MsSince(t0);
   elapsed_ms_ += ms;
@@ -164,11 +175,12 @@ void ModelDrafter::Calibrate() {
   std::vector<int32_t> tokens;
   for (int64_t p = 0; p < kContext; ++p) tokens.push_back(static_cast<int32_t>(1 + p % (n_vocab - 1)));
   constexpr int64_t kId = -1;  // no request has a negative id
-  (void)DraftOnce(kId, tokens, 1);  // the prompt, untimed
+  bool catching_up = false;
+  (void)DraftOnce(kId, tokens, 1, &catching_up);  // the prompt, untimed
   std::vector<double> ms;
   for (int r = 0; r < kRepeats; ++r) {
     const auto t0 = Clock::now();
-    if (DraftOnce(kId, tokens, kDraft).size() != static_cast<size_t>(kDraft)) break;
+    if (DraftOnce(kId, tokens, kDraft, &catching_up).size() != static_cast<size_t>(kDraft)) break;
     ms.push_back(MsSince(t0) / kDraft);
   }
   Drop(kId);

@@ -9,7 +9,9 @@
 // many tokens one target pass yields.
 //
 // Its KV is its own (a LlamaContext with its own block books, one sequence per request, at
-// most max_sequences kept; the least recently drafted is dropped for a new one). Positions
+// most max_sequences kept; the least recently drafted is dropped for a new one). A backlog
+// longer than one chunk (max_batch_tokens, e.g. a new request's prompt) is fed one chunk per
+// call with no draft until it is caught up, so no step waits on a whole prompt. Positions
 // of rejected drafts are truncated at the next call by comparing what it fed with the
 // request's tokens.
 //
@@ -77,7 +79,10 @@ class ModelDrafter final : public Drafter {
   // Evaluates tokens [from, tokens.size()) of s at their positions; logits_ then holds the
   // last one's. False (state unusable) on an evaluation error.
   bool Feed(Seq& s, std::span<const int32_t> tokens, int64_t from);
-  std::vector<int32_t> DraftOnce(int64_t id, std::span<const int32_t> tokens, int32_t k);
+  // The draft, or none: *catching_up says whether that is because the state is still being
+  // fed a long backlog (one chunk per call) rather than because it failed.
+  std::vector<int32_t> DraftOnce(int64_t id, std::span<const int32_t> tokens, int32_t k,
+                                 bool* catching_up);
   void Drop(int64_t id);
   int32_t Argmax() const;
 

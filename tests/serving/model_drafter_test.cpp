@@ -75,9 +75,10 @@ class ModelDrafterTest : public ::testing::Test {
     prompt_ = tokenizer_->Encode("Once upon a time, there was a little", true, true);
     ASSERT_GT(prompt_.size(), 4u);
   }
-  std::unique_ptr<ModelDrafter> MakeDrafter(int32_t max_sequences) {
+  std::unique_ptr<ModelDrafter> MakeDrafter(int32_t max_sequences, int64_t chunk_tokens = 64) {
     Loaded draft = Load("models/stories260K.gguf");
     ModelDrafterOptions o;
+    o.max_batch_tokens = chunk_tokens;
     o.n_ctx = 256;
     o.max_sequences = max_sequences;
     o.kv_memory_bytes = 8u << 20;
@@ -129,6 +130,25 @@ TEST_F(ModelDrafterTest, InterleavedAndEvictedRequestsStillGetTheirOwnContinuati
   }
 }
 
+// A backlog longer than one chunk is fed a chunk per call, with no draft until caught up;
+// then the draft is the same greedy continuation.
+TEST_F(ModelDrafterTest, ALongBacklogIsFedAChunkPerCallBeforeDrafting) {
+  auto d = MakeDrafter(2, /*chunk_tokens=*/4);
+  ASSERT_NE(d, nullptr);
+  std::vector<int32_t> prompt = prompt_;
+  for (int i = 0; prompt.size() < 14; ++i) prompt.push_back(prompt_[1 + i % (prompt_.size() - 1)]);
+  int empty_calls = 0;
+  std::vector<int32_t> draft;
+  for (int call = 0; call < 10 && draft.empty(); ++call) {
+    draft = d->Draft(1, prompt, 3);
+    if (draft.empty()) ++empty_calls;
+  }
+  // 14 tokens in chunks of 4: 4, 8 and 12 fed without a draft, then the last 2 and the draft.
+  EXPECT_EQ(empty_calls, 3);
+  EXPECT_EQ(draft, Greedy(*reference_.model, pool_, prompt, {}, 3));
+  EXPECT_EQ(d->sequences_kept(), 1);
+}
+
 TEST_F(ModelDrafterTest, NoDraftPastTheContextOrForNothing) {
   auto d = MakeDrafter(2);
   ASSERT_NE(d, nullptr);
@@ -136,7 +156,9 @@ TEST_F(ModelDrafterTest, NoDraftPastTheContextOrForNothing) {
   EXPECT_TRUE(d->Draft(1, prompt_, 0).empty());
   std::vector<int32_t> long_tokens(254, 5);
   EXPECT_TRUE(d->Draft(1, long_tokens, 3).empty()) << "254 + 3 positions > n_ctx 256";
-  EXPECT_EQ(d->Draft(1, long_tokens, 2).size(), 2u);
+  std::vector<int32_t> draft;  // 254 tokens: fed in chunks of 64 first
+  for (int call = 0; call < 8 && draft.empty(); ++call) draft = d->Draft(1, long_tokens, 2);
+  EXPECT_EQ(draft.size(), 2u);
 }
 
 TEST(DraftVocab, ADraftOfAnotherVocabularyIsRefusedNamingBothSizes) {
