@@ -85,11 +85,14 @@ Result<std::map<std::string, std::string>> DraftPaths(const ServeFlags& f) {
                        std::find(names.begin(), names.end(), spec.substr(0, eq)) != names.end();
     if (names.empty()) return InvalidArgument("--draft: needs a --model to draft for");
     if (eq != std::string::npos && !named && !std::filesystem::exists(spec)) {
-      return InvalidArgument("--draft: no --model named '" + spec.substr(0, eq) + "' (in '" + spec + "')");
+      return InvalidArgument("--draft: no --model named '" + spec.substr(0, eq) + "' (in '" +
+                             spec + "')");
     }
     const std::string name = named ? spec.substr(0, eq) : names.front();
     const std::string path = named ? spec.substr(eq + 1) : spec;
-    if (path.empty()) return InvalidArgument("--draft: expected NAME=PATH.gguf or PATH.gguf, got '" + spec + "'");
+    if (path.empty()) {
+      return InvalidArgument("--draft: expected NAME=PATH.gguf or PATH.gguf, got '" + spec + "'");
+    }
     if (!out.emplace(name, path).second) {
       return InvalidArgument("--draft: model '" + name + "' has two draft models");
     }
@@ -315,7 +318,8 @@ int RunServe(ServeFlags f) {
     if (auto d = drafts->find(name); d != drafts->end()) {
       auto dl = LoadModel(d->second, **kernels, /*mlock=*/false, /*no_repack=*/false, f.no_mmap);
       if (!dl.ok()) {
-        return Fail(Status(dl.status().code(), "--draft " + d->second + ": " + dl.status().message()));
+        return Fail(Status(dl.status().code(),
+                           "--draft " + d->second + ": " + dl.status().message()));
       }
       draft.model = std::move(dl->model);
       draft.tokenizer = std::move(dl->tokenizer);
@@ -398,8 +402,8 @@ CommandFn RegisterServe(CLI::App& root) {
   cmd->add_option("--max-waiting", f->max_waiting, "Queued requests per model before 429")
       ->capture_default_str();
   cmd->add_option("--speculate", f->speculate,
-                  "Speculative decoding: drafted tokens per decode (by prompt lookup, or --draft), verified in "
-                  "one pass (0 = off; output unchanged either way)")
+                  "Speculative decoding: drafted tokens per decode (by prompt lookup, or "
+                  "--draft), verified in one pass (0 = off; output unchanged either way)")
       ->capture_default_str()
       ->check(CLI::Range(0, static_cast<int>(kMaxSpecTokens)));
   cmd->add_option("--draft", f->drafts,

@@ -91,10 +91,12 @@ struct Avx512 {
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i) {  // quads of rows
         const int a = 4 * i;
-        r[a] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[a]), _mm512_castps_pd(t[a + 2])));
-        r[a + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[a]), _mm512_castps_pd(t[a + 2])));
-        r[a + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[a + 1]), _mm512_castps_pd(t[a + 3])));
-        r[a + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[a + 1]), _mm512_castps_pd(t[a + 3])));
+        const __m512d lo0 = _mm512_castps_pd(t[a]), hi0 = _mm512_castps_pd(t[a + 1]);
+        const __m512d lo1 = _mm512_castps_pd(t[a + 2]), hi1 = _mm512_castps_pd(t[a + 3]);
+        r[a] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo0, lo1));
+        r[a + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo0, lo1));
+        r[a + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(hi0, hi1));
+        r[a + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(hi0, hi1));
       }
       // Now 128-bit chunk m of r[4i + j] holds rows 4i..4i+3 of column 4m + j.
 #pragma GCC unroll 4
