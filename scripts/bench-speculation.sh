@@ -7,9 +7,9 @@
 # reading the weights and a verification pass of a few tokens costs about one decode step), on
 # copy-heavy prompts: a passage followed by its own beginning, so the continuation repeats
 # text the prompt holds. Greedy (temperature 0). Prints the median over rounds of output
-# tokens/s, e2e and ITL P50 for both, the ratio, and the share of drafted tokens the model
-# accepted (from /metrics). (Run side by side at once, the two servers' speeds differed by up
-# to 1.4x for reasons of their own: core sharing, interrupts.) Then, unless BENCH_VERIFY=0, the cost of a
+# tokens/s, e2e and ITL P50 for each server, its ratio to the plain one, and the share of
+# drafted tokens the model accepted (from /metrics). (Run side by side at once, two servers'
+# speeds differed by up to 1.4x for reasons of their own: core sharing, interrupts.) Then, unless BENCH_VERIFY=0, the cost of a
 # verification pass of k = 1..8 tokens against one decode step (`bench-model --verify-k`).
 #
 # Usage: scripts/bench-speculation.sh [MODEL.gguf ...]   (default: ../shared/models/

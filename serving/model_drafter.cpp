@@ -86,6 +86,14 @@ void ModelDrafter::Drop(int64_t id) {
   seqs_.erase(it);
 }
 
+void ModelDrafter::DropLeastRecent() {
+  if (seqs_.empty()) return;
+  auto lru = std::min_element(seqs_.begin(), seqs_.end(), [](const auto& a, const auto& b) {
+    return a.second.last_use < b.second.last_use;
+  });
+  Drop(lru->first);
+}
+
 void ModelDrafter::Forget(int64_t id) { Drop(id); }
 
 std::vector<int32_t> ModelDrafter::DraftOnce(int64_t id, std::span<const int32_t> tokens,
@@ -93,12 +101,7 @@ std::vector<int32_t> ModelDrafter::DraftOnce(int64_t id, std::span<const int32_t
   *catching_up = false;
   auto it = seqs_.find(id);
   if (it == seqs_.end()) {
-    if (static_cast<int32_t>(seqs_.size()) >= max_sequences_) {
-      auto lru = std::min_element(seqs_.begin(), seqs_.end(), [](const auto& a, const auto& b) {
-        return a.second.last_use < b.second.last_use;
-      });
-      Drop(lru->first);
-    }
+    if (static_cast<int32_t>(seqs_.size()) >= max_sequences_) DropLeastRecent();
     it = seqs_.emplace(id, Seq{ctx_->NewSequence(), {}, 0}).first;
   }
   Seq& s = it->second;
@@ -145,12 +148,7 @@ std::vector<int32_t> ModelDrafter::Draft(int64_t id, std::span<const int32_t> to
     // The state is unusable (e.g. its KV blocks ran out): start the sequence again after
     // making room, once; otherwise this request goes without drafts this step.
     Drop(id);
-    if (!seqs_.empty()) {
-      auto lru = std::min_element(seqs_.begin(), seqs_.end(), [](const auto& a, const auto& b) {
-        return a.second.last_use < b.second.last_use;
-      });
-      Drop(lru->first);
-    }
+    DropLeastRecent();
     draft = DraftOnce(id, tokens, max_tokens, &catching_up);
     if (draft.empty() && !catching_up) Drop(id);
   }

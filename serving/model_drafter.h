@@ -84,6 +84,7 @@ class ModelDrafter final : public Drafter {
   std::vector<int32_t> DraftOnce(int64_t id, std::span<const int32_t> tokens, int32_t k,
                                  bool* catching_up);
   void Drop(int64_t id);
+  void DropLeastRecent();  // the kept sequence drafted for longest ago (none kept: nothing)
   int32_t Argmax() const;
 
   std::unique_ptr<LlamaModel> model_;

@@ -195,13 +195,13 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
     e->max_running_.store(k.max_running, std::memory_order_relaxed);
   }
   e->pool_ = std::make_unique<ComputePool>(options.threads, options.pin_cpus);
-  if (draft.model != nullptr && spec_tokens == 0) {
-    return InvalidArgument(plan.windowed
-                               ? "draft: this model's sliding-window layers keep their own KV, "
-                                 "so it decodes one token at a time (no speculation)"
-                               : "draft: speculation is off (spec_tokens 0)");
-  }
   if (draft.model != nullptr) {
+    if (spec_tokens == 0) {
+      return InvalidArgument(plan.windowed
+                                 ? "draft: this model's sliding-window layers keep their own KV, "
+                                   "so it decodes one token at a time (no speculation)"
+                                 : "draft: speculation is off (spec_tokens 0)");
+    }
     // Its own KV, one sequence per running request, within the same memory budget as the
     // target's (a draft is the smaller model; its blocks are touched only as used).
     ModelDrafterOptions d;
