@@ -3,6 +3,7 @@
 // (tests/template/data/reference.json, written by tests/template/gen_reference.py), so the
 // expected text comes from committed reference data, not from this engine.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -45,7 +46,11 @@ std::string Quote(const std::string& s) {
   return q + "'";
 }
 
-std::string TempPath(const std::string& name) { return ::testing::TempDir() + "/lifeline_tmpl_cli_" + name; }
+// Tests run as parallel processes (ctest -j): the pid keeps two tests' files (both call
+// GgufTemplate's "inspect") apart.
+std::string TempPath(const std::string& name) {
+  return ::testing::TempDir() + "/lifeline_tmpl_cli_" + std::to_string(::getpid()) + "_" + name;
+}
 
 struct Result {
   int exit_code = -1;

@@ -2,6 +2,8 @@
 // the cascade, and Resolve().
 #include "slo/slo_config.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <limits>
@@ -289,7 +291,7 @@ TEST(SloConfigTest, LoadFile) {
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   EXPECT_NE(missing.status().message().find("/nonexistent/dir/slo.toml"), std::string::npos);
 
-  const std::string path = ::testing::TempDir() + "slo_config_test.toml";
+  const std::string path = ::testing::TempDir() + "/slo_config_test_" + std::to_string(::getpid()) + ".toml";
   {
     std::ofstream out(path);
     out << "[ladder]\nrecover_ticks = 7\n\n[batching]\ncap = 0\n";

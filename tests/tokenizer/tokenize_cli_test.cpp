@@ -2,6 +2,7 @@
 // with the ids llama.cpp recorded; errors give one stderr line and exit status 1.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -26,9 +27,11 @@ std::string Quote(const std::string& s) {
 
 RunResult RunTokenize(const std::string& args, const std::string& stdin_text, const std::string& tag) {
   const std::string dir = ::testing::TempDir();
-  const std::string in = dir + "/lifeline_tok_cli_" + tag + ".in";
-  const std::string out = dir + "/lifeline_tok_cli_" + tag + ".out";
-  const std::string err = dir + "/lifeline_tok_cli_" + tag + ".err";
+  // The pid keeps parallel test processes' files apart.
+  const std::string stem = dir + "/lifeline_tok_cli_" + std::to_string(::getpid()) + "_" + tag;
+  const std::string in = stem + ".in";
+  const std::string out = stem + ".out";
+  const std::string err = stem + ".err";
   std::ofstream(in, std::ios::binary) << stdin_text;
   const std::string cmd = Quote(lifeline::testing::LifelineBinary()) + " tokenize " + args + " < " + Quote(in) +
                           " > " + Quote(out) + " 2> " + Quote(err);
@@ -81,7 +84,7 @@ TEST(TokenizeCli, ErrorsAreOneLineAndExitOne) {
   EXPECT_NE(r.err.find("/nonexistent/model.gguf"), std::string::npos) << r.err;
 
   // A file that is not GGUF at all.
-  const std::string junk = ::testing::TempDir() + "/lifeline_tok_cli_junk.gguf";
+  const std::string junk = ::testing::TempDir() + "/lifeline_tok_cli_junk_" + std::to_string(::getpid()) + ".gguf";
   std::ofstream(junk, std::ios::binary) << "definitely not a gguf file";
   r = RunTokenize("-m " + Quote(junk), "hi", "junk");
   EXPECT_EQ(r.exit_code, 1);

@@ -1,5 +1,7 @@
 #include "tokenizer/tokenizer_test_util.h"
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -73,7 +75,7 @@ std::unique_ptr<Tokenizer> LoadSharedTokenizer(const std::string& rel) {
 }
 
 std::string WriteTempGguf(const GgufWriter& w, const std::string& name) {
-  const std::string path = ::testing::TempDir() + "/lifeline_tok_" + name + ".gguf";
+  const std::string path = ::testing::TempDir() + "/lifeline_tok_" + std::to_string(::getpid()) + "_" + name + ".gguf";
   Status s = w.Write(path, [](size_t, uint8_t*, uint64_t) { return Status::Ok(); });
   EXPECT_TRUE(s.ok()) << s.ToString();
   return path;
