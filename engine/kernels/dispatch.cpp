@@ -75,6 +75,8 @@ KernelTable MakeTable(IsaLevel isa, void (*matmul)(const WeightMatrix&, const fl
   t.interleaved_types = kernels::InterleavedTypes(impl);
   t.matmul = matmul;
   t.matmul_group = group;
+  t.silu_glu = impl.silu_glu;
+  t.gelu_glu = impl.gelu_glu;
   return t;
 }
 

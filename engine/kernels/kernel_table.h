@@ -94,6 +94,11 @@ struct KernelTable {
   // so a loader should repack such matrices (rows a multiple of 16). Every table (the
   // reference one too) computes interleaved matrices correctly; without the bit it is slow.
   uint32_t interleaved_types = 0;
+
+  // Gated units of a feed-forward block (glu.h): gate[i] = act(gate[i]) * up[i], i < n, act
+  // SiLU or tanh-GELU. Every level gives the scalar twin's bits.
+  void (*silu_glu)(float* gate, const float* up, int64_t n) = nullptr;
+  void (*gelu_glu)(float* gate, const float* up, int64_t n) = nullptr;
 };
 
 // Runs g with table.matmul_group when the table has one, else unfused on the calling thread:

@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "engine/kernels/compute_pool.h"
+#include "engine/kernels/glu.h"
 #include "engine/kernels/interleave.h"
 #include "engine/kernels/op_profile.h"
 #include "engine/kernels/ref/vec_dot_ref.h"
@@ -260,6 +261,8 @@ MatmulImpl MakeScalarImpl() {
     if (traits && ref::HasVecDot(traits->type)) impl.tiles[id] = ScalarTile(traits->type);
   }
   for (auto& q : impl.quantize) q = &ref::QuantizeToken;
+  impl.silu_glu = &ref::SiluGlu;
+  impl.gelu_glu = &ref::GeluTanhGlu;
   return impl;
 }
 

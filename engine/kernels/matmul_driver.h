@@ -116,6 +116,9 @@ struct MatmulImpl {
   TileKernel tiles_interleaved[kMaxTypeId + 1];
   GemmKernel gemm[kMaxTypeId + 1];           // indexed by GgmlType id; optional
   QuantizeTokenFn quantize[kNumActFormats];  // indexed by ActFormat
+  // Gated units (glu.h), copied into KernelTable::silu_glu / gelu_glu.
+  void (*silu_glu)(float* gate, const float* up, int64_t n) = nullptr;
+  void (*gelu_glu)(float* gate, const float* up, int64_t n) = nullptr;
 };
 
 void RunMatmul(const MatmulImpl& impl, const WeightMatrix& w, const float* x, int64_t n_tokens,

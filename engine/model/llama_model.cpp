@@ -40,7 +40,7 @@ struct BiasHook {
 
 // Epilogue applying op(dst + row offset, src + row offset, count) to output rows [r0, r1) of
 // every token ([n_tokens, width] buffers): the residual add of attn_output / ffn_down
-// (x += proj) and SwiGLU of gate + up (gate = silu(gate) * up).
+// (x += proj).
 template <void (*Op)(float*, const float*, int64_t)>
 struct RowsHook {
   float* dst;
@@ -58,12 +58,29 @@ struct RowsHook {
 };
 using ResidualHook = RowsHook<&ops::AddInPlace>;
 
+// The gated unit over separate gate and up products: gate = act(gate) * up on rows [r0, r1)
+// of every token, glu the kernel table's silu_glu or gelu_glu.
+struct GluRowsHook {
+  void (*glu)(float* gate, const float* up, int64_t n);
+  float* gate;
+  const float* up;
+  int64_t width;
+  int64_t n_tokens;
+  static void Run(const void* p, int, int64_t r0, int64_t r1) {
+    const auto& h = *static_cast<const GluRowsHook*>(p);
+    for (int64_t t = 0; t < h.n_tokens; ++t) {
+      h.glu(h.gate + t * h.width + r0, h.up + t * h.width + r0, r1 - r0);
+    }
+  }
+};
+
 // Epilogue of the fused gate/up product (LlamaLayerWeights::w_gate_up): each token's row of
 // its output gu (ld_gu floats apart) holds 16 gate rows, then the same 16 rows of up, and so
 // on; rows [r0, r1) (multiples of 32: MatmulGroup::epilogue_rows) give
 // out[t][j] = act(gate_j) * up_j ([n_tokens, n_ff]) for the n_ff rows j they cover.
-template <void (*Glu)(float*, const float*, int64_t)>
+// glu: the kernel table's silu_glu or gelu_glu.
 struct PairedGluHook {
+  void (*glu)(float* gate, const float* up, int64_t n);
   float* gu;
   int64_t ld_gu;
   float* out;
@@ -75,7 +92,7 @@ struct PairedGluHook {
     for (int64_t t = 0; t < h.n_tokens; ++t) {
       float* row = h.gu + t * h.ld_gu;
       for (int64_t r = r0; r < r1; r += 2 * kGroup) {
-        Glu(row + r, row + r + kGroup, kGroup);  // in place over the gate half
+        h.glu(row + r, row + r + kGroup, kGroup);  // in place over the gate half
         std::memcpy(h.out + t * h.n_ff + r / 2, row + r, kGroup * sizeof(float));
       }
     }
@@ -562,19 +579,17 @@ void LlamaModel::GateUp(const FfnWeights& f, int64_t n_ff, const float* in, int6
   // Fused (RepackMatrices): one matrix, gate and up groups alternating; up holds its output,
   // rows padded (kRowPadFloats) off a multiple of 4 KiB (MatmulGroup::ldy).
   const int64_t ld = 2 * n_ff + kRowPadFloats;
-  const PairedGluHook<&ops::SwiGlu> paired_silu{s.up.data(), ld, s.gate.data(), n_ff, n};
-  const PairedGluHook<&ops::GeluTanhGlu> paired_gelu{s.up.data(), ld, s.gate.data(), n_ff, n};
-  const RowsHook<&ops::SwiGlu> silu{s.gate.data(), s.up.data(), n_ff, n};
-  const RowsHook<&ops::GeluTanhGlu> gelu_rows{s.gate.data(), s.up.data(), n_ff, n};
+  const auto glu = gelu ? kernels_->gelu_glu : kernels_->silu_glu;
+  const PairedGluHook paired{glu, s.up.data(), ld, s.gate.data(), n_ff, n};
+  const GluRowsHook rows{glu, s.gate.data(), s.up.data(), n_ff, n};
   if (f.w_gate_up.rows != 0) {
     gate_up.n = 1;
     gate_up.w[0] = f.w_gate_up;  // [n, 2 * n_ff] in rows of ld floats
     gate_up.y[0] = s.up.data();
     gate_up.ldy[0] = ld;
     gate_up.epilogue_rows = 2 * kernels::kInterleaveRows;
-    gate_up.epilogue = gelu ? &PairedGluHook<&ops::GeluTanhGlu>::Run
-                            : &PairedGluHook<&ops::SwiGlu>::Run;
-    gate_up.epilogue_ctx = gelu ? static_cast<const void*>(&paired_gelu) : &paired_silu;
+    gate_up.epilogue = &PairedGluHook::Run;
+    gate_up.epilogue_ctx = &paired;
   } else {
     gate_up.n = 2;
     gate_up.w[0] = f.w_gate;  // gate: [n, n_ff]
@@ -582,8 +597,8 @@ void LlamaModel::GateUp(const FfnWeights& f, int64_t n_ff, const float* in, int6
     gate_up.y[0] = s.gate.data();
     gate_up.y[1] = s.up.data();
     gate_up.row_aligned = true;
-    gate_up.epilogue = gelu ? &RowsHook<&ops::GeluTanhGlu>::Run : &RowsHook<&ops::SwiGlu>::Run;
-    gate_up.epilogue_ctx = gelu ? static_cast<const void*>(&gelu_rows) : &silu;
+    gate_up.epilogue = &GluRowsHook::Run;
+    gate_up.epilogue_ctx = &rows;
   }
   RunMatmulGroup(*kernels_, gate_up, in, n, pool);
 }

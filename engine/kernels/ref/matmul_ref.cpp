@@ -1,6 +1,7 @@
 #include <vector>
 
 #include "engine/kernels/compute_pool.h"
+#include "engine/kernels/glu.h"
 #include "engine/kernels/interleave.h"
 #include "engine/kernels/kernel_table.h"
 #include "engine/kernels/ref/quants_ref.h"
@@ -46,6 +47,8 @@ const KernelTable& ReferenceKernels() {
     t.isa = IsaLevel::kScalar;
     t.matmul = &MatMulRef;
     t.interleaved_types = 0;  // computes them (row by row, back to GGUF layout), slowly
+    t.silu_glu = &ref::SiluGlu;
+    t.gelu_glu = &ref::GeluTanhGlu;
     return t;
   }();
   return table;

@@ -15,5 +15,6 @@ void FillInterleavedLegacy(MatmulImpl* impl);   // Q4_0 .. Q8_0, IQ4_NL in the r
 void FillInterleavedKQuants(MatmulImpl* impl);  // Q4_K, Q5_K, Q6_K in the row-interleaved layout
 void FillInterleavedLowBit(MatmulImpl* impl);   // Q2_K, Q3_K in the row-interleaved layout
 void FillInterleavedFloat(MatmulImpl* impl);    // F16, BF16 in the row-interleaved layout
+void FillGlu(MatmulImpl* impl);                 // SwiGLU / GELU gated units (glu.h)
 
 }  // namespace lifeline::kernels::avx2

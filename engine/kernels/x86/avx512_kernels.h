@@ -19,5 +19,6 @@ void FillInterleavedLegacy(MatmulImpl* impl);          // Q4_0 .. Q8_0, IQ4_NL
 void FillInterleavedKQuants(MatmulImpl* impl);         // Q4_K, Q5_K, Q6_K
 void FillInterleavedLowBit(MatmulImpl* impl);          // Q2_K, Q3_K
 void FillInterleavedFloat(MatmulImpl* impl, bool use_bf16_dot);  // F16, BF16 (with the dot)
+void FillGlu(MatmulImpl* impl);                        // SwiGLU / GELU gated units (glu.h)
 
 }  // namespace lifeline::kernels::avx512

@@ -13,6 +13,7 @@ void FillAvx2(MatmulImpl* impl) {
   avx2::FillInterleavedKQuants(impl);
   avx2::FillInterleavedLowBit(impl);
   avx2::FillInterleavedFloat(impl);
+  avx2::FillGlu(impl);
 }
 
 }  // namespace lifeline::kernels

@@ -17,6 +17,7 @@ void FillAvx512(MatmulImpl* impl, bool use_bf16_dot) {
   avx512::FillInterleavedKQuants(impl);
   avx512::FillInterleavedLowBit(impl);
   avx512::FillInterleavedFloat(impl, use_bf16_dot);
+  avx512::FillGlu(impl);
 }
 
 }  // namespace lifeline::kernels
