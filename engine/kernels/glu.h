@@ -2,8 +2,8 @@
 // (z / (1 + e^-z)) or the tanh approximation of GELU (z / 2 (1 + tanh(y)) = z sigmoid(2y),
 // y = sqrt(2/pi) (z + 0.044715 z^3)). The scalar twins (ref/glu_ref.cpp) are the reference;
 // the AVX2 and AVX-512 versions (x86/glu_*.cpp, reached through KernelTable::silu_glu /
-// gelu_glu) compute the same operations in the same order, lane by lane, so every level gives
-// the same bits (glu_parity_test.cpp). Why SIMD levels of their own: in a prefill step the
+// gelu_glu) run the twin's SSE2 loop (glu_simd.h) at their own width, the same operations in
+// the same order lane by lane, so every level gives the same bits (glu_parity_test.cpp). Why SIMD levels of their own: in a prefill step the
 // gate/up product's epilogue ran the 4-wide baseline loop at ~1.8 ns per element, 3-4 % of
 // the step on the 1.1B models.
 //
