@@ -136,30 +136,42 @@ void RunGemm(const GemmKernel& g, const WeightMatrix& w, const QuantizedActs& ac
       g.pack_acts(acts, t0, nt, packed_acts + static_cast<uint64_t>(gi) * group_bytes);
     }
   };
+  // With a two-tile kernel a thread takes tiles in pairs: each activation quad it loads then
+  // serves 32 rows (one broadcast, two vpdpbusd), halving the activation loads per product.
+  const int64_t take = grouped && g.run_group2 != nullptr ? 2 : 1;
+  const uint64_t tile_stride = RoundUp64(scratch_bytes);
   std::atomic<int64_t> next_tile{0};
   auto work = [&] {
     static thread_local std::vector<uint8_t> w_buf;
-    uint8_t* p = ThreadScratch(w_buf, scratch_bytes);
+    uint8_t* p = ThreadScratch(w_buf, tile_stride * static_cast<uint64_t>(take));
     for (;;) {
-      const int64_t tile = next_tile.fetch_add(1, std::memory_order_relaxed);
-      if (tile >= n_tiles) break;
-      const int64_t r0 = tile * kGemmRows;
-      const int nr = static_cast<int>(std::min<int64_t>(kGemmRows, w.rows - r0));
-      const uint8_t* wr = w.data + static_cast<uint64_t>(r0) * w.row_bytes;
-      if (w.layout == WeightLayout::kRows) {
-        g.pack(wr, w.row_bytes, nr, w.cols, p);
-      } else {  // rows % 16 == 0: nr == kGemmRows
-        g.pack_interleaved(wr, w.row_bytes, w.cols, p);
+      const int64_t tile0 = next_tile.fetch_add(take, std::memory_order_relaxed);
+      if (tile0 >= n_tiles) break;
+      const int64_t tile1 = std::min(n_tiles, tile0 + take);
+      for (int64_t tile = tile0; tile < tile1; ++tile) {
+        const int64_t r0 = tile * kGemmRows;
+        const int nr = static_cast<int>(std::min<int64_t>(kGemmRows, w.rows - r0));
+        const uint8_t* wr = w.data + static_cast<uint64_t>(r0) * w.row_bytes;
+        uint8_t* pt = p + static_cast<uint64_t>(tile - tile0) * tile_stride;
+        if (w.layout == WeightLayout::kRows) {
+          g.pack(wr, w.row_bytes, nr, w.cols, pt);
+        } else {  // rows % 16 == 0: nr == kGemmRows
+          g.pack_interleaved(wr, w.row_bytes, w.cols, pt);
+        }
+        if (!grouped) g.run(pt, nr, acts, 0, n_tokens, y + r0, ldy);
       }
-      if (!grouped) {
-        g.run(p, nr, acts, 0, n_tokens, y + r0, ldy);
-        continue;
-      }
+      if (!grouped) continue;
+      const int64_t r0 = tile0 * kGemmRows;
+      const int nr_last = static_cast<int>(std::min<int64_t>(kGemmRows, w.rows - (tile1 - 1) * kGemmRows));
       for (int64_t gi = 0; gi < n_groups; ++gi) {
         const int64_t t0 = gi * group_tokens;
         const int nt = static_cast<int>(std::min<int64_t>(group_tokens, n_tokens - t0));
-        g.run_group(p, nr, packed_acts + static_cast<uint64_t>(gi) * group_bytes, nt, w.cols,
-                    y + t0 * ldy + r0, ldy);
+        const uint8_t* pa = packed_acts + static_cast<uint64_t>(gi) * group_bytes;
+        if (tile1 - tile0 == 2) {  // the first tile of a pair is whole
+          g.run_group2(p, p + tile_stride, nr_last, pa, nt, w.cols, y + t0 * ldy + r0, ldy);
+        } else {
+          g.run_group(p, nr_last, pa, nt, w.cols, y + t0 * ldy + r0, ldy);
+        }
       }
     }
   };

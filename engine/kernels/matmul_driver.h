@@ -102,6 +102,11 @@ struct GemmKernel {
   // y[t * ldy + r] = dot(row r, token t of the group) for r < nr, t < nt.
   void (*run_group)(const uint8_t* packed_w, int nr, const uint8_t* packed_acts, int nt,
                     int64_t cols, float* y, int64_t ldy) = nullptr;
+  // Optional: two tiles at once (packed_w0 full, packed_w1 with nr1 rows, stored at y and
+  // y + kGemmRows), so each activation quad loaded serves both.
+  void (*run_group2)(const uint8_t* packed_w0, const uint8_t* packed_w1, int nr1,
+                     const uint8_t* packed_acts, int nt, int64_t cols, float* y,
+                     int64_t ldy) = nullptr;
 };
 
 inline constexpr int kMaxTypeId = 31;  // GgmlType ids are < 32

@@ -144,8 +144,10 @@ TEST_P(MatmulParity, LongPrompt) {
 }
 
 // The packed GEMM of many tokens, per shape edge: row counts below, at and above one
-// 16-row tile (the padding rows of a partial tile must not leak into y), token counts that
-// leave a partial 8-token group (and 64 + 7: many full groups plus a remainder), and
+// 16-row tile (the padding rows of a partial tile must not leak into y), tile counts that
+// pair up (kernels that take two tiles at once: 17 = a whole tile + 1 row, 50 = two pairs,
+// the second partial) or leave one tile over (40 = a pair + a partial tile), token counts
+// that leave a partial 6- or 8-token group (and 64 + 7: many full groups plus a remainder), and
 // K-quant rows of 1 and 3 super-blocks. Every token count here is >= every type's packed
 // threshold (32), so types with a packed kernel take it; the others check their tiles.
 TEST_P(MatmulParity, PackedGemmEdges) {
@@ -154,7 +156,8 @@ TEST_P(MatmulParity, PackedGemmEdges) {
   const int64_t cols_a = IsFloatType(type) ? 517 : (k_quant ? 256 : 96);
   const int64_t cols_b = IsFloatType(type) ? 64 : (k_quant ? 768 : 544);
   uint32_t seed = 300;
-  for (const Shape s : {Shape{1, cols_a}, Shape{16, cols_b}, Shape{17, cols_a}, Shape{50, cols_b}}) {
+  for (const Shape s : {Shape{1, cols_a}, Shape{16, cols_b}, Shape{17, cols_a}, Shape{40, cols_a},
+                        Shape{50, cols_b}}) {
     const auto bytes = testing::QuantizedRandomWeights(type, s.rows, s.cols, seed++);
     for (int64_t n_tokens : {32, 41, 71}) Check(bytes, s, n_tokens, seed++, true);
   }

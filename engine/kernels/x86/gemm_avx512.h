@@ -97,10 +97,11 @@ GemmKernel MakeGroupedGemm(int64_t min_tokens) {
   g.packed_bytes = &K::PackedBytes;
   g.pack = &K::Pack;
   g.min_tokens = min_tokens;
-  g.group_tokens = kGroupTokens;
+  g.group_tokens = K::T;
   g.act_group_bytes = &K::ActGroupBytes;
   g.pack_acts = &K::PackActs;
   g.run_group = &K::RunGroup;
+  if constexpr (requires { &K::RunGroup2; }) g.run_group2 = &K::RunGroup2;
   return g;
 }
 
