@@ -4,7 +4,7 @@
 //   64 quads x 64 bytes of unsigned levels (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63)
 //   Q4_K / Q5_K: 8 x 16 f32 d * sc_j; 8 x 16 int32 (m_j, m_j) int16 pairs; 16 f32 dmin
 //   Q6_K:       16 x 16 f32 d * sc_g; 8 x 16 int32 (sc_2p, sc_2p+1) int16 pairs; 16 f32 32 * d
-// Activations are packed per group of kGroupTokens tokens (ActQ8K). Per group, super-block
+// Activations are packed per group of kKQuantGroupTokens tokens (ActQ8K). Per group, super-block
 // and sub-block, each weight quad vector is loaded once and meets every token's broadcast
 // quad (vpdpbusd sums the integer dot for 16 rows exactly); one conversion and one FMA per
 // token add it, times d * sc_j (16 lanes), to a per-super-block partial sum. The mins (and
@@ -31,11 +31,15 @@ static inline void ScalesK4(const uint8_t* s12, uint8_t* sc, uint8_t* mn) {
   Store32u(mn + 4, ((q2 >> 4) & 0x0f0f0f0fu) | (((q1 >> 6) & 0x03030303u) << 4));
 }
 
+// Tokens per activation group: RunKQuantGroup2's 2 x 6 int32 and 2 x 6 f32 partial sums fill
+// the registers with the two weight vectors and the broadcast.
+constexpr int kKQuantGroupTokens = 6;
+
 // Token-interleaved Q8_K activations shared by the K-quant group kernels, per super-block
 // (kActStride bytes) for the group's T tokens: quads [64][T] (4 bytes each), d [T] f32,
 // 16-value sums as int16 pairs (bsums[2p], bsums[2p + 1]) [8][T]. Padding tokens are zeros.
 struct ActQ8K {
-  static constexpr int T = kGroupTokens;
+  static constexpr int T = kKQuantGroupTokens;
   static constexpr int64_t kD = 256 * T, kBs = 260 * T;
   static constexpr int64_t kActStride = 292 * T;
 
@@ -68,7 +72,7 @@ struct ActQ8K {
 template <int kGroups, int64_t kStride, int64_t kDsc, int64_t kCorr, int64_t kCorrScale>
 void RunKQuantGroup(const uint8_t* pw, int nr, const uint8_t* pa, int nt, int64_t cols,
                     float* y, int64_t ldy) {
-  constexpr int T = kGroupTokens;
+  constexpr int T = kKQuantGroupTokens;
   constexpr int kQuads = 64 / kGroups;
   const int64_t nb = cols / kQK;
   __m512 acc[T];
@@ -119,6 +123,91 @@ void RunKQuantGroup(const uint8_t* pw, int nr, const uint8_t* pa, int nt, int64_
     }
   }
   StoreGroup<T>(acc, nr, nt, y, ldy);
+}
+
+// RunKQuantGroup for two tiles at once (pw0 whole, pw1 with nr1 rows, stored at y and
+// y + kGemmRows): each activation quad is broadcast into a register once for both tiles'
+// weight vectors, halving the activation loads. The per-token f32 sums across super-blocks
+// live in an L1 buffer (one load and store per super-block) to leave the registers to the
+// 2 x T integer dots and 2 x T partial sums. Same operations per tile as RunKQuantGroup, so
+// the results are bit-identical.
+template <int kGroups, int64_t kStride, int64_t kDsc, int64_t kCorr, int64_t kCorrScale>
+void RunKQuantGroup2(const uint8_t* pw0, const uint8_t* pw1, int nr1, const uint8_t* pa, int nt,
+                     int64_t cols, float* y, int64_t ldy) {
+  constexpr int T = kKQuantGroupTokens;
+  constexpr int kQuads = 64 / kGroups;
+  const int64_t nb = cols / kQK;
+  alignas(64) float acc[2][T][16] = {};
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* w0 = pw0 + i * kStride;
+    const uint8_t* w1 = pw1 + i * kStride;
+    const uint8_t* ab = pa + i * ActQ8K::kActStride;
+    __m512 p0[T], p1[T];
+#pragma GCC unroll 1
+    for (int g = 0; g < kGroups; ++g) {
+      __m512i i0[T], i1[T];
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) i0[t] = i1[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int q = 0; q < kQuads; ++q) {
+        const __m512i wa = _mm512_load_si512(w0 + 64 * (kQuads * g + q));
+        const __m512i wb = _mm512_load_si512(w1 + 64 * (kQuads * g + q));
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          const __m512i x = Bcast4(reinterpret_cast<const int8_t*>(ab + 4 * ((kQuads * g + q) * T + t)));
+          i0[t] = _mm512_dpbusd_epi32(i0[t], wa, x);
+          i1[t] = _mm512_dpbusd_epi32(i1[t], wb, x);
+        }
+      }
+      const __m512 d0 = _mm512_load_ps(reinterpret_cast<const float*>(w0 + kDsc) + 16 * g);
+      const __m512 d1 = _mm512_load_ps(reinterpret_cast<const float*>(w1 + kDsc) + 16 * g);
+      if (g == 0) {
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          p0[t] = _mm512_mul_ps(_mm512_cvtepi32_ps(i0[t]), d0);
+          p1[t] = _mm512_mul_ps(_mm512_cvtepi32_ps(i1[t]), d1);
+        }
+      } else {
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          p0[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0[t]), d0, p0[t]);
+          p1[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1[t]), d1, p1[t]);
+        }
+      }
+    }
+    __m512i c0[T], c1[T];
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) c0[t] = c1[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; ++p) {
+      const __m512i ca = _mm512_load_si512(w0 + kCorr + 64 * p);
+      const __m512i cb = _mm512_load_si512(w1 + kCorr + 64 * p);
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        const __m512i s = Bcast4(reinterpret_cast<const int8_t*>(ab + ActQ8K::kBs + 4 * (p * T + t)));
+        c0[t] = _mm512_dpwssd_epi32(c0[t], ca, s);
+        c1[t] = _mm512_dpwssd_epi32(c1[t], cb, s);
+      }
+    }
+    const __m512 s0 = _mm512_load_ps(reinterpret_cast<const float*>(w0 + kCorrScale));
+    const __m512 s1 = _mm512_load_ps(reinterpret_cast<const float*>(w1 + kCorrScale));
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const __m512 dy = _mm512_set1_ps(LoadF32(ab + ActQ8K::kD + 4 * t));
+      p0[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(c0[t]), s0, p0[t]);
+      p1[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(c1[t]), s1, p1[t]);
+      _mm512_store_ps(acc[0][t], _mm512_fmadd_ps(p0[t], dy, _mm512_load_ps(acc[0][t])));
+      _mm512_store_ps(acc[1][t], _mm512_fmadd_ps(p1[t], dy, _mm512_load_ps(acc[1][t])));
+    }
+  }
+  __m512 a0[T], a1[T];
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) {
+    a0[t] = _mm512_load_ps(acc[0][t]);
+    a1[t] = _mm512_load_ps(acc[1][t]);
+  }
+  StoreGroup<T>(a0, kGemmRows, nt, y, ldy);
+  StoreGroup<T>(a1, nr1, nt, y + kGemmRows, ldy);
 }
 
 template <bool kFifthBit>
@@ -181,6 +270,10 @@ struct Q45K : ActQ8K {  // activations: ActGroupBytes, PackActs, T
                        float* y, int64_t ldy) {
     RunKQuantGroup<8, kStride, kDsc, kMins, kDmin>(pw, nr, pa, nt, cols, y, ldy);
   }
+  static void RunGroup2(const uint8_t* pw0, const uint8_t* pw1, int nr1, const uint8_t* pa,
+                        int nt, int64_t cols, float* y, int64_t ldy) {
+    RunKQuantGroup2<8, kStride, kDsc, kMins, kDmin>(pw0, pw1, nr1, pa, nt, cols, y, ldy);
+  }
 };
 
 struct Q6K : ActQ8K {  // activations: ActGroupBytes, PackActs, T
@@ -232,6 +325,10 @@ struct Q6K : ActQ8K {  // activations: ActGroupBytes, PackActs, T
   static void RunGroup(const uint8_t* pw, int nr, const uint8_t* pa, int nt, int64_t cols,
                        float* y, int64_t ldy) {
     RunKQuantGroup<16, kStride, kDsc, kScp, kD32>(pw, nr, pa, nt, cols, y, ldy);
+  }
+  static void RunGroup2(const uint8_t* pw0, const uint8_t* pw1, int nr1, const uint8_t* pa,
+                        int nt, int64_t cols, float* y, int64_t ldy) {
+    RunKQuantGroup2<16, kStride, kDsc, kScp, kD32>(pw0, pw1, nr1, pa, nt, cols, y, ldy);
   }
 };
 
