@@ -169,6 +169,13 @@ struct Avx2 {
 
   // acc = acc * corr + sum_{s < n_valid} p[s] * V[s], four vectors of the row at a time with
   // two chains each (even / odd positions).
+  // Each row on its own (attention_avx512.cpp shares the V loads across rows; 16 AVX2
+  // registers hold one row's accumulators).
+  static void AccumulateVRows(float* const* acc, const float* p, const float* v,
+                              const int* n_valid, int n, int64_t hv, const float* corr) {
+    for (int r = 0; r < n; ++r) AccumulateV(acc[r], p + 16 * r, v, n_valid[r], hv, corr[r]);
+  }
+
   static void AccumulateV(float* acc, const float* p, const float* v, int n_valid, int64_t hv,
                           float corr) {
     const __m256 cv = _mm256_set1_ps(corr);

@@ -233,59 +233,77 @@ struct Avx512 {
     return corr;
   }
 
-  // acc = acc * corr + sum_{s < n_valid} p[s] * V[s]. Four vectors of the row at a time with
-  // two chains each (even / odd positions) to hide FMA latency.
-  static inline __attribute__((always_inline)) void AccumulateV(float* acc, const float* p,
-                                                                const float* v, int n_valid,
-                                                                int64_t hv, float corr) {
-    const __m512 cv = _mm512_set1_ps(corr);
-    int64_t c = 0;
-    for (; c + 64 <= hv; c += 64) {
-      __m512 a0 = _mm512_mul_ps(_mm512_loadu_ps(acc + c), cv);
-      __m512 a1 = _mm512_mul_ps(_mm512_loadu_ps(acc + c + 16), cv);
-      __m512 a2 = _mm512_mul_ps(_mm512_loadu_ps(acc + c + 32), cv);
-      __m512 a3 = _mm512_mul_ps(_mm512_loadu_ps(acc + c + 48), cv);
-      __m512 b0 = _mm512_setzero_ps(), b1 = b0, b2 = b0, b3 = b0;
-      int s = 0;
-      for (; s + 2 <= n_valid; s += 2) {
-        const __m512 pe = _mm512_set1_ps(p[s]);
-        const __m512 po = _mm512_set1_ps(p[s + 1]);
-        const float* ve = v + s * hv + c;
-        const float* vo = ve + hv;
-        a0 = _mm512_fmadd_ps(pe, _mm512_loadu_ps(ve), a0);
-        a1 = _mm512_fmadd_ps(pe, _mm512_loadu_ps(ve + 16), a1);
-        a2 = _mm512_fmadd_ps(pe, _mm512_loadu_ps(ve + 32), a2);
-        a3 = _mm512_fmadd_ps(pe, _mm512_loadu_ps(ve + 48), a3);
-        b0 = _mm512_fmadd_ps(po, _mm512_loadu_ps(vo), b0);
-        b1 = _mm512_fmadd_ps(po, _mm512_loadu_ps(vo + 16), b1);
-        b2 = _mm512_fmadd_ps(po, _mm512_loadu_ps(vo + 32), b2);
-        b3 = _mm512_fmadd_ps(po, _mm512_loadu_ps(vo + 48), b3);
-      }
-      if (s < n_valid) {
-        const __m512 pe = _mm512_set1_ps(p[s]);
-        const float* ve = v + s * hv + c;
-        a0 = _mm512_fmadd_ps(pe, _mm512_loadu_ps(ve), a0);
-        a1 = _mm512_fmadd_ps(pe, _mm512_loadu_ps(ve + 16), a1);
-        a2 = _mm512_fmadd_ps(pe, _mm512_loadu_ps(ve + 32), a2);
-        a3 = _mm512_fmadd_ps(pe, _mm512_loadu_ps(ve + 48), a3);
-      }
-      _mm512_storeu_ps(acc + c, _mm512_add_ps(a0, b0));
-      _mm512_storeu_ps(acc + c + 16, _mm512_add_ps(a1, b1));
-      _mm512_storeu_ps(acc + c + 32, _mm512_add_ps(a2, b2));
-      _mm512_storeu_ps(acc + c + 48, _mm512_add_ps(a3, b3));
+  // For each of n (1..4) rows: acc_r = acc_r * corr_r + sum_{s < n_valid_r} p_r[s] * V[s]
+  // (p_r = p + 16 r). The rows share each V load: per position, four V vectors meet four
+  // broadcast probabilities (16 FMAs for 8 loads; one row alone issued 10 loads per 8 FMAs
+  // and waited on them). Every row's sum runs in position order over the chunk's longest
+  // n_valid: past its own n_valid a row's p is 0 (Softmax stores zeros there) and adds
+  // exactly nothing, so a row's result does not depend on the rows beside it.
+  static inline __attribute__((always_inline)) void AccumulateVRows(
+      float* const* acc, const float* p, const float* v, const int* n_valid, int n, int64_t hv,
+      const float* corr) {
+    switch (n) {
+      case 1: AccumulateVN<1>(acc, p, v, n_valid, hv, corr); break;
+      case 2: AccumulateVN<2>(acc, p, v, n_valid, hv, corr); break;
+      case 3: AccumulateVN<3>(acc, p, v, n_valid, hv, corr); break;
+      case 4: AccumulateVN<4>(acc, p, v, n_valid, hv, corr); break;
+      default: break;
     }
-    for (; c < hv; c += 16) {
-      __m512 a = _mm512_mul_ps(_mm512_loadu_ps(acc + c), cv);
-      __m512 b = _mm512_setzero_ps();
-      int s = 0;
-      for (; s + 2 <= n_valid; s += 2) {
-        a = _mm512_fmadd_ps(_mm512_set1_ps(p[s]), _mm512_loadu_ps(v + s * hv + c), a);
-        b = _mm512_fmadd_ps(_mm512_set1_ps(p[s + 1]), _mm512_loadu_ps(v + (s + 1) * hv + c), b);
+  }
+  template <int N>
+  static inline __attribute__((always_inline)) void AccumulateVN(
+      float* const* acc, const float* p, const float* v, const int* n_valid, int64_t hv,
+      const float* corr) {
+    int n_max = 0;
+#pragma GCC unroll 4
+    for (int r = 0; r < N; ++r) n_max = n_valid[r] > n_max ? n_valid[r] : n_max;
+    for (int64_t c = 0; c < hv; c += 64) {
+      const int nv = hv - c >= 64 ? 4 : static_cast<int>((hv - c) / 16);  // hv: whole vectors
+      __m512 a[N][4];
+#pragma GCC unroll 4
+      for (int r = 0; r < N; ++r) {
+        const __m512 cv = _mm512_set1_ps(corr[r]);
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; ++u) {
+          a[r][u] = u < nv ? _mm512_mul_ps(_mm512_loadu_ps(acc[r] + c + 16 * u), cv)
+                           : _mm512_setzero_ps();
+        }
       }
-      if (s < n_valid) {
-        a = _mm512_fmadd_ps(_mm512_set1_ps(p[s]), _mm512_loadu_ps(v + s * hv + c), a);
+      if (nv == 4) {
+        for (int s = 0; s < n_max; ++s) {
+          const float* vs = v + s * hv + c;
+          const __m512 v0 = _mm512_loadu_ps(vs), v1 = _mm512_loadu_ps(vs + 16);
+          const __m512 v2 = _mm512_loadu_ps(vs + 32), v3 = _mm512_loadu_ps(vs + 48);
+#pragma GCC unroll 4
+          for (int r = 0; r < N; ++r) {
+            const __m512 pr = _mm512_set1_ps(p[16 * r + s]);
+            a[r][0] = _mm512_fmadd_ps(pr, v0, a[r][0]);
+            a[r][1] = _mm512_fmadd_ps(pr, v1, a[r][1]);
+            a[r][2] = _mm512_fmadd_ps(pr, v2, a[r][2]);
+            a[r][3] = _mm512_fmadd_ps(pr, v3, a[r][3]);
+          }
+        }
+      } else {
+        for (int s = 0; s < n_max; ++s) {
+          const float* vs = v + s * hv + c;
+#pragma GCC unroll 4
+          for (int u = 0; u < 4; ++u) {
+            if (u >= nv) break;
+            const __m512 vu = _mm512_loadu_ps(vs + 16 * u);
+#pragma GCC unroll 4
+            for (int r = 0; r < N; ++r) {
+              a[r][u] = _mm512_fmadd_ps(_mm512_set1_ps(p[16 * r + s]), vu, a[r][u]);
+            }
+          }
+        }
       }
-      _mm512_storeu_ps(acc + c, _mm512_add_ps(a, b));
+#pragma GCC unroll 4
+      for (int r = 0; r < N; ++r) {
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; ++u) {
+          if (u < nv) _mm512_storeu_ps(acc[r] + c + 16 * u, a[r][u]);
+        }
+      }
     }
   }
 

@@ -160,9 +160,9 @@ void AttendSimd(const AttnKvView& kv, const AttnShape& s, const AttnTile& tile,
         corr[c] = Isa::Softmax(p + c * kSlots, chunk_lo[c], chunk_valid[c], s.scale, s.softcap,
                                &run_max[r], &run_den[r]);
       }
-      for (int c = 0; c < n_chunk; ++c) {
-        Isa::AccumulateV(acc + chunk_r[c] * hv, p + c * kSlots, vf, chunk_valid[c], hv, corr[c]);
-      }
+      float* acc_rows[kChunkRows];
+      for (int c = 0; c < n_chunk; ++c) acc_rows[c] = acc + chunk_r[c] * hv;
+      Isa::AccumulateVRows(acc_rows, p, vf, chunk_valid, n_chunk, hv, corr);
       n_chunk = 0;
     };
     for (int64_t i = i0; i < tile.n_tokens; ++i) {
