@@ -315,6 +315,12 @@ TEST(AttentionKernels, SimdMatchesScalarOnRandomShapes) {
   cases.push_back({AttnKvType::kQ8_0, 2, 4, 72, 40, 16, 37, 60, 23, 1.0f, 0.0f, 24});
   cases.push_back({AttnKvType::kF16, 1, 8, 128, 128, 16, 1000, 1, 24, 1.0f, 0.0f, 100});
   cases.push_back({AttnKvType::kF16, 2, 2, 33, 33, 8, 5, 70, 25, 3.0f, 20.0f, 17});
+  // Small KV blocks (a kernel step of several blocks reads each position through its own
+  // block), with a window whose first visible block starts inside a step and whose earlier
+  // blocks hold NaN; one-position blocks; a tile ending exactly on a 64-position boundary.
+  cases.push_back({AttnKvType::kF16, 2, 4, 64, 64, 4, 150, 40, 26, 2.0f, 0.0f, 37});
+  cases.push_back({AttnKvType::kQ8_0, 1, 2, 64, 64, 1, 90, 38, 27, 1.0f, 0.0f, 0});
+  cases.push_back({AttnKvType::kF16, 2, 1, 64, 64, 16, 0, 128, 28, 1.0f, 0.0f, 0});
   for (IsaLevel level : levels) {
     const AttentionKernels& simd = AttentionKernelsFor(level);
     ASSERT_EQ(simd.isa, level);

@@ -70,6 +70,8 @@ inline float Hmax(__m256 v) {
 struct Avx2 {
   static constexpr int64_t kLanes = 8;
   static constexpr bool kTransposedK = false;
+  // Positions per step: one KV block of up to 16 (two ymm of scores).
+  static constexpr int64_t kStepSlots = 16;
 
   // n values of one head's row -> dst[0, n_pad), zero past n.
   static void LoadRow(AttnKvType type, const uint8_t* src, float* dst, int64_t n,
@@ -173,7 +175,7 @@ struct Avx2 {
   // registers hold one row's accumulators).
   static void AccumulateVRows(float* const* acc, const float* p, const float* v,
                               const int* n_valid, int n, int64_t hv, const float* corr) {
-    for (int r = 0; r < n; ++r) AccumulateV(acc[r], p + 16 * r, v, n_valid[r], hv, corr[r]);
+    for (int r = 0; r < n; ++r) AccumulateV(acc[r], p + kStepSlots * r, v, n_valid[r], hv, corr[r]);
   }
 
   static void AccumulateV(float* acc, const float* p, const float* v, int n_valid, int64_t hv,

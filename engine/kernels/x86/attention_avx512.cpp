@@ -43,37 +43,14 @@ inline __m512 Tanh512(__m512 x) {
   return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), sign));
 }
 
-// Lane s of the result = the sum of the 16 lanes of a[s], by a merge tree: each level adds
-// two registers' halves (128-bit chunks, then pairs of lanes) so that two rows' partial sums
-// share one register, 46 instructions for the 16 rows (the extract / hadd tree it replaces
-// took ~75 micro-ops). The order of the additions is fixed, so every tile computes a row's
-// scores identically.
-static inline __attribute__((always_inline)) __m512 Reduce16(const __m512 (&a)[16]) {
-  __m512 b[8];  // b[i]: 8 partials of row 2i (lanes 0..7) and of row 2i + 1 (8..15)
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x44),
-                         _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xee));
-  }
-  __m512 c[4];  // c[j]: rows 4j..4j+3, 4 partials each, one 128-bit chunk per row
-#pragma GCC unroll 4
-  for (int j = 0; j < 4; ++j) {
-    c[j] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * j], b[2 * j + 1], 0x88),
-                         _mm512_shuffle_f32x4(b[2 * j], b[2 * j + 1], 0xdd));
-  }
-  // d[k]: chunk q holds rows 8k + q and 8k + 4 + q, 2 partials each.
-  const __m512 d0 = _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], 0x44), _mm512_shuffle_ps(c[0], c[1], 0xee));
-  const __m512 d1 = _mm512_add_ps(_mm512_shuffle_ps(c[2], c[3], 0x44), _mm512_shuffle_ps(c[2], c[3], 0xee));
-  // Lane 4q + k: row 4k + q.
-  const __m512 e = _mm512_add_ps(_mm512_shuffle_ps(d0, d1, 0x88), _mm512_shuffle_ps(d0, d1, 0xdd));
-  const __m512i to_rows = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  return _mm512_permutexvar_ps(to_rows, e);
-}
-
 struct Avx512 {
   static constexpr int64_t kLanes = 16;
-  // Scores from the K block transposed (ScoresT): 16 keys per vector.
+  // Scores from the K step transposed (ScoresT): 16 keys per vector.
   static constexpr bool kTransposedK = true;
+  // Positions per step: four 16-position vectors of scores per row, so each broadcast q
+  // value meets four K vectors (the scores' loads per FMA halve against one vector) and the
+  // softmax's reductions and rescaling run once per 64 positions instead of per 16.
+  static constexpr int64_t kStepSlots = 64;
 
   // kt[d * 16 + s] = k[s * hk + d] for the 16 rows of a block (hk a multiple of 16): 16x16
   // tiles through the unpack / shuffle network.
@@ -118,44 +95,59 @@ struct Avx512 {
     }
   }
 
-  // p[c * 16 + s] = q[c] . K[s] for n (1..4) rows against the transposed block: four chains
-  // per row over dimensions d = 0, 1, 2, 3 (mod 4), summed in a fixed order, so a row's
-  // scores do not depend on how many rows share the call.
+  // p[c * 64 + 16 g + s] = q[c] . K[16 g + s] for n (1..4) rows and the step's n_groups (1..4)
+  // groups of 16 positions, against the transposed step kt ([group][hk][16]). One chain per
+  // (row, group) in dimension order, so a row's scores do not depend on how many rows or
+  // groups share the call.
   static inline __attribute__((always_inline)) void ScoresT(const float* const* q, int n,
                                                             const float* kt, int64_t hk,
-                                                            float* p) {
-    switch (n) {
-      case 1: ScoresTN<1>(q, kt, hk, p); break;
-      case 2: ScoresTN<2>(q, kt, hk, p); break;
-      case 3: ScoresTN<3>(q, kt, hk, p); break;
-      case 4: ScoresTN<4>(q, kt, hk, p); break;
+                                                            int n_groups, float* p) {
+    switch (n * 8 + n_groups) {
+      case 8 + 1: ScoresTN<1, 1>(q, kt, hk, p); break;
+      case 8 + 2: ScoresTN<1, 2>(q, kt, hk, p); break;
+      case 8 + 3: ScoresTN<1, 3>(q, kt, hk, p); break;
+      case 8 + 4: ScoresTN<1, 4>(q, kt, hk, p); break;
+      case 16 + 1: ScoresTN<2, 1>(q, kt, hk, p); break;
+      case 16 + 2: ScoresTN<2, 2>(q, kt, hk, p); break;
+      case 16 + 3: ScoresTN<2, 3>(q, kt, hk, p); break;
+      case 16 + 4: ScoresTN<2, 4>(q, kt, hk, p); break;
+      case 24 + 1: ScoresTN<3, 1>(q, kt, hk, p); break;
+      case 24 + 2: ScoresTN<3, 2>(q, kt, hk, p); break;
+      case 24 + 3: ScoresTN<3, 3>(q, kt, hk, p); break;
+      case 24 + 4: ScoresTN<3, 4>(q, kt, hk, p); break;
+      case 32 + 1: ScoresTN<4, 1>(q, kt, hk, p); break;
+      case 32 + 2: ScoresTN<4, 2>(q, kt, hk, p); break;
+      case 32 + 3: ScoresTN<4, 3>(q, kt, hk, p); break;
+      case 32 + 4: ScoresTN<4, 4>(q, kt, hk, p); break;
       default: break;
     }
   }
-  template <int N>
+  template <int N, int G>
   static inline __attribute__((always_inline)) void ScoresTN(const float* const* q,
                                                              const float* kt, int64_t hk,
                                                              float* p) {
-    __m512 acc[N][4];
+    __m512 acc[N][G];
 #pragma GCC unroll 4
     for (int r = 0; r < N; ++r) {
 #pragma GCC unroll 4
-      for (int u = 0; u < 4; ++u) acc[r][u] = _mm512_setzero_ps();
+      for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
     }
-    for (int64_t d = 0; d < hk; d += 4) {
+#pragma GCC unroll 2
+    for (int64_t d = 0; d < hk; ++d) {
+      __m512 kv[G];
 #pragma GCC unroll 4
-      for (int u = 0; u < 4; ++u) {
-        const __m512 kv = _mm512_loadu_ps(kt + (d + u) * 16);
+      for (int g = 0; g < G; ++g) kv[g] = _mm512_loadu_ps(kt + (g * hk + d) * 16);
 #pragma GCC unroll 4
-        for (int r = 0; r < N; ++r) {
-          acc[r][u] = _mm512_fmadd_ps(_mm512_set1_ps(q[r][d + u]), kv, acc[r][u]);
-        }
+      for (int r = 0; r < N; ++r) {
+        const __m512 qb = _mm512_set1_ps(q[r][d]);
+#pragma GCC unroll 4
+        for (int g = 0; g < G; ++g) acc[r][g] = _mm512_fmadd_ps(qb, kv[g], acc[r][g]);
       }
     }
 #pragma GCC unroll 4
     for (int r = 0; r < N; ++r) {
-      _mm512_storeu_ps(p + r * 16, _mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]),
-                                                 _mm512_add_ps(acc[r][2], acc[r][3])));
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) _mm512_storeu_ps(p + r * kStepSlots + 16 * g, acc[r][g]);
     }
   }
 
@@ -188,53 +180,50 @@ struct Avx512 {
     }
   }
 
-  // p[s] = q . K[s] for the 16 rows of the block (rows are hk floats, zero-padded), stored
-  // as one 512-bit vector (Softmax loads it whole: two 256-bit stores there could not be
-  // forwarded to the load, a stall per row and block). Inlined: a call spilled the 16
-  // accumulators' neighbours and cleared the upper halves around it.
-  static inline __attribute__((always_inline)) void Scores(const float* q, const float* k,
-                                                           int64_t hk, float* p) {
-    __m512 acc[16];
-#pragma GCC unroll 16
-    for (int s = 0; s < 16; ++s) acc[s] = _mm512_setzero_ps();
-    for (int64_t c = 0; c < hk; c += 16) {
-      const __m512 qv = _mm512_loadu_ps(q + c);
-#pragma GCC unroll 16
-      for (int s = 0; s < 16; ++s) {
-        acc[s] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + s * hk + c), acc[s]);
-      }
-    }
-    _mm512_storeu_ps(p, Reduce16(acc));
-  }
-
-  // p: raw dots in, probabilities out (0 outside [lo, n_valid)). Returns the factor the
-  // row's accumulator must be scaled by (exp(old max - new max)).
+  // p: a row's 64 raw dots in, probabilities out (0 outside [lo, n_valid)). Returns the
+  // factor the row's accumulator must be scaled by (exp(old max - new max)). Lanes past the
+  // step's last group hold stale values: they are masked like any invisible position.
   static inline __attribute__((always_inline)) float Softmax(float* p, int lo, int n_valid,
                                                              float scale, float softcap,
                                                              float* run_max, float* run_den) {
-    const __mmask16 valid = static_cast<__mmask16>(((1u << n_valid) - 1) & ~((1u << lo) - 1));
-    __m512 sv = _mm512_mul_ps(_mm512_loadu_ps(p), _mm512_set1_ps(scale));
-    if (softcap > 0.0f) {
-      sv = _mm512_mul_ps(Tanh512(_mm512_div_ps(sv, _mm512_set1_ps(softcap))),
-                         _mm512_set1_ps(softcap));
+    const uint64_t below = n_valid >= 64 ? ~uint64_t{0} : (uint64_t{1} << n_valid) - 1;
+    const uint64_t valid = below & ~((uint64_t{1} << lo) - 1);
+    __mmask16 m[4];
+    __m512 sv[4];
+    __m512 mv = _mm512_set1_ps(-__builtin_inff());
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      m[g] = static_cast<__mmask16>(valid >> (16 * g));
+      sv[g] = _mm512_mul_ps(_mm512_loadu_ps(p + 16 * g), _mm512_set1_ps(scale));
+      if (softcap > 0.0f) {
+        sv[g] = _mm512_mul_ps(Tanh512(_mm512_div_ps(sv[g], _mm512_set1_ps(softcap))),
+                              _mm512_set1_ps(softcap));
+      }
+      mv = _mm512_mask_max_ps(mv, m[g], mv, sv[g]);
     }
-    const float block_max = _mm512_mask_reduce_max_ps(valid, sv);
+    const float block_max = _mm512_reduce_max_ps(mv);
     const float old_max = *run_max;
     const float new_max = block_max > old_max ? block_max : old_max;
-    // The vector exp (no library call in the loop); on the first block old_max is -inf and
+    // The vector exp (no library call in the loop); on the first step old_max is -inf and
     // the clamp gives exp(-87) ~ 1.6e-38 times an accumulator and denominator of zero.
     const float corr = new_max == old_max
                            ? 1.0f
                            : _mm512_cvtss_f32(Exp512(_mm512_set1_ps(old_max - new_max)));
-    const __m512 e = _mm512_maskz_mov_ps(valid, Exp512(_mm512_sub_ps(sv, _mm512_set1_ps(new_max))));
-    _mm512_storeu_ps(p, e);
-    *run_den = *run_den * corr + _mm512_reduce_add_ps(e);
+    const __m512 nm = _mm512_set1_ps(new_max);
+    __m512 sum = _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      const __m512 e = _mm512_maskz_mov_ps(m[g], Exp512(_mm512_sub_ps(sv[g], nm)));
+      _mm512_storeu_ps(p + 16 * g, e);
+      sum = _mm512_add_ps(sum, e);
+    }
+    *run_den = *run_den * corr + _mm512_reduce_add_ps(sum);
     *run_max = new_max;
     return corr;
   }
 
   // For each of n (1..4) rows: acc_r = acc_r * corr_r + sum_{s < n_valid_r} p_r[s] * V[s]
-  // (p_r = p + 16 r). The rows share each V load: per position, four V vectors meet four
+  // (p_r = p + 64 r). The rows share each V load: per position, four V vectors meet four
   // broadcast probabilities (16 FMAs for 8 loads; one row alone issued 10 loads per 8 FMAs
   // and waited on them). Every row's sum runs in position order over the chunk's longest
   // n_valid: past its own n_valid a row's p is 0 (Softmax stores zeros there) and adds
@@ -276,7 +265,7 @@ struct Avx512 {
           const __m512 v2 = _mm512_loadu_ps(vs + 32), v3 = _mm512_loadu_ps(vs + 48);
 #pragma GCC unroll 4
           for (int r = 0; r < N; ++r) {
-            const __m512 pr = _mm512_set1_ps(p[16 * r + s]);
+            const __m512 pr = _mm512_set1_ps(p[kStepSlots * r + s]);
             a[r][0] = _mm512_fmadd_ps(pr, v0, a[r][0]);
             a[r][1] = _mm512_fmadd_ps(pr, v1, a[r][1]);
             a[r][2] = _mm512_fmadd_ps(pr, v2, a[r][2]);
@@ -292,7 +281,7 @@ struct Avx512 {
             const __m512 vu = _mm512_loadu_ps(vs + 16 * u);
 #pragma GCC unroll 4
             for (int r = 0; r < N; ++r) {
-              a[r][u] = _mm512_fmadd_ps(_mm512_set1_ps(p[16 * r + s]), vu, a[r][u]);
+              a[r][u] = _mm512_fmadd_ps(_mm512_set1_ps(p[kStepSlots * r + s]), vu, a[r][u]);
             }
           }
         }

@@ -73,30 +73,26 @@ void AttendSimd(const AttnKvView& kv, const AttnShape& s, const AttnTile& tile,
   LL_CHECK(tile.n_tokens >= 0 && tile.pos0 >= 0 && s.window >= 0);
   if (tile.n_tokens == 0) return;
   constexpr int64_t W = Isa::kLanes;
-  constexpr int64_t kSlots = kAttnMaxBlockTokens;
+  constexpr int64_t S = Isa::kStepSlots;  // positions per step, a multiple of 16
   const int64_t hk = (s.head_dim_k + W - 1) / W * W;
   const int64_t hv = (s.head_dim_v + W - 1) / W * W;
   const int64_t rows = tile.n_tokens * s.n_group;
   const int64_t bt = kv.block_tokens;
 
-  // Scratch: K block [16][hk], V block [16][hv], q rows [rows][hk], accumulators
-  // [rows][hv], running max and denominator [rows], block probabilities [kChunkRows][16],
-  // and with Isa::kTransposedK the K block transposed, [hk][16].
+  // Scratch: K step [S][hk], V step [S][hv], q rows [rows][hk], accumulators [rows][hv],
+  // running max and denominator [rows], step probabilities [kChunkRows][S], and with
+  // Isa::kTransposedK the K step transposed per 16 positions, [S / 16][hk][16].
   constexpr bool kT = Isa::kTransposedK;
-  const size_t n_floats =
-      static_cast<size_t>(kSlots * (hk + hv) + rows * (hk + hv + 2) + kChunkRows * kSlots +
-                          (kT ? kSlots * hk : 0));
+  const size_t n_floats = static_cast<size_t>(S * (hk + hv) + rows * (hk + hv + 2) +
+                                              kChunkRows * S + (kT ? S * hk : 0));
   float* kf = scratch.Grow(n_floats);
-  float* vf = kf + kSlots * hk;
-  float* qs = vf + kSlots * hv;
+  float* vf = kf + S * hk;
+  float* qs = vf + S * hv;
   float* acc = qs + rows * hk;
   float* run_max = acc + rows * hv;
   float* run_den = run_max + rows;
   float* p = run_den + rows;
-  float* kft = p + kChunkRows * kSlots;  // [hk][16] (kTransposedK only)
-  // K rows past a block's last position stay zero: their lanes are masked, but zeros keep
-  // stale NaN/Inf bytes out of the arithmetic altogether.
-  Fill(kf, kSlots * hk, 0.0f);
+  float* kft = p + kChunkRows * S;  // kTransposedK only
   Fill(acc, rows * hv, 0.0f);
   for (int64_t i = 0; i < tile.n_tokens; ++i) {
     for (int64_t j = 0; j < s.n_group; ++j) {
@@ -110,38 +106,82 @@ void AttendSimd(const AttnKvView& kv, const AttnShape& s, const AttnTile& tile,
   }
 
   const int64_t last_pos = tile.pos0 + tile.n_tokens - 1;
-  const int64_t n_blocks = last_pos / bt + 1;
-  const int64_t b_first = AttnFirstVisible(tile.pos0, s.window) / bt;
+  // Positions the kernel may read: from the first block the tile's first token sees (the
+  // window's earlier blocks may already belong to another sequence).
+  const int64_t read_first = AttnFirstVisible(tile.pos0, s.window) / bt * bt;
   const int64_t k_bytes = AttnKvHeadBytes(kv.type, s.head_dim_k);
   const int64_t v_bytes = AttnKvHeadBytes(kv.type, s.head_dim_v);
-  auto prefetch = [&](int64_t b) {
-    const uint64_t block = static_cast<uint64_t>(kv.blocks[b]);
-    const int64_t n_slots = MinI(bt, last_pos + 1 - b * bt);
-    PrefetchRows(kv.k_head + block * kv.k_block_bytes, kv.k_row_bytes, k_bytes, n_slots);
-    PrefetchRows(kv.v_head + block * kv.v_block_bytes, kv.v_row_bytes, v_bytes, n_slots);
-  };
-  for (int64_t b = b_first; b < MinI(b_first + kPrefetchBlocks, n_blocks); ++b) prefetch(b);
-  for (int64_t b = b_first; b < n_blocks; ++b) {
-    if (b + kPrefetchBlocks < n_blocks) prefetch(b + kPrefetchBlocks);
-    const int64_t first = b * bt;
-    const int64_t n_slots = MinI(bt, last_pos + 1 - first);
-    const uint64_t block = static_cast<uint64_t>(kv.blocks[b]);
-    const uint8_t* kb = kv.k_head + block * kv.k_block_bytes;
-    const uint8_t* vb = kv.v_head + block * kv.v_block_bytes;
-    for (int64_t slot = 0; slot < n_slots; ++slot) {
-      const uint64_t us = static_cast<uint64_t>(slot);
-      Isa::LoadRow(kv.type, kb + us * kv.k_row_bytes, kf + slot * hk, s.head_dim_k, hk);
-      Isa::LoadRow(kv.type, vb + us * kv.v_row_bytes, vf + slot * hv, s.head_dim_v, hv);
+  // Steps cover positions [k S, (k + 1) S): fixed boundaries, so a token's online softmax
+  // goes through the same steps whatever tile it is computed in.
+  const int64_t step_first = read_first / S;
+  const int64_t n_steps = last_pos / S + 1;
+  // Every cache line of positions [p0, p1)'s K and V rows, block by block.
+  auto prefetch = [&](int64_t p0, int64_t p1) {
+    for (int64_t pos = p0; pos < p1;) {
+      const int64_t b = pos / bt;
+      const int64_t n = MinI(p1, (b + 1) * bt) - pos;
+      const uint64_t block = static_cast<uint64_t>(kv.blocks[b]);
+      const uint64_t slot = static_cast<uint64_t>(pos - b * bt);
+      PrefetchRows(kv.k_head + block * kv.k_block_bytes + slot * kv.k_row_bytes, kv.k_row_bytes,
+                   k_bytes, n);
+      PrefetchRows(kv.v_head + block * kv.v_block_bytes + slot * kv.v_row_bytes, kv.v_row_bytes,
+                   v_bytes, n);
+      pos += n;
     }
-    // Transposed, each dimension's 16 keys are one vector: a row's scores are then 16 lanes
-    // of FMAs with no horizontal reduction, and up to kChunkRows rows share each K load.
-    if constexpr (kT) Isa::Transpose16(kf, hk, kft);
-    // Tokens before this block's first position do not see it. The rows that see the
-    // block go through in chunks of kChunkRows, each step (scores, softmax, p . V) over the
-    // whole chunk before the next: one row's three steps form a long chain of dependent
-    // latencies (horizontal reductions, the exp, the V accumulation chains), and consecutive
-    // rows' chains only overlap when they sit close together in the instruction stream.
-    // Every row's arithmetic is the same as alone, so results do not depend on the tile.
+  };
+  auto step_range = [&](int64_t k, int64_t* p0, int64_t* p1) {
+    *p0 = k * S > read_first ? k * S : read_first;
+    *p1 = MinI((k + 1) * S, last_pos + 1);
+  };
+  constexpr int64_t kPrefetchSteps = (kPrefetchBlocks * 16 + S - 1) / S;
+  for (int64_t k = step_first; k < MinI(step_first + kPrefetchSteps, n_steps); ++k) {
+    int64_t p0, p1;
+    step_range(k, &p0, &p1);
+    prefetch(p0, p1);
+  }
+  for (int64_t k = step_first; k < n_steps; ++k) {
+    if (k + kPrefetchSteps < n_steps) {
+      int64_t p0, p1;
+      step_range(k + kPrefetchSteps, &p0, &p1);
+      prefetch(p0, p1);
+    }
+    const int64_t first = k * S;
+    const int64_t n_slots = MinI(S, last_pos + 1 - first);
+    int64_t load0, load1;
+    step_range(k, &load0, &load1);
+    // K / V rows the first step does not load (before the tile's first visible block, past
+    // the last position) are zeroed: their lanes are masked, but zeros keep stale NaN/Inf
+    // scratch bytes out of the arithmetic (a masked p of 0 times an Inf is NaN). Later steps
+    // start on their first position and leave only rows past the last position, which hold
+    // rows loaded by an earlier step.
+    if (k == step_first) {
+      Fill(kf, (load0 - first) * hk, 0.0f);
+      Fill(vf, (load0 - first) * hv, 0.0f);
+      Fill(kf + (load1 - first) * hk, (S - (load1 - first)) * hk, 0.0f);
+      Fill(vf + (load1 - first) * hv, (S - (load1 - first)) * hv, 0.0f);
+    }
+    for (int64_t pos = load0; pos < load1; ++pos) {
+      const int64_t b = pos / bt;
+      const uint64_t block = static_cast<uint64_t>(kv.blocks[b]);
+      const uint64_t slot = static_cast<uint64_t>(pos - b * bt);
+      const int64_t i = pos - first;
+      Isa::LoadRow(kv.type, kv.k_head + block * kv.k_block_bytes + slot * kv.k_row_bytes,
+                   kf + i * hk, s.head_dim_k, hk);
+      Isa::LoadRow(kv.type, kv.v_head + block * kv.v_block_bytes + slot * kv.v_row_bytes,
+                   vf + i * hv, s.head_dim_v, hv);
+    }
+    // Transposed, each dimension's 16 keys are one vector: a row's scores are then lanes of
+    // FMAs with no horizontal reduction, and the chunk's rows share each K load.
+    const int n_groups16 = static_cast<int>((n_slots + 15) / 16);
+    if constexpr (kT) {
+      for (int g = 0; g < n_groups16; ++g) Isa::Transpose16(kf + 16 * g * hk, hk, kft + 16 * g * hk);
+    }
+    // Tokens before this step's first position do not see it. The rows that see the step go
+    // through in chunks of kChunkRows, each stage (scores, softmax, p . V) over the whole
+    // chunk before the next: one row's three stages form a long chain of dependent latencies
+    // (horizontal reductions, the exp, the V accumulation chains), and consecutive rows'
+    // chains only overlap when they sit close together in the instruction stream. Every
+    // row's arithmetic is the same as alone, so results do not depend on the tile.
     const int64_t i0 = first > tile.pos0 ? first - tile.pos0 : 0;
     int64_t chunk_r[kChunkRows];
     int chunk_lo[kChunkRows], chunk_valid[kChunkRows];
@@ -150,14 +190,14 @@ void AttendSimd(const AttnKvView& kv, const AttnShape& s, const AttnTile& tile,
       if constexpr (kT) {
         const float* q_rows[kChunkRows];
         for (int c = 0; c < n_chunk; ++c) q_rows[c] = qs + chunk_r[c] * hk;
-        Isa::ScoresT(q_rows, n_chunk, kft, hk, p);
+        Isa::ScoresT(q_rows, n_chunk, kft, hk, n_groups16, p);
       } else {
-        for (int c = 0; c < n_chunk; ++c) Isa::Scores(qs + chunk_r[c] * hk, kf, hk, p + c * kSlots);
+        for (int c = 0; c < n_chunk; ++c) Isa::Scores(qs + chunk_r[c] * hk, kf, hk, p + c * S);
       }
       float corr[kChunkRows];
       for (int c = 0; c < n_chunk; ++c) {
         const int64_t r = chunk_r[c];
-        corr[c] = Isa::Softmax(p + c * kSlots, chunk_lo[c], chunk_valid[c], s.scale, s.softcap,
+        corr[c] = Isa::Softmax(p + c * S, chunk_lo[c], chunk_valid[c], s.scale, s.softcap,
                                &run_max[r], &run_den[r]);
       }
       float* acc_rows[kChunkRows];
@@ -166,9 +206,8 @@ void AttendSimd(const AttnKvView& kv, const AttnShape& s, const AttnTile& tile,
       n_chunk = 0;
     };
     for (int64_t i = i0; i < tile.n_tokens; ++i) {
-      const int n_valid =
-          static_cast<int>(MinI(n_slots, tile.pos0 + i - first + 1));
-      // Slots before the token's window: [0, lo) are masked; a block wholly before it is
+      const int n_valid = static_cast<int>(MinI(n_slots, tile.pos0 + i - first + 1));
+      // Positions before the token's window: [0, lo) are masked; a step wholly before it is
       // skipped for this token (later tokens of the tile may still see it).
       const int64_t first_visible = AttnFirstVisible(tile.pos0 + i, s.window);
       const int lo = first_visible > first ? static_cast<int>(first_visible - first) : 0;
