@@ -7,14 +7,16 @@
 //
 // Per call (one KV head, a tile of consecutive query tokens x n_group heads):
 //   - q rows are copied once into zero-padded f32 rows (width rounded up to whole vectors);
-//   - for each KV block up to the tile's last position, its K and V rows of this head are
-//     converted once to zero-padded f32 rows (F16 via F16C, Q8_0 by scale x int8);
-//   - every query row that sees the block computes the block's scores (one lane per
-//     position), soft-caps them when asked, masks the causally invisible positions (and
-//     those before a sliding window), updates its running max and denominator (online
-//     softmax), and folds p . V into its f32 accumulator;
-//   - with a sliding window the block loop starts at the block of the tile's first visible
-//     position: earlier blocks are never touched.
+//   - positions are walked in steps of Isa::kStepSlots (16 for AVX2, 64 for AVX-512) at
+//     fixed boundaries (multiples of the step), each position read through its own KV block;
+//     a step's K and V rows of this head are converted once to zero-padded f32 rows (F16 via
+//     F16C, Q8_0 by scale x int8);
+//   - every query row that sees the step computes its scores (one lane per position),
+//     soft-caps them when asked, masks the causally invisible positions (and those before a
+//     sliding window), updates its running max and denominator (online softmax), and folds
+//     p . V into its f32 accumulator;
+//   - with a sliding window nothing before the block of the tile's first visible position is
+//     read: earlier blocks may already belong to another sequence.
 //   - the accumulators are divided by the denominators and written out.
 #pragma once
 
