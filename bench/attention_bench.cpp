@@ -2,7 +2,8 @@
 // cache, single thread, per ISA level, levels alternated within each round so that machine
 // load hits them alike. Prints medians of thread CPU milliseconds per layer (CPU time, not
 // wall time, so that a loaded machine's waits do not count) and the ratio to scalar.
-//   prefill: 512 tokens of one sequence (tiles of 64 / n_group tokens per KV head)
+//   prefill: 512 tokens of one sequence (tiles of 128 / n_group tokens per KV head, as
+//            AttentionTileTokens in engine/model/attention.cpp)
 //   decode:  one token at position 511 (x 64 to get a measurable time)
 // Shapes: the 110M synthetic model (12 KV heads, group 1, head dim 64) and the 1.1B
 // TinyLlama shape (4 KV heads, group 8, head dim 64). Not a test: no assertions.
@@ -77,7 +78,7 @@ int Main(int argc, char** argv) {
     std::vector<float> q(n_pos * q_dim), out(q.size());
     for (float& x : q) x = nd(rng);
     const AttnShape shape{sh.n_group, sh.head_dim, sh.head_dim, 0.125f};
-    const int64_t tile = std::max<int64_t>(1, 64 / sh.n_group);
+    const int64_t tile = std::max<int64_t>(1, 128 / sh.n_group);
     AttnScratch scratch;
     auto run = [&](const AttentionKernels& kern, bool prefill) {
       for (int64_t h = 0; h < sh.n_kv_heads; ++h) {

@@ -72,7 +72,7 @@ struct AttentionItem {
   int64_t cost_end = 0;  // cumulative cost of the items up to and including this one
 };
 
-// Query tokens per tile: about 64 query rows (tokens x group heads), at least one token.
+// Query tokens per tile: about 128 query rows (tokens x group heads), at least one token.
 int64_t AttentionTileTokens(int64_t n_group);
 
 // Items for every run x KV head x tile (KV head outer within a run, so a thread's run of

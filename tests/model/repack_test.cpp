@@ -143,7 +143,9 @@ TEST_P(Repack, FusedGateUpGivesTheSameLogits) {
       const bool asked = (kernels.interleaved_types & type_bit) != 0 &&
                          l.w_gate.type == l.w_up.type && c.n_ff % kernels::kInterleaveRows == 0;
       EXPECT_EQ(l.w_gate_up.rows, asked ? 2 * c.n_ff : 0) << "layer " << il;
-      if (asked) EXPECT_EQ(l.w_gate_up.layout, WeightLayout::kInterleaved16);
+      if (asked) {
+        EXPECT_EQ(l.w_gate_up.layout, WeightLayout::kInterleaved16);
+      }
       EXPECT_EQ(apart->weights().layers[static_cast<size_t>(il)].w_gate_up.rows, 0);
     }
     // One token per Eval (the decode path), then one batch of 40.
