@@ -66,11 +66,6 @@ void RunTokens(const uint8_t* packed, int nr, const QuantizedActs& acts, int64_t
   if (t1 - t >= 1) run(std::integral_constant<int, 1>());
 }
 
-// Tokens per group of the token-interleaved kernels: each group keeps 8 f32 accumulators
-// plus 8 int32 block accumulators of 16 rows in registers (the rest hold the weight vector,
-// scales and partial sums), so every weight vector loaded serves 8 vpdpbusd.
-inline constexpr int kGroupTokens = 8;
-
 static inline float LoadF32(const uint8_t* p) {
   float v;
   std::memcpy(&v, p, 4);
@@ -90,7 +85,8 @@ static inline void StoreGroup(const __m512* acc, int nr, int nt, float* y, int64
   }
 }
 
-// Packed weight kernel K plus its token-interleaved activation layout and group kernel.
+// Packed weight kernel K plus its token-interleaved activation layout (groups of K::T tokens)
+// and group kernels (RunGroup, and RunGroup2 for two tiles where K has it).
 template <typename K>
 GemmKernel MakeGroupedGemm(int64_t min_tokens) {
   GemmKernel g;
