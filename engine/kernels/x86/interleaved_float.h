@@ -13,11 +13,18 @@ namespace lifeline::kernels {
 inline constexpr int64_t kFloatUnit = 16 * 64;
 
 // Half a unit (8 lines) of the unit about 6 KiB ahead, as one burst (the quantized tiles'
-// measured distance and burst shape, interleaved_legacy_avx512.cpp).
+// measured distance and burst shape, interleaved_legacy_avx512.cpp); with kFar also the same
+// lines 32 KiB further into L2 (as those tiles' far prefetch). AVX-512, 1.1B tg64, old and
+// new binaries alternated three rounds: F16 (a conversion per quad) +8..+18 % with it, BF16
+// (one vdpbf16ps per quad, already streaming faster) -8..-14 %, so only F16 takes it.
+template <bool kFar = false>
 static inline void PrefetchFloatHalfUnit(const uint8_t* p) {
   const uint8_t* ahead = p + 6 * kFloatUnit;
   for (int l = 0; l < 8; ++l) {
     _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * l), _MM_HINT_T0);
+    if constexpr (kFar) {
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + 32768 + 64 * l), _MM_HINT_T1);
+    }
   }
 }
 
