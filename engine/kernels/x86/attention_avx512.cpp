@@ -227,7 +227,10 @@ struct Avx512 {
   // broadcast probabilities (16 FMAs for 8 loads; one row alone issued 10 loads per 8 FMAs
   // and waited on them). Every row's sum runs in position order over the chunk's longest
   // n_valid: past its own n_valid a row's p is 0 (Softmax stores zeros there) and adds
-  // exactly nothing, so a row's result does not depend on the rows beside it.
+  // exactly nothing, so a row's result does not depend on the rows beside it. (Exactly
+  // nothing for finite V: an Inf in a later position's V row, which only an overflowed
+  // forward pass writes, would reach an earlier token of the same chunk as NaN; with grouped
+  // heads a chunk's rows are one token's heads and share n_valid.)
   static inline __attribute__((always_inline)) void AccumulateVRows(
       float* const* acc, const float* p, const float* v, const int* n_valid, int n, int64_t hv,
       const float* corr) {
