@@ -31,7 +31,7 @@ static inline void ScalesK4(const uint8_t* s12, uint8_t* sc, uint8_t* mn) {
   Store32u(mn + 4, ((q2 >> 4) & 0x0f0f0f0fu) | (((q1 >> 6) & 0x03030303u) << 4));
 }
 
-// Tokens per activation group: RunKQuantGroup2's 2 x 6 int32 and 2 x 6 f32 partial sums fill
+// Tokens per activation group: RunKQuantTiles<2>'s 2 x 6 int32 and 2 x 6 f32 partial sums fill
 // the registers with the two weight vectors and the broadcast.
 constexpr int kKQuantGroupTokens = 6;
 
@@ -63,151 +63,102 @@ struct ActQ8K {
   }
 };
 
-// The group kernel both packed layouts share. Per super-block and token: the kGroups scale
-// groups' integer dots (64 / kGroups quads each) are scaled by d * sc_g (one conversion and
-// one FMA per group) into a partial sum; the correction -- Q4_K / Q5_K: the mins, Q6_K: the
-// offset of 32 -- is a vpdpwssd of the 8 packed int16 pairs at kCorr with the token's
-// 16-value sum pairs, times the per-row f32 at kCorrScale, subtracted once; d_y is applied
-// once per super-block.
-template <int kGroups, int64_t kStride, int64_t kDsc, int64_t kCorr, int64_t kCorrScale>
-void RunKQuantGroup(const uint8_t* pw, int nr, const uint8_t* pa, int nt, int64_t cols,
-                    float* y, int64_t ldy) {
+// The group kernel both packed layouts share, over kTiles (1 or 2) 16-row tiles (pw[0]
+// whole when there are two; the last has nr_last rows; tile j is stored at y + 16 j). Per
+// super-block, tile and token: the kGroups scale groups' integer dots (64 / kGroups quads
+// each) are scaled by d * sc_g (one conversion and one FMA per group) into a partial sum; the
+// correction -- Q4_K / Q5_K: the mins, Q6_K: the offset of 32 -- is a vpdpwssd of the 8
+// packed int16 pairs at kCorr with the token's 16-value sum pairs, times the per-row f32 at
+// kCorrScale, subtracted once; d_y is applied once per super-block. With two tiles each
+// activation quad (and sum pair) is broadcast into a register once for both, halving the
+// activation loads; the per-token sums across super-blocks then live in an L1 buffer (one
+// load and store per super-block) so that the 2 x T integer dots and 2 x T partial sums
+// stay in registers. A tile's operations are the same either way: the same bits.
+template <int kTiles, int kGroups, int64_t kStride, int64_t kDsc, int64_t kCorr,
+          int64_t kCorrScale>
+void RunKQuantTiles(const uint8_t* const* pw, int nr_last, const uint8_t* pa, int nt,
+                    int64_t cols, float* y, int64_t ldy) {
   constexpr int T = kKQuantGroupTokens;
   constexpr int kQuads = 64 / kGroups;
   const int64_t nb = cols / kQK;
-  __m512 acc[T];
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  alignas(64) float acc[kTiles][T][16] = {};
   for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* wb = pw + i * kStride;
     const uint8_t* ab = pa + i * ActQ8K::kActStride;
-    __m512 part[T];
+    const uint8_t* wb[kTiles];
+#pragma GCC unroll 2
+    for (int j = 0; j < kTiles; ++j) wb[j] = pw[j] + i * kStride;
+    __m512 part[kTiles][T];
 #pragma GCC unroll 1
     for (int g = 0; g < kGroups; ++g) {
-      __m512i ai[T];
+      __m512i dot[kTiles][T];
+#pragma GCC unroll 2
+      for (int j = 0; j < kTiles; ++j) {
 #pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) ai[t] = _mm512_setzero_si512();
+        for (int t = 0; t < T; ++t) dot[j][t] = _mm512_setzero_si512();
+      }
 #pragma GCC unroll 8
       for (int q = 0; q < kQuads; ++q) {
-        const __m512i wq = _mm512_load_si512(wb + 64 * (kQuads * g + q));
+        __m512i w[kTiles];
+#pragma GCC unroll 2
+        for (int j = 0; j < kTiles; ++j) w[j] = _mm512_load_si512(wb[j] + 64 * (kQuads * g + q));
 #pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
-          ai[t] = DpbusdBcast(ai[t], wq, ab + 4 * ((kQuads * g + q) * T + t));
+          const uint8_t* x = ab + 4 * ((kQuads * g + q) * T + t);
+          if constexpr (kTiles == 1) {
+            dot[0][t] = DpbusdBcast(dot[0][t], w[0], x);
+          } else {
+            const __m512i xb = Bcast4(reinterpret_cast<const int8_t*>(x));
+#pragma GCC unroll 2
+            for (int j = 0; j < kTiles; ++j) dot[j][t] = _mm512_dpbusd_epi32(dot[j][t], w[j], xb);
+          }
         }
       }
-      const __m512 dsc = _mm512_load_ps(reinterpret_cast<const float*>(wb + kDsc) + 16 * g);
-      if (g == 0) {
+#pragma GCC unroll 2
+      for (int j = 0; j < kTiles; ++j) {
+        const __m512 dsc = _mm512_load_ps(reinterpret_cast<const float*>(wb[j] + kDsc) + 16 * g);
 #pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) part[t] = _mm512_mul_ps(_mm512_cvtepi32_ps(ai[t]), dsc);
-      } else {
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai[t]), dsc, part[t]);
+        for (int t = 0; t < T; ++t) {
+          part[j][t] = g == 0 ? _mm512_mul_ps(_mm512_cvtepi32_ps(dot[j][t]), dsc)
+                              : _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[j][t]), dsc, part[j][t]);
+        }
       }
     }
-    __m512i ci[T];
+    __m512i corr[kTiles][T];
+#pragma GCC unroll 2
+    for (int j = 0; j < kTiles; ++j) {
 #pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) ci[t] = _mm512_setzero_si512();
+      for (int t = 0; t < T; ++t) corr[j][t] = _mm512_setzero_si512();
+    }
 #pragma GCC unroll 8
     for (int p = 0; p < 8; ++p) {
-      const __m512i cp = _mm512_load_si512(wb + kCorr + 64 * p);
+      __m512i cp[kTiles];
+#pragma GCC unroll 2
+      for (int j = 0; j < kTiles; ++j) cp[j] = _mm512_load_si512(wb[j] + kCorr + 64 * p);
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
-        ci[t] = _mm512_dpwssd_epi32(ci[t], cp, Bcast4(reinterpret_cast<const int8_t*>(ab + ActQ8K::kBs + 4 * (p * T + t))));
+        const __m512i bs = Bcast4(reinterpret_cast<const int8_t*>(ab + ActQ8K::kBs + 4 * (p * T + t)));
+#pragma GCC unroll 2
+        for (int j = 0; j < kTiles; ++j) corr[j][t] = _mm512_dpwssd_epi32(corr[j][t], cp[j], bs);
       }
     }
-    const __m512 cs = _mm512_load_ps(reinterpret_cast<const float*>(wb + kCorrScale));
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) {
-      part[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ci[t]), cs, part[t]);
-      acc[t] = _mm512_fmadd_ps(part[t], _mm512_set1_ps(LoadF32(ab + ActQ8K::kD + 4 * t)), acc[t]);
-    }
-  }
-  StoreGroup<T>(acc, nr, nt, y, ldy);
-}
-
-// RunKQuantGroup for two tiles at once (pw0 whole, pw1 with nr1 rows, stored at y and
-// y + kGemmRows): each activation quad is broadcast into a register once for both tiles'
-// weight vectors, halving the activation loads. The per-token f32 sums across super-blocks
-// live in an L1 buffer (one load and store per super-block) to leave the registers to the
-// 2 x T integer dots and 2 x T partial sums. Same operations per tile as RunKQuantGroup, so
-// the results are bit-identical.
-template <int kGroups, int64_t kStride, int64_t kDsc, int64_t kCorr, int64_t kCorrScale>
-void RunKQuantGroup2(const uint8_t* pw0, const uint8_t* pw1, int nr1, const uint8_t* pa, int nt,
-                     int64_t cols, float* y, int64_t ldy) {
-  constexpr int T = kKQuantGroupTokens;
-  constexpr int kQuads = 64 / kGroups;
-  const int64_t nb = cols / kQK;
-  alignas(64) float acc[2][T][16] = {};
-  for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* w0 = pw0 + i * kStride;
-    const uint8_t* w1 = pw1 + i * kStride;
-    const uint8_t* ab = pa + i * ActQ8K::kActStride;
-    __m512 p0[T], p1[T];
-#pragma GCC unroll 1
-    for (int g = 0; g < kGroups; ++g) {
-      __m512i i0[T], i1[T];
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) i0[t] = i1[t] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-      for (int q = 0; q < kQuads; ++q) {
-        const __m512i wa = _mm512_load_si512(w0 + 64 * (kQuads * g + q));
-        const __m512i wb = _mm512_load_si512(w1 + 64 * (kQuads * g + q));
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
-          const __m512i x = Bcast4(reinterpret_cast<const int8_t*>(ab + 4 * ((kQuads * g + q) * T + t)));
-          i0[t] = _mm512_dpbusd_epi32(i0[t], wa, x);
-          i1[t] = _mm512_dpbusd_epi32(i1[t], wb, x);
-        }
-      }
-      const __m512 d0 = _mm512_load_ps(reinterpret_cast<const float*>(w0 + kDsc) + 16 * g);
-      const __m512 d1 = _mm512_load_ps(reinterpret_cast<const float*>(w1 + kDsc) + 16 * g);
-      if (g == 0) {
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
-          p0[t] = _mm512_mul_ps(_mm512_cvtepi32_ps(i0[t]), d0);
-          p1[t] = _mm512_mul_ps(_mm512_cvtepi32_ps(i1[t]), d1);
-        }
-      } else {
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
-          p0[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0[t]), d0, p0[t]);
-          p1[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1[t]), d1, p1[t]);
-        }
-      }
-    }
-    __m512i c0[T], c1[T];
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) c0[t] = c1[t] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-    for (int p = 0; p < 8; ++p) {
-      const __m512i ca = _mm512_load_si512(w0 + kCorr + 64 * p);
-      const __m512i cb = _mm512_load_si512(w1 + kCorr + 64 * p);
+#pragma GCC unroll 2
+    for (int j = 0; j < kTiles; ++j) {
+      const __m512 cs = _mm512_load_ps(reinterpret_cast<const float*>(wb[j] + kCorrScale));
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
-        const __m512i s = Bcast4(reinterpret_cast<const int8_t*>(ab + ActQ8K::kBs + 4 * (p * T + t)));
-        c0[t] = _mm512_dpwssd_epi32(c0[t], ca, s);
-        c1[t] = _mm512_dpwssd_epi32(c1[t], cb, s);
+        const __m512 dy = _mm512_set1_ps(LoadF32(ab + ActQ8K::kD + 4 * t));
+        part[j][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(corr[j][t]), cs, part[j][t]);
+        _mm512_store_ps(acc[j][t], _mm512_fmadd_ps(part[j][t], dy, _mm512_load_ps(acc[j][t])));
       }
     }
-    const __m512 s0 = _mm512_load_ps(reinterpret_cast<const float*>(w0 + kCorrScale));
-    const __m512 s1 = _mm512_load_ps(reinterpret_cast<const float*>(w1 + kCorrScale));
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) {
-      const __m512 dy = _mm512_set1_ps(LoadF32(ab + ActQ8K::kD + 4 * t));
-      p0[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(c0[t]), s0, p0[t]);
-      p1[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(c1[t]), s1, p1[t]);
-      _mm512_store_ps(acc[0][t], _mm512_fmadd_ps(p0[t], dy, _mm512_load_ps(acc[0][t])));
-      _mm512_store_ps(acc[1][t], _mm512_fmadd_ps(p1[t], dy, _mm512_load_ps(acc[1][t])));
-    }
   }
-  __m512 a0[T], a1[T];
+#pragma GCC unroll 2
+  for (int j = 0; j < kTiles; ++j) {
+    __m512 out[T];
 #pragma GCC unroll 16
-  for (int t = 0; t < T; ++t) {
-    a0[t] = _mm512_load_ps(acc[0][t]);
-    a1[t] = _mm512_load_ps(acc[1][t]);
+    for (int t = 0; t < T; ++t) out[t] = _mm512_load_ps(acc[j][t]);
+    StoreGroup<T>(out, j + 1 == kTiles ? nr_last : kGemmRows, nt, y + kGemmRows * j, ldy);
   }
-  StoreGroup<T>(a0, kGemmRows, nt, y, ldy);
-  StoreGroup<T>(a1, nr1, nt, y + kGemmRows, ldy);
 }
 
 template <bool kFifthBit>
@@ -268,11 +219,13 @@ struct Q45K : ActQ8K {  // activations: ActGroupBytes, PackActs, T
   // Q4_K / Q5_K: 8 groups of 32 values, the mins as the correction.
   static void RunGroup(const uint8_t* pw, int nr, const uint8_t* pa, int nt, int64_t cols,
                        float* y, int64_t ldy) {
-    RunKQuantGroup<8, kStride, kDsc, kMins, kDmin>(pw, nr, pa, nt, cols, y, ldy);
+    const uint8_t* tiles[1] = {pw};
+    RunKQuantTiles<1, 8, kStride, kDsc, kMins, kDmin>(tiles, nr, pa, nt, cols, y, ldy);
   }
   static void RunGroup2(const uint8_t* pw0, const uint8_t* pw1, int nr1, const uint8_t* pa,
                         int nt, int64_t cols, float* y, int64_t ldy) {
-    RunKQuantGroup2<8, kStride, kDsc, kMins, kDmin>(pw0, pw1, nr1, pa, nt, cols, y, ldy);
+    const uint8_t* tiles[2] = {pw0, pw1};
+    RunKQuantTiles<2, 8, kStride, kDsc, kMins, kDmin>(tiles, nr1, pa, nt, cols, y, ldy);
   }
 };
 
@@ -324,11 +277,13 @@ struct Q6K : ActQ8K {  // activations: ActGroupBytes, PackActs, T
   // 16 groups of 16 values, the offset of 32 (32 d sum_g sc_g bsum_g) as the correction.
   static void RunGroup(const uint8_t* pw, int nr, const uint8_t* pa, int nt, int64_t cols,
                        float* y, int64_t ldy) {
-    RunKQuantGroup<16, kStride, kDsc, kScp, kD32>(pw, nr, pa, nt, cols, y, ldy);
+    const uint8_t* tiles[1] = {pw};
+    RunKQuantTiles<1, 16, kStride, kDsc, kScp, kD32>(tiles, nr, pa, nt, cols, y, ldy);
   }
   static void RunGroup2(const uint8_t* pw0, const uint8_t* pw1, int nr1, const uint8_t* pa,
                         int nt, int64_t cols, float* y, int64_t ldy) {
-    RunKQuantGroup2<16, kStride, kDsc, kScp, kD32>(pw0, pw1, nr1, pa, nt, cols, y, ldy);
+    const uint8_t* tiles[2] = {pw0, pw1};
+    RunKQuantTiles<2, 16, kStride, kDsc, kScp, kD32>(tiles, nr1, pa, nt, cols, y, ldy);
   }
 };
 

@@ -13,13 +13,13 @@
 // GOP/s, 61-64 % of the vpdpbusd peak; the 3 float ops per 8 vpdpbusd share its pipes,
 // which bounds this layout near three quarters.
 // The driver hands the kernel tiles in pairs (RunGroup2): each activation quad is then
-// broadcast into a register once for two weight vectors, so a block of 6 tokens x 32 rows
-// costs 48 broadcasts + 16 weight loads for 96 vpdpbusd instead of 96 + 16 for two single
-// tiles; a one-tile group of 8 tokens issued more loads than the core's two vector loads per
-// cycle could serve at the vpdpbusd rate. Six tokens is the most whose 2 x 6 int32 and 2 x 6
-// f32 accumulators fit the 32 registers with both weight vectors and the scales. Same
-// machine, alternating, 512 tokens, 1.1B shapes: one thread 57-60 % -> 65-69 % of the peak,
-// two threads 53-60 % -> 61-66 %.
+// broadcast into a register once for two weight vectors (48 broadcasts + 16 weight loads per
+// block of 6 tokens x 32 rows, instead of 96 + 16 for two single tiles). Six tokens is the
+// most whose 2 x 6 int32 and 2 x 6 f32 accumulators fit the 32 registers with both weight
+// vectors and the scales. Same machine, alternating, 512 tokens, 1.1B shapes: one thread
+// 57-60 % -> 65-69 % of the peak, two threads 53-60 % -> 61-66 %. (Which resource the pairs
+// relieve is not settled: a variant with the broadcasts hoisted out of the token loop ran no
+// faster, while one without the per-block d_w x d_y multiply ran 77 % against 67 %.)
 #include <type_traits>
 
 #include "engine/kernels/x86/avx512_kernels.h"
@@ -133,110 +133,100 @@ struct Legacy {
     }
   }
 
-  // Per block: T int32 accumulators start at -offset * isum; each of the 8 weight quad
-  // vectors is loaded once and meets the T tokens' broadcast quads; then one conversion and
-  // one FMA per token apply d_w (16 lanes) x d_y (broadcast).
-  static void RunGroup(const uint8_t* pw, int nr, const uint8_t* pa, int nt, int64_t cols,
-                       float* y, int64_t ldy) {
+  // kTiles (1 or 2) 16-row tiles past one group (pw[0] whole when there are two; the last
+  // has nr_last rows; tile j is stored at y + 16 j). Per block and tile: T int32 sums start
+  // at -offset * isum, each of the 8 weight quad vectors is loaded once and meets the T
+  // tokens' broadcast quads (with two tiles each quad is broadcast into a register once for
+  // both); then one conversion, one multiply (d_w x d_y) and one FMA per token. Two
+  // dependency chains per token either way: with one tile, quads 0..3 and 4..7 (with one
+  // chain of 8 vpdpbusd per token the chains were too few to hide the instruction's
+  // latency: one core, 512 tokens, 8-token groups, process CPU time, alternating binaries:
+  // Q4_0 5632x2048 430-455 -> 546-553 GOP/s, 2048x5632 406-420 -> 522-525, Q8_0 5632x2048
+  // 430-449 -> 526-537; the K-quant kernel split the same way measured no faster); with two,
+  // one per tile. The integer sums are exact, so a tile's results are the same bits
+  // whichever way it is run.
+  template <int kTiles>
+  static void RunTiles(const uint8_t* const* pw, int nr_last, const uint8_t* pa, int nt,
+                       int64_t cols, float* y, int64_t ldy) {
+    constexpr int kChains = 2 / kTiles;  // per tile and token
+    constexpr int kQuadsPerChain = 8 / kChains;
     const int64_t nb = cols / 32;
-    __m512 acc[T];
+    __m512 acc[kTiles][T];
 #pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int j = 0; j < kTiles; ++j) {
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) acc[j][t] = _mm512_setzero_ps();
+    }
     for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* wb = pw + b * kStride;
       const uint8_t* ab = pa + b * kActStride;
-      // Two dependency chains per token (quads 0..3 and 4..7): with one chain of 8
-      // vpdpbusd per token, the 8 tokens' chains were too few to hide the instruction's
-      // latency. One core, 512 tokens, process CPU time, alternating binaries: Q4_0
-      // 5632x2048 430-455 -> 546-553 GOP/s, 2048x5632 406-420 -> 522-525, Q8_0 5632x2048
-      // 430-449 -> 526-537 (the K-quant kernel split the same way measured no faster).
-      __m512i ai[T], bi[T];
+      __m512i s[kTiles][kChains][T];
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
-        ai[t] = P::kOffset != 0 ? Bcast4(reinterpret_cast<const int8_t*>(ab + kInit + 4 * t))
-                                : _mm512_setzero_si512();
-        bi[t] = _mm512_setzero_si512();
-      }
-#pragma GCC unroll 8
-      for (int q = 0; q < 4; ++q) {
-        const __m512i wq = _mm512_load_si512(wb + 64 * q);
-        const __m512i wr = _mm512_load_si512(wb + 64 * (q + 4));
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
-          ai[t] = DpbusdBcast(ai[t], wq, ab + 4 * (q * T + t));
-          bi[t] = DpbusdBcast(bi[t], wr, ab + 4 * ((q + 4) * T + t));
+        const __m512i init = P::kOffset != 0
+                                 ? Bcast4(reinterpret_cast<const int8_t*>(ab + kInit + 4 * t))
+                                 : _mm512_setzero_si512();
+#pragma GCC unroll 2
+        for (int j = 0; j < kTiles; ++j) {
+          s[j][0][t] = init;
+          if constexpr (kChains == 2) s[j][1][t] = _mm512_setzero_si512();
         }
       }
-      const __m512 dw = _mm512_load_ps(reinterpret_cast<const float*>(wb + 512));
+#pragma GCC unroll 8
+      for (int q = 0; q < kQuadsPerChain; ++q) {
+#pragma GCC unroll 2
+        for (int c = 0; c < kChains; ++c) {
+          const int quad = q + c * kQuadsPerChain;
+          __m512i w[kTiles];
+#pragma GCC unroll 2
+          for (int j = 0; j < kTiles; ++j) w[j] = _mm512_load_si512(pw[j] + b * kStride + 64 * quad);
 #pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) {
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(ai[t], bi[t])),
-                                 _mm512_mul_ps(dw, _mm512_set1_ps(LoadF32(ab + kD + 4 * t))), acc[t]);
+          for (int t = 0; t < T; ++t) {
+            const uint8_t* x = ab + 4 * (quad * T + t);
+            if constexpr (kTiles == 1) {
+              s[0][c][t] = DpbusdBcast(s[0][c][t], w[0], x);
+            } else {
+              const __m512i xb = Bcast4(reinterpret_cast<const int8_t*>(x));
+#pragma GCC unroll 2
+              for (int j = 0; j < kTiles; ++j) s[j][c][t] = _mm512_dpbusd_epi32(s[j][c][t], w[j], xb);
+            }
+          }
+        }
       }
-      if constexpr (P::kMin) {
-        const __m512 mw = _mm512_load_ps(reinterpret_cast<const float*>(wb + 576));
+#pragma GCC unroll 2
+      for (int j = 0; j < kTiles; ++j) {
+        const __m512 dw = _mm512_load_ps(reinterpret_cast<const float*>(pw[j] + b * kStride + 512));
 #pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
-          acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(LoadF32(ab + kS + 4 * t)), acc[t]);
+          const __m512i sum = kChains == 2 ? _mm512_add_epi32(s[j][0][t], s[j][kChains - 1][t])
+                                           : s[j][0][t];
+          acc[j][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
+                                      _mm512_mul_ps(dw, _mm512_set1_ps(LoadF32(ab + kD + 4 * t))),
+                                      acc[j][t]);
+        }
+        if constexpr (P::kMin) {
+          const __m512 mw = _mm512_load_ps(reinterpret_cast<const float*>(pw[j] + b * kStride + 576));
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) {
+            acc[j][t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(LoadF32(ab + kS + 4 * t)), acc[j][t]);
+          }
         }
       }
     }
-    StoreGroup<T>(acc, nr, nt, y, ldy);
+#pragma GCC unroll 2
+    for (int j = 0; j < kTiles; ++j) {
+      StoreGroup<T>(acc[j], j + 1 == kTiles ? nr_last : kGemmRows, nt, y + kGemmRows * j, ldy);
+    }
   }
 
-  // Two 16-row tiles (w0 whole, w1 with nr1 rows) past one group: every activation quad,
-  // broadcast into a register once, meets both tiles' weight vectors. One dependency chain
-  // per (tile, token): 12 chains hide vpdpbusd's latency. The integer sums are exact, so
-  // the results are bit-identical to two RunGroup calls.
+  static void RunGroup(const uint8_t* pw, int nr, const uint8_t* pa, int nt, int64_t cols,
+                       float* y, int64_t ldy) {
+    const uint8_t* tiles[1] = {pw};
+    RunTiles<1>(tiles, nr, pa, nt, cols, y, ldy);
+  }
   static void RunGroup2(const uint8_t* pw0, const uint8_t* pw1, int nr1, const uint8_t* pa,
                         int nt, int64_t cols, float* y, int64_t ldy) {
-    const int64_t nb = cols / 32;
-    __m512 acc0[T], acc1[T];
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* w0 = pw0 + b * kStride;
-      const uint8_t* w1 = pw1 + b * kStride;
-      const uint8_t* ab = pa + b * kActStride;
-      __m512i i0[T], i1[T];
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) {
-        i0[t] = P::kOffset != 0 ? Bcast4(reinterpret_cast<const int8_t*>(ab + kInit + 4 * t))
-                                : _mm512_setzero_si512();
-        i1[t] = i0[t];
-      }
-#pragma GCC unroll 8
-      for (int q = 0; q < 8; ++q) {
-        const __m512i wa = _mm512_load_si512(w0 + 64 * q);
-        const __m512i wb = _mm512_load_si512(w1 + 64 * q);
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
-          const __m512i x = Bcast4(reinterpret_cast<const int8_t*>(ab + 4 * (q * T + t)));
-          i0[t] = _mm512_dpbusd_epi32(i0[t], wa, x);
-          i1[t] = _mm512_dpbusd_epi32(i1[t], wb, x);
-        }
-      }
-      const __m512 d0 = _mm512_load_ps(reinterpret_cast<const float*>(w0 + 512));
-      const __m512 d1 = _mm512_load_ps(reinterpret_cast<const float*>(w1 + 512));
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) {
-        const __m512 dy = _mm512_set1_ps(LoadF32(ab + kD + 4 * t));
-        acc0[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0[t]), _mm512_mul_ps(d0, dy), acc0[t]);
-        acc1[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1[t]), _mm512_mul_ps(d1, dy), acc1[t]);
-      }
-      if constexpr (P::kMin) {
-        const __m512 m0 = _mm512_load_ps(reinterpret_cast<const float*>(w0 + 576));
-        const __m512 m1 = _mm512_load_ps(reinterpret_cast<const float*>(w1 + 576));
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
-          const __m512 sy = _mm512_set1_ps(LoadF32(ab + kS + 4 * t));
-          acc0[t] = _mm512_fmadd_ps(m0, sy, acc0[t]);
-          acc1[t] = _mm512_fmadd_ps(m1, sy, acc1[t]);
-        }
-      }
-    }
-    StoreGroup<T>(acc0, kGemmRows, nt, y, ldy);
-    StoreGroup<T>(acc1, nr1, nt, y + kGemmRows, ldy);
+    const uint8_t* tiles[2] = {pw0, pw1};
+    RunTiles<2>(tiles, nr1, pa, nt, cols, y, ldy);
   }
 };
 
