@@ -152,26 +152,53 @@ struct IQ4_NLI {
   static inline void PlainLevels(const uint8_t* unit, __m512i (&v)[8]) { Levels(unit, v); }
 };
 
-// Software prefetch distance: whole units, a little over 6 KiB ahead, each line of a pair of
-// units prefetched once. Measured on the 1.1B models (decode, two threads): without prefetch
-// decode ran 20-40 % slower. 4 KiB vs 8 KiB, per-product GB/s from `bench-model
-// --profile-ops`, six alternating rounds: 1.1B Q4_0 down projection 63-70 -> 70-74 GB/s, QKV
-// 59-68 -> 65-70, tg 104-118 -> 114-120 tok/s; 1.1B Q8_0 tg 58-61 -> 61-62; 110M Q4_0 tg
-// 891-907 -> 921-948. 12 and 16 KiB were no better than 8 (16 KiB worse); bursts of four
-// units every four units 6.5 KiB ahead were worse (tg 109-112). 6 KiB vs 8 KiB, two binaries
-// alternated as processes with the order flipped each round (`bench-model -p 0 -n 64 -r 3`,
-// median of 8-12 rounds per set): 1.1B Q8_0 +1.4 / +6.7 / +4.1 % (the last set: every one
-// of 12 rounds faster), 1.1B Q4_0 +7.6 / +0.6 / +4.2 %, 110M Q8_0 +4.5 %, 110M Q4_0 +1.0 %.
-template <typename L>
-constexpr int64_t kAheadBytes = (6144 / L::kUnit + 1) * L::kUnit;
-// A second prefetch of the same lines 32 KiB further ahead, into L2 (T1): the 6 KiB T0
-// prefetch keeps L1 fed, the far one keeps more of the stream in flight from DRAM than the
-// L1 misses alone allow. 1.1B tg64 (`bench-model -p 0 -n 64 -r 3 --no-bandwidth`), old and
-// new binaries alternated: Q4_0 +5.8 % median of nine rounds (one -8 %, eight 0..+11 %; 64
-// KiB no better than 32, 16 KiB less), Q4_1 +1..+7 %, Q5_1 +4..+8 %, IQ4_NL +4..+9 %, Q8_0
-// +1..+8 % (three rounds each). The K-quant tiles (interleaved_avx512.h) read 20-30 % slower
-// with the same far prefetch, so they keep theirs.
-constexpr int64_t kFarAheadBytes = 32768;
+// One unit (block b of a 16-row group) for NT tokens.
+template <typename L, int NT>
+__attribute__((always_inline)) inline void Unit(const uint8_t* unit, int64_t b, const ActRow* a,
+                                                const int32_t* const* init, __m512 (&acc)[NT]) {
+  __m512i v[8];
+  L::Levels(unit, v);
+  const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(unit)));
+  for (int t = 0; t < NT; ++t) {
+    const uint8_t* yq = reinterpret_cast<const uint8_t*>(a[t].qs + 32 * b);
+    __m512i s0 = _mm512_set1_epi32(init[t][b]);
+    __m512i s1 = _mm512_setzero_si512();
+    for (int j = 0; j < 4; ++j) {  // two independent chains: values 0..15 and 16..31
+      s0 = DpbusdBcast(s0, v[j], yq + 4 * j);
+      s1 = DpbusdBcast(s1, v[j + 4], yq + 16 + 4 * j);
+    }
+    s0 = _mm512_add_epi32(s0, L::High(s1));
+    const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(a[t].d[b]));
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), scale, acc[t]);
+  }
+  if constexpr (L::kMin) {  // + m_w * s_y
+    const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(unit + 32)));
+    for (int t = 0; t < NT; ++t) acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(a[t].s[b]), acc[t]);
+  }
+}
+
+// Prefetch of lines [first, last) from the line holding p.
+static inline void PrefetchLineRange(const uint8_t* p, int first, int last) {
+  const uint8_t* line = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63});
+  for (int l = first; l < last; ++l) _mm_prefetch(reinterpret_cast<const char*>(line + 64 * l), _MM_HINT_T0);
+}
+
+// The loop walks chunks of kChunkUnits units, unrolled, and prefetches the lines of the chunk
+// kAheadBytes further on in two bursts (at its first and middle unit), the shape of the
+// K-quant tiles (one 2304-byte Q4_K unit per iteration, interleaved_avx512.h). One unit per
+// iteration (with the next two units' lines prefetched 6 KiB ahead, and again 32 KiB ahead
+// into L2) streamed Q4_0 from DRAM no faster than a plain read loop, while the K-quant tiles
+// ran 20-30 % past it. The burst schedule alone, issued from the one-unit loop, was slower
+// still (1.1B Q8_0 tg64 36-38 against 57-58 tok/s for the chunk); the unrolled chunk is what
+// streams.
+// `kernels_bench --types=q4_0 --rows=5632 --cols=2048`: one thread 22-24 -> 29-33 GB/s, two
+// 42-44 -> 60-65. End to end (1.1B tg64, two threads, the same binary alternated): Q4_0
+// 73 -> 96-100 tok/s, Q8_0 41 -> 58, Q4_1 66 -> 85, Q5_1 58 -> 80, IQ4_NL 72 -> 83-86.
+// Verification passes (`bench-model --verify-k K`, 1.1B Q4_0): k = 2 and 4 10-25 % faster,
+// 6 and 8 within the noise (a loop without the unroll for more than 4 tokens was no better).
+// 4.5 KiB ahead read like 9 KiB and better than 2 KiB.
+constexpr int kChunkUnits = 8;
+constexpr int64_t kAheadBytes = 4608;
 
 // n_groups consecutive 16-row groups, NT tokens.
 // init[t][b] = -offset * isum of token t's block b: each unit's block sums start from it with
@@ -180,38 +207,25 @@ constexpr int64_t kFarAheadBytes = 32768;
 template <typename L, int NT>
 void RunGroups(const uint8_t* w, uint64_t rb, int64_t n_groups, const ActRow* a, int64_t nb,
                const int32_t* const* init, float* y, int64_t ldy) {
+  // Lines of one chunk (8 units are a whole number of lines) plus one for the burst start's
+  // rounding down.
+  constexpr int kLines = static_cast<int>(kChunkUnits * L::kUnit / 64) + 1;
   for (int64_t g = 0; g < n_groups; ++g) {
     const uint8_t* unit = w + static_cast<uint64_t>(g) * 16 * rb;
     __m512 acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b, unit += L::kUnit) {
-      if ((b & 1) == 0) {  // every line of the next two units once: 2 * kUnit is a multiple of 64
-        const uint8_t* ahead = unit + kAheadBytes<L>;
-        const uint8_t* line = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(ahead) & ~uintptr_t{63});
-        for (int64_t off = 0; off < 2 * L::kUnit; off += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(line + off), _MM_HINT_T0);
-          _mm_prefetch(reinterpret_cast<const char*>(line + off + kFarAheadBytes), _MM_HINT_T1);
-        }
+    int64_t b = 0;
+    for (; b + kChunkUnits <= nb; b += kChunkUnits, unit += kChunkUnits * L::kUnit) {
+#pragma GCC unroll 8
+      for (int u = 0; u < kChunkUnits; ++u) {
+        if (u == 0) PrefetchLineRange(unit + kAheadBytes, 0, kLines / 2);
+        if (u == kChunkUnits / 2) PrefetchLineRange(unit + kAheadBytes, kLines / 2, kLines);
+        Unit<L, NT>(unit + u * L::kUnit, b + u, a, init, acc);
       }
-      __m512i v[8];
-      L::Levels(unit, v);
-      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(unit)));
-      for (int t = 0; t < NT; ++t) {
-        const uint8_t* yq = reinterpret_cast<const uint8_t*>(a[t].qs + 32 * b);
-        __m512i s0 = _mm512_set1_epi32(init[t][b]);
-        __m512i s1 = _mm512_setzero_si512();
-        for (int j = 0; j < 4; ++j) {  // two independent chains: values 0..15 and 16..31
-          s0 = DpbusdBcast(s0, v[j], yq + 4 * j);
-          s1 = DpbusdBcast(s1, v[j + 4], yq + 16 + 4 * j);
-        }
-        s0 = _mm512_add_epi32(s0, L::High(s1));
-        const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(a[t].d[b]));
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), scale, acc[t]);
-      }
-      if constexpr (L::kMin) {  // + m_w * s_y
-        const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(unit + 32)));
-        for (int t = 0; t < NT; ++t) acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(a[t].s[b]), acc[t]);
-      }
+    }
+    if (b < nb) {  // the group's last nb % 8 units
+      PrefetchLineRange(unit + kAheadBytes, 0, static_cast<int>((nb - b) * L::kUnit / 64) + 1);
+      for (; b < nb; ++b, unit += L::kUnit) Unit<L, NT>(unit, b, a, init, acc);
     }
     for (int t = 0; t < NT; ++t) _mm512_storeu_ps(y + t * ldy + 16 * g, acc[t]);
   }
