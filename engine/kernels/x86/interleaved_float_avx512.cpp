@@ -11,9 +11,17 @@
 // F16 decode tile: one 512-bit load of a quad, two vcvtph2ps (rows 0..7 and 8..15, each lane
 // pair one row's two values), and per token two FMAs against the token's value pair broadcast
 // as 64 bits; the lane pairs are summed once per group. BF16 (with AVX512_BF16): one
-// vdpbf16ps per quad and token adds both products of all 16 rows against the pair broadcast
-// as 32 bits (products of two bf16 values are exact in f32). At one or two tokens the sums run
-// in several independent chains so consecutive quads do not wait on the FMA's latency.
+// vdpbf16ps per quad and token adds both products of all 16 rows against the token's value
+// pair (products of two bf16 values are exact in f32). At one or two tokens the sums run in
+// several independent chains so consecutive quads do not wait on the FMA's latency.
+//
+// The BF16 tile loads a block's 32 activation values per token once (one 64-byte register)
+// and hands quad q its pair with a vpermd, instead of a broadcast load per quad: one load per
+// 64 weight bytes instead of two. With the loads halved the tile streams from DRAM like the
+// slower-per-byte tiles do (a tile doing little work per load read no faster than a plain read
+// loop; docs/performance.md). 1.1B BF16 tg32 (`bench-model -p 0 -n 32 -r 3`), old and new
+// alternated: 18.2 / 19.1 -> 24.1 / 23.9 tok/s, paired share of the roofline 90 -> 110 % in
+// one minute; verification passes k = 2 / 4 / 8 equal or 5-12 % faster.
 //
 // BF16 GEMM packing: the packed tile of gemm_float_avx512.cpp ([cols / 2][16 rows][2] bf16) is
 // the interleaved group itself, so packing is a copy.
@@ -92,15 +100,18 @@ struct Bf16DotI {
         for (int t = 0; t < NT; ++t) acc[s][t] = _mm512_setzero_ps();
       }
       for (int64_t b = 0; b < nb; ++b, unit += kFloatUnit) {
+        // The block's 32 activation values of each token (16 pairs, 64 bytes) in one register;
+        // quad q takes pair q with a vpermd (index q, a constant register).
+        __m512i xa[NT];
+        for (int t = 0; t < NT; ++t) xa[t] = _mm512_loadu_si512(a[t].bf + 32 * b);
 #pragma GCC unroll 16
         for (int q = 0; q < 16; ++q) {
           if ((q & 7) == 0) PrefetchFloatHalfUnit(unit + 64 * q);
           const __m512bh wv = (__m512bh)LoadOnce(unit + 64 * q);
           const int s = q % kSets;
+          const __m512i pick = _mm512_set1_epi32(q);
           for (int t = 0; t < NT; ++t) {
-            int32_t pair;
-            std::memcpy(&pair, a[t].bf + 32 * b + 2 * q, sizeof(pair));
-            acc[s][t] = _mm512_dpbf16_ps(acc[s][t], wv, (__m512bh)_mm512_set1_epi32(pair));
+            acc[s][t] = _mm512_dpbf16_ps(acc[s][t], wv, (__m512bh)_mm512_permutexvar_epi32(pick, xa[t]));
           }
         }
       }
