@@ -21,7 +21,10 @@
 // slower-per-byte tiles do (a tile doing little work per load read no faster than a plain read
 // loop; docs/performance.md). 1.1B BF16 tg32 (`bench-model -p 0 -n 32 -r 3`), old and new
 // alternated: 18.2 / 19.1 -> 24.1 / 23.9 tok/s, paired share of the roofline 90 -> 110 % in
-// one minute; verification passes k = 2 / 4 / 8 equal or 5-12 % faster.
+// one minute; verification passes k = 2 / 4 / 8 equal or 5-12 % faster. The F16 tile does the
+// same at one or two tokens (two registers of value pairs, a vpermpd per quad): tg32 +2..+8 %
+// alternated; at 8 tokens, where its two FMAs per quad and token bound it, the extra shuffle
+// made the pass ~28 % slower, so from three tokens on it keeps the broadcast load.
 //
 // BF16 GEMM packing: the packed tile of gemm_float_avx512.cpp ([cols / 2][16 rows][2] bf16) is
 // the interleaved group itself, so packing is a copy.
@@ -50,6 +53,7 @@ struct F16I {
                   float* y, int64_t ldy) {
     // Accumulator sets: at one token, even and odd quads in two sets (four chains in all).
     constexpr int kSets = NT == 1 ? 2 : 1;
+    constexpr bool kRegisterPairs = NT <= 2;
     for (int64_t g = 0; g < n_groups; ++g) {
       const uint8_t* unit = w + static_cast<uint64_t>(g) * 16 * rb;
       __m512 lo[kSets][NT], hi[kSets][NT];
@@ -57,6 +61,15 @@ struct F16I {
         for (int t = 0; t < NT; ++t) lo[s][t] = hi[s][t] = _mm512_setzero_ps();
       }
       for (int64_t b = 0; b < nb; ++b, unit += kFloatUnit) {
+        // The block's 32 activation values of each token in two registers (16 value pairs as
+        // 64-bit elements); quad q takes pair q with a vpermpd (see the file comment).
+        __m512d xa[NT][2];
+        if constexpr (kRegisterPairs) {
+          for (int t = 0; t < NT; ++t) {
+            xa[t][0] = _mm512_loadu_pd(a[t].f + 32 * b);
+            xa[t][1] = _mm512_loadu_pd(a[t].f + 32 * b + 16);
+          }
+        }
 #pragma GCC unroll 16
         for (int q = 0; q < 16; ++q) {
           if ((q & 7) == 0) PrefetchFloatHalfUnit<true>(unit + 64 * q);
@@ -65,10 +78,16 @@ struct F16I {
           const __m512 wl = LoadF16x16(unit + 64 * q);
           const __m512 wh = LoadF16x16(unit + 64 * q + 32);
           const int s = q % kSets;
+          const __m512i pick = _mm512_set1_epi64(q % 8);
           for (int t = 0; t < NT; ++t) {
-            double pair;
-            std::memcpy(&pair, a[t].f + 32 * b + 2 * q, sizeof(pair));
-            const __m512 xv = _mm512_castpd_ps(_mm512_set1_pd(pair));
+            __m512 xv;
+            if constexpr (kRegisterPairs) {
+              xv = _mm512_castpd_ps(_mm512_permutexvar_pd(pick, xa[t][q / 8]));
+            } else {
+              double pair;
+              std::memcpy(&pair, a[t].f + 32 * b + 2 * q, sizeof(pair));
+              xv = _mm512_castpd_ps(_mm512_set1_pd(pair));
+            }
             lo[s][t] = _mm512_fmadd_ps(wl, xv, lo[s][t]);
             hi[s][t] = _mm512_fmadd_ps(wh, xv, hi[s][t]);
           }
