@@ -8,9 +8,9 @@
 // 16 rows in the repacked copy's huge pages, and the gate/up pair is fused like the quantized
 // types'.
 //
-// F16 decode tile: one 512-bit load of a quad, two vcvtph2ps (rows 0..7 and 8..15, each lane
-// pair one row's two values), and per token two FMAs against the token's value pair broadcast
-// as 64 bits; the lane pairs are summed once per group. BF16 (with AVX512_BF16): one
+// F16 decode tile: a quad's two 256-bit halves converted by two vcvtph2ps (rows 0..7 and
+// 8..15, each lane pair one row's two values), and per token two FMAs against the token's value
+// pair in every 64-bit lane; the lane pairs are summed once per group. BF16 (with AVX512_BF16): one
 // vdpbf16ps per quad and token adds both products of all 16 rows against the token's value
 // pair (products of two bf16 values are exact in f32). At one or two tokens the sums run in
 // several independent chains so consecutive quads do not wait on the FMA's latency.
@@ -78,11 +78,10 @@ struct F16I {
           const __m512 wl = LoadF16x16(unit + 64 * q);
           const __m512 wh = LoadF16x16(unit + 64 * q + 32);
           const int s = q % kSets;
-          const __m512i pick = _mm512_set1_epi64(q % 8);
           for (int t = 0; t < NT; ++t) {
             __m512 xv;
             if constexpr (kRegisterPairs) {
-              xv = _mm512_castpd_ps(_mm512_permutexvar_pd(pick, xa[t][q / 8]));
+              xv = _mm512_castpd_ps(_mm512_permutexvar_pd(_mm512_set1_epi64(q % 8), xa[t][q / 8]));
             } else {
               double pair;
               std::memcpy(&pair, a[t].f + 32 * b + 2 * q, sizeof(pair));

@@ -224,7 +224,8 @@ void RunGroups(const uint8_t* w, uint64_t rb, int64_t n_groups, const ActRow* a,
       }
     }
     if (b < nb) {  // the group's last nb % 8 units
-      PrefetchLineRange(unit + kAheadBytes, 0, static_cast<int>((nb - b) * L::kUnit / 64) + 1);
+      // Every line the tail's bytes touch: rounded up, plus one for the start's rounding down.
+      PrefetchLineRange(unit + kAheadBytes, 0, static_cast<int>(((nb - b) * L::kUnit + 63) / 64) + 1);
       for (; b < nb; ++b, unit += L::kUnit) Unit<L, NT>(unit, b, a, init, acc);
     }
     for (int t = 0; t < NT; ++t) _mm512_storeu_ps(y + t * ldy + 16 * g, acc[t]);
