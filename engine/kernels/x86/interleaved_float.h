@@ -12,22 +12,18 @@ namespace lifeline::kernels {
 // One block of a 16-row group: 16 quads of 64 bytes (interleave.h).
 inline constexpr int64_t kFloatUnit = 16 * 64;
 
-// Half a unit (8 lines) of the unit about 6 KiB ahead, as one burst; with kFar also the same
-// lines 32 KiB further into L2. (The legacy quantized tiles had both once and now stream
-// from an unrolled 8-unit loop instead, interleaved_legacy_avx512.cpp; these units are
-// already 1024 bytes, 16 quads unrolled, and two per iteration, other distances, whole-unit
-// bursts and T1 / T2 / NTA hints read within the noise.) AVX-512, 1.1B tg64, old and
-// new binaries alternated three rounds: F16 (a conversion per quad) +8..+18 % with it, BF16
-// (one vdpbf16ps per quad, already streaming faster) -8..-14 %, so only F16 takes it.
-template <bool kFar = false>
+// Half a unit (8 lines) of the unit about 6 KiB ahead, as one burst. (The legacy quantized
+// tiles had this once and now stream from an unrolled 8-unit loop instead,
+// interleaved_legacy_avx512.cpp; these units are already 1024 bytes, 16 quads unrolled, and
+// two per iteration, other distances, whole-unit bursts and T1 / T2 / NTA hints read within
+// the noise.) The F16 tile once also prefetched the same lines 32 KiB further into L2
+// (+8..+18 % then); since it takes its activation pairs from registers (affed10) that far
+// prefetch cost instead: 1.1B F16 tg32 with / without it alternated four rounds, 23.1-24.1
+// against 25.6-26.6 tok/s, verification passes 10 % (k = 1), 27 % (k = 2) and 5 % (k = 4)
+// faster without it, k = 8 equal. So neither float tile has it now.
 static inline void PrefetchFloatHalfUnit(const uint8_t* p) {
   const uint8_t* ahead = p + 6 * kFloatUnit;
-  for (int l = 0; l < 8; ++l) {
-    _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * l), _MM_HINT_T0);
-    if constexpr (kFar) {
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + 32768 + 64 * l), _MM_HINT_T1);
-    }
-  }
+  for (int l = 0; l < 8; ++l) _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * l), _MM_HINT_T0);
 }
 
 }  // namespace lifeline::kernels

@@ -72,7 +72,7 @@ struct F16I {
         }
 #pragma GCC unroll 16
         for (int q = 0; q < 16; ++q) {
-          if ((q & 7) == 0) PrefetchFloatHalfUnit<true>(unit + 64 * q);
+          if ((q & 7) == 0) PrefetchFloatHalfUnit(unit + 64 * q);
           // Two 256-bit halves converted straight from memory: an extract from one 512-bit
           // load costs a shuffle per quad on the port the conversions use.
           const __m512 wl = LoadF16x16(unit + 64 * q);
