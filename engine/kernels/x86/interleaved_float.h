@@ -20,7 +20,8 @@ inline constexpr int64_t kFloatUnit = 16 * 64;
 // (+8..+18 % then); since it takes its activation pairs from registers (affed10) that far
 // prefetch cost instead: 1.1B F16 tg32 with / without it alternated four rounds, 23.1-24.1
 // against 25.6-26.6 tok/s, verification passes 10 % (k = 1), 27 % (k = 2) and 5 % (k = 4)
-// faster without it, k = 8 equal. So neither float tile has it now.
+// faster without it, k = 8 within the spread (slower in three rounds, equal in four). So
+// neither float tile has it now.
 static inline void PrefetchFloatHalfUnit(const uint8_t* p) {
   const uint8_t* ahead = p + 6 * kFloatUnit;
   for (int l = 0; l < 8; ++l) _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * l), _MM_HINT_T0);
