@@ -20,6 +20,7 @@
 #include "server/http_server.h"
 #include "server/router.h"
 #include "serving/engine_service.h"
+#include "serving/model_engine.h"
 #include "tools/make_model.h"
 
 namespace lifeline::app {

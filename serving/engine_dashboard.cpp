@@ -9,22 +9,14 @@
 
 namespace lifeline::serving {
 
-namespace {
-
-int64_t SteadyNowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             Clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 std::optional<nlohmann::json> EngineService::DashboardJson() const {
   using nlohmann::json;
-  const int64_t now = SteadyNowUs();
-  // One tracker snapshot feeds both the SLO object and the attainment rows, so they agree.
+  const int64_t now = NowUs();
+  // The SLO object takes its own snapshot (with the requests in flight); the attainment rows
+  // read the windows a moment later, which may differ by the samples recorded in between.
   const slo::TrackerSnapshot snap = tracker_.Snapshot(now);
   json out = json::object();
-  out["slo"] = slo::SloStatusJson(*controller_, snap, now);
+  out["slo"] = SloStatus();
   const auto knobs = controller_->knobs();
   json models = json::array();
   for (const auto& e : engines_) {

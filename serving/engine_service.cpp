@@ -12,9 +12,8 @@ namespace lifeline::serving {
 
 namespace {
 
-int64_t NowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             Clock::now().time_since_epoch()).count();
+int64_t UsOf(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
 }
 
 server::ApiError SloBadRequest(const std::string& message) {
@@ -43,14 +42,17 @@ server::ApiError Shed(const slo::AdmissionDecision& d, const std::string& cls,
 
 }  // namespace
 
-EngineService::EngineService(std::vector<std::unique_ptr<ModelEngine>> engines,
+int64_t EngineService::SteadyNowUs() { return UsOf(Clock::now()); }
+
+EngineService::EngineService(std::vector<std::unique_ptr<LocalModel>> engines,
                              slo::SloConfig slo_config)
     : EngineService(std::move(engines), {}, std::move(slo_config)) {}
 
-EngineService::EngineService(std::vector<std::unique_ptr<ModelEngine>> engines,
+EngineService::EngineService(std::vector<std::unique_ptr<LocalModel>> engines,
                              std::vector<std::unique_ptr<RemoteBackend>> remotes,
-                             slo::SloConfig slo_config)
-    : engines_(std::move(engines)),
+                             slo::SloConfig slo_config, ServiceClock clock)
+    : clock_(std::move(clock)),
+      engines_(std::move(engines)),
       remotes_(std::move(remotes)),
       slo_config_(std::move(slo_config)),
       tracker_(slo_config_.window) {
@@ -58,7 +60,7 @@ EngineService::EngineService(std::vector<std::unique_ptr<ModelEngine>> engines,
                         std::chrono::system_clock::now().time_since_epoch()).count();
   std::vector<std::string> names;
   for (size_t i = 0; i < engines_.size(); ++i) {
-    ModelEngine* e = engines_[i].get();
+    LocalModel* e = engines_[i].get();
     names.push_back(e->name());
     members_.push_back(Member{e->name(), e, nullptr, i});
     if (slo_config_.FindModel(e->name()) == nullptr) {
@@ -87,8 +89,15 @@ EngineService::EngineService(std::vector<std::unique_ptr<ModelEngine>> engines,
   for (auto& e : engines_) {
     speeds_.push_back(std::make_unique<slo::SpeedEstimator>(
         slo_config_.admission.ewma_alpha, slo_config_.admission.speed_stale_ms));
-    e->AttachSlo(SloHooks{&controller_->board(), &tracker_, speeds_.back().get(), &slo_config_,
-                           &outcomes_});
+    audits_.push_back(std::make_unique<slo::PredictionAudit>(
+        0.4, 20.0, slo_config_.admission.speed_stale_ms));
+    SloHooks hooks{&controller_->board(), &tracker_, speeds_.back().get(), &slo_config_,
+                   &outcomes_};
+    if (clock_) {
+      // The engines read the same clock as the control plane.
+      hooks.clock = [clock = clock_] { return Clock::time_point(std::chrono::microseconds(clock())); };
+    }
+    e->AttachSlo(std::move(hooks));
   }
 }
 
@@ -124,20 +133,41 @@ void EngineService::TimerLoop() {
   }
 }
 
+std::vector<slo::InFlightRequest> EngineService::InFlightRequests() const {
+  std::vector<slo::InFlightRequest> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  out.reserve(owner_.size());
+  for (const auto& [handle, f] : owner_) {
+    out.push_back(slo::InFlightRequest{f->slo_class, f->member->name, f->first_byte_us,
+                                       f->first_token.load(std::memory_order_relaxed)});
+  }
+  return out;
+}
+
 void EngineService::TickNow() {
   const int64_t now = NowUs();
   const auto since = controller_->LastTransitions();
-  slo::TrackerSnapshot snapshot = tracker_.Snapshot(now, &since);
-  // Requests queued or running anywhere: none lets the ladder recover (an idle server has
-  // nothing to degrade for), however slow the samples its window still holds.
-  int64_t live = 0;
-  for (const auto& e : engines_) live += e->OpenRequests();
-  for (const auto& r : remotes_) live += r->InFlight();
-  snapshot.live_requests = live;
+  // The requests in flight are the controller's second sensor: their ages are lower bounds
+  // of their latencies (a queue that produces no first token must not look idle), and a
+  // (class, model) with none in flight is idle, whatever its window remembers.
+  const std::vector<slo::InFlightRequest> in_flight = InFlightRequests();
+  slo::LatencyTracker::SnapshotOptions options;
+  options.since_by_series = &since;
+  options.has_in_flight = true;
+  options.in_flight = in_flight;
+  slo::TrackerSnapshot snapshot = tracker_.Snapshot(now, options);
+  snapshot.live_requests = static_cast<int64_t>(in_flight.size());
   (void)controller_->Tick(now, snapshot);
 }
 
-ModelEngine* EngineService::Find(const std::string& name) const {
+const slo::PredictionAudit* EngineService::Audit(const std::string& name) const {
+  for (size_t i = 0; i < engines_.size(); ++i) {
+    if (engines_[i]->name() == name) return audits_[i].get();
+  }
+  return nullptr;
+}
+
+LocalModel* EngineService::Find(const std::string& name) const {
   for (const auto& e : engines_) {
     if (e->name() == name) return e.get();
   }
@@ -161,13 +191,8 @@ const EngineService::Member* EngineService::FindMember(const std::string& name) 
 std::vector<server::ModelInfo> EngineService::Models() const {
   std::vector<server::ModelInfo> out;
   for (const auto& e : engines_) {
-    server::ModelInfo m;
-    m.id = e->name();
+    server::ModelInfo m = e->Info();
     m.created_unix_s = created_unix_s_;
-    m.context_length_tokens = e->n_ctx();
-    m.chat_template_source = chat::OriginName(e->chat_template().origin());
-    m.chat_template_name = e->chat_template().name();
-    m.tool_call_format = std::string(toolcall::ToolCallFormatName(e->tool_call_format()));
     out.push_back(m);
   }
   for (const auto& r : remotes_) {
@@ -180,9 +205,9 @@ std::vector<server::ModelInfo> EngineService::Models() const {
   return out;
 }
 
-std::variant<const ModelEngine*, server::ApiError> EngineService::LocalFor(
+std::variant<const LocalModel*, server::ApiError> EngineService::LocalFor(
     const std::string& model, const std::string& what) const {
-  if (const ModelEngine* e = Find(model)) return e;
+  if (const LocalModel* e = Find(model)) return e;
   if (FindRemote(model) != nullptr) {
     return server::InvalidRequestError(
         "model", "model '" + model + "' is served by a remote backend; its " + what + " lives there",
@@ -196,21 +221,21 @@ std::variant<std::string, server::ApiError> EngineService::ApplyTemplate(
     const server::GenerationRequest& request) const {
   auto e = LocalFor(request.model, "chat template");
   if (auto* err = std::get_if<server::ApiError>(&e)) return *err;
-  return std::get<const ModelEngine*>(e)->ApplyTemplate(request);
+  return std::get<const LocalModel*>(e)->ApplyTemplate(request);
 }
 
 std::variant<std::vector<int32_t>, server::ApiError> EngineService::Tokenize(
     const server::TokenizeRequest& request) const {
   auto e = LocalFor(request.model, "tokenizer");
   if (auto* err = std::get_if<server::ApiError>(&e)) return *err;
-  return std::get<const ModelEngine*>(e)->Tokenize(request);
+  return std::get<const LocalModel*>(e)->Tokenize(request);
 }
 
 std::variant<std::string, server::ApiError> EngineService::Detokenize(
     const server::DetokenizeRequest& request) const {
   auto e = LocalFor(request.model, "tokenizer");
   if (auto* err = std::get_if<server::ApiError>(&e)) return *err;
-  return std::get<const ModelEngine*>(e)->Detokenize(request);
+  return std::get<const LocalModel*>(e)->Detokenize(request);
 }
 
 bool EngineService::Ready() const {
@@ -271,10 +296,23 @@ server::SubmitResult EngineService::Submit(server::GenerationRequest request,
 }
 
 server::GenerationSink EngineService::Wrap(server::RequestHandle handle,
+                                           std::shared_ptr<InFlight> entry,
                                            const std::shared_ptr<server::GenerationSink>& sink) {
-  // The handle leaves the map when its terminal event passes through.
-  return [this, handle, sink](server::GenerationEvent ev) {
+  // The handle leaves the map when its terminal event passes through. The first token (or a
+  // completion without one) marks the request as no longer waiting, and checks admission's
+  // prediction against what happened (on the engine thread, as the token is produced).
+  return [this, handle, entry = std::move(entry), sink](server::GenerationEvent ev) {
     const bool terminal = ev.terminal();
+    const bool produced = ev.kind == server::GenerationEvent::Kind::kToken ||
+                          ev.kind == server::GenerationEvent::Kind::kDone;
+    if (produced && !entry->first_token.exchange(true, std::memory_order_relaxed) &&
+        entry->audit != nullptr && entry->raw_service_ms > 0 &&
+        ev.kind == server::GenerationEvent::Kind::kToken) {
+      const int64_t now = NowUs();
+      const double measured_ms =
+          static_cast<double>(now - entry->first_byte_us) / 1000.0 - entry->decided_elapsed_ms;
+      entry->audit->Observe(entry->raw_service_ms, entry->correction, measured_ms, now);
+    }
     (*sink)(std::move(ev));
     if (terminal) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -287,13 +325,16 @@ server::SubmitResult EngineService::SubmitLocal(
     const Member& m, int32_t hops, const Member* next, server::RequestHandle handle,
     const server::GenerationRequest& request, const slo::RequestBudget& budget,
     const std::shared_ptr<server::GenerationSink>& sink, bool* routed) {
-  ModelEngine* engine = m.local;
+  LocalModel* engine = m.local;
   const slo::ModelEntry* entry = slo_config_.FindModel(m.name);
   const std::string& cls = budget.slo_class;
   const auto first_byte = request.timeline.first_byte;
   SubmitSlo ctx;
   ctx.slo_class = cls;
   ctx.priority = budget.priority;
+  ctx.ttft_budget_ms = budget.ttft_budget_ms;
+  ctx.budget_is_deadline = budget.deadline_ms && budget.ttft_budget_ms >= *budget.deadline_ms;
+  if (const slo::SloClass* c = slo_config_.FindClass(cls)) ctx.serve_late = c->serve_late;
   if (budget.e2e_budget_ms) {
     ctx.deadline_us = std::chrono::duration_cast<std::chrono::microseconds>(
                           first_byte.time_since_epoch()).count() +
@@ -304,18 +345,20 @@ server::SubmitResult EngineService::SubmitLocal(
   if (auto* err = std::get_if<server::ApiError>(&prepared)) {
     return server::SubmitResult::Reject(std::move(*err));
   }
-  ModelEngine::Prepared& p = std::get<ModelEngine::Prepared>(prepared);
+  PreparedSubmit& p = std::get<PreparedSubmit>(prepared);
 
   // 2. Admission on the prepared size, against the model's load now.
   slo::AdmissionRequest ar;
   ar.budget = budget;
   const auto knobs = controller_->knobs();
-  ar.level = knobs->LevelOf(cls);
-  ar.margin_scale = knobs->MarginScaleOf(cls);
-  ar.prompt_tokens = p.prompt_tokens();
-  ar.max_tokens = p.max_tokens();
-  ar.elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - first_byte).count();
+  ar.level = knobs->LevelOf(cls, m.name);
+  ar.margin_scale = knobs->MarginScaleOf(cls, m.name);
+  slo::PredictionAudit& audit = *audits_[m.local_index];
+  ar.prediction_correction = audit.correction();
+  ar.prompt_tokens = p.prompt_tokens;
+  ar.max_tokens = p.max_tokens;
   const int64_t now_us = NowUs();
+  ar.elapsed_ms = static_cast<double>(now_us - UsOf(first_byte)) / 1000.0;
   ar.load = engine->Load(now_us);
   if (entry != nullptr) {
     ar.max_queue_requests = entry->max_queue_requests;
@@ -325,9 +368,11 @@ server::SubmitResult EngineService::SubmitLocal(
   ar.has_next_model = next != nullptr;
   ar.cascade_hops = hops;
   slo::SpeedEstimator& speeds = *speeds_[m.local_index];
-  ar.probe_due = speeds.Stale(now_us);
+  // A probe re-measures a model whose speed estimate, or whose checked predictions, have
+  // gone stale (everything routed or shed on them).
+  ar.probe_due = speeds.Stale(now_us) || audit.Stale(now_us);
   slo::AdmissionDecision decision = slo::Decide(slo_config_, ar, speeds);
-  if (decision.probe && !speeds.TryClaimProbe(now_us)) {
+  if (decision.probe && !speeds.TryClaimProbe(now_us) && !audit.TryClaimProbe(now_us)) {
     // Another request took this period's probe: decide as if the estimate were fresh.
     ar.probe_due = false;
     decision = slo::Decide(slo_config_, ar, speeds);
@@ -344,11 +389,21 @@ server::SubmitResult EngineService::SubmitLocal(
   }
 
   // 3. Enqueue, with the ladder's max_tokens cap.
+  auto flight = std::make_shared<InFlight>();
+  flight->member = &m;
+  flight->slo_class = cls;
+  flight->first_byte_us = UsOf(first_byte);
+  if (decision.predicted.raw_service_ms) {
+    flight->raw_service_ms = *decision.predicted.raw_service_ms;
+    flight->correction = ar.prediction_correction;
+    flight->decided_elapsed_ms = ar.elapsed_ms;
+    flight->audit = &audit;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    owner_[handle] = &m;
+    owner_[handle] = flight;
   }
-  auto err = engine->EnqueuePrepared(std::move(p), handle, Wrap(handle, sink),
+  auto err = engine->EnqueuePrepared(std::move(p), handle, Wrap(handle, flight, sink),
                                      decision.max_tokens_cap, decision.cap_reason);
   if (!err) {
     outcomes_.Count(cls, m.name, "admitted");
@@ -377,12 +432,12 @@ server::SubmitResult EngineService::SubmitRemote(
   slo::AdmissionRequest ar;
   ar.budget = budget;
   const auto knobs = controller_->knobs();
-  ar.level = knobs->LevelOf(cls);
-  ar.margin_scale = knobs->MarginScaleOf(cls);
+  ar.level = knobs->LevelOf(cls, m.name);
+  ar.margin_scale = knobs->MarginScaleOf(cls, m.name);
   ar.prompt_tokens = 0;
   // Unset max_tokens: the remote's own default, which a truncation cap must still bound.
   ar.max_tokens = request.max_tokens.value_or(std::numeric_limits<int32_t>::max());
-  ar.elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - first_byte).count();
+  ar.elapsed_ms = static_cast<double>(NowUs() - UsOf(first_byte)) / 1000.0;
   ar.load.queued_requests = static_cast<int32_t>(remote->InFlight());
   ar.max_queue_requests = entry != nullptr ? entry->max_queue_requests
                                            : remote->options().max_in_flight;
@@ -409,11 +464,15 @@ server::SubmitResult EngineService::SubmitRemote(
   }
   ctx.max_tokens_cap = decision.max_tokens_cap;
   ctx.cap_reason = decision.cap_reason;
+  auto flight = std::make_shared<InFlight>();
+  flight->member = &m;
+  flight->slo_class = cls;
+  flight->first_byte_us = UsOf(first_byte);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    owner_[handle] = &m;
+    owner_[handle] = flight;
   }
-  auto err = remote->Submit(handle, request, Wrap(handle, sink), ctx);
+  auto err = remote->Submit(handle, request, Wrap(handle, flight, sink), ctx);
   if (!err) {
     outcomes_.Count(cls, m.name, "admitted");
     if (decision.max_tokens_cap) outcomes_.Count(cls, m.name, "truncated");
@@ -429,8 +488,23 @@ server::SubmitResult EngineService::SubmitRemote(
 }
 
 std::optional<std::string> EngineService::SloStatusJson() const {
+  return SloStatus().dump();
+}
+
+nlohmann::json EngineService::SloStatus() const {
   const int64_t now = NowUs();
-  return slo::SloStatusJson(*controller_, tracker_.Snapshot(now), now).dump();
+  const std::vector<slo::InFlightRequest> in_flight = InFlightRequests();
+  slo::LatencyTracker::SnapshotOptions options;
+  options.has_in_flight = true;
+  options.in_flight = in_flight;
+  nlohmann::json j = slo::SloStatusJson(*controller_, tracker_.Snapshot(now, options), now);
+  // Each local model's predictions held to account (docs/slo.md).
+  for (nlohmann::json& m : j["models"]) {
+    if (const slo::PredictionAudit* a = Audit(m.value("name", std::string()))) {
+      m["prediction"] = slo::PredictionAuditJson(a->Snapshot());
+    }
+  }
+  return j;
 }
 
 void EngineService::Cancel(server::RequestHandle handle) {
@@ -439,7 +513,7 @@ void EngineService::Cancel(server::RequestHandle handle) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = owner_.find(handle);
     if (it == owner_.end()) return;
-    member = it->second;
+    member = it->second->member;
   }
   if (member->remote != nullptr) {
     member->remote->Cancel(handle);
@@ -537,6 +611,11 @@ std::string EngineService::MetricsText() const {
   }
   const slo::TrackerSnapshot tracker = tracker_.Snapshot(NowUs());
   o += slo::SloPrometheusText(*controller_, tracker, &outcomes_);
+  std::vector<slo::ModelAudit> audits;
+  for (size_t i = 0; i < engines_.size(); ++i) {
+    audits.push_back(slo::ModelAudit{engines_[i]->name(), audits_[i]->Snapshot()});
+  }
+  o += slo::PredictionAuditPrometheusText(audits);
   o += OpsMetricsText(snaps, tracker);  // attainment counters, vLLM-compatible gauges
   return o;
 }

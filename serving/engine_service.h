@@ -23,6 +23,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -32,27 +33,42 @@
 #include <vector>
 
 #include "server/engine_api.h"
-#include "serving/model_engine.h"
+#include "serving/local_model.h"
 #include "serving/remote_backend.h"
 #include "slo/admission.h"
 #include "slo/controller.h"
 #include "slo/latency_tracker.h"
+#include "slo/prediction_audit.h"
 #include "slo/slo_config.h"
 
 namespace lifeline::serving {
+
+// The clock the control plane reads (steady clock, us since its epoch, the epoch of a
+// request's timeline.first_byte); empty: the steady clock. Tests pass a fake one.
+using ServiceClock = std::function<int64_t()>;
 
 class EngineService final : public server::EngineApi {
  public:
   // The first engine is the default for requests that name no model. `slo_config.models`
   // lists the cascade (heavy -> light) by engine name; engines it does not name are added as
   // non-cascade members.
-  explicit EngineService(std::vector<std::unique_ptr<ModelEngine>> engines,
+  explicit EngineService(std::vector<std::unique_ptr<LocalModel>> engines,
                          slo::SloConfig slo_config = slo::DefaultSloConfig());
   // With remote members too (listed after the local ones; the first local engine, else the
   // first remote, is the default). Remote names must differ from local ones.
-  EngineService(std::vector<std::unique_ptr<ModelEngine>> engines,
+  EngineService(std::vector<std::unique_ptr<LocalModel>> engines,
                 std::vector<std::unique_ptr<RemoteBackend>> remotes,
-                slo::SloConfig slo_config = slo::DefaultSloConfig());
+                slo::SloConfig slo_config = slo::DefaultSloConfig(), ServiceClock clock = {});
+  // ModelEngines, as `lifeline serve` builds them.
+  template <typename Engine>
+  explicit EngineService(std::vector<std::unique_ptr<Engine>> engines,
+                         slo::SloConfig slo_config = slo::DefaultSloConfig())
+      : EngineService(Up(std::move(engines)), {}, std::move(slo_config)) {}
+  template <typename Engine>
+  EngineService(std::vector<std::unique_ptr<Engine>> engines,
+                std::vector<std::unique_ptr<RemoteBackend>> remotes,
+                slo::SloConfig slo_config = slo::DefaultSloConfig())
+      : EngineService(Up(std::move(engines)), std::move(remotes), std::move(slo_config)) {}
   ~EngineService() override;
 
   void Start();
@@ -75,9 +91,14 @@ class EngineService final : public server::EngineApi {
   std::variant<std::string, server::ApiError> Detokenize(
       const server::DetokenizeRequest& request) const override;
 
-  ModelEngine* Find(const std::string& name) const;
+  LocalModel* Find(const std::string& name) const;
   RemoteBackend* FindRemote(const std::string& name) const;
   const slo::Controller& controller() const { return *controller_; }
+  // GET /v1/slo's object (SloStatusJson's text), with the requests in flight and each local
+  // model's prediction audit.
+  nlohmann::json SloStatus() const;
+  // The prediction audit of a local model (nullptr for a remote or unknown name).
+  const slo::PredictionAudit* Audit(const std::string& name) const;
   // One controller tick now (the timer does this every tick_ms).
   void TickNow();
 
@@ -85,15 +106,31 @@ class EngineService final : public server::EngineApi {
   // One cascade member: exactly one of `local` / `remote` is set.
   struct Member {
     std::string name;
-    ModelEngine* local = nullptr;
+    LocalModel* local = nullptr;
     RemoteBackend* remote = nullptr;
     size_t local_index = 0;  // into engines_ / speeds_ when local
   };
   const Member* FindMember(const std::string& name) const;
+  // One accepted request until its terminal event: the member it runs on, and what the
+  // controller (its age, whether its first token is out) and the prediction audit need.
+  struct InFlight {
+    const Member* member = nullptr;
+    std::string slo_class;
+    int64_t first_byte_us = 0;          // steady clock, us
+    std::atomic<bool> first_token{false};
+    // Admission's prediction (local members): the raw service time, the correction in force
+    // and the time elapsed at the decision; raw_service_ms 0: nothing to audit.
+    double raw_service_ms = 0;
+    double correction = 1.0;
+    double decided_elapsed_ms = 0;
+    slo::PredictionAudit* audit = nullptr;
+  };
+  // The requests in flight, as the controller's snapshot takes them.
+  std::vector<slo::InFlightRequest> InFlightRequests() const;
   // The local engine serving `model` for a request that needs this server's own template or
   // tokenizer (`what`); else 400 for a remote member, 404 for an unknown name.
-  std::variant<const ModelEngine*, server::ApiError> LocalFor(const std::string& model,
-                                                              const std::string& what) const;
+  std::variant<const LocalModel*, server::ApiError> LocalFor(const std::string& model,
+                                                             const std::string& what) const;
   server::SubmitResult SubmitLocal(const Member& m, int32_t hops, const Member* next,
                                    server::RequestHandle handle,
                                    const server::GenerationRequest& request,
@@ -106,24 +143,35 @@ class EngineService final : public server::EngineApi {
                                     const slo::RequestBudget& budget,
                                     const std::shared_ptr<server::GenerationSink>& sink,
                                     bool* routed);
-  server::GenerationSink Wrap(server::RequestHandle handle,
+  server::GenerationSink Wrap(server::RequestHandle handle, std::shared_ptr<InFlight> entry,
                               const std::shared_ptr<server::GenerationSink>& sink);
   void TimerLoop();
   // /metrics families of serving/ops_metrics.h, from the snapshots MetricsText took.
   std::string OpsMetricsText(const std::vector<EngineSnapshot>& snaps,
                              const slo::TrackerSnapshot& tracker) const;
 
-  std::vector<std::unique_ptr<ModelEngine>> engines_;
+  template <typename Engine>
+  static std::vector<std::unique_ptr<LocalModel>> Up(std::vector<std::unique_ptr<Engine>> in) {
+    std::vector<std::unique_ptr<LocalModel>> out;
+    for (auto& e : in) out.push_back(std::move(e));
+    return out;
+  }
+  int64_t NowUs() const { return clock_ ? clock_() : SteadyNowUs(); }
+  static int64_t SteadyNowUs();
+
+  ServiceClock clock_;
+  std::vector<std::unique_ptr<LocalModel>> engines_;
   std::vector<std::unique_ptr<RemoteBackend>> remotes_;
   std::vector<Member> members_;  // locals, then remotes
   int64_t created_unix_s_ = 0;
   std::atomic<server::RequestHandle> next_handle_{1};
   mutable std::mutex mu_;
-  std::unordered_map<server::RequestHandle, const Member*> owner_;  // live handles
+  std::unordered_map<server::RequestHandle, std::shared_ptr<InFlight>> owner_;  // live handles
 
   slo::SloConfig slo_config_;
   slo::LatencyTracker tracker_;
   std::vector<std::unique_ptr<slo::SpeedEstimator>> speeds_;  // [engines_.size()]
+  std::vector<std::unique_ptr<slo::PredictionAudit>> audits_;  // [engines_.size()]
   slo::SpeedEstimator remote_speeds_;  // never fed: remote members get no TTFT prediction
   std::unique_ptr<slo::Controller> controller_;
   slo::OutcomeCounters outcomes_;

@@ -354,11 +354,15 @@ int64_t ModelEngine::TrimBudgetTokens(const SubmitSlo& slo,
   return budget;
 }
 
-int64_t ModelEngine::Prepared::prompt_tokens() const {
-  return group->prepared.prompt_tokens_total();
+server::ModelInfo ModelEngine::Info() const {
+  server::ModelInfo m;
+  m.id = options_.name;
+  m.context_length_tokens = n_ctx_;
+  m.chat_template_source = chat::OriginName(chat_template_->origin());
+  m.chat_template_name = chat_template_->name();
+  m.tool_call_format = std::string(toolcall::ToolCallFormatName(prep_.tool_format));
+  return m;
 }
-
-int64_t ModelEngine::Prepared::max_tokens() const { return group->prepared.max_tokens; }
 
 std::variant<ModelEngine::Prepared, ApiError> ModelEngine::Prepare(server::GenerationRequest req,
                                                                    const SubmitSlo* slo) {
@@ -376,7 +380,8 @@ std::variant<ModelEngine::Prepared, ApiError> ModelEngine::Prepare(server::Gener
 
   if (req.is_chat && req.allow_context_trim && slo != nullptr && slo_.knobs != nullptr) {
     std::shared_ptr<const slo::Knobs> knobs = slo_.knobs->Load();
-    if (knobs != nullptr && knobs->LevelOf(slo->slo_class) >= slo::Level::kTrimContext) {
+    if (knobs != nullptr &&
+        knobs->LevelOf(slo->slo_class, options_.name) >= slo::Level::kTrimContext) {
       const int64_t budget = TrimBudgetTokens(*slo, req);
       std::vector<int32_t>& tokens = prep.prompts.front().tokens;
       if (static_cast<int64_t>(tokens.size()) > budget) {
@@ -386,6 +391,8 @@ std::variant<ModelEngine::Prepared, ApiError> ModelEngine::Prepare(server::Gener
   }
   out.timing.Charge(&out.timing.tokenize_ms, Clock::now());
   if (auto err = CheckPromptLimits(prep_, req, &prep)) return std::move(*err);
+  out.prompt_tokens = prep.prompt_tokens_total();
+  out.max_tokens = prep.max_tokens;
 
   const int32_t n_choices = prep.n_choices();
   if (n_choices > options_.max_waiting) {
@@ -433,6 +440,8 @@ std::optional<ApiError> ModelEngine::EnqueuePrepared(Prepared prepared,
   const RequestTiming& timing = prepared.timing;
   const Trim& trim = prepared.trim;
   const int32_t n_choices = prep.n_choices();
+  const double enqueued_age_ms =
+      std::chrono::duration<double, std::milli>(SloNow() - timing.first_byte).count();
   group->handle = handle;
   group->sink = std::move(sink);
   group->n_choices = n_choices;
@@ -461,7 +470,11 @@ std::optional<ApiError> ModelEngine::EnqueuePrepared(Prepared prepared,
       if (slo != nullptr) {
         live->slo_class = slo->slo_class;
         live->priority = slo->priority;
+        live->ttft_budget_ms = slo->ttft_budget_ms;
+        live->serve_late = slo->serve_late;
+        live->budget_is_deadline = slo->budget_is_deadline;
       }
+      live->enqueued_age_ms = enqueued_age_ms;
       live->cap_reason = cap_reason;
       live->trim = trim;
       (j == 0 ? now : group->deferred).push_back(std::move(live));
@@ -642,6 +655,7 @@ void ModelEngine::Complete(Live& live, const Request& r) {
       ext["reason"] = g->truncation["reason"];
       ext["detail"] = g->truncation["detail"];
     }
+    if (!g->late.is_null()) ext["late"] = g->late;
     if (live.trim.turns > 0) {
       ext["context_trim"] = {{"turns", live.trim.turns},
                              {"messages", live.trim.messages},

@@ -52,6 +52,7 @@
 #include "scheduler/scheduler.h"
 #include "server/engine_api.h"
 #include "serving/chat_setup.h"
+#include "serving/local_model.h"
 #include "serving/model_drafter.h"
 #include "serving/request_prep.h"
 #include "serving/request_timing.h"
@@ -101,53 +102,11 @@ struct DraftModelSpec {
   std::unique_ptr<Tokenizer> tokenizer;
 };
 
-struct EngineSnapshot {
-  int64_t waiting = 0;
-  int64_t running = 0;
-  int32_t kv_blocks_total = 0;
-  int32_t kv_blocks_free = 0;  // free + evictable cached blocks
-  int32_t kv_blocks_touched = 0;  // blocks ever used: the KV pool's resident part
-  int64_t prefix_hit_tokens = 0;
-  int64_t prefix_lookup_tokens = 0;
-  int64_t preemptions = 0;
-  int64_t steps = 0;
-  int64_t live_requests = 0;   // accepted and not yet terminated
-  int64_t window_waits = 0;    // batching-window holds begun (SchedulerStats::window_waits)
-  int64_t max_queue_delay_us = 0;  // the batching window applied now (0: off)
-  int64_t context_trims = 0;   // requests whose chat context was trimmed (ladder level >= 2)
-  int64_t deadline_stops = 0;  // requests stopped at their deadline (ladder level >= 1)
-  int64_t prompt_tokens = 0;      // prompt tokens of accepted requests (each prompt once)
-  int64_t generation_tokens = 0;  // tokens generated, every choice
-  int64_t spec_drafted = 0;       // speculation: drafted tokens verified
-  int64_t spec_accepted = 0;      // of those, sampled by the model
-};
 
-// The SLO control plane's objects an engine uses, borrowed (they must outlive the engine):
-// knobs read at step start, the tracker fed TTFT and queue time at a request's first token
-// and the rest when it finishes, the speed estimator fed per step, the config (ladder.trim_to_tokens), outcome counters ("trimmed",
-// "deadline_stop"). Any may be null.
-struct SloHooks {
-  const slo::KnobBoard* knobs = nullptr;
-  slo::LatencyTracker* tracker = nullptr;
-  slo::SpeedEstimator* speeds = nullptr;
-  const slo::SloConfig* config = nullptr;
-  slo::OutcomeCounters* outcomes = nullptr;
-};
-
-// A request's SLO context, resolved by the caller (EngineService).
-struct SubmitSlo {
-  std::string slo_class;                 // label of the latency samples
-  int32_t priority = 0;                  // scheduler priority (higher first)
-  std::optional<int64_t> deadline_us;    // absolute, steady clock in us (EDF order / expiry)
-  // From the first byte; sizes the context-trim budget. Unset: resolved from the request's
-  // slo_class / user_role / deadline_ms against SloHooks::config, when there is one.
-  std::optional<double> ttft_budget_ms;
-};
-
-class ModelEngine {
+class ModelEngine final : public LocalModel {
  public:
-  struct Live;   // one choice's engine-thread state (model_engine_live.h)
-  struct Group;  // one accepted request: its choices, sink and usage (model_engine_live.h)
+  struct Live;                 // one choice's engine-thread state (model_engine_live.h)
+  using Group = RequestGroup;  // one accepted request: its choices, sink and usage (ditto)
 
   // With a draft model, speculation (options.spec_tokens > 0) drafts with it instead of
   // prompt lookup; InvalidArgument when its vocabulary differs from the target's.
@@ -155,15 +114,15 @@ class ModelEngine {
                                                      std::unique_ptr<Tokenizer> tokenizer,
                                                      const ModelEngineOptions& options,
                                                      DraftModelSpec draft = {});
-  ~ModelEngine();  // Stop()
+  ~ModelEngine() override;  // Stop()
   ModelEngine(const ModelEngine&) = delete;
   ModelEngine& operator=(const ModelEngine&) = delete;
 
   // Starts the engine thread; with options.calibrate, returns once the calibration steps
   // ran (admission then predicts from the first request on).
-  void Start();
+  void Start() override;
   // Ends every live request with a terminal error ("shutting_down") and joins the thread.
-  void Stop();
+  void Stop() override;
 
   // A request goes in three steps, on the caller's thread: Prepare (render, tokenize, trim
   // at the ladder's level, check the context, the KV pool and the choices), then the caller's
@@ -171,55 +130,43 @@ class ModelEngine {
   // the next cascade member, or refuse), then EnqueuePrepared with the decision's
   // max_tokens cap. Nothing is queued or counted before EnqueuePrepared; a Prepared dropped
   // unused (routed or refused) costs nothing.
-  struct Trim {
-    int32_t turns = 0;
-    int32_t messages = 0;
-    int64_t tokens = 0;  // prompt tokens removed
-  };
-  struct Prepared {
-    int64_t prompt_tokens() const;  // over all prompts
-    int64_t max_tokens() const;     // the request's own (or the default), before any cap
-
-    std::shared_ptr<Group> group;   // its PreparedRequest and, once queued, its choices
-    RequestTiming timing;
-    Trim trim;
-    std::optional<int64_t> deadline_us;
-    std::optional<SubmitSlo> slo;
-  };
+  using Trim = ContextTrim;
+  using Prepared = PreparedSubmit;  // prompt_tokens / max_tokens set by Prepare
   std::variant<Prepared, server::ApiError> Prepare(server::GenerationRequest request,
-                                                   const SubmitSlo* slo = nullptr);
+                                                   const SubmitSlo* slo = nullptr) override;
   // Queues a prepared request (nullopt: the engine will deliver events to `sink`), with
   // max_tokens lowered to `max_tokens_cap` (the ladder's truncation, reported with
   // `cap_reason`), or refuses it: the model's queue is full (429) or the server is stopping.
   std::optional<server::ApiError> EnqueuePrepared(Prepared prepared, server::RequestHandle handle,
                                                   server::GenerationSink sink,
                                                   std::optional<int64_t> max_tokens_cap = {},
-                                                  std::string cap_reason = {});
+                                                  std::string cap_reason = {}) override;
   // Prepare + EnqueuePrepared without an admission decision (tests, single-model use).
   std::optional<server::ApiError> Submit(server::RequestHandle handle,
                                          server::GenerationRequest request,
                                          server::GenerationSink sink,
                                          const SubmitSlo* slo = nullptr);
   // Before Start().
-  void AttachSlo(SloHooks hooks) { slo_ = hooks; }
+  void AttachSlo(SloHooks hooks) override { slo_ = std::move(hooks); }
   // Prompt tokens accepted and not yet scheduled (for admission's queue estimate).
   int64_t QueuedPromptTokens() const { return queued_prompt_tokens_.load(); }
   int64_t QueuedRequests() const { return accepted_not_started_.load(); }
   // Accepted requests not yet ended (queued or running).
-  int64_t OpenRequests() const { return open_requests_.load(); }
+  int64_t OpenRequests() const override { return open_requests_.load(); }
   // The work ahead of a request arriving at `now_us` (steady clock, us), for admission's
   // TTFT prediction: the queue above, plus what the engine thread publishes at each step
   // (running prefill left, decoding sequences, the step token budget, the estimated end of
   // the step in flight). A handful of relaxed atomic loads; the fields may come from
   // adjacent steps, which is fine for an estimate.
-  slo::QueueLoad Load(int64_t now_us) const;
-  void Cancel(server::RequestHandle handle);
+  slo::QueueLoad Load(int64_t now_us) const override;
+  void Cancel(server::RequestHandle handle) override;
 
-  bool Healthy() const;
+  bool Healthy() const override;
   // Non-empty once the model failed (its file changed under it): why, naming the file.
-  std::string Failure() const;
-  EngineSnapshot Snapshot() const;
-  const std::string& name() const { return options_.name; }
+  std::string Failure() const override;
+  EngineSnapshot Snapshot() const override;
+  const std::string& name() const override { return options_.name; }
+  server::ModelInfo Info() const override;
   int64_t n_ctx() const { return n_ctx_; }
   const LlamaModel& model() const { return *model_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
@@ -232,16 +179,16 @@ class ModelEngine {
   // POST /apply-template: the rendered chat prompt of `req`, or the error a chat request
   // with this body would get.
   std::variant<std::string, server::ApiError> ApplyTemplate(
-      const server::GenerationRequest& req) const;
+      const server::GenerationRequest& req) const override;
   // POST /tokenize: the ids a completion prompt of this text gets with add_special (BOS per
   // the vocab, no EOS) -- the same Encode call.
   std::variant<std::vector<int32_t>, server::ApiError> Tokenize(
-      const server::TokenizeRequest& req) const;
+      const server::TokenizeRequest& req) const override;
   // POST /detokenize: SentencePiece's decoding, so Detokenize(Tokenize(x)) == x: control
   // tokens (BOS) add nothing, and an SPM vocab's dummy-prefix space before the first piece is
   // dropped. 400 naming tokens[i] and the vocabulary size for an id outside it.
   std::variant<std::string, server::ApiError> Detokenize(
-      const server::DetokenizeRequest& req) const;
+      const server::DetokenizeRequest& req) const override;
 
  private:
   struct Message {  // inbox entry
@@ -262,6 +209,10 @@ class ModelEngine {
   int64_t TrimBudgetTokens(const SubmitSlo& slo, const server::GenerationRequest& req) const;
   // Level >= truncate: ends started choices whose deadline has passed, as "length".
   void StopAtDeadlines(int64_t now_us);
+  // Queued (never scheduled) choices that can no longer meet their TTFT budget: ended with
+  // 429 slo_late, or marked late and kept (SubmitSlo::serve_late).
+  void ActOnLate(Clock::time_point now);
+  Clock::time_point SloNow() const { return slo_.clock ? slo_.clock() : Clock::now(); }
   // A choice the scheduler finished as completed: its last text, then kChoiceDone (several
   // choices) and, when it was the last one open, the request's terminal kDone.
   void Complete(Live& live, const Request& r);
@@ -369,6 +320,8 @@ class ModelEngine {
   std::shared_ptr<const slo::Knobs> knobs_now_;  // engine thread: loaded at step start
   int64_t window_wait_us_ = 0;  // engine thread: the last plan's batching-window hold
   int64_t deadline_stops_ = 0;  // engine thread
+  int64_t late_shed_ = 0;       // engine thread: requests ended as late (EngineSnapshot)
+  int64_t late_served_ = 0;     // engine thread: requests served although late
   int64_t prompt_tokens_ = 0;       // engine thread: EngineSnapshot::prompt_tokens
   int64_t generation_tokens_ = 0;   // engine thread: EngineSnapshot::generation_tokens
   int32_t spec_tokens_ = 0;           // drafted tokens per decode in effect (0: off)

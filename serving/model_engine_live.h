@@ -19,7 +19,7 @@
 
 namespace lifeline::serving {
 
-struct ModelEngine::Group {
+struct RequestGroup {
   server::RequestHandle handle = 0;
   server::GenerationSink sink;
   int32_t n_choices = 1;
@@ -29,9 +29,12 @@ struct ModelEngine::Group {
   bool first_recorded = false;   // TTFT and queue samples went to the tracker
   server::Usage usage;           // prompts counted once; completion tokens of every choice
   std::vector<RequestId> ids;    // scheduler ids of the choices handed to the scheduler
-  std::vector<std::unique_ptr<Live>> deferred;  // choices waiting for their prompt's first
+  std::vector<std::unique_ptr<ModelEngine::Live>> deferred;  // waiting for their prompt's first
   PreparedRequest prepared;      // what the choices' outputs are built from
   nlohmann::json truncation;     // the first truncated choice's `lifeline` object (or null)
+  // Set when a choice was queued past its TTFT budget and served anyway (on_late = "serve"):
+  // {"late": true, "ttft_budget_ms", "waited_ms"}, disclosed in timings.lifeline.
+  nlohmann::json late;
   int64_t spec_drafted = 0;      // speculation, all choices: drafted tokens verified ...
   int64_t spec_accepted = 0;     // ... and the ones the model sampled (timings)
 };
@@ -59,6 +62,13 @@ struct ModelEngine::Live {
   int32_t priority = 0;
   std::string cap_reason;      // non-empty: max_tokens was capped by the SLO ladder
   bool deadline_stopped = false;  // ended at its deadline (ladder level >= truncate)
+  // Its class's TTFT budget (from the first byte) and what to do when it is queued past the
+  // point of meeting it (SubmitSlo); late: it was, and is served anyway (disclosed).
+  std::optional<double> ttft_budget_ms;
+  bool serve_late = false;
+  bool budget_is_deadline = false;  // the budget is the request's own deadline_ms
+  bool late = false;
+  double enqueued_age_ms = 0;  // its age when it was queued (admission had decided)
   ModelEngine::Trim trim;         // context trimmed at Submit (turns > 0)
 };
 

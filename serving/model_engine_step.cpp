@@ -3,6 +3,8 @@
 // Scheduler::Update -> terminal events. The request-side books (Group / Live) are in
 // model_engine_live.h; admission and terminal events in model_engine.cpp.
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <limits>
 #include <utility>
 
@@ -32,7 +34,7 @@ void ModelEngine::StopAtDeadlines(int64_t now_us) {
   for (const auto& [id, live] : live_) {
     // Never-started choices are left to the scheduler's expiry (503 deadline_exceeded).
     if (live->queued || !live->deadline_us || now_us < *live->deadline_us) continue;
-    if (knobs_now_->LevelOf(live->slo_class) < slo::Level::kTruncate) continue;
+    if (knobs_now_->LevelOf(live->slo_class, options_.name) < slo::Level::kTruncate) continue;
     due.push_back(id);
   }
   for (RequestId id : due) {
@@ -48,6 +50,78 @@ void ModelEngine::StopAtDeadlines(int64_t now_us) {
                            options_.name, "deadline_stop");
     }
     Complete(live, *r);
+    live_.erase(it);
+  }
+}
+
+void ModelEngine::ActOnLate(Clock::time_point now) {
+  const int64_t now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                             now.time_since_epoch()).count();
+  std::vector<RequestId> late;
+  for (const auto& [id, live] : live_) {
+    // Only choices never scheduled: once prefill has begun, the first token is on its way.
+    if (!live->queued || !live->ttft_budget_ms || live->late || live->group->terminated) continue;
+    const double age_ms =
+        std::chrono::duration<double, std::milli>(now - live->timing.first_byte).count();
+    // Its own prefill is the least it still needs (the rest of the queue only adds).
+    double own_ms = 0;
+    if (slo_.speeds != nullptr) {
+      own_ms = slo_.speeds->PrefillMs(static_cast<int64_t>(live->prompt.size())).value_or(0.0);
+    }
+    // Late because it waited: one that could not make its budget even when it was queued
+    // was admitted knowingly (an idle model, a probe) and runs.
+    if (age_ms + own_ms > *live->ttft_budget_ms &&
+        live->enqueued_age_ms + own_ms <= *live->ttft_budget_ms) {
+      late.push_back(id);
+    }
+  }
+  for (RequestId id : late) {
+    auto it = live_.find(id);
+    if (it == live_.end()) continue;
+    Live& live = *it->second;
+    const double age_ms =
+        std::chrono::duration<double, std::milli>(now - live.timing.first_byte).count();
+    const double budget_ms = *live.ttft_budget_ms;
+    const std::string& cls = live.slo_class.empty() ? std::string("interactive") : live.slo_class;
+    if (live.serve_late) {
+      live.late = true;
+      ++late_served_;
+      if (live.group->late.is_null()) {
+        live.group->late = {{"late", true}, {"ttft_budget_ms", budget_ms}, {"waited_ms", age_ms}};
+      }
+      if (slo_.outcomes != nullptr) slo_.outcomes->Count(cls, options_.name, "late_served");
+      continue;
+    }
+    double own_ms = 0;
+    if (slo_.speeds != nullptr) {
+      own_ms = slo_.speeds->PrefillMs(static_cast<int64_t>(live.prompt.size())).value_or(0.0);
+    }
+    // The controller must see it: its TTFT would have been at least this (window only).
+    if (slo_.tracker != nullptr) {
+      slo_.tracker->RecordLowerBound(cls, options_.name, slo::Metric::kTtft, now_us,
+                                     age_ms + own_ms);
+    }
+    if (slo_.outcomes != nullptr) slo_.outcomes->Count(cls, options_.name, "late_shed");
+    ++late_shed_;
+    (void)scheduler_->Cancel(id);  // its plan entry (none yet) and blocks go with it
+    live.timing.Charge(&live.timing.queue_ms, Clock::now());
+    // The queue it waited in needs about as long again to drain.
+    const auto retry_s = static_cast<int32_t>(std::clamp(std::ceil(age_ms / 1000.0), 1.0, 60.0));
+    char msg[320];
+    std::snprintf(msg, sizeof(msg),
+                  "class '%s' on model '%s': the request waited %.0f ms in the queue and its "
+                  "first token can no longer come within its budget of %.0f ms (its own "
+                  "prefill needs about %.0f ms more); retry after %d s",
+                  cls.c_str(), options_.name.c_str(), age_ms, budget_ms, own_ms, retry_s);
+    // A request's own deadline_ms keeps the documented 503 deadline_exceeded (its deadline
+    // cannot be met); a class budget is load: 429 slo_late.
+    FailGroup(live, GenerationEvent::Error(
+                        live.budget_is_deadline
+                            ? MakeError(ErrorKind::kUnavailable, "deadline_exceeded",
+                                        std::string("the request's deadline can no longer be "
+                                                    "met while it is queued: ") + msg,
+                                        {}, 1)
+                            : MakeError(ErrorKind::kOverloaded, "slo_late", msg, {}, retry_s)));
     live_.erase(it);
   }
 }
@@ -263,6 +337,7 @@ void ModelEngine::ApplyFinished(std::vector<Request> finished) {
 bool ModelEngine::Step() {
   const auto t_step0 = Clock::now();
   StopAtDeadlines(NowUs());
+  ActOnLate(SloNow());
   StepPlan plan = scheduler_->Schedule(NowUs());
   step_draft_ms_ = drafter_ != nullptr ? drafter_->TakeElapsedMs() : 0;
   window_wait_us_ = plan.window_wait_us;
@@ -451,6 +526,8 @@ void ModelEngine::PublishSnapshot() {
   snapshot_.max_queue_delay_us = scheduler_->knobs().max_queue_delay_us;
   snapshot_.context_trims = context_trims_.load();
   snapshot_.deadline_stops = deadline_stops_;
+  snapshot_.late_shed = late_shed_;
+  snapshot_.late_served = late_served_;
   snapshot_.prompt_tokens = prompt_tokens_;
   snapshot_.generation_tokens = generation_tokens_;
 }

@@ -269,7 +269,7 @@ std::optional<double> SlotWaitMs(const SpeedEstimator& speeds,
 }  // namespace
 
 Prediction Predict(const SpeedEstimator& speeds, const QueueLoad& load, int64_t prompt_tokens,
-                   int64_t max_tokens, double elapsed_ms, double margin) {
+                   int64_t max_tokens, double elapsed_ms, double margin, double correction) {
   Prediction p;
   const auto fit = speeds.prefill_fit();
   if (!fit) return p;
@@ -289,7 +289,9 @@ Prediction Predict(const SpeedEstimator& speeds, const QueueLoad& load, int64_t 
   if (const std::optional<double> wait = SlotWaitMs(speeds, *fit, load, prompt_tokens)) {
     service_ms = std::max(service_ms, *wait);
   }
-  p.ttft_ms = elapsed_ms + std::max(1.0, margin) * service_ms;
+  p.raw_service_ms = service_ms;
+  const double corrected = service_ms * (correction > 0 && std::isfinite(correction) ? correction : 1.0);
+  p.ttft_ms = elapsed_ms + std::max(1.0, margin) * corrected;
   if (const auto dms = speeds.decode_ms_per_token()) {
     p.e2e_ms = *p.ttft_ms + static_cast<double>(std::max<int64_t>(0, max_tokens - 1)) * *dms;
   }
@@ -313,11 +315,18 @@ AdmissionDecision Decide(const SloConfig& c, const AdmissionRequest& r,
     if (r.has_next_model) return Route("model not ready");
     return Shed(ShedCause::kNotReady, c.admission.not_ready_retry_after_s, "model not ready");
   }
-  if (r.level >= Level::kShed) {
-    return Shed(ShedCause::kLoad, ClampRetry(c, c.ladder.min_dwell_ms / 1000.0),
-                Fmt("class %s at degradation level shed", cls));
+  // An idle model (nothing queued or running on it) is never shed: the shed level exists to
+  // take load off it, and a refusal there frees nothing for anyone (the first request after a
+  // burst meets an empty model whose ladder has not come down yet). It acts as the cascade
+  // level: routed on the first hop, served in place by the last member.
+  const bool idle = Idle(r.load);
+  const Level level = idle ? std::min(r.level, Level::kCascade) : r.level;
+  if (level >= Level::kShed) {
+    // The ladder is per (class, model): this model takes no more, a lighter one may.
+    return RouteOrShed(r, ClampRetry(c, c.ladder.min_dwell_ms / 1000.0),
+                       Fmt("class %s at degradation level shed", cls));
   }
-  if (r.level >= Level::kCascade && r.cascade_hops == 0 && r.has_next_model) {
+  if (level >= Level::kCascade && r.cascade_hops == 0 && r.has_next_model) {
     return Route(Fmt("class %s at degradation level cascade", cls));
   }
   const auto tps = speeds.prefill_tokens_per_s();
@@ -359,16 +368,17 @@ AdmissionDecision Decide(const SloConfig& c, const AdmissionRequest& r,
   }
   AdmissionDecision d;
   d.predicted = Predict(speeds, r.load, r.prompt_tokens, r.max_tokens, r.elapsed_ms,
-                        c.admission.prediction_margin * std::max(1.0, r.margin_scale));
+                        c.admission.prediction_margin * std::max(1.0, r.margin_scale),
+                        r.prediction_correction);
   const bool late = c.admission.predictive && d.predicted.ttft_ms &&
                     *d.predicted.ttft_ms > r.budget.ttft_budget_ms;
-  if (late && Idle(r.load) && !r.has_next_model) {
+  if (late && idle && !r.has_next_model) {
     // Nothing is queued or running on the model: a refusal frees nothing for anyone, and a
     // retry would find the same idle model. Serve it (a lighter member, when there is one,
     // is tried below instead).
     d.reason = Fmt("model idle: admitted although predicted ttft %.1f ms > budget %.1f ms",
                    *d.predicted.ttft_ms, r.budget.ttft_budget_ms);
-  } else if (late && Idle(r.load)) {
+  } else if (late && idle) {
     AdmissionDecision out = Route(Fmt("predicted ttft %.1f ms > budget %.1f ms on an idle "
                                       "model: a lighter member may meet it",
                                       *d.predicted.ttft_ms, r.budget.ttft_budget_ms));
@@ -387,13 +397,14 @@ AdmissionDecision Decide(const SloConfig& c, const AdmissionRequest& r,
         Fmt("predicted ttft %.1f ms > budget %.1f ms (%d queued requests with %lld prompt "
             "tokens, %lld running prefill tokens, %d decoding with %lld tokens left, %d of "
             "%d running slots taken, %.0f ms left in the step; a step costs %.2f ms + "
-            "%.4f ms/token)",
+            "%.4f ms/token; service x %.2f measured correction x %.2f margin)",
             *d.predicted.ttft_ms, r.budget.ttft_budget_ms, r.load.queued_requests,
             static_cast<long long>(r.load.queued_prefill_tokens),
             static_cast<long long>(r.load.running_prefill_tokens), r.load.running_decodes,
             static_cast<long long>(r.load.running_decode_tokens_left),
             r.load.running_sequences, r.load.max_running, r.load.step_left_ms, fit->fixed_ms,
-            fit->per_token_ms));
+            fit->per_token_ms, r.prediction_correction,
+            c.admission.prediction_margin * std::max(1.0, r.margin_scale)));
     out.predicted = d.predicted;
     return out;
   } else {
@@ -401,8 +412,8 @@ AdmissionDecision Decide(const SloConfig& c, const AdmissionRequest& r,
                                          *d.predicted.ttft_ms, r.budget.ttft_budget_ms)
                                    : std::string("no speed fit yet");
   }
-  if (r.level >= Level::kTruncate) ApplyTruncation(c, r, speeds, &d);
-  d.trim_context = r.level >= Level::kTrimContext && r.budget.allow_context_trim;
+  if (level >= Level::kTruncate) ApplyTruncation(c, r, speeds, &d);
+  d.trim_context = level >= Level::kTrimContext && r.budget.allow_context_trim;
   return d;
 }
 

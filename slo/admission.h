@@ -31,8 +31,11 @@
 // tokens of mixed steps are not counted twice. step_left_ms is the estimated time left in the
 // step being computed at arrival.
 //
-// Decide() applies, in order: model not ready (route, else 503); ladder level shed (429);
-// level cascade on the first hop (route); the model's bounded queue (route, else 429); an
+// Decide() applies, in order: model not ready (route, else 503); ladder level shed (route
+// to a lighter member, else 429) --
+// not on an idle model (nothing queued or running: a refusal frees nothing, so it is treated
+// as the cascade level); level cascade on the first hop (route); the model's bounded queue
+// (route, else 429); an
 // explicit deadline_ms that the request could not meet even alone on an idle model (its
 // elapsed time, or elapsed + its own prefill at the fitted speed, past the deadline: 400,
 // not retryable); predicted TTFT over the TTFT budget (route, else 429 -- except a probe,
@@ -154,14 +157,19 @@ struct QueueLoad {
 struct Prediction {
   std::optional<double> ttft_ms;  // needs the prefill fit
   std::optional<double> e2e_ms;   // needs the fit and the decode speed
+  // The service time as the formulas give it, before correction and margin: what the
+  // PredictionAudit compares with the measured time from the decision to the first token.
+  std::optional<double> raw_service_ms;
 };
-// The formulas above. `margin` multiplies the service time (not elapsed_ms).
+// The formulas above. The service time is multiplied by `correction` (PredictionAudit) and
+// `margin` (not elapsed_ms).
 Prediction Predict(const SpeedEstimator& speeds, const QueueLoad& load, int64_t prompt_tokens,
-                   int64_t max_tokens, double elapsed_ms, double margin = 1.0);
+                   int64_t max_tokens, double elapsed_ms, double margin = 1.0,
+                   double correction = 1.0);
 
 struct AdmissionRequest {
   RequestBudget budget;
-  Level level = Level::kNormal;       // the class's level (Knobs::LevelOf)
+  Level level = Level::kNormal;       // the (class, model) level (Knobs::LevelOf)
   int64_t prompt_tokens = 0;
   int64_t max_tokens = 0;
   double elapsed_ms = 0;              // since arrival (reading, parsing, tokenizing)
@@ -172,7 +180,8 @@ struct AdmissionRequest {
   bool has_next_model = false;        // SloConfig::NextInCascade(model) != nullptr
   int32_t cascade_hops = 0;           // times this request was already routed
   bool probe_due = false;             // the model's speed estimate is stale (Stale(now))
-  double margin_scale = 1.0;          // the class's closed-loop scale (Knobs::MarginScaleOf)
+  double margin_scale = 1.0;          // the (class, model) closed-loop scale (Knobs::MarginScaleOf)
+  double prediction_correction = 1.0; // the model's PredictionAudit::correction()
 };
 
 // kShed: load (or a model not ready) that may pass; the client may retry after

@@ -36,26 +36,51 @@ Pressure PressureOf(const SloClass& cls, const SeriesSnapshot* series, int64_t m
   return PressureOfStats(cls, series->window, min_samples);
 }
 
+Pressure PressureOfRow(const SloClass& cls, const SeriesSnapshot* row, int64_t min_samples) {
+  if (row == nullptr) return Pressure{};
+  if (!row->censored) return PressureOfStats(cls, row->window, min_samples);
+  return PressureOfStats(cls, *row->censored, min_samples, &row->in_flight);
+}
+
 Pressure PressureOfStats(const SloClass& cls, const std::array<WindowStats, kMetricCount>& window,
-                         int64_t min_samples) {
+                         int64_t min_samples, const InFlightStats* in_flight) {
   Pressure p;
   for (const WindowStats& w : window) p.window_samples = std::max(p.window_samples, w.count);
   const std::pair<Metric, std::optional<double>> targets[] = {
       {Metric::kTtft, cls.ttft_p95_ms}, {Metric::kE2e, cls.e2e_p95_ms},
       {Metric::kTpot, cls.tpot_p95_ms}};
-  for (const auto& [metric, target] : targets) {
-    if (!target) continue;
-    const WindowStats& w = window[static_cast<size_t>(metric)];
-    if (w.count < static_cast<uint64_t>(min_samples)) continue;
-    const double ratio = w.p95_ms / *target;
+  auto take = [&](Metric metric, double p95_ms, double target_ms, uint64_t samples) {
+    const double ratio = p95_ms / target_ms;
     if (!p.has_signal || ratio > p.ratio) {
       p.has_signal = true;
       p.ratio = ratio;
       p.metric = metric;
-      p.p95_ms = w.p95_ms;
-      p.target_ms = *target;
-      p.samples = w.count;
+      p.p95_ms = p95_ms;
+      p.target_ms = target_ms;
+      p.samples = samples;
     }
+  };
+  // The rank a P95 reads among min_samples values, counted from the top.
+  const int64_t need = std::max<int64_t>(1, min_samples);
+  const auto k_top = static_cast<size_t>(
+      need - static_cast<int64_t>(std::ceil(0.95 * static_cast<double>(need))) + 1);
+  for (const auto& [metric, target] : targets) {
+    if (!target) continue;
+    const WindowStats& w = window[static_cast<size_t>(metric)];
+    if (w.count >= static_cast<uint64_t>(min_samples)) {
+      take(metric, w.p95_ms, *target, w.count);
+      continue;
+    }
+    // A thin window: the requests still in flight may already settle it. Fill the window up
+    // to min_samples with the fastest possible values (0): its P95 is then the k_top-th
+    // largest value, and if the k_top-th oldest request in flight is past the target, every
+    // completion of the window has its P95 over target.
+    if (in_flight == nullptr || metric == Metric::kTpot) continue;
+    const std::vector<double>& ages =
+        metric == Metric::kTtft ? in_flight->waiting_ages_ms : in_flight->ages_ms;
+    const size_t k = std::min(k_top, InFlightStats::kTopAges);
+    if (ages.size() < k || ages[k - 1] <= *target) continue;
+    take(metric, ages[k - 1], *target, w.count);
   }
   return p;
 }
@@ -74,25 +99,56 @@ const ModelKnobs* Knobs::ForModel(std::string_view model) const {
   return nullptr;
 }
 
-Level Knobs::LevelOf(std::string_view slo_class) const {
+const ClassLevel* Knobs::Find(std::string_view slo_class, std::string_view model) const {
+  const ClassLevel* class_wide = nullptr;
   for (const ClassLevel& c : classes) {
-    if (c.slo_class == slo_class) return c.level;
+    if (c.slo_class != slo_class) continue;
+    if (c.model == model) return &c;
+    if (c.model.empty()) class_wide = &c;
   }
-  return Level::kNormal;
+  return class_wide;
+}
+
+Level Knobs::LevelOf(std::string_view slo_class, std::string_view model) const {
+  const ClassLevel* c = Find(slo_class, model);
+  return c != nullptr ? c->level : Level::kNormal;
+}
+
+double Knobs::MarginScaleOf(std::string_view slo_class, std::string_view model) const {
+  const ClassLevel* c = Find(slo_class, model);
+  return c != nullptr ? c->margin_scale : 1.0;
+}
+
+Level Knobs::LevelOf(std::string_view slo_class) const {
+  Level out = Level::kNormal;
+  for (const ClassLevel& c : classes) {
+    if (c.slo_class == slo_class) out = std::max(out, c.level);
+  }
+  return out;
 }
 
 double Knobs::MarginScaleOf(std::string_view slo_class) const {
+  double out = 1.0;
   for (const ClassLevel& c : classes) {
-    if (c.slo_class == slo_class) return c.margin_scale;
+    if (c.slo_class == slo_class) out = std::max(out, c.margin_scale);
   }
-  return 1.0;
+  return out;
 }
 
 Controller::Controller(SloConfig config, std::vector<std::string> local_models, int64_t now_us)
     : config_(std::move(config)),
       started_us_(now_us),
       events_(static_cast<size_t>(config_.ladder.event_log_size)) {
-  for (const SloClass& c : config_.classes) classes_.emplace(c.name, ClassState{});
+  for (const ModelEntry& m : config_.models) ladder_models_.push_back(m.name);
+  for (const std::string& m : local_models) {
+    if (std::find(ladder_models_.begin(), ladder_models_.end(), m) == ladder_models_.end()) {
+      ladder_models_.push_back(m);
+    }
+  }
+  if (ladder_models_.empty()) ladder_models_.push_back("");  // one class-wide ladder
+  for (const SloClass& c : config_.classes) {
+    for (const std::string& m : ladder_models_) classes_.emplace(Key{c.name, m}, ClassState{});
+  }
   for (std::string& m : local_models) {
     models_.push_back(ModelState{std::move(m), config_.batching.initial, std::nullopt});
   }
@@ -112,19 +168,21 @@ void Controller::Publish(int64_t now_us) {
   for (const ModelState& m : models_) {
     k->models.push_back(ModelKnobs{m.model, m.max_running, StepTokensFor(m.max_running)});
   }
-  for (const auto& [name, st] : classes_) {
-    k->classes.push_back(ClassLevel{name, st.level, st.margin_scale});
+  for (const auto& [key, st] : classes_) {
+    k->classes.push_back(ClassLevel{key.first, key.second, st.level, st.margin_scale});
   }
   k->preferred_batch_sizes = config_.batching.preferred_batch_sizes;
   k->max_queue_delay_us = static_cast<int64_t>(config_.batching.max_queue_delay_ms * 1000.0);
   board_.Publish(std::move(k));
 }
 
-void Controller::Transition(const SloClass& cls, int64_t now_us, Level to, std::string reason,
-                            const Pressure& p, ClassState* st, TickResult* out) {
+void Controller::Transition(const SloClass& cls, const std::string& model, int64_t now_us,
+                            Level to, std::string reason, const Pressure& p, ClassState* st,
+                            TickResult* out) {
   LadderEvent e;
   e.at_us = now_us;
   e.slo_class = cls.name;
+  e.model = model;
   e.from = st->level;
   e.to = to;
   e.reason = std::move(reason);
@@ -133,7 +191,7 @@ void Controller::Transition(const SloClass& cls, int64_t now_us, Level to, std::
     e.p95_ms = p.p95_ms;
     e.target_ms = p.target_ms;
   }
-  ++transitions_[{cls.name, e.from, e.to}];
+  ++transitions_[{cls.name, model, e.from, e.to}];
   events_.Push(e);
   out->events.push_back(std::move(e));
   st->level = to;
@@ -141,17 +199,17 @@ void Controller::Transition(const SloClass& cls, int64_t now_us, Level to, std::
   st->healthy_ticks = 0;
 }
 
-bool Controller::StepClass(const SloClass& cls, int64_t now_us, const Pressure& p,
-                           const Pressure* fresh, bool idle, ClassState* st,
+bool Controller::StepClass(const SloClass& cls, const std::string& model, int64_t now_us,
+                           const Pressure& p, const Pressure* fresh, bool idle, ClassState* st,
                            TickResult* out) {
   const LadderParams& lp = config_.ladder;
   st->last = p;
   const auto level = static_cast<int32_t>(st->level);
-  if (level > 0 && idle) {
-    // Nothing runs or waits anywhere: whatever the window remembers, no request is being
-    // degraded for anyone's benefit. An idle tick is a healthy tick.
-    return Recover(cls, now_us, Pressure{}, /*since_transition=*/false, st, out,
-                   "no request in flight (idle)");
+  st->idle_ticks = idle ? st->idle_ticks + 1 : 0;
+  if (idle) {
+    // Nothing runs or waits on this model for this class: whatever the window remembers, no
+    // request is being degraded for anyone's benefit, and none would be by a raise.
+    return level > 0 && RecoverIdle(cls, model, now_us, st, out);
   }
   if (p.has_signal && p.ratio > lp.enter_ratio) {
     // Overloaded by the whole window. Since the last transition, though, the class may have
@@ -172,19 +230,19 @@ bool Controller::StepClass(const SloClass& cls, int64_t now_us, const Pressure& 
       if (fresh != nullptr && !(fresh->has_signal && fresh->ratio > lp.enter_ratio)) {
         return false;
       }
-      Transition(cls, now_us, static_cast<Level>(level + 1),
+      Transition(cls, model, now_us, static_cast<Level>(level + 1),
                  Fmt("%s p95 %.1f ms > %.2f x target %.1f ms", MetricName(p.metric).data(),
                      p.p95_ms, lp.enter_ratio, p.target_ms),
                  p, st, out);
       return true;
     }
-    return Recover(cls, now_us, *fresh, /*since_transition=*/true, st, out);
+    return Recover(cls, model, now_us, *fresh, /*since_transition=*/true, st, out);
   }
   if (p.has_signal && p.ratio >= lp.recover_ratio) {
     const bool fresh_ok = level > 0 && fresh != nullptr &&
                           (fresh->window_samples == 0 ||
                            (fresh->has_signal && fresh->ratio < lp.recover_ratio));
-    if (fresh_ok) return Recover(cls, now_us, *fresh, /*since_transition=*/true, st, out);
+    if (fresh_ok) return Recover(cls, model, now_us, *fresh, /*since_transition=*/true, st, out);
     st->healthy_ticks = 0;  // inside the hysteresis band: hold
     return false;
   }
@@ -193,12 +251,26 @@ bool Controller::StepClass(const SloClass& cls, int64_t now_us, const Pressure& 
     // and rise again under sustained overload whenever samples came in slowly.
     return false;
   }
-  return Recover(cls, now_us, p, /*since_transition=*/false, st, out);
+  return Recover(cls, model, now_us, p, /*since_transition=*/false, st, out);
 }
 
-bool Controller::Recover(const SloClass& cls, int64_t now_us, const Pressure& p,
-                         bool since_transition, ClassState* st, TickResult* out,
-                         const char* idle_reason) {
+bool Controller::RecoverIdle(const SloClass& cls, const std::string& model, int64_t now_us,
+                             ClassState* st, TickResult* out) {
+  const LadderParams& lp = config_.ladder;
+  st->healthy_ticks = st->idle_ticks;
+  if (st->level == Level::kNormal || st->idle_ticks < lp.recover_ticks) return false;
+  // Straight to normal: the next request is judged afresh (and raises again at once if the
+  // load comes back); stepping down one dwell at a time kept an empty model truncating or
+  // shedding for 20 s after its queue had emptied.
+  Transition(cls, model, now_us, Level::kNormal,
+             Fmt("no request in flight (idle) for %d ticks", st->idle_ticks), Pressure{}, st,
+             out);
+  return true;
+}
+
+bool Controller::Recover(const SloClass& cls, const std::string& model, int64_t now_us,
+                         const Pressure& p, bool since_transition, ClassState* st,
+                         TickResult* out) {
   const LadderParams& lp = config_.ladder;
   const auto level = static_cast<int32_t>(st->level);
   ++st->healthy_ticks;
@@ -210,14 +282,13 @@ bool Controller::Recover(const SloClass& cls, int64_t now_us, const Pressure& p,
   const int32_t ticks = st->healthy_ticks;
   const char* where = since_transition ? " since the last transition" : "";
   std::string reason =
-      idle_reason != nullptr ? Fmt("%s for %d ticks", idle_reason, ticks)
-      : p.has_signal
+      p.has_signal
           ? Fmt("%s p95 %.1f ms < %.2f x target %.1f ms%s for %d ticks",
                 MetricName(p.metric).data(), p.p95_ms, lp.recover_ratio, p.target_ms, where,
                 ticks)
           : Fmt("no samples %s (idle) for %d ticks",
                 since_transition ? "since the last transition" : "in the window", ticks);
-  Transition(cls, now_us, static_cast<Level>(level - 1), std::move(reason), p, st, out);
+  Transition(cls, model, now_us, static_cast<Level>(level - 1), std::move(reason), p, st, out);
   return true;
 }
 
@@ -247,7 +318,7 @@ bool Controller::StepModel(int64_t now_us, const TrackerSnapshot& snapshot, Mode
   bool any = false;
   double worst = 0;
   for (const SloClass& cls : config_.classes) {
-    const Pressure p = PressureOf(cls, snapshot.Find(cls.name, st->model), cp.min_samples);
+    const Pressure p = PressureOfRow(cls, snapshot.Find(cls.name, st->model), cp.min_samples);
     if (!p.has_signal) continue;
     worst = any ? std::max(worst, p.ratio) : p.ratio;
     any = true;
@@ -270,22 +341,34 @@ TickResult Controller::Tick(int64_t now_us, const TrackerSnapshot& snapshot) {
   TickResult out;
   std::lock_guard lock(mu_);
   bool changed = false;
+  const int64_t min_samples = config_.controller.min_samples;
   for (const SloClass& cls : config_.classes) {
-    const SeriesSnapshot* series = snapshot.FindClass(cls.name);
-    const Pressure p = PressureOf(cls, series, config_.controller.min_samples);
-    ClassState& st = classes_.find(cls.name)->second;
-    std::optional<Pressure> fresh;
-    if (config_.ladder.raise_needs_fresh_samples && st.changed_us && series != nullptr &&
-        series->since_change) {
-      fresh = PressureOfStats(cls, *series->since_change, config_.controller.min_samples);
+    for (const std::string& model : ladder_models_) {
+      const SeriesSnapshot* row =
+          model.empty() ? snapshot.FindClass(cls.name) : snapshot.Find(cls.name, model);
+      const Pressure p = PressureOfRow(cls, row, min_samples);
+      ClassState& st = classes_.find(Key{cls.name, model})->second;
+      std::optional<Pressure> fresh;
+      if (config_.ladder.raise_needs_fresh_samples && st.changed_us && row != nullptr &&
+          row->since_change) {
+        fresh = PressureOfStats(cls, *row->since_change, min_samples,
+                                snapshot.has_in_flight ? &row->in_flight : nullptr);
+      }
+      // Idle: nothing in flight (on this model and the cascade members it routes to, for
+      // this class, when the snapshot counts the requests in flight; else on any model), and
+      // no sample since the previous tick (so the requests that just finished are judged
+      // first, on their own samples). A model whose requests all go to a lighter member is
+      // not idle while they run there: its ladder sent them.
+      const bool nothing_in_flight =
+          snapshot.has_in_flight
+              ? InFlightDownstream(snapshot, cls.name, model) == 0
+              : snapshot.live_requests.has_value() && *snapshot.live_requests == 0;
+      const bool idle = nothing_in_flight &&
+                        (row == nullptr ||
+                         now_us - row->last_record_us >= config_.controller.tick_ms * 1000);
+      changed |= StepClass(cls, model, now_us, p, fresh ? &*fresh : nullptr, idle, &st, &out);
+      changed |= StepMargin(p, &st);
     }
-    // Idle: nothing in flight anywhere, and no sample of this class since the previous tick
-    // (so the requests that just finished are judged first, on their own samples).
-    const bool idle = snapshot.live_requests.has_value() && *snapshot.live_requests == 0 &&
-                      (series == nullptr ||
-                       now_us - series->last_record_us >= config_.controller.tick_ms * 1000);
-    changed |= StepClass(cls, now_us, p, fresh ? &*fresh : nullptr, idle, &st, &out);
-    changed |= StepMargin(p, &st);
   }
   for (ModelState& m : models_) changed |= StepModel(now_us, snapshot, &m, &out);
   if (changed) Publish(now_us);
@@ -293,11 +376,30 @@ TickResult Controller::Tick(int64_t now_us, const TrackerSnapshot& snapshot) {
   return out;
 }
 
-std::map<std::string, int64_t, std::less<>> Controller::LastTransitions() const {
+int64_t Controller::InFlightDownstream(const TrackerSnapshot& snapshot,
+                                       const std::string& slo_class,
+                                       const std::string& model) const {
+  if (model.empty()) {
+    const SeriesSnapshot* row = snapshot.FindClass(slo_class);
+    return row == nullptr ? 0 : row->in_flight.requests;
+  }
+  int64_t n = 0;
+  // The model itself, then each lighter member its cascade routes to (a finite chain).
+  std::string at = model;
+  for (size_t hops = 0; hops <= config_.models.size(); ++hops) {
+    if (const SeriesSnapshot* row = snapshot.Find(slo_class, at)) n += row->in_flight.requests;
+    const ModelEntry* next = config_.NextInCascade(at);
+    if (next == nullptr) break;
+    at = next->name;
+  }
+  return n;
+}
+
+LatencyTracker::SinceBySeries Controller::LastTransitions() const {
   std::lock_guard lock(mu_);
-  std::map<std::string, int64_t, std::less<>> out;
-  for (const auto& [name, st] : classes_) {
-    if (st.changed_us) out.emplace(name, *st.changed_us);
+  LatencyTracker::SinceBySeries out;
+  for (const auto& [key, st] : classes_) {
+    if (st.changed_us) out.emplace(key, *st.changed_us);
   }
   return out;
 }
@@ -315,10 +417,10 @@ uint64_t Controller::EventsTotal() const {
 std::vector<ClassStatus> Controller::ClassStatuses() const {
   std::lock_guard lock(mu_);
   std::vector<ClassStatus> out;
-  for (const auto& [name, st] : classes_) {
-    out.push_back(
-        ClassStatus{name, st.level, st.changed_us.value_or(started_us_), st.healthy_ticks, st.last,
-                    st.margin_scale});
+  for (const auto& [key, st] : classes_) {
+    out.push_back(ClassStatus{key.first, key.second, st.level,
+                              st.changed_us.value_or(started_us_), st.healthy_ticks, st.last,
+                              st.margin_scale, st.idle_ticks});
   }
   return out;
 }
@@ -327,7 +429,8 @@ std::vector<TransitionCount> Controller::TransitionCounts() const {
   std::lock_guard lock(mu_);
   std::vector<TransitionCount> out;
   for (const auto& [key, n] : transitions_) {
-    out.push_back(TransitionCount{std::get<0>(key), std::get<1>(key), std::get<2>(key), n});
+    out.push_back(
+        TransitionCount{std::get<0>(key), std::get<1>(key), std::get<2>(key), std::get<3>(key), n});
   }
   return out;
 }

@@ -1,5 +1,5 @@
-// The SLO controller: once per tick (owner's timer, ~200 ms) it compares each class's windowed
-// P95 with its targets and
+// The SLO controller: once per tick (owner's timer, ~200 ms) it compares the windowed P95 of
+// each (class, model) with the class's targets and
 //   - moves the class's degradation level (0 normal, 1 truncate, 2 trim context, 3 cascade,
 //     4 shed) one step at a time, with hysteresis: raise when P95 > enter_ratio x target (at
 //     most once per raise_interval_ms); lower only after recover_ticks consecutive ticks with
@@ -18,6 +18,21 @@
 //     token budget following) when the worst class P95 on that model is above
 //     batch_high_ratio / below batch_low_ratio x target, within [floor, cap];
 //   - logs every level transition (bounded ring) and publishes the knobs.
+//
+// Isolation: ladder level, healthy-tick count and admission margin are kept per (class,
+// model), judged on that pair's own samples and requests in flight, so one model's overload
+// never truncates, routes or sheds another model's requests. The models are the config's
+// cascade members plus the local models; a controller with none keeps one state per class
+// (model "") judged over all models merged.
+//
+// The queue as a sensor: with a snapshot that carries the requests in flight
+// (TrackerSnapshot::has_in_flight), a row's pressure is its window with the in-flight ages
+// added as lower bounds (SeriesSnapshot::censored), and a thin window (fewer than
+// min_samples) still signals overload when requests in flight are already past the target at
+// the rank a P95 of min_samples would read (see PressureOfRow). Idle means nothing in flight
+// on that (class, model) -- nor on the cascade members it routes to -- and no sample since
+// the previous tick; after recover_ticks idle ticks the level drops to normal at once (no
+// dwell): nobody is being degraded for anyone.
 //
 // Publication: Knobs are immutable and published as a shared_ptr (KnobBoard) that the engine
 // loads at step start and HTTP threads at admission; a load copies a pointer under a lock
@@ -63,12 +78,20 @@ struct Pressure {
   uint64_t window_samples = 0;
 };
 Pressure PressureOf(const SloClass& cls, const SeriesSnapshot* series, int64_t min_samples);
+// `in_flight`, when given, adds the thin-window rule: with fewer than min_samples samples, a
+// P95 over target is certain when the k-th oldest request in flight (k = min_samples -
+// ceil(0.95 x min_samples) + 1: the rank a P95 reads in min_samples values, the rest taken as
+// fast as possible) is already older than the target -- 2 requests for min_samples 20.
 Pressure PressureOfStats(const SloClass& cls, const std::array<WindowStats, kMetricCount>& window,
-                         int64_t min_samples);
+                         int64_t min_samples, const InFlightStats* in_flight = nullptr);
+// A row's pressure: its censored stats (window + in-flight lower bounds) when the snapshot
+// carried the requests in flight, with the thin-window rule; else its window.
+Pressure PressureOfRow(const SloClass& cls, const SeriesSnapshot* row, int64_t min_samples);
 
 struct LadderEvent {
   int64_t at_us = 0;
   std::string slo_class;
+  std::string model;  // the (class, model) ladder that moved; "" for a class-wide one
   Level from = Level::kNormal;
   Level to = Level::kNormal;
   std::string reason;
@@ -99,8 +122,10 @@ struct ModelKnobs {
   int64_t max_step_tokens = 0;  // scheduler SchedulerKnobs::max_step_tokens
 };
 
+// One (class, model) ladder's published state.
 struct ClassLevel {
   std::string slo_class;
+  std::string model;          // "" for a class-wide ladder (a controller without models)
   Level level = Level::kNormal;
   double margin_scale = 1.0;  // admission's prediction_margin multiplier (AdmissionParams)
 };
@@ -109,13 +134,21 @@ struct Knobs {
   uint64_t version = 0;  // 1 for the first publication, +1 per change
   int64_t at_us = 0;
   std::vector<ModelKnobs> models;   // controlled local models, construction order
-  std::vector<ClassLevel> classes;  // sorted by class
+  std::vector<ClassLevel> classes;  // sorted by (class, model)
   std::vector<int32_t> preferred_batch_sizes;
   int64_t max_queue_delay_us = 0;
 
   const ModelKnobs* ForModel(std::string_view model) const;
-  Level LevelOf(std::string_view slo_class) const;  // kNormal for unknown classes
-  double MarginScaleOf(std::string_view slo_class) const;  // 1 for unknown classes
+  // The level of `slo_class` on `model`: its (class, model) ladder, else the class-wide one
+  // (model ""), else kNormal.
+  Level LevelOf(std::string_view slo_class, std::string_view model) const;
+  double MarginScaleOf(std::string_view slo_class, std::string_view model) const;  // else 1
+  // The highest level / scale of the class over its models (reports, the dashboard).
+  Level LevelOf(std::string_view slo_class) const;
+  double MarginScaleOf(std::string_view slo_class) const;
+
+ private:
+  const ClassLevel* Find(std::string_view slo_class, std::string_view model) const;
 };
 
 // Holds the current Knobs. The lock covers one pointer copy (a reference-count increment)
@@ -157,15 +190,18 @@ struct TickResult {
 
 struct ClassStatus {
   std::string slo_class;
+  std::string model;           // "" for a class-wide ladder
   Level level = Level::kNormal;
   int64_t level_since_us = 0;  // time of the last transition (construction time if none)
   int32_t healthy_ticks = 0;   // consecutive ticks below recover_ratio x target
   Pressure last;               // the pressure seen at the last tick
   double margin_scale = 1.0;   // admission's closed-loop margin multiplier
+  int32_t idle_ticks = 0;      // consecutive ticks with nothing in flight and no new sample
 };
 
 struct TransitionCount {
   std::string slo_class;
+  std::string model;
   Level from = Level::kNormal;
   Level to = Level::kNormal;
   uint64_t count = 0;
@@ -174,7 +210,9 @@ struct TransitionCount {
 class Controller {
  public:
   // `local_models`: the engine loops whose batch limits this controller sets (remote cascade
-  // members have none). Publishes the initial knobs (batch = batching.initial, all normal).
+  // members have none). Every class has a ladder on each of config.models and local_models
+  // (one class-wide ladder, model "", when there are none). Publishes the initial knobs
+  // (batch = batching.initial, all normal).
   Controller(SloConfig config, std::vector<std::string> local_models, int64_t now_us);
 
   // A raise needs the P95 over the whole window AND, once the class has had a transition,
@@ -182,8 +220,11 @@ class Controller {
   // exceed the target: otherwise the samples that caused one raise would cause the next ones
   // too, and the ladder would climb to shedding before the previous level had any effect.
   TickResult Tick(int64_t now_us, const TrackerSnapshot& snapshot);
-  // Class -> time of its last transition, for LatencyTracker::Snapshot(now, &since).
-  std::map<std::string, int64_t, std::less<>> LastTransitions() const;
+  // (class, model) -> time of its last transition, for LatencyTracker::Snapshot(now, &since)
+  // (model "": the class-wide ladder, judged on the by_class row).
+  LatencyTracker::SinceBySeries LastTransitions() const;
+  // The ladders' models, in order ("" alone for a controller without models).
+  const std::vector<std::string>& ladder_models() const { return ladder_models_; }
 
   const KnobBoard& board() const { return board_; }
   std::shared_ptr<const Knobs> knobs() const { return board_.Load(); }
@@ -191,7 +232,7 @@ class Controller {
 
   std::vector<LadderEvent> RecentEvents() const;
   uint64_t EventsTotal() const;
-  std::vector<ClassStatus> ClassStatuses() const;  // sorted by class
+  std::vector<ClassStatus> ClassStatuses() const;  // sorted by (class, model)
   std::vector<TransitionCount> TransitionCounts() const;
 
  private:
@@ -201,7 +242,9 @@ class Controller {
     int32_t healthy_ticks = 0;
     Pressure last;
     double margin_scale = 1.0;
+    int32_t idle_ticks = 0;
   };
+  using Key = std::pair<std::string, std::string>;  // (class, model)
   // The closed-loop admission margin (AdmissionParams::max_margin_scale); true if it changed.
   bool StepMargin(const Pressure& p, ClassState* st) const;
   struct ModelState {
@@ -210,20 +253,27 @@ class Controller {
     std::optional<int64_t> adjusted_us;
   };
 
-  // fresh: the pressure over samples newer than the class's last transition (nullptr when the
+  // fresh: the pressure over samples newer than the ladder's last transition (nullptr when the
   // snapshot does not carry it, e.g. no transition yet).
-  // idle: TrackerSnapshot::live_requests is 0 (nothing runs or waits on any model).
-  bool StepClass(const SloClass& cls, int64_t now_us, const Pressure& p, const Pressure* fresh,
-                 bool idle, ClassState* st, TickResult* out);
+  // idle: nothing in flight on the (class, model) and no sample since the previous tick.
+  bool StepClass(const SloClass& cls, const std::string& model, int64_t now_us,
+                 const Pressure& p, const Pressure* fresh, bool idle, ClassState* st,
+                 TickResult* out);
   // A healthy tick judged on `p` (the window, or the samples since the last transition), or
   // an idle one (`idle_reason`): counts it and lowers one level after recover_ticks of them
   // and min_dwell_ms.
-  bool Recover(const SloClass& cls, int64_t now_us, const Pressure& p, bool since_transition,
-               ClassState* st, TickResult* out, const char* idle_reason = nullptr);
+  bool Recover(const SloClass& cls, const std::string& model, int64_t now_us, const Pressure& p,
+               bool since_transition, ClassState* st, TickResult* out);
+  // An idle tick: after recover_ticks of them the level drops to normal at once.
+  bool RecoverIdle(const SloClass& cls, const std::string& model, int64_t now_us,
+                   ClassState* st, TickResult* out);
+  // Requests of `slo_class` in flight on `model` and on the cascade members after it.
+  int64_t InFlightDownstream(const TrackerSnapshot& snapshot, const std::string& slo_class,
+                             const std::string& model) const;
   bool StepModel(int64_t now_us, const TrackerSnapshot& snapshot, ModelState* st,
                  TickResult* out);
-  void Transition(const SloClass& cls, int64_t now_us, Level to, std::string reason,
-                  const Pressure& p, ClassState* st, TickResult* out);
+  void Transition(const SloClass& cls, const std::string& model, int64_t now_us, Level to,
+                  std::string reason, const Pressure& p, ClassState* st, TickResult* out);
   void Publish(int64_t now_us);
   int64_t StepTokensFor(int32_t max_running) const;
 
@@ -233,10 +283,11 @@ class Controller {
 
   mutable std::mutex mu_;
   int64_t started_us_;
-  std::map<std::string, ClassState, std::less<>> classes_;
+  std::vector<std::string> ladder_models_;
+  std::map<Key, ClassState> classes_;
   std::vector<ModelState> models_;
   EventLog events_;
-  std::map<std::tuple<std::string, Level, Level>, uint64_t> transitions_;
+  std::map<std::tuple<std::string, std::string, Level, Level>, uint64_t> transitions_;
 };
 
 }  // namespace lifeline::slo

@@ -1,6 +1,8 @@
 #include "slo/latency_tracker.h"
 
 #include <algorithm>
+#include <functional>
+#include <set>
 
 namespace lifeline::slo {
 
@@ -49,9 +51,12 @@ LatencyTracker::Series::Series(WindowSpec spec)
              WindowedHistogram(spec), WindowedHistogram(spec)} {}
 
 void LatencyTracker::Series::Add(Metric m, int64_t now_us, double value_ms) {
-  const auto i = static_cast<size_t>(m);
-  window[i].Record(now_us, value_ms);
-  total[i].Record(value_ms);
+  AddWindowOnly(m, now_us, value_ms);
+  total[static_cast<size_t>(m)].Record(value_ms);
+}
+
+void LatencyTracker::Series::AddWindowOnly(Metric m, int64_t now_us, double value_ms) {
+  window[static_cast<size_t>(m)].Record(now_us, value_ms);
   last_record_us = std::max(last_record_us, now_us);
 }
 
@@ -94,40 +99,175 @@ void LatencyTracker::RecordRequest(std::string_view slo_class, std::string_view 
 }
 
 TrackerSnapshot LatencyTracker::Snapshot(int64_t now_us, const SinceByClass* since_by_class) const {
+  SnapshotOptions options;
+  options.since_by_class = since_by_class;
+  return Snapshot(now_us, options);
+}
+
+TrackerSnapshot LatencyTracker::Snapshot(int64_t now_us, const SinceBySeries* since) const {
+  SnapshotOptions options;
+  options.since_by_series = since;
+  return Snapshot(now_us, options);
+}
+
+void LatencyTracker::RecordLowerBound(std::string_view slo_class, std::string_view model,
+                                      Metric metric, int64_t now_us, double value_ms) {
+  std::lock_guard lock(mu_);
+  if (Series* s = SeriesFor(slo_class, model)) s->AddWindowOnly(metric, now_us, value_ms);
+}
+
+namespace {
+
+// The ages of the requests in flight on one row, gathered before the stats are computed.
+struct Ages {
+  std::vector<double> waiting_ms;  // no first token yet: TTFT lower bounds
+  std::vector<double> all_ms;      // every one: e2e lower bounds
+};
+
+InFlightStats StatsOfAges(Ages ages) {
+  InFlightStats st;
+  st.requests = static_cast<int64_t>(ages.all_ms.size());
+  st.waiting = static_cast<int64_t>(ages.waiting_ms.size());
+  auto top = [](std::vector<double> v) {
+    const size_t k = std::min(v.size(), InFlightStats::kTopAges);
+    std::partial_sort(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end(),
+                      std::greater<>());
+    v.resize(k);
+    return v;
+  };
+  st.waiting_ages_ms = top(std::move(ages.waiting_ms));
+  st.ages_ms = top(std::move(ages.all_ms));
+  return st;
+}
+
+// The window stats with the in-flight ages added as lower bounds: TTFT gets the waiting
+// requests' ages, e2e every request's; the other metrics are the window's.
+std::array<WindowStats, kMetricCount> Censored(const std::array<LogHistogram, kMetricCount>& hist,
+                                               const Ages& ages) {
+  std::array<WindowStats, kMetricCount> out;
+  for (size_t i = 0; i < kMetricCount; ++i) {
+    const auto m = static_cast<Metric>(i);
+    const std::vector<double>* extra =
+        m == Metric::kTtft ? &ages.waiting_ms : m == Metric::kE2e ? &ages.all_ms : nullptr;
+    if (extra == nullptr || extra->empty()) {
+      out[i] = StatsOf(hist[i]);
+      continue;
+    }
+    LogHistogram h = hist[i];
+    for (double v : *extra) h.Record(v);
+    out[i] = StatsOf(h);
+  }
+  return out;
+}
+
+}  // namespace
+
+TrackerSnapshot LatencyTracker::Snapshot(int64_t now_us, const SnapshotOptions& options) const {
   TrackerSnapshot snap;
   snap.at_us = now_us;
+  snap.has_in_flight = options.has_in_flight;
+  // The in-flight ages by (class, model) and by class.
+  std::map<std::pair<std::string, std::string>, Ages, std::less<>> ages_by_series;
+  std::map<std::string, Ages, std::less<>> ages_by_class;
+  for (const InFlightRequest& r : options.in_flight) {
+    const double age_ms = std::max(0.0, static_cast<double>(now_us - r.first_byte_us) / 1000.0);
+    Ages& a = ages_by_series[{r.slo_class, r.model}];
+    Ages& c = ages_by_class[r.slo_class];
+    a.all_ms.push_back(age_ms);
+    c.all_ms.push_back(age_ms);
+    if (!r.first_token) {
+      a.waiting_ms.push_back(age_ms);
+      c.waiting_ms.push_back(age_ms);
+    }
+  }
+  const Ages no_ages;
+  auto ages_of_series = [&](const std::string& cls, const std::string& model) -> const Ages& {
+    auto it = ages_by_series.find(std::make_pair(cls, model));
+    return it == ages_by_series.end() ? no_ages : it->second;
+  };
+  auto since_of = [&](const std::string& cls, const std::string* model) -> std::optional<int64_t> {
+    if (model == nullptr) {
+      // The class-wide row: since_by_class, or a class-wide ladder's (class, "") entry.
+      if (options.since_by_class != nullptr) {
+        if (auto it = options.since_by_class->find(cls); it != options.since_by_class->end()) {
+          return it->second;
+        }
+      }
+      if (options.since_by_series == nullptr) return std::nullopt;
+      auto it = options.since_by_series->find(std::make_pair(cls, std::string()));
+      if (it == options.since_by_series->end()) return std::nullopt;
+      return it->second;
+    }
+    if (options.since_by_series == nullptr) return std::nullopt;
+    auto it = options.since_by_series->find(std::make_pair(cls, *model));
+    if (it == options.since_by_series->end()) return std::nullopt;
+    return it->second;
+  };
+  // Fills a row's since_change, in_flight and censored from its histograms and ages.
+  auto finish_row = [&](SeriesSnapshot* row, const std::array<LogHistogram, kMetricCount>& hist,
+                        const std::array<LogHistogram, kMetricCount>* since_hist,
+                        const Ages& ages) {
+    for (size_t i = 0; i < kMetricCount; ++i) row->window[i] = StatsOf(hist[i]);
+    if (since_hist != nullptr) {
+      // The requests in flight now are evidence of now, so they count as fresh.
+      row->since_change = Censored(*since_hist, options.has_in_flight ? ages : Ages{});
+    }
+    if (options.has_in_flight) {
+      row->in_flight = StatsOfAges(ages);
+      row->censored = Censored(hist, ages);
+    }
+  };
+
   std::lock_guard lock(mu_);
   snap.dropped_series_records = dropped_;
-  for (const auto& [cls, models] : series_) {
+  std::set<std::string, std::less<>> classes;
+  for (const auto& [cls, models] : series_) classes.insert(cls);
+  for (const auto& [cls, ages] : ages_by_class) classes.insert(cls);
+  for (const std::string& cls : classes) {
     SeriesSnapshot merged_row;
     merged_row.slo_class = cls;
     std::array<LogHistogram, kMetricCount> class_hist;
-    std::optional<int64_t> since;
-    if (since_by_class != nullptr) {
-      if (auto it = since_by_class->find(cls); it != since_by_class->end()) since = it->second;
+    const std::optional<int64_t> class_since = since_of(cls, nullptr);
+    std::array<LogHistogram, kMetricCount> class_since_hist;
+    // The class's models: those with series, and those with requests in flight only.
+    std::set<std::string, std::less<>> model_names;
+    auto cls_it = series_.find(cls);
+    if (cls_it != series_.end()) {
+      for (const auto& [model, series] : cls_it->second) model_names.insert(model);
     }
-    std::array<LogHistogram, kMetricCount> since_hist;
-    for (const auto& [model, series] : models) {
+    for (const auto& [key, ages] : ages_by_series) {
+      if (key.first == cls) model_names.insert(key.second);
+    }
+    for (const std::string& model : model_names) {
+      const Series* series = nullptr;
+      if (cls_it != series_.end()) {
+        auto it = cls_it->second.find(model);
+        if (it != cls_it->second.end()) series = it->second.get();
+      }
       SeriesSnapshot row;
       row.slo_class = cls;
       row.model = model;
-      row.last_record_us = series->last_record_us;
-      merged_row.last_record_us = std::max(merged_row.last_record_us, series->last_record_us);
-      for (size_t i = 0; i < kMetricCount; ++i) {
-        LogHistogram h = series->window[i].Merged(now_us);
-        row.window[i] = StatsOf(h);
-        row.total[i] = series->total[i];
-        class_hist[i].Merge(h);
-        if (since) series->window[i].MergeInto(now_us, &since_hist[i], *since);
-        merged_row.total[i].Merge(series->total[i]);
+      std::array<LogHistogram, kMetricCount> hist;
+      const std::optional<int64_t> since = since_of(cls, &model);
+      std::array<LogHistogram, kMetricCount> since_hist;
+      if (series != nullptr) {
+        row.last_record_us = series->last_record_us;
+        merged_row.last_record_us = std::max(merged_row.last_record_us, series->last_record_us);
+        for (size_t i = 0; i < kMetricCount; ++i) {
+          hist[i] = series->window[i].Merged(now_us);
+          row.total[i] = series->total[i];
+          class_hist[i].Merge(hist[i]);
+          if (since) series->window[i].MergeInto(now_us, &since_hist[i], *since);
+          if (class_since) series->window[i].MergeInto(now_us, &class_since_hist[i], *class_since);
+          merged_row.total[i].Merge(series->total[i]);
+        }
       }
+      finish_row(&row, hist, since ? &since_hist : nullptr, ages_of_series(cls, model));
       snap.by_class_model.push_back(std::move(row));
     }
-    for (size_t i = 0; i < kMetricCount; ++i) merged_row.window[i] = StatsOf(class_hist[i]);
-    if (since) {
-      merged_row.since_change.emplace();
-      for (size_t i = 0; i < kMetricCount; ++i) (*merged_row.since_change)[i] = StatsOf(since_hist[i]);
-    }
+    auto class_ages = ages_by_class.find(cls);
+    finish_row(&merged_row, class_hist, class_since ? &class_since_hist : nullptr,
+               class_ages == ages_by_class.end() ? no_ages : class_ages->second);
     snap.by_class.push_back(std::move(merged_row));
   }
   return snap;

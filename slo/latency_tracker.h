@@ -4,6 +4,16 @@
 //
 // The engine thread records; the controller's timer and the metrics handler take snapshots.
 //
+// Requests still in flight are evidence too (docs/slo.md, "The queue as a sensor"): a request
+// waiting for its first token for 2 s will have a TTFT of at least 2 s. A snapshot given the
+// requests in flight (SnapshotOptions::in_flight) adds, per (class, model) and per class, their
+// ages as lower bounds -- waiting requests' to TTFT, every one's to e2e -- into `censored`
+// window stats, and counts them in `in_flight`, so a queue that produces no first token does
+// not look idle, and a P95 cannot look healthy while requests age past their budget.
+// RecordLowerBound puts the lower bound of a request that left without a token (dropped as
+// late, docs/slo.md) into the window only: the controller sees it, the Prometheus histograms
+// (served latencies) do not.
+//
 // Ownership: owns its series, created on first record. Thread-safety: every method may be
 // called from any thread (one mutex; a record is a map lookup plus one bucket increment per
 // value, a snapshot merges at most n_buckets histograms per series). Failure: none; past
@@ -40,6 +50,25 @@ struct WindowStats {
   double mean_ms = 0;
 };
 
+// The requests in flight on one (class, model), as a snapshot counts them.
+struct InFlightStats {
+  static constexpr size_t kTopAges = 8;
+  int64_t requests = 0;  // accepted, not yet ended
+  int64_t waiting = 0;   // of those, no first token yet
+  // The oldest ages in ms, descending, at most kTopAges: of the waiting requests (lower
+  // bounds of their TTFT) and of all of them (lower bounds of their e2e).
+  std::vector<double> waiting_ages_ms;
+  std::vector<double> ages_ms;
+};
+
+// One request in flight, as the owner of the models sees it (serving/engine_service.cpp).
+struct InFlightRequest {
+  std::string slo_class;
+  std::string model;
+  int64_t first_byte_us = 0;  // same clock as the snapshot's now_us
+  bool first_token = false;   // its first token is out (its TTFT is already recorded)
+};
+
 struct SeriesSnapshot {
   std::string slo_class;
   std::string model;  // empty in TrackerSnapshot::by_class (all models merged)
@@ -49,6 +78,11 @@ struct SeriesSnapshot {
   // to buckets that start at or after that class's last ladder transition.
   std::optional<std::array<WindowStats, kMetricCount>> since_change;
   int64_t last_record_us = 0;  // when the newest sample of any metric was recorded (0: never)
+  // With SnapshotOptions::in_flight: the requests in flight, and the window with their ages
+  // added as lower bounds (TTFT: the waiting ones; e2e: all; other metrics as the window).
+  // since_change, when present, then holds those ages too (they are evidence of now).
+  InFlightStats in_flight;
+  std::optional<std::array<WindowStats, kMetricCount>> censored;
 
   const WindowStats& operator[](Metric m) const { return window[static_cast<size_t>(m)]; }
 };
@@ -62,6 +96,10 @@ struct TrackerSnapshot {
   // fills it in (the tracker does not know). None: unknown. 0 lets the controller treat a
   // class with no sample for a tick as idle (Controller::Tick).
   std::optional<int64_t> live_requests;
+  // The snapshot was given the requests in flight (SnapshotOptions::has_in_flight): every
+  // row's in_flight and censored are filled in, and a (class, model) with requests in flight
+  // has a row even before its first sample.
+  bool has_in_flight = false;
 
   const SeriesSnapshot* Find(std::string_view slo_class, std::string_view model) const;
   const SeriesSnapshot* FindClass(std::string_view slo_class) const;
@@ -92,6 +130,22 @@ class LatencyTracker {
   // SeriesSnapshot::since_change of those classes' by_class rows.
   using SinceByClass = std::map<std::string, int64_t, std::less<>>;
   TrackerSnapshot Snapshot(int64_t now_us, const SinceByClass* since_by_class = nullptr) const;
+  // (class, model) -> time of that pair's last ladder transition.
+  using SinceBySeries = std::map<std::pair<std::string, std::string>, int64_t, std::less<>>;
+  struct SnapshotOptions {
+    const SinceByClass* since_by_class = nullptr;    // fills by_class rows' since_change
+    // Fills by_class_model rows' since_change; a (class, "") entry the by_class row's.
+    const SinceBySeries* since_by_series = nullptr;
+    bool has_in_flight = false;                      // in_flight below is the whole set
+    std::span<const InFlightRequest> in_flight;
+  };
+  TrackerSnapshot Snapshot(int64_t now_us, const SnapshotOptions& options) const;
+  TrackerSnapshot Snapshot(int64_t now_us, const SinceBySeries* since) const;
+
+  // A lower bound of one metric of a request that ended without producing it (a request
+  // dropped as late: its TTFT would have been at least this), into the window only.
+  void RecordLowerBound(std::string_view slo_class, std::string_view model, Metric metric,
+                        int64_t now_us, double value_ms);
 
   const WindowSpec& spec() const { return spec_; }
 
@@ -102,6 +156,7 @@ class LatencyTracker {
     std::array<PromHistogram, kMetricCount> total;
     int64_t last_record_us = 0;  // time of the newest sample (0: none)
     void Add(Metric m, int64_t now_us, double value_ms);
+    void AddWindowOnly(Metric m, int64_t now_us, double value_ms);
   };
   Series* SeriesFor(std::string_view slo_class, std::string_view model);  // under mu_
 

@@ -278,12 +278,21 @@ Status ParseAdmission(const Reader& r, const toml::table& t, AdmissionParams* p)
 Status ParseClass(const Reader& r, const std::string& name, const toml::table& t, SloClass* c) {
   const std::string s = "classes." + name;
   LL_RETURN_IF_ERROR(r.CheckKeys(
-      t, s, {"ttft_p95_ms", "e2e_p95_ms", "tpot_p95_ms", "priority", "max_level"}));
+      t, s, {"ttft_p95_ms", "e2e_p95_ms", "tpot_p95_ms", "priority", "max_level", "on_late"}));
   LL_RETURN_IF_ERROR(r.Target(t, s, "ttft_p95_ms", &c->ttft_p95_ms));
   LL_RETURN_IF_ERROR(r.Target(t, s, "e2e_p95_ms", &c->e2e_p95_ms));
   LL_RETURN_IF_ERROR(r.Target(t, s, "tpot_p95_ms", &c->tpot_p95_ms));
   LL_RETURN_IF_ERROR(r.IntAs(t, s, "priority", -1000, 1000, &c->priority));
   LL_RETURN_IF_ERROR(r.IntAs(t, s, "max_level", 0, 4, &c->max_level));
+  if (const toml::node* n = t.get("on_late")) {
+    std::string on_late;
+    LL_RETURN_IF_ERROR(r.String(t, s, "on_late", &on_late));
+    if (on_late != "shed" && on_late != "serve") {
+      return r.Error(n->source(), s + ".on_late",
+                     "value '" + on_late + "' is not one of \"shed\", \"serve\"");
+    }
+    c->serve_late = on_late == "serve";
+  }
   if (!c->ttft_p95_ms && !c->e2e_p95_ms) {
     return r.Error(t.source(), s, "needs ttft_p95_ms or e2e_p95_ms (a per-token target alone "
                                   "gives no first-token budget)");

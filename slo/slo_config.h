@@ -32,6 +32,10 @@ struct SloClass {
   std::optional<double> tpot_p95_ms;  // time per output token after the first
   int32_t priority = 0;               // higher runs first (scheduler: priority desc)
   int32_t max_level = 4;              // highest ladder level this class may reach (0..4)
+  // A queued request that can no longer have its first token within its budget (docs/slo.md,
+  // "Late requests"): false (on_late = "shed", the default) ends it at once with 429 and
+  // Retry-After; true ("serve") keeps it queued and discloses the miss in its answer.
+  bool serve_late = false;
 };
 
 // One cascade member: a local model (path) or a remote OpenAI-compatible backend (url, model).

@@ -1,6 +1,7 @@
 #include "slo/slo_report.h"
 
 #include <algorithm>
+#include <map>
 
 #include "base/prometheus.h"
 
@@ -29,8 +30,35 @@ json PressureJson(const Pressure& p) {
               {"target_ms", p.target_ms}, {"samples", p.samples}};
 }
 
-json ClassJson(const SloClass& c, const ClassStatus* st, const TrackerSnapshot& snap,
-               int64_t now_us) {
+json InFlightJson(const InFlightStats& f) {
+  return json{{"requests", f.requests},
+              {"waiting", f.waiting},
+              {"oldest_waiting_ms", f.waiting_ages_ms.empty() ? json(nullptr)
+                                                              : json(f.waiting_ages_ms.front())},
+              {"oldest_ms", f.ages_ms.empty() ? json(nullptr) : json(f.ages_ms.front())}};
+}
+
+// One (class, model) ladder.
+json LadderJson(const ClassStatus& st, const TrackerSnapshot& snap, int64_t now_us) {
+  json j = {{"model", st.model},
+            {"level", static_cast<int>(st.level)},
+            {"level_name", LevelName(st.level)},
+            {"level_age_ms", static_cast<double>(now_us - st.level_since_us) / 1000.0},
+            {"healthy_ticks", st.healthy_ticks},
+            {"idle_ticks", st.idle_ticks},
+            {"admission_margin_scale", st.margin_scale},
+            {"pressure", PressureJson(st.last)}};
+  const SeriesSnapshot* row =
+      st.model.empty() ? snap.FindClass(st.slo_class) : snap.Find(st.slo_class, st.model);
+  j["in_flight"] = row != nullptr && snap.has_in_flight ? InFlightJson(row->in_flight)
+                                                        : json(nullptr);
+  return j;
+}
+
+// The class as a whole shows its most degraded ladder (level, age, pressure, margin); each
+// (class, model) ladder is in `ladders`.
+json ClassJson(const SloClass& c, const std::vector<const ClassStatus*>& ladders,
+               const TrackerSnapshot& snap, int64_t now_us) {
   json j = {{"name", c.name},
             {"priority", c.priority},
             {"max_level", c.max_level},
@@ -38,15 +66,32 @@ json ClassJson(const SloClass& c, const ClassStatus* st, const TrackerSnapshot& 
              {{"ttft_p95_ms", OptMs(c.ttft_p95_ms)},
               {"e2e_p95_ms", OptMs(c.e2e_p95_ms)},
               {"tpot_p95_ms", OptMs(c.tpot_p95_ms)}}}};
-  const Level level = st ? st->level : Level::kNormal;
+  const ClassStatus* worst = nullptr;
+  double margin = 1.0;
+  for (const ClassStatus* st : ladders) {
+    if (worst == nullptr || st->level > worst->level ||
+        (st->level == worst->level && st->last.has_signal &&
+         (!worst->last.has_signal || st->last.ratio > worst->last.ratio))) {
+      worst = st;
+    }
+    margin = std::max(margin, st->margin_scale);
+  }
+  const Level level = worst ? worst->level : Level::kNormal;
   j["level"] = static_cast<int>(level);
   j["level_name"] = LevelName(level);
-  j["level_age_ms"] = st ? static_cast<double>(now_us - st->level_since_us) / 1000.0 : 0.0;
-  j["healthy_ticks"] = st ? st->healthy_ticks : 0;
-  j["admission_margin_scale"] = st ? st->margin_scale : 1.0;
-  j["pressure"] = st ? PressureJson(st->last) : json(nullptr);
+  j["level_age_ms"] = worst ? static_cast<double>(now_us - worst->level_since_us) / 1000.0 : 0.0;
+  j["healthy_ticks"] = worst ? worst->healthy_ticks : 0;
+  j["admission_margin_scale"] = margin;
+  j["pressure"] = worst ? PressureJson(worst->last) : json(nullptr);
+  json ladder_rows = json::array();
+  for (const ClassStatus* st : ladders) ladder_rows.push_back(LadderJson(*st, snap, now_us));
+  j["ladders"] = std::move(ladder_rows);
   const SeriesSnapshot* all = snap.FindClass(c.name);
-  j["live"] = all ? SeriesJson(*all) : json(nullptr);
+  // A class whose requests are in flight but none has produced a sample has no live stats.
+  const bool has_samples =
+      all != nullptr && std::any_of(all->window.begin(), all->window.end(),
+                                    [](const WindowStats& w) { return w.count > 0; });
+  j["live"] = has_samples ? SeriesJson(*all) : json(nullptr);
   json by_model = json::object();
   for (const SeriesSnapshot& s : snap.by_class_model) {
     if (s.slo_class == c.name) by_model[s.model] = SeriesJson(s);
@@ -83,6 +128,7 @@ json EventJson(const LadderEvent& e, int64_t now_us) {
   return json{{"at_ms", static_cast<double>(e.at_us) / 1000.0},
               {"age_ms", static_cast<double>(now_us - e.at_us) / 1000.0},
               {"class", e.slo_class},
+              {"model", e.model.empty() ? json(nullptr) : json(e.model)},
               {"from", LevelName(e.from)},
               {"to", LevelName(e.to)},
               {"from_level", static_cast<int>(e.from)},
@@ -129,6 +175,47 @@ void AppendWindowGauges(std::string* out, const TrackerSnapshot& snap) {
 
 }  // namespace
 
+nlohmann::json PredictionAuditJson(const PredictionAudit::Stats& st) {
+  const bool any = st.recent > 0;
+  return json{{"checked", st.count},
+              {"correction", st.correction},
+              {"last_ratio", st.count > 0 ? json(st.last_ratio) : json(nullptr)},
+              {"recent", st.recent},
+              {"ratio_p10", any ? json(st.p10) : json(nullptr)},
+              {"ratio_p50", any ? json(st.p50) : json(nullptr)},
+              {"ratio_p90", any ? json(st.p90) : json(nullptr)},
+              {"within_25pct", any ? json(st.within_25pct) : json(nullptr)}};
+}
+
+std::string PredictionAuditPrometheusText(const std::vector<ModelAudit>& audits) {
+  std::string out;
+  const std::span<const double> bounds = PredictionAudit::RatioBounds();
+  prom::Family(&out, "lifeline_admission_prediction_ratio", "histogram",
+               "Measured / predicted time from admission to the first token, by model "
+               "(1 = exact; predictions as made, with the correction then in force).");
+  for (const ModelAudit& a : audits) {
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i <= bounds.size(); ++i) {
+      cumulative += i < a.stats.buckets.size() ? a.stats.buckets[i] : 0;
+      const std::string le = i < bounds.size() ? prom::Number(bounds[i]) : "+Inf";
+      prom::Sample(&out, "lifeline_admission_prediction_ratio_bucket",
+                   Labels({{"model", a.model}, {"le", le}}), static_cast<double>(cumulative));
+    }
+    prom::Sample(&out, "lifeline_admission_prediction_ratio_sum", Labels({{"model", a.model}}),
+                 a.stats.sum);
+    prom::Sample(&out, "lifeline_admission_prediction_ratio_count", Labels({{"model", a.model}}),
+                 static_cast<double>(a.stats.count));
+  }
+  prom::Family(&out, "lifeline_admission_prediction_correction", "gauge",
+               "Factor admission multiplies its TTFT predictions by, learned from measured "
+               "first tokens, by model.");
+  for (const ModelAudit& a : audits) {
+    prom::Sample(&out, "lifeline_admission_prediction_correction", Labels({{"model", a.model}}),
+                 a.stats.correction);
+  }
+  return out;
+}
+
 std::string_view HistogramFamily(Metric m) {
   switch (m) {
     case Metric::kTtft: return "lifeline_ttft_seconds";
@@ -153,9 +240,11 @@ nlohmann::json SloStatusJson(const Controller& controller, const TrackerSnapshot
             {"knobs_version", knobs->version}};
   json classes = json::array();
   for (const SloClass& c : config.classes) {
-    auto it = std::find_if(statuses.begin(), statuses.end(),
-                           [&](const ClassStatus& s) { return s.slo_class == c.name; });
-    classes.push_back(ClassJson(c, it == statuses.end() ? nullptr : &*it, snapshot, now_us));
+    std::vector<const ClassStatus*> ladders;
+    for (const ClassStatus& s : statuses) {
+      if (s.slo_class == c.name) ladders.push_back(&s);
+    }
+    classes.push_back(ClassJson(c, ladders, snapshot, now_us));
   }
   j["classes"] = std::move(classes);
   json roles = json::object();
@@ -200,19 +289,38 @@ std::string SloPrometheusText(const Controller& controller, const TrackerSnapsho
     }
   }
   AppendWindowGauges(&out, snapshot);
+  const std::vector<ClassStatus> statuses = controller.ClassStatuses();
   prom::Family(&out, "lifeline_slo_degradation_level", "gauge",
-                   "Degradation ladder level by class (0 normal .. 4 shed).");
-  for (const ClassStatus& s : controller.ClassStatuses()) {
-    prom::Sample(&out, "lifeline_slo_degradation_level", Labels({{"class", s.slo_class}}),
-                     static_cast<double>(s.level));
+                   "Degradation ladder level by class, the highest over its models "
+                   "(0 normal .. 4 shed).");
+  {
+    std::map<std::string, Level> by_class;
+    for (const ClassStatus& s : statuses) {
+      Level& l = by_class[s.slo_class];
+      l = std::max(l, s.level);
+    }
+    for (const auto& [cls, level] : by_class) {
+      prom::Sample(&out, "lifeline_slo_degradation_level", Labels({{"class", cls}}),
+                   static_cast<double>(level));
+    }
+  }
+  prom::Family(&out, "lifeline_slo_model_degradation_level", "gauge",
+               "Degradation ladder level by class and model (0 normal .. 4 shed).");
+  for (const ClassStatus& s : statuses) {
+    if (s.model.empty()) continue;
+    prom::Sample(&out, "lifeline_slo_model_degradation_level",
+                 Labels({{"class", s.slo_class}, {"model", s.model}}), static_cast<double>(s.level));
   }
   prom::Family(&out, "lifeline_slo_ladder_transitions_total", "counter",
-                   "Degradation ladder transitions by class.");
+                   "Degradation ladder transitions by class (and model).");
   for (const TransitionCount& t : controller.TransitionCounts()) {
     prom::Sample(&out, "lifeline_slo_ladder_transitions_total",
-                     Labels({{"class", t.slo_class}, {"from", LevelName(t.from)},
-                             {"to", LevelName(t.to)}}),
-                     static_cast<double>(t.count));
+                 t.model.empty()
+                     ? Labels({{"class", t.slo_class}, {"from", LevelName(t.from)},
+                               {"to", LevelName(t.to)}})
+                     : Labels({{"class", t.slo_class}, {"model", t.model},
+                               {"from", LevelName(t.from)}, {"to", LevelName(t.to)}}),
+                 static_cast<double>(t.count));
   }
   const std::shared_ptr<const Knobs> knobs = controller.knobs();
   prom::Family(&out, "lifeline_batch_max_running", "gauge",

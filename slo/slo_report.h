@@ -11,12 +11,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "slo/admission.h"
 #include "slo/controller.h"
 #include "slo/latency_tracker.h"
+#include "slo/prediction_audit.h"
 
 namespace lifeline::slo {
 
@@ -28,6 +30,18 @@ nlohmann::json SloStatusJson(const Controller& controller, const TrackerSnapshot
 // Prometheus text exposition format 0.0.4. `outcomes` may be null.
 std::string SloPrometheusText(const Controller& controller, const TrackerSnapshot& snapshot,
                               const OutcomeCounters* outcomes);
+
+// Each local model's admission predictions against what happened (PredictionAudit).
+struct ModelAudit {
+  std::string model;
+  PredictionAudit::Stats stats;
+};
+// The `prediction` object of a model in /v1/slo: {"checked", "correction", "last_ratio",
+// "recent", "ratio_p10", "ratio_p50", "ratio_p90", "within_25pct"}.
+nlohmann::json PredictionAuditJson(const PredictionAudit::Stats& stats);
+// lifeline_admission_prediction_ratio (histogram of measured / predicted TTFT service time)
+// and lifeline_admission_prediction_correction (gauge), by model.
+std::string PredictionAuditPrometheusText(const std::vector<ModelAudit>& audits);
 
 // The metric family of each latency histogram, e.g. "lifeline_ttft_seconds".
 std::string_view HistogramFamily(Metric m);

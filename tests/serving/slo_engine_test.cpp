@@ -66,7 +66,7 @@ std::shared_ptr<const slo::Knobs> MakeKnobs(uint64_t version, slo::Level level,
   auto k = std::make_shared<slo::Knobs>();
   k->version = version;
   k->models = {slo::ModelKnobs{"m", max_running, 256}};
-  k->classes = {slo::ClassLevel{"c", level}};
+  k->classes = {slo::ClassLevel{"c", "", level}};
   k->max_queue_delay_us = delay_us;
   k->preferred_batch_sizes = std::move(preferred);
   return k;
@@ -480,7 +480,7 @@ TEST_F(SloEngineTest, LoadFollowsTheChunkedPrefillOfARunningPrompt) {
   auto k = std::make_shared<slo::Knobs>();
   k->version = 1;
   k->models = {slo::ModelKnobs{"m", 4, 16}};
-  k->classes = {slo::ClassLevel{"c", slo::Level::kNormal}};
+  k->classes = {slo::ClassLevel{"c", "", slo::Level::kNormal}};
   board_.Publish(k);
   slo::SpeedEstimator speeds;
   Attach(&speeds);
@@ -546,6 +546,124 @@ TEST_F(SloEngineTest, LoadFollowsTheChunkedPrefillOfARunningPrompt) {
   EXPECT_EQ(after.running_decode_tokens_left, 0);
   EXPECT_EQ(after.queued_requests, 0);
   EXPECT_EQ(after.queued_prefill_tokens, 0);
+}
+
+}  // namespace
+}  // namespace lifeline::serving
+
+namespace lifeline::serving {
+namespace {
+
+// Late requests (docs/slo.md): a request still queued when its age plus its own prefill is past
+// its TTFT budget can no longer make it. The engine's SLO clock is moved forward by the test
+// from inside a running request's token callback (engine thread), so the queued request is
+// certainly still waiting when the engine next looks: nothing depends on how fast the machine
+// runs.
+class LateRequestTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    engine_ = MakeEngine(/*max_running=*/1);  // one slot: B waits behind A
+    ASSERT_NE(engine_, nullptr);
+    config_ = slo::DefaultSloConfig();
+    SloHooks hooks{&board_, &tracker_, nullptr, &config_, &outcomes_};
+    hooks.clock = [this] {
+      return std::chrono::steady_clock::now() + std::chrono::microseconds(offset_us_.load());
+    };
+    engine_->AttachSlo(hooks);
+    engine_->Start();
+  }
+  void TearDown() override {
+    if (engine_) engine_->Stop();
+  }
+  // A runs 40 tokens; at its 2nd token B (TTFT budget 10 s) is queued behind it, and at its
+  // 4th the clock jumps 20 s: B is then certainly queued and certainly late.
+  void Run(bool serve_late) {
+    SubmitSlo sa = ClassC();
+    SubmitSlo sb = ClassC();
+    sb.ttft_budget_ms = 10'000;
+    sb.serve_late = serve_late;
+    int tokens = 0;
+    a_.on_token = [&] {
+      ++tokens;
+      if (tokens == 2) {
+        EXPECT_FALSE(engine_->Submit(2, Completion(4), b_.Sink(), &sb));
+      } else if (tokens == 4) {
+        offset_us_.store(20'000'000);
+      }
+    };
+    ASSERT_FALSE(engine_->Submit(1, Completion(40), a_.Sink(), &sa));
+    a_done_ = a_.Wait();
+    b_done_ = b_.Wait();
+  }
+  uint64_t OutcomeCount(const std::string& outcome) {
+    uint64_t n = 0;
+    for (const auto& c : outcomes_.Snapshot()) {
+      if (c.outcome == outcome) n += c.count;
+    }
+    return n;
+  }
+
+  std::atomic<int64_t> offset_us_{0};
+  slo::KnobBoard board_;
+  slo::SloConfig config_;
+  slo::LatencyTracker tracker_;
+  slo::OutcomeCounters outcomes_;
+  std::unique_ptr<ModelEngine> engine_;
+  Collector a_, b_;
+  server::GenerationEvent a_done_, b_done_;
+};
+
+TEST_F(LateRequestTest, AQueuedRequestPastItsBudgetIsAnswered429AtOnce) {
+  Run(/*serve_late=*/false);
+  ASSERT_EQ(a_done_.kind, server::GenerationEvent::Kind::kDone) << a_done_.error.message;
+  EXPECT_EQ(a_done_.usage.completion_tokens, 40);  // the running request is untouched
+  ASSERT_EQ(b_done_.kind, server::GenerationEvent::Kind::kError);
+  EXPECT_EQ(b_done_.error.http_status, 429);
+  EXPECT_EQ(b_done_.error.code, "slo_late");
+  EXPECT_GE(b_done_.error.retry_after_s, 1);
+  EXPECT_NE(b_done_.error.message.find("budget of 10000 ms"), std::string::npos)
+      << b_done_.error.message;
+  EXPECT_EQ(b_.TokenEvents(), 0u);  // it never started
+  EXPECT_EQ(OutcomeCount("late_shed"), 1u);
+  EXPECT_EQ(engine_->Snapshot().late_shed, 1);
+  // The controller sees it: a lower bound of its TTFT (>= 20 s) in the window, not among
+  // the served latencies.
+  const slo::TrackerSnapshot snap = tracker_.Snapshot(NowUs() + 20'000'000);
+  const slo::SeriesSnapshot* row = snap.Find("c", "m");
+  ASSERT_NE(row, nullptr);
+  EXPECT_GE((*row)[slo::Metric::kTtft].p99_ms, 19'000);
+  EXPECT_EQ(row->total[static_cast<size_t>(slo::Metric::kTtft)].count(), 1u);  // A's only
+  EXPECT_EQ(engine_->QueuedRequests(), 0);
+  EXPECT_EQ(engine_->OpenRequests(), 0);
+}
+
+TEST_F(LateRequestTest, AClassThatServesLateRequestsDisclosesTheMiss) {
+  Run(/*serve_late=*/true);
+  ASSERT_EQ(a_done_.kind, server::GenerationEvent::Kind::kDone) << a_done_.error.message;
+  ASSERT_EQ(b_done_.kind, server::GenerationEvent::Kind::kDone) << b_done_.error.message;
+  EXPECT_EQ(b_done_.usage.completion_tokens, 4);
+  ASSERT_TRUE(b_done_.timings.contains("lifeline")) << b_done_.timings.dump();
+  const nlohmann::json& late = b_done_.timings["lifeline"]["late"];
+  EXPECT_EQ(late["late"], true);
+  EXPECT_EQ(late["ttft_budget_ms"], 10'000);
+  EXPECT_GE(late["waited_ms"].get<double>(), 10'000);
+  EXPECT_EQ(OutcomeCount("late_served"), 1u);
+  EXPECT_FALSE(a_done_.timings.contains("lifeline") &&
+               a_done_.timings["lifeline"].contains("late"));
+}
+
+// Admitted knowingly: a request that could not make its budget even when it was queued (an
+// idle model admits it) runs, however late it is.
+TEST_F(LateRequestTest, ARequestAdmittedPastItsBudgetIsNotDroppedForIt) {
+  SubmitSlo s = ClassC();
+  s.ttft_budget_ms = 1;  // already past when queued
+  server::GenerationRequest r = Completion(4);
+  r.timeline.first_byte -= std::chrono::milliseconds(50);
+  Collector c;
+  ASSERT_FALSE(engine_->Submit(1, std::move(r), c.Sink(), &s));
+  const server::GenerationEvent done = c.Wait();
+  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  EXPECT_EQ(OutcomeCount("late_shed"), 0u);
 }
 
 }  // namespace

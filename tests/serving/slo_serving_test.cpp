@@ -1,9 +1,12 @@
 // EngineService with the SLO control plane, on two real tiny models (stories260K loaded as
 // "heavy" and "light", cascade heavy -> light) and a class whose TTFT target (1 us) no real
-// request can meet: every tick raises the ladder one level, and each level's effect on new
-// requests is checked (truncate caps max_tokens, cascade serves from "light", shed is a 429
-// with Retry-After), then the level returns to 0 once the window empties. The controller is
-// ticked by hand (tick_ms is set to a minute) so every level is observed deterministically.
+// request can meet: every tick raises a (class, model) ladder one level, and each level's
+// effect on new requests is checked (truncate caps max_tokens, cascade serves from "light"
+// while light's own ladder stays where its own samples put it, shed is a 429 with
+// Retry-After on a busy model and never on an idle one), then the levels return to 0 once
+// nothing is in flight. The controller is ticked by hand (tick_ms is set to a minute) and a
+// model is kept busy by a request whose sink holds the engine thread at its first token, so
+// every level is observed deterministically.
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -64,6 +67,40 @@ struct Collector {
   }
 };
 
+// A request that keeps its model busy: its sink holds the engine thread at the first token
+// until Release(), so the model has a request in flight (not idle) for as long as the test
+// needs, whatever the machine's speed.
+struct Blocker {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool started = false, released = false, done = false;
+
+  server::GenerationSink Sink() {
+    return [this](server::GenerationEvent ev) {
+      std::unique_lock<std::mutex> lock(mu);
+      if (ev.terminal()) {
+        done = true;
+        cv.notify_all();
+        return;
+      }
+      if (started) return;
+      started = true;
+      cv.notify_all();
+      cv.wait(lock, [&] { return released; });
+    };
+  }
+  bool WaitStarted() {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, 20s, [&] { return started; });
+  }
+  void Release() {
+    std::unique_lock<std::mutex> lock(mu);
+    released = true;
+    cv.notify_all();
+    cv.wait_for(lock, 20s, [&] { return done; });
+  }
+};
+
 server::GenerationRequest Request(int32_t max_tokens, const std::string& model = "heavy") {
   server::GenerationRequest r;
   r.model = model;
@@ -120,21 +157,27 @@ class SloServingTest : public ::testing::Test {
   void TearDown() override {
     if (service_) service_->Stop();
   }
+  // The class's level: the highest over its models, or one (class, model) ladder's.
   int Level() { return static_cast<int>(service_->controller().knobs()->LevelOf("tight")); }
+  int Level(const std::string& model) {
+    return static_cast<int>(service_->controller().knobs()->LevelOf("tight", model));
+  }
 
   // After a transition a raise is judged on samples newer than it too (window buckets that
-  // start after it): wait past a bucket boundary, serve min_samples requests, then tick.
-  void TickWithFreshSamples() {
+  // start after it): wait past a bucket boundary, serve min_samples requests on `model`, then
+  // tick: that model's ladder rises one level.
+  void TickWithFreshSamples(const std::string& model = "heavy") {
     std::this_thread::sleep_for(110ms);
     for (int i = 0; i < 3; ++i) {
       Collector c;
-      auto res = service_->Submit(Request(2), c.Sink());
+      auto res = service_->Submit(Request(2, model), c.Sink());
       ASSERT_TRUE(res.accepted()) << res.error->message;
+      ASSERT_EQ(res.served_model, model);
       c.Wait();
     }
-    const int before = Level();
+    const int before = Level(model);
     service_->TickNow();
-    ASSERT_EQ(Level(), before + 1);
+    ASSERT_EQ(Level(model), before + 1);
   }
 
   std::unique_ptr<EngineService> service_;
@@ -193,51 +236,86 @@ TEST_F(SloServingTest, LadderTruncatesCascadesShedsAndRecovers) {
               std::string::npos) << ev.lifeline.dump();
   }
 
-  // Level 3 (cascade): a request for "heavy" is served by "light", and says so.
+  // Level 3 (cascade): a request for "heavy" is served by "light", and says so. Light's own
+  // ladder has seen none of heavy's samples: still normal, so the request is not truncated.
   TickWithFreshSamples();
   TickWithFreshSamples();
-  ASSERT_EQ(Level(), 3);
+  ASSERT_EQ(Level("heavy"), 3);
+  EXPECT_EQ(Level("light"), 0);
   {
     Collector c;
-    auto res = service_->Submit(Request(2), c.Sink());
+    auto res = service_->Submit(Request(6), c.Sink());
     ASSERT_TRUE(res.accepted()) << res.error->message;
     EXPECT_EQ(res.served_model, "light");
     auto ev = c.Wait();
-    EXPECT_EQ(ev.kind, server::GenerationEvent::Kind::kDone) << ev.error.code;
+    ASSERT_EQ(ev.kind, server::GenerationEvent::Kind::kDone) << ev.error.code;
+    EXPECT_EQ(ev.usage.completion_tokens, 6);
+    EXPECT_FALSE(ev.timings.contains("lifeline")) << ev.timings.dump();
   }
 
-  // Level 4 (shed): 429 with a Retry-After.
-  TickWithFreshSamples();
-  ASSERT_EQ(Level(), 4);
+  // Level 4 (shed) on light, the last member, from its own samples.
+  for (int level = 1; level <= 4; ++level) TickWithFreshSamples("light");
+  ASSERT_EQ(Level("light"), 4);
+  // Meanwhile heavy, its traffic routed away, had no samples since its last transition: it
+  // stepped down on its own (recover_ticks 2, no dwell), whatever light's ladder did.
+  EXPECT_LT(Level("heavy"), 3);
   {
+    // Idle, light is never shed: a refusal would free nothing.
     Collector c;
-    auto res = service_->Submit(Request(2), c.Sink());
+    auto res = service_->Submit(Request(2, "light"), c.Sink());
+    ASSERT_TRUE(res.accepted()) << res.error->message;
+    c.Wait();
+  }
+  {
+    // Busy (a request in flight), it sheds: 429 with a Retry-After.
+    Blocker busy;
+    auto held = service_->Submit(Request(8, "light"), busy.Sink());
+    ASSERT_TRUE(held.accepted()) << held.error->message;
+    ASSERT_TRUE(busy.WaitStarted());
+    Collector c;
+    auto res = service_->Submit(Request(2, "light"), c.Sink());
+    busy.Release();
     ASSERT_FALSE(res.accepted());
     EXPECT_EQ(res.error->http_status, 429);
     EXPECT_GE(res.error->retry_after_s, 1);
     EXPECT_NE(res.error->message.find("tight"), std::string::npos) << res.error->message;
   }
 
-  // /v1/slo shows the level and the four transitions; /metrics the level gauge.
+  // /v1/slo shows the class at its worst ladder, each ladder, and the transitions (heavy
+  // 0 -> 3 and down again, light 0 -> 4); /metrics both level gauges.
   auto status_text = service_->SloStatusJson();
   ASSERT_TRUE(status_text.has_value());
   const auto status = nlohmann::json::parse(*status_text);
-  EXPECT_EQ(status["events_total"], 4);
+  EXPECT_GE(status["events_total"].get<int>(), 7);
+  int light_raises = 0;
+  for (const auto& e : status["events"]) {
+    if (e["model"] == "light") {
+      EXPECT_GT(e["to_level"], e["from_level"]) << e.dump();
+      ++light_raises;
+    }
+  }
+  EXPECT_EQ(light_raises, 4);
   bool found = false;
   for (const auto& cls : status["classes"]) {
     if (cls["name"] != "tight") continue;
     found = true;
     EXPECT_EQ(cls["level"], 4);
     EXPECT_EQ(cls["level_name"], "shed");
+    ASSERT_EQ(cls["ladders"].size(), 2u);
+    EXPECT_EQ(cls["ladders"][0]["model"], "heavy");
+    EXPECT_EQ(cls["ladders"][1]["model"], "light");
+    EXPECT_EQ(cls["ladders"][1]["level"], 4);
   }
   EXPECT_TRUE(found);
   const std::string metrics = service_->MetricsText();
   EXPECT_NE(metrics.find("lifeline_slo_degradation_level{class=\"tight\"} 4"), std::string::npos);
+  EXPECT_NE(metrics.find("lifeline_slo_model_degradation_level{class=\"tight\",model=\"light\"} 4"),
+            std::string::npos);
   EXPECT_NE(metrics.find("outcome=\"routed\""), std::string::npos);
   EXPECT_NE(metrics.find("outcome=\"shed_429\""), std::string::npos);
 
-  // Load stopped: once the window (10 x 100 ms) empties there is no signal, every tick is
-  // healthy, and the level falls one step per recover_ticks = 2 ticks.
+  // Load stopped: nothing in flight and no new sample, each ladder is idle and drops to
+  // normal after recover_ticks = 2 idle ticks.
   std::this_thread::sleep_for(1150ms);
   for (int i = 0; i < 8; ++i) service_->TickNow();
   EXPECT_EQ(Level(), 0);

@@ -298,7 +298,8 @@ TEST_F(DecideTest, PredictedMissRoutesOrShedsWithRetryAfter) {
   EXPECT_EQ(d.reason,
             "predicted ttft 1070.0 ms > budget 387.0 ms (3 queued requests with 10000 prompt "
             "tokens, 0 running prefill tokens, 0 decoding with 0 tokens left, 0 of 0 running "
-            "slots taken, 0 ms left in the step; a step costs 0.00 ms + 0.1000 ms/token)");
+            "slots taken, 0 ms left in the step; a step costs 0.00 ms + 0.1000 ms/token; "
+            "service x 1.00 measured correction x 1.00 margin)");
   r.has_next_model = true;
   d = Decide(config_, r, speeds_);
   EXPECT_EQ(d.action, Action::kRoute);
@@ -333,7 +334,7 @@ TEST_F(DecideTest, WorkAlreadyRunningCountsAgainstTheBudget) {
             "predicted ttft 420.0 ms > budget 387.0 ms (3 queued requests with 2000 prompt "
             "tokens, 1000 running prefill tokens, 0 decoding with 0 tokens left, 0 of 0 "
             "running slots taken, 50 ms left in the step; a step costs 0.00 ms + 0.1000 "
-            "ms/token)");
+            "ms/token; service x 1.00 measured correction x 1.00 margin)");
   // Decoding sequences ride along in every chunk: without the step in flight, 3500 prefill
   // tokens at 256 - 16 = 240 per step = 15 steps x 16 decodes = 240 more tokens: 20 + 374.
   r.load.step_left_ms = 0;
@@ -593,6 +594,51 @@ TEST_F(DecideTest, TruncationNeverCutsBelowTheFloor) {
   EXPECT_TRUE(d.stop_at_deadline);  // the deadline stop still ends it on time
   r.max_tokens = 40;  // asked for less than the floor: its own max_tokens, no cap
   EXPECT_FALSE(Decide(config_, r, speeds_).max_tokens_cap.has_value());
+}
+
+}  // namespace
+}  // namespace lifeline::slo
+
+namespace lifeline::slo {
+namespace {
+
+// ---- The idle model and the measured correction (docs/slo.md) ------------------------------
+
+// The first request after a burst: the ladder may still be at shed for a model whose queue
+// has emptied. An idle model is never shed: it is served as at the cascade level (routed on
+// the first hop when there is a lighter member, served in place by the last one).
+TEST_F(DecideTest, AnIdleModelIsNeverShedByTheLadder) {
+  AdmissionRequest r = Req();
+  r.load = QueueLoad{};
+  r.load.open_requests = 0;
+  r.level = Level::kShed;
+  AdmissionDecision d = Decide(config_, r, speeds_);
+  EXPECT_EQ(d.action, Action::kAdmit);
+  EXPECT_EQ(d.max_tokens_cap.value_or(-1), 256);  // the lower levels' measures still apply
+  r.has_next_model = true;
+  EXPECT_EQ(Decide(config_, r, speeds_).action, Action::kRoute);
+  // One request open on the model: the shed level applies again.
+  r.has_next_model = false;
+  r.load.open_requests = 1;
+  d = Decide(config_, r, speeds_);
+  EXPECT_EQ(d.action, Action::kShed);
+  EXPECT_EQ(d.reason, "class interactive at degradation level shed");
+}
+
+// The model's measured correction multiplies the service time; the raw prediction (what the
+// audit checks) does not change with it.
+TEST_F(DecideTest, MeasuredCorrectionScalesThePredictedServiceTime) {
+  AdmissionRequest r = Req();  // 250 ms of service, 20 ms elapsed
+  r.prediction_correction = 0.1;
+  AdmissionDecision d = Decide(config_, r, speeds_);
+  EXPECT_DOUBLE_EQ(*d.predicted.ttft_ms, 20 + 25);
+  EXPECT_DOUBLE_EQ(*d.predicted.raw_service_ms, 250);
+  r.prediction_correction = 2.0;  // 20 + 500 > 387: a lighter member, or 429
+  d = Decide(config_, r, speeds_);
+  EXPECT_EQ(d.action, Action::kShed);
+  EXPECT_DOUBLE_EQ(*d.predicted.ttft_ms, 520);
+  EXPECT_DOUBLE_EQ(*d.predicted.raw_service_ms, 250);
+  EXPECT_NE(d.reason.find("service x 2.00 measured correction"), std::string::npos) << d.reason;
 }
 
 }  // namespace

@@ -396,8 +396,9 @@ TEST(ControllerTest, RaiseAfterATransitionNeedsFreshEvidence) {
   Controller ctl(LadderConfig(), {}, 0);
   ctl.Tick(0, ClassTtft("chat", 500));  // no transition yet: the window alone decides
   EXPECT_EQ(LevelOf(ctl, "chat"), 1);
-  ASSERT_EQ(ctl.LastTransitions().count("chat"), 1u);
-  EXPECT_EQ(ctl.LastTransitions().at("chat"), 0);
+  const std::pair<std::string, std::string> chat{"chat", ""};  // the class-wide ladder
+  ASSERT_EQ(ctl.LastTransitions().count(chat), 1u);
+  EXPECT_EQ(ctl.LastTransitions().at(chat), 0);
   // Still 500 over the window, but nothing (or too little) since the raise: hold.
   ctl.Tick(1 * kTickUs, ClassTtftWithFresh("chat", 500, 100, 0, 0));
   ctl.Tick(2 * kTickUs, ClassTtftWithFresh("chat", 500, 100, 900, 19));
@@ -409,7 +410,7 @@ TEST(ControllerTest, RaiseAfterATransitionNeedsFreshEvidence) {
   // Fresh samples over target too: raise.
   ctl.Tick(4 * kTickUs, ClassTtftWithFresh("chat", 500, 100, 600, 30));
   EXPECT_EQ(LevelOf(ctl, "chat"), 2);
-  EXPECT_EQ(ctl.LastTransitions().at("chat"), 4 * kTickUs);
+  EXPECT_EQ(ctl.LastTransitions().at(chat), 4 * kTickUs);
   const std::vector<LadderEvent> ev = ctl.RecentEvents();
   ASSERT_EQ(ev.size(), 2u);
   EXPECT_EQ(ev[1].at_us, 4 * kTickUs);
@@ -548,6 +549,177 @@ TEST(ControllerTest, NothingInFlightIsIdleWhateverTheWindowRemembers) {
   fresh.Tick(0, ClassTtft("chat", 900));
   fresh.Tick(1 * kTickUs, burst(0, 0));
   EXPECT_EQ(LevelOf(fresh, "chat"), 1);
+}
+
+}  // namespace
+}  // namespace lifeline::slo
+
+namespace lifeline::slo {
+namespace {
+
+// ---- Isolation per (class, model) and the queue as a sensor --------------------------------
+
+int ModelLevel(const Controller& c, const std::string& cls, const std::string& model) {
+  return static_cast<int>(c.knobs()->LevelOf(cls, model));
+}
+
+// The first run's two-model server: the 1.1B's P95 drove the class-wide ladder and margin,
+// and the 60 ms model was truncated and shed. Each (class, model) now has its own.
+TEST(ControllerIsolationTest, OneModelsOverloadNeverMovesAnotherModelsLadder) {
+  Controller ctl(LadderConfig(), {"heavy", "light"}, 0);
+  TrackerSnapshot s;
+  s.by_class_model.push_back(Row("chat", "heavy", Metric::kTtft, 900, 100));
+  s.by_class_model.push_back(Row("chat", "light", Metric::kTtft, 60, 100));
+  s.by_class.push_back(Row("chat", "", Metric::kTtft, 900, 200));  // merged: dominated by heavy
+  for (int k = 0; k < 3; ++k) ctl.Tick(k * kTickUs, s);
+  EXPECT_EQ(ModelLevel(ctl, "chat", "heavy"), 3);
+  EXPECT_EQ(ModelLevel(ctl, "chat", "light"), 0);
+  EXPECT_EQ(LevelOf(ctl, "chat"), 3);  // the class as a whole shows its worst ladder
+  EXPECT_GT(ctl.knobs()->MarginScaleOf("chat", "heavy"), 1.0);
+  EXPECT_DOUBLE_EQ(ctl.knobs()->MarginScaleOf("chat", "light"), 1.0);
+  for (const LadderEvent& e : ctl.RecentEvents()) EXPECT_EQ(e.model, "heavy");
+  // A model the controller does not know has no ladder: normal.
+  EXPECT_EQ(ModelLevel(ctl, "chat", "elsewhere"), 0);
+  // Statuses and transition counts carry the model.
+  int heavy_rows = 0;
+  for (const ClassStatus& st : ctl.ClassStatuses()) {
+    if (st.slo_class == "chat" && st.model == "heavy") ++heavy_rows;
+  }
+  EXPECT_EQ(heavy_rows, 1);
+  for (const TransitionCount& t : ctl.TransitionCounts()) EXPECT_EQ(t.model, "heavy");
+}
+
+// Thin windows: padded to min_samples with the fastest possible values, the P95 is the k-th
+// largest, k = min_samples - ceil(0.95 min_samples) + 1. Requests in flight past the target
+// at that rank make the P95 over target whatever else completes.
+TEST(ControllerQueueSensorTest, ThinWindowSignalsWhenEnoughRequestsInFlightArePastTarget) {
+  SloClass chat;
+  chat.name = "chat";
+  chat.ttft_p95_ms = 350;
+  std::array<WindowStats, kMetricCount> empty{};
+  InFlightStats f;
+  f.requests = f.waiting = 1;
+  f.waiting_ages_ms = f.ages_ms = {5000};
+  EXPECT_FALSE(PressureOfStats(chat, empty, 20, &f).has_signal) << "one late request is no P95";
+  f.requests = f.waiting = 3;
+  f.waiting_ages_ms = f.ages_ms = {5000, 700, 100};
+  Pressure p = PressureOfStats(chat, empty, 20, &f);
+  ASSERT_TRUE(p.has_signal);
+  EXPECT_EQ(p.metric, Metric::kTtft);
+  EXPECT_DOUBLE_EQ(p.p95_ms, 700);  // the 2nd oldest (k = 20 - 19 + 1)
+  EXPECT_DOUBLE_EQ(p.ratio, 2.0);
+  f.waiting_ages_ms = {5000, 300, 100};  // the 2nd oldest is within target
+  EXPECT_FALSE(PressureOfStats(chat, empty, 20, &f).has_signal);
+  // min_samples 100: k = 100 - 95 + 1 = 6 requests must be past the target.
+  f.waiting_ages_ms = {900, 900, 900, 900, 900, 100};
+  EXPECT_FALSE(PressureOfStats(chat, empty, 100, &f).has_signal);
+  f.waiting_ages_ms = {900, 900, 900, 900, 900, 800};
+  EXPECT_DOUBLE_EQ(PressureOfStats(chat, empty, 100, &f).p95_ms, 800);
+  // Without the in-flight stats a thin window says nothing, as before.
+  EXPECT_FALSE(PressureOfStats(chat, empty, 20).has_signal);
+}
+
+// The first run's 36 s waits: the heavy model's queue stayed full, none of it produced a first
+// token, the window emptied and the class "recovered" as idle. Through a real tracker and the
+// default settings: requests waiting for their first token are lower bounds of TTFT, so the
+// ladder climbs; once the queue empties the (class, model) is idle and back to normal within
+// recover_ticks ticks (2 s), not one dwell per level.
+TEST(ControllerQueueSensorTest, AQueueThatProducesNoFirstTokenIsOverloadedNotIdle) {
+  SloConfig cfg = DefaultSloConfig();  // 30 s window, min_samples 20, 1 s raise interval
+  LatencyTracker tracker(cfg.window);
+  Controller ctl(cfg, {"heavy"}, 0);
+  // 30 requests arrive in the first 3 s and none gets a token for 40 s.
+  std::vector<InFlightRequest> waiting;
+  for (int i = 0; i < 30; ++i) waiting.push_back({"chat", "heavy", i * 100'000, false});
+  int max_level = 0, min_level_after_first_raise = 9;
+  bool raised = false;
+  for (int k = 0; k < 200; ++k) {
+    const int64_t now = k * kTickUs;
+    std::vector<InFlightRequest> in_flight;
+    for (const InFlightRequest& r : waiting) {
+      if (r.first_byte_us <= now) in_flight.push_back(r);
+    }
+    const auto since = ctl.LastTransitions();
+    LatencyTracker::SnapshotOptions o;
+    o.since_by_series = &since;
+    o.has_in_flight = true;
+    o.in_flight = in_flight;
+    ctl.Tick(now, tracker.Snapshot(now, o));
+    const int level = ModelLevel(ctl, "chat", "heavy");
+    max_level = std::max(max_level, level);
+    raised |= level > 0;
+    if (raised) min_level_after_first_raise = std::min(min_level_after_first_raise, level);
+  }
+  EXPECT_EQ(max_level, 4);
+  EXPECT_GE(min_level_after_first_raise, 1) << "a full queue looked idle";
+  for (const LadderEvent& e : ctl.RecentEvents()) {
+    EXPECT_GT(e.to, e.from) << e.reason;  // only raises while the queue is full
+  }
+  // The queue empties at 40 s: idle from the next tick on, normal after 10 idle ticks.
+  int64_t normal_at = -1;
+  for (int k = 200; k < 240; ++k) {
+    const int64_t now = k * kTickUs;
+    const auto since = ctl.LastTransitions();
+    LatencyTracker::SnapshotOptions o;
+    o.since_by_series = &since;
+    o.has_in_flight = true;
+    ctl.Tick(now, tracker.Snapshot(now, o));
+    if (normal_at < 0 && ModelLevel(ctl, "chat", "heavy") == 0) normal_at = now;
+  }
+  EXPECT_EQ(normal_at, 40'000'000 + 9 * kTickUs);
+  EXPECT_EQ(ctl.RecentEvents().back().reason, "no request in flight (idle) for 10 ticks");
+  EXPECT_EQ(ctl.RecentEvents().back().from, Level::kShed);
+}
+
+// A healthy window does not hide a queue aging past its budget: 100 first tokens at 100 ms
+// and 10 requests waiting for 2 s make the censored P95 (10 of 110 > 5 %) about 2 s.
+TEST(ControllerQueueSensorTest, WaitingRequestsCountInTheP95) {
+  SloConfig cfg = LadderConfig();
+  LatencyTracker tracker(cfg.window);
+  for (int i = 0; i < 100; ++i) tracker.Record("chat", "m", Metric::kTtft, 5'000'000, 100);
+  std::vector<InFlightRequest> in_flight;
+  for (int i = 0; i < 10; ++i) in_flight.push_back({"chat", "m", 3'000'000, false});
+  LatencyTracker::SnapshotOptions o;
+  o.has_in_flight = true;
+  o.in_flight = in_flight;
+  const TrackerSnapshot snap = tracker.Snapshot(5'000'000, o);
+  const SeriesSnapshot* row = snap.Find("chat", "m");
+  ASSERT_NE(row, nullptr);
+  EXPECT_NEAR((*row)[Metric::kTtft].p95_ms, 100, 1);  // the window alone looks healthy
+  ASSERT_TRUE(row->censored.has_value());
+  EXPECT_NEAR((*row->censored)[static_cast<size_t>(Metric::kTtft)].p95_ms, 2000, 2000 * 0.01);
+  Controller ctl(cfg, {"m"}, 0);
+  ctl.Tick(5'000'000, snap);
+  EXPECT_EQ(ModelLevel(ctl, "chat", "m"), 1);
+  // The same window without the in-flight requests: healthy, no raise.
+  Controller blind(cfg, {"m"}, 0);
+  blind.Tick(5'000'000, tracker.Snapshot(5'000'000));
+  EXPECT_EQ(ModelLevel(blind, "chat", "m"), 0);
+}
+
+// Idle is per (class, model): the light model's requests finished, so its ladder goes back to
+// normal while the heavy model, with requests still in flight, holds.
+TEST(ControllerQueueSensorTest, IdleIsJudgedPerModel) {
+  SloConfig cfg = LadderConfig();  // recover_ticks 3, min_dwell 1000 ms
+  cfg.ladder.raise_interval_ms = 60'000;
+  Controller ctl(cfg, {"heavy", "light"}, 0);
+  TrackerSnapshot slow;
+  slow.has_in_flight = true;
+  slow.by_class_model.push_back(Row("chat", "heavy", Metric::kTtft, 900, 100));
+  slow.by_class_model.push_back(Row("chat", "light", Metric::kTtft, 900, 100));
+  for (SeriesSnapshot& row : slow.by_class_model) row.in_flight.requests = 2;
+  ctl.Tick(0, slow);
+  ASSERT_EQ(ModelLevel(ctl, "chat", "heavy"), 1);
+  ASSERT_EQ(ModelLevel(ctl, "chat", "light"), 1);
+  TrackerSnapshot later = slow;  // same windows, samples older than a tick
+  later.by_class_model[1].in_flight.requests = 0;  // light's requests finished
+  std::vector<int> light;
+  for (int k = 1; k <= 4; ++k) {
+    ctl.Tick(k * kTickUs, later);
+    light.push_back(ModelLevel(ctl, "chat", "light"));
+  }
+  EXPECT_EQ(light, (std::vector<int>{1, 1, 0, 0}));  // 3 idle ticks, no dwell needed
+  EXPECT_EQ(ModelLevel(ctl, "chat", "heavy"), 1);
 }
 
 }  // namespace

@@ -122,3 +122,62 @@ TEST(LatencyTrackerTest, SinceChangeCoversOnlyNamedClassesAndNewerBuckets) {
 
 }  // namespace
 }  // namespace lifeline::slo
+
+namespace lifeline::slo {
+namespace {
+
+// Requests in flight: their ages are lower bounds (TTFT for the waiting, e2e for all), a
+// (class, model) with requests in flight but no sample yet gets a row, and the top ages are
+// listed oldest first.
+TEST(LatencyTrackerInFlightTest, AgesAreCensoredSamplesAndRowsExistBeforeTheFirstSample) {
+  LatencyTracker t(WindowSpec{1'000'000, 10});
+  for (int i = 0; i < 8; ++i) t.Record("chat", "a", Metric::kTtft, 9'000'000, 100);
+  const std::vector<InFlightRequest> in_flight = {
+      {"chat", "a", 7'000'000, false},  // waiting 3 s
+      {"chat", "a", 9'500'000, true},   // first token out, 0.5 s old
+      {"chat", "b", 8'000'000, false},  // a model with no sample yet, waiting 2 s
+  };
+  LatencyTracker::SnapshotOptions o;
+  o.has_in_flight = true;
+  o.in_flight = in_flight;
+  const TrackerSnapshot s = t.Snapshot(10'000'000, o);
+  EXPECT_TRUE(s.has_in_flight);
+  const SeriesSnapshot* a = s.Find("chat", "a");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->in_flight.requests, 2);
+  EXPECT_EQ(a->in_flight.waiting, 1);
+  EXPECT_EQ(a->in_flight.waiting_ages_ms, (std::vector<double>{3000}));
+  EXPECT_EQ(a->in_flight.ages_ms, (std::vector<double>{3000, 500}));
+  ASSERT_TRUE(a->censored.has_value());
+  const WindowStats& ttft = (*a->censored)[static_cast<size_t>(Metric::kTtft)];
+  EXPECT_EQ(ttft.count, 9u);  // 8 samples + 1 waiting
+  EXPECT_DOUBLE_EQ(ttft.p99_ms, 3000);  // the max is exact
+  EXPECT_EQ((*a->censored)[static_cast<size_t>(Metric::kE2e)].count, 2u);
+  EXPECT_EQ((*a)[Metric::kTtft].count, 8u);  // the window itself is untouched
+  const SeriesSnapshot* b = s.Find("chat", "b");
+  ASSERT_NE(b, nullptr) << "a model with requests in flight has a row";
+  EXPECT_EQ(b->in_flight.waiting, 1);
+  EXPECT_EQ((*b)[Metric::kTtft].count, 0u);
+  const SeriesSnapshot* chat = s.FindClass("chat");
+  ASSERT_NE(chat, nullptr);
+  EXPECT_EQ(chat->in_flight.requests, 3);
+  EXPECT_EQ(chat->in_flight.waiting_ages_ms, (std::vector<double>{3000, 2000}));
+  // Without the in-flight set nothing is censored.
+  EXPECT_FALSE(t.Snapshot(10'000'000).Find("chat", "a")->censored.has_value());
+}
+
+// A request dropped as late leaves a lower bound of its TTFT for the controller's window, but
+// not in the cumulative histograms /metrics shows as served latencies.
+TEST(LatencyTrackerInFlightTest, LowerBoundsGoToTheWindowOnly) {
+  LatencyTracker t;
+  t.RecordLowerBound("chat", "a", Metric::kTtft, 1000, 900);
+  const TrackerSnapshot s = t.Snapshot(2000);
+  const SeriesSnapshot* a = s.Find("chat", "a");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ((*a)[Metric::kTtft].count, 1u);
+  EXPECT_EQ(a->total[static_cast<size_t>(Metric::kTtft)].count(), 0u);
+  EXPECT_EQ(a->last_record_us, 1000);
+}
+
+}  // namespace
+}  // namespace lifeline::slo

@@ -70,11 +70,19 @@ TEST(SloReportTest, StatusJson) {
   EXPECT_DOUBLE_EQ((*chat)["live"]["e2e"]["p50_ms"].get<double>(), 1234);
   EXPECT_EQ((*chat)["by_model"]["big"]["ttft"]["count"], 100);
   EXPECT_EQ((*chat)["pressure"]["metric"], "ttft");
+  // One ladder per model: big moved, cloud did not; the class shows the worst.
+  ASSERT_EQ((*chat)["ladders"].size(), 2u);
+  EXPECT_EQ((*chat)["ladders"][0]["model"], "big");
+  EXPECT_EQ((*chat)["ladders"][0]["level_name"], "truncate");
+  EXPECT_EQ((*chat)["ladders"][1]["model"], "cloud");
+  EXPECT_EQ((*chat)["ladders"][1]["level"], 0);
+  EXPECT_TRUE((*chat)["ladders"][0]["in_flight"].is_null());  // no in-flight set given
   EXPECT_TRUE(j["classes"][0]["live"].is_null());  // asr: no traffic
 
   ASSERT_EQ(j["events"].size(), 1u);
   const auto& e = j["events"][0];
   EXPECT_EQ(e["class"], "chat");
+  EXPECT_EQ(e["model"], "big");
   EXPECT_EQ(e["from"], "normal");
   EXPECT_EQ(e["to"], "truncate");
   EXPECT_DOUBLE_EQ(e["age_ms"].get<double>(), 1000.0);
@@ -95,6 +103,26 @@ TEST(SloReportTest, StatusJson) {
   EXPECT_TRUE(SloStatusJson(*f.controller, f.snap, 1'150'000, 0)["events"].empty());
 }
 
+TEST(SloReportTest, PredictionAuditJsonAndMetrics) {
+  PredictionAudit a;
+  EXPECT_TRUE(PredictionAuditJson(a.Snapshot())["ratio_p50"].is_null());
+  a.Observe(100, 1.0, 200, 0);  // measured 2x the prediction
+  const nlohmann::json j = PredictionAuditJson(a.Snapshot());
+  EXPECT_EQ(j["checked"], 1);
+  EXPECT_DOUBLE_EQ(j["correction"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(j["ratio_p50"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(j["within_25pct"].get<double>(), 0.0);
+  const std::string text = PredictionAuditPrometheusText({{"big", a.Snapshot()}});
+  auto has = [&](const std::string& line) {
+    return text.find("\n" + line + "\n") != std::string::npos;
+  };
+  EXPECT_TRUE(has("lifeline_admission_prediction_ratio_bucket{model=\"big\",le=\"1.5\"} 0")) << text;
+  EXPECT_TRUE(has("lifeline_admission_prediction_ratio_bucket{model=\"big\",le=\"2\"} 1"));
+  EXPECT_TRUE(has("lifeline_admission_prediction_ratio_bucket{model=\"big\",le=\"+Inf\"} 1"));
+  EXPECT_TRUE(has("lifeline_admission_prediction_ratio_count{model=\"big\"} 1"));
+  EXPECT_TRUE(has("lifeline_admission_prediction_correction{model=\"big\"} 2"));
+}
+
 TEST(SloReportTest, PrometheusText) {
   Fixture f;
   const std::string text = SloPrometheusText(*f.controller, f.snap, &f.outcomes);
@@ -110,7 +138,10 @@ TEST(SloReportTest, PrometheusText) {
   EXPECT_TRUE(has("lifeline_slo_target_seconds{class=\"risk-control\",metric=\"e2e\"} 0.085"));
   EXPECT_TRUE(has("lifeline_slo_degradation_level{class=\"chat\"} 1"));
   EXPECT_TRUE(has("lifeline_slo_degradation_level{class=\"medical\"} 0"));
-  EXPECT_TRUE(has("lifeline_slo_ladder_transitions_total{class=\"chat\",from=\"normal\",to=\"truncate\"} 1"));
+  EXPECT_TRUE(has("lifeline_slo_ladder_transitions_total{class=\"chat\",model=\"big\",from=\"normal\",to=\"truncate\"} 1"));
+  // Each (class, model) ladder: chat moved on big only; the cloud member has its own.
+  EXPECT_TRUE(has("lifeline_slo_model_degradation_level{class=\"chat\",model=\"big\"} 1"));
+  EXPECT_TRUE(has("lifeline_slo_model_degradation_level{class=\"chat\",model=\"cloud\"} 0"));
   EXPECT_TRUE(has("lifeline_batch_max_running{model=\"big\"} 32"));
   EXPECT_TRUE(has("lifeline_batch_max_step_tokens{model=\"big\"} 256"));
   EXPECT_TRUE(has("lifeline_slo_requests_total{class=\"chat\",model=\"big\",outcome=\"shed_429\"} 1"));

@@ -1,0 +1,201 @@
+// A scripted LocalModel for EngineService's tests: requests are queued as they are enqueued,
+// and the test decides when each gets its first token and when it ends, on a fake clock. The
+// load it reports is what the test sets (SetLoad) plus its own open requests, so admission,
+// the ladder, the queue sensor and the prediction audit run exactly as in production while
+// nothing depends on how fast a machine runs a model.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "serving/local_model.h"
+
+namespace lifeline::testing {
+
+class FakeModel final : public serving::LocalModel {
+ public:
+  explicit FakeModel(std::string name, int64_t prompt_tokens = 64)
+      : name_(std::move(name)), prompt_tokens_(prompt_tokens) {}
+
+  // The load admission reads, besides the open requests counted here.
+  void SetLoad(slo::QueueLoad load) {
+    std::lock_guard<std::mutex> lock(mu_);
+    load_ = load;
+  }
+  // The speed estimator the service attached (to seed a fit, as calibration would).
+  slo::SpeedEstimator* speeds() const { return hooks_.speeds; }
+
+  // The open requests, oldest first.
+  std::vector<server::RequestHandle> Open() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<server::RequestHandle> out;
+    for (const auto& [h, r] : open_) out.push_back(h);
+    return out;
+  }
+  // Its first token now: the sink sees one token event and the tracker a TTFT sample, as the
+  // engine's would (on the clock the service attached).
+  void FirstToken(server::RequestHandle h) {
+    Record(h, /*first=*/true);
+    Emit(h, server::GenerationEvent::Token("x", 1));
+  }
+  // Ends it with one done event; false when it is not open.
+  bool Finish(server::RequestHandle h) {
+    Record(h, /*first=*/false);
+    server::GenerationSink sink;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = open_.find(h);
+      if (it == open_.end()) return false;
+      sink = std::move(it->second.sink);
+      open_.erase(it);
+    }
+    server::Usage u;
+    u.prompt_tokens = prompt_tokens_;
+    u.completion_tokens = 1;
+    sink(server::GenerationEvent::Done("stop", u));
+    return true;
+  }
+  // The max_tokens cap of an enqueued request (nullopt: none).
+  std::optional<int64_t> CapOf(server::RequestHandle h) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = open_.find(h);
+    return it == open_.end() ? std::nullopt : it->second.cap;
+  }
+
+  const std::string& name() const override { return name_; }
+  server::ModelInfo Info() const override {
+    server::ModelInfo m;
+    m.id = name_;
+    m.context_length_tokens = 4096;
+    return m;
+  }
+  void AttachSlo(serving::SloHooks hooks) override { hooks_ = std::move(hooks); }
+  void Start() override {}
+  void Stop() override {
+    for (server::RequestHandle h : Open()) {
+      server::GenerationSink sink;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        sink = std::move(open_[h].sink);
+        open_.erase(h);
+      }
+      sink(server::GenerationEvent::Error(
+          server::MakeError(server::ErrorKind::kUnavailable, "shutting_down", "stopping")));
+    }
+  }
+  bool Healthy() const override { return true; }
+  std::string Failure() const override { return {}; }
+
+  std::variant<serving::PreparedSubmit, server::ApiError> Prepare(
+      server::GenerationRequest request, const serving::SubmitSlo* slo) override {
+    serving::PreparedSubmit p;
+    p.prompt_tokens = prompt_tokens_;
+    p.max_tokens = request.max_tokens.value_or(256);
+    p.timing.first_byte = request.timeline.first_byte;
+    if (slo != nullptr) p.slo = *slo;
+    return p;
+  }
+  std::optional<server::ApiError> EnqueuePrepared(serving::PreparedSubmit prepared,
+                                                  server::RequestHandle h,
+                                                  server::GenerationSink sink,
+                                                  std::optional<int64_t> cap,
+                                                  std::string) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_[h] = Open_{std::move(sink), cap, prepared.timing.first_byte,
+                     prepared.slo ? prepared.slo->slo_class : std::string("interactive")};
+    return std::nullopt;
+  }
+  void Cancel(server::RequestHandle h) override {
+    server::GenerationSink sink;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = open_.find(h);
+      if (it == open_.end()) return;
+      sink = std::move(it->second.sink);
+      open_.erase(it);
+    }
+    sink(server::GenerationEvent::Error(
+        server::MakeError(server::ErrorKind::kCancelled, "cancelled", "cancelled")));
+  }
+  slo::QueueLoad Load(int64_t) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    slo::QueueLoad l = load_;
+    l.open_requests = static_cast<int64_t>(open_.size());
+    return l;
+  }
+  int64_t OpenRequests() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int64_t>(open_.size());
+  }
+  serving::EngineSnapshot Snapshot() const override {
+    serving::EngineSnapshot s;
+    s.live_requests = OpenRequests();
+    return s;
+  }
+  std::variant<std::string, server::ApiError> ApplyTemplate(
+      const server::GenerationRequest&) const override {
+    return std::string();
+  }
+  std::variant<std::vector<int32_t>, server::ApiError> Tokenize(
+      const server::TokenizeRequest&) const override {
+    return std::vector<int32_t>{};
+  }
+  std::variant<std::string, server::ApiError> Detokenize(
+      const server::DetokenizeRequest&) const override {
+    return std::string();
+  }
+
+ private:
+  struct Open_ {
+    server::GenerationSink sink;
+    std::optional<int64_t> cap;
+    serving::Clock::time_point first_byte;
+    std::string slo_class;
+    bool first_recorded = false;
+  };
+  // TTFT at the first token, e2e at the end (a TTFT too when none was recorded).
+  void Record(server::RequestHandle h, bool first) {
+    if (hooks_.tracker == nullptr || !hooks_.clock) return;
+    const serving::Clock::time_point now = hooks_.clock();
+    std::string cls;
+    slo::RequestSample s;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = open_.find(h);
+      if (it == open_.end()) return;
+      const double age_ms =
+          std::chrono::duration<double, std::milli>(now - it->second.first_byte).count();
+      if (!it->second.first_recorded) s.ttft_ms = age_ms;
+      if (!first) s.e2e_ms = age_ms;
+      if (first && it->second.first_recorded) return;
+      it->second.first_recorded = true;
+      cls = it->second.slo_class;
+    }
+    const int64_t now_us =
+        std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count();
+    hooks_.tracker->RecordRequest(cls, name_, now_us, s);
+  }
+  void Emit(server::RequestHandle h, server::GenerationEvent ev) {
+    server::GenerationSink sink;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = open_.find(h);
+      if (it == open_.end()) return;
+      sink = it->second.sink;
+    }
+    sink(std::move(ev));
+  }
+
+  std::string name_;
+  int64_t prompt_tokens_;
+  serving::SloHooks hooks_;
+  mutable std::mutex mu_;
+  slo::QueueLoad load_;
+  std::map<server::RequestHandle, Open_> open_;
+};
+
+}  // namespace lifeline::testing

@@ -1,0 +1,267 @@
+// EngineService's control plane end to end on scripted models (FakeModel) and a fake clock:
+// admission, the per-(class, model) ladders, the queue sensor (requests in flight) and the
+// prediction audit run as in production, and the test decides when each request gets its
+// first token and ends. Every figure is worked out from the policy in docs/slo.md; nothing
+// depends on how fast the machine is.
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "fake_model.h"
+#include "serving/engine_service.h"
+#include "slo/slo_config.h"
+
+namespace lifeline::serving {
+namespace {
+
+using lifeline::testing::FakeModel;
+
+constexpr int64_t kTickUs = 200'000;  // controller.tick_ms by default
+
+struct FakeClock {
+  std::shared_ptr<std::atomic<int64_t>> us = std::make_shared<std::atomic<int64_t>>(1'000'000'000);
+  int64_t Now() const { return us->load(); }
+  void Advance(int64_t d_us) { us->fetch_add(d_us); }
+  ServiceClock Fn() const {
+    return [us = us] { return us->load(); };
+  }
+};
+
+// Collects one request's events.
+struct Sink {
+  std::vector<server::GenerationEvent> events;
+  server::GenerationSink Fn() {
+    return [this](server::GenerationEvent ev) { events.push_back(std::move(ev)); };
+  }
+};
+
+class ServiceSloTest : public ::testing::Test {
+ protected:
+  // Models named in `names` (a FakeModel each), cascade `cascade` (heavy -> light) if any.
+  void Build(const std::vector<std::string>& names, const std::vector<std::string>& cascade = {},
+             slo::SloConfig config = slo::DefaultSloConfig()) {
+    config.admission.speed_stale_ms = 0;  // no probes: each test says what it measures
+    for (const std::string& c : cascade) {
+      slo::ModelEntry m;
+      m.name = c;
+      m.path = "local";
+      config.models.push_back(m);
+    }
+    std::vector<std::unique_ptr<LocalModel>> engines;
+    for (const std::string& n : names) {
+      auto m = std::make_unique<FakeModel>(n);
+      models_.push_back(m.get());
+      engines.push_back(std::move(m));
+    }
+    service_ = std::make_unique<EngineService>(std::move(engines),
+                                               std::vector<std::unique_ptr<RemoteBackend>>{},
+                                               std::move(config), clock_.Fn());
+    // As calibration would: a step costs 8 ms + 0.125 ms/token (a 64-token prompt: 16 ms).
+    for (FakeModel* m : models_) {
+      m->speeds()->ObservePrefill(16, 10, clock_.Now());
+      m->speeds()->ObservePrefill(256, 40, clock_.Now());
+      m->speeds()->ObserveDecode(5, clock_.Now());
+    }
+  }
+  void TearDown() override {
+    if (service_) service_->Stop();
+  }
+
+  server::GenerationRequest Request(const std::string& model) {
+    server::GenerationRequest r;
+    r.model = model;
+    r.prompts = {server::PromptInput{"hi", {}, false}};
+    r.max_tokens = 300;
+    r.timeline.first_byte = r.timeline.validated =
+        Clock::time_point(std::chrono::microseconds(clock_.Now()));
+    return r;
+  }
+  server::SubmitResult Submit(const std::string& model) {
+    sinks_.push_back(std::make_unique<Sink>());
+    return service_->Submit(Request(model), sinks_.back()->Fn());
+  }
+  int Level(const std::string& model, const std::string& cls = "interactive") {
+    return static_cast<int>(service_->controller().knobs()->LevelOf(cls, model));
+  }
+  void Tick() {
+    clock_.Advance(kTickUs);
+    service_->TickNow();
+  }
+
+  FakeClock clock_;
+  std::vector<FakeModel*> models_;
+  std::vector<std::unique_ptr<Sink>> sinks_;
+  std::unique_ptr<EngineService> service_;
+};
+
+// The first run's 36 s waits: a model's queue kept filling and produced no first token; the
+// controller, seeing no completed TTFT, called the class idle and went back to normal. Now the
+// waiting requests are the sensor: the ladder climbs while they age, never falls while the
+// queue is full, and is back to normal 2 s after the queue empties.
+TEST_F(ServiceSloTest, AQueueThatProducesNoFirstTokenRaisesTheLadderAndRoutes) {
+  Build({"heavy", "light"}, {"heavy", "light"});
+  FakeModel& heavy = *models_[0];
+  int max_heavy = 0, routed = 0;
+  bool fell = false;
+  int prev = 0;
+  // 8 requests/s for 10 s, none of heavy's ever starts.
+  for (int t = 0; t < 50; ++t) {
+    if (t % 1 == 0) {
+      for (int k = 0; k < 2; ++k) {
+        const server::SubmitResult r = Submit("heavy");
+        ASSERT_TRUE(r.accepted()) << r.error->message;
+        if (r.served_model == "light") ++routed;
+      }
+    }
+    // Light serves what it gets at once.
+    for (server::RequestHandle h : models_[1]->Open()) {
+      models_[1]->FirstToken(h);
+      models_[1]->Finish(h);
+    }
+    Tick();
+    const int level = Level("heavy");
+    fell |= level < prev;
+    prev = level;
+    max_heavy = std::max(max_heavy, level);
+  }
+  EXPECT_GE(max_heavy, 3) << "the cascade level routes new requests to light";
+  EXPECT_FALSE(fell) << "the ladder fell while heavy's queue was full";
+  EXPECT_GT(routed, 40);
+  // The status shows the queue: requests in flight and the oldest waiting one.
+  const nlohmann::json slo = service_->SloStatus();
+  bool seen = false;
+  for (const auto& c : slo["classes"]) {
+    if (c["name"] != "interactive") continue;
+    for (const auto& l : c["ladders"]) {
+      if (l["model"] != "heavy") continue;
+      seen = true;
+      EXPECT_GT(l["in_flight"]["waiting"].get<int>(), 5) << l.dump();
+      EXPECT_GT(l["in_flight"]["oldest_waiting_ms"].get<double>(), 9000) << l.dump();
+    }
+  }
+  EXPECT_TRUE(seen);
+  // The queue empties: heavy is idle, and normal 10 idle ticks (2 s) later.
+  for (server::RequestHandle h : heavy.Open()) heavy.Finish(h);
+  int ticks_to_normal = 0;
+  while (Level("heavy") != 0 && ticks_to_normal < 100) {
+    Tick();
+    ++ticks_to_normal;
+  }
+  EXPECT_LE(ticks_to_normal, 11);
+  // And the next request for heavy is served there.
+  const server::SubmitResult r = Submit("heavy");
+  ASSERT_TRUE(r.accepted());
+  EXPECT_EQ(r.served_model, "heavy");
+}
+
+// Two models in one server, one overloaded: the other one's ladder, margin and admission never
+// move -- no truncation, no routing, no shedding -- and its requests are served as alone.
+TEST_F(ServiceSloTest, AnOverloadedModelNeverDegradesItsNeighbour) {
+  Build({"big", "small"});  // no cascade: each is served only when named
+  FakeModel& big = *models_[0];
+  FakeModel& small = *models_[1];
+  int small_refused = 0, small_capped = 0, big_refused = 0;
+  for (int t = 0; t < 60; ++t) {
+    const server::SubmitResult b = Submit("big");  // 5/s, stuck
+    big_refused += b.accepted() ? 0 : 1;
+    const server::SubmitResult s = Submit("small");
+    if (!s.accepted()) {
+      ++small_refused;
+    } else {
+      small_capped += small.CapOf(s.handle).has_value() ? 1 : 0;
+      clock_.Advance(60'000);  // small answers its first token in 60 ms
+      small.FirstToken(s.handle);
+      small.Finish(s.handle);
+    }
+    Tick();
+  }
+  EXPECT_GT(Level("big"), 0);
+  EXPECT_GT(big_refused, 0) << "big sheds its own load";
+  EXPECT_EQ(Level("small"), 0);
+  EXPECT_EQ(small_refused, 0);
+  EXPECT_EQ(small_capped, 0);
+  EXPECT_DOUBLE_EQ(service_->controller().knobs()->MarginScaleOf("interactive", "small"), 1.0);
+  for (const slo::LadderEvent& e : service_->controller().RecentEvents()) {
+    EXPECT_EQ(e.model, "big") << e.reason;
+  }
+  for (server::RequestHandle h : big.Open()) big.Finish(h);
+}
+
+// A predictor that runs 10x high (as it did for a small model beside a busy big one) is
+// corrected by the first requests it is held to account on, and no longer sheds.
+TEST_F(ServiceSloTest, APredictionTenfoldTooHighIsCorrectedWithinAFewRequests) {
+  Build({"m"});
+  FakeModel& m = *models_[0];
+  // A stale, pessimistic fit: ~1 s for a 64-token prompt (fixed 996 ms + 0.25 ms/token).
+  slo::SpeedEstimator& speeds = *m.speeds();
+  speeds.ObservePrefill(16, 1000, clock_.Now());
+  speeds.ObservePrefill(256, 1060, clock_.Now());
+  for (int i = 0; i < 20; ++i) {  // the EWMA settles on the pessimistic values
+    speeds.ObservePrefill(16, 1000, clock_.Now());
+    speeds.ObservePrefill(256, 1060, clock_.Now());
+  }
+  // Busy (one request open), the prediction (~1.2 s) sheds.
+  const server::SubmitResult held = Submit("m");
+  ASSERT_TRUE(held.accepted());  // idle: admitted although predicted late
+  const server::SubmitResult before = Submit("m");
+  ASSERT_FALSE(before.accepted());
+  EXPECT_EQ(before.error->http_status, 429);
+  // The admitted one gets its first token after 100 ms: measured / predicted ~ 0.1.
+  clock_.Advance(100'000);
+  m.FirstToken(held.handle);
+  m.Finish(held.handle);
+  const slo::PredictionAudit* audit = service_->Audit("m");
+  ASSERT_NE(audit, nullptr);
+  EXPECT_LT(audit->correction(), 0.15);
+  // Busy again: now admitted, and predicted within a factor 2 of what happens.
+  const server::SubmitResult blocker = Submit("m");
+  ASSERT_TRUE(blocker.accepted());
+  const server::SubmitResult after = Submit("m");
+  ASSERT_TRUE(after.accepted()) << after.error->message;
+  clock_.Advance(100'000);
+  m.FirstToken(after.handle);
+  const slo::PredictionAudit::Stats st = audit->Snapshot();
+  EXPECT_EQ(st.count, 2u);
+  EXPECT_GT(st.last_ratio, 0.5);
+  EXPECT_LT(st.last_ratio, 2.0);
+  // The error distribution is published.
+  const std::string metrics = service_->MetricsText();
+  EXPECT_NE(metrics.find("lifeline_admission_prediction_ratio_count{model=\"m\"} 2"),
+            std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("lifeline_admission_prediction_correction{model=\"m\"}"),
+            std::string::npos);
+  const nlohmann::json slo = service_->SloStatus();
+  ASSERT_EQ(slo["models"][0]["name"], "m");
+  EXPECT_EQ(slo["models"][0]["prediction"]["checked"], 2);
+  for (server::RequestHandle h : m.Open()) m.Finish(h);
+}
+
+// The first request after a burst: the ladder is still at shed, but the model's queue has
+// emptied. It is served, not refused; the ladder is normal 2 s later.
+TEST_F(ServiceSloTest, TheFirstRequestAfterABurstIsServed) {
+  Build({"m"});
+  FakeModel& m = *models_[0];
+  for (int t = 0; t < 40; ++t) {
+    (void)Submit("m");
+    (void)Submit("m");
+    Tick();
+  }
+  ASSERT_EQ(Level("m"), 4);
+  EXPECT_FALSE(Submit("m").accepted()) << "busy at shed: refused";
+  for (server::RequestHandle h : m.Open()) m.Finish(h);
+  const server::SubmitResult first = Submit("m");
+  ASSERT_TRUE(first.accepted()) << first.error->message;
+  EXPECT_EQ(Level("m"), 4);  // the ladder has not come down yet
+  m.FirstToken(first.handle);
+  m.Finish(first.handle);
+  for (int t = 0; t < 11; ++t) Tick();
+  EXPECT_EQ(Level("m"), 0);
+}
+
+}  // namespace
+}  // namespace lifeline::serving
