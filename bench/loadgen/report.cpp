@@ -1,5 +1,6 @@
 #include "bench/loadgen/report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -90,10 +91,19 @@ std::string FormatMs(double ms) {
   return ms >= 100 ? Fmt("%.0f", ms) : Fmt("%.1f", ms);
 }
 
+double OfferedDurationS(const RunOptions& o, double load, const TargetStep& ts) {
+  if (o.mode == LoadMode::kRate && ts.planned > 0 && load > 0) {
+    return static_cast<double>(ts.planned) / load;
+  }
+  return std::max(ts.wall_s, o.duration_s);
+}
+
 TargetStepSummary SummarizeTargetStep(const std::vector<const RequestRecord*>& records,
-                                      double threshold_ms, SloMetric metric, double wall_s) {
+                                      double threshold_ms, SloMetric metric, double wall_s,
+                                      double offered_duration_s) {
   TargetStepSummary s;
   s.wall_s = wall_s;
+  s.offered_duration_s = offered_duration_s;
   std::vector<double> ttft, tpot, itl, e2e, slo, net, svc, cmp;
   int64_t out_tokens = 0;
   for (const RequestRecord* r : records) {
@@ -134,7 +144,7 @@ TargetStepSummary SummarizeTargetStep(const std::vector<const RequestRecord*>& r
     s.throughput_rps = static_cast<double>(s.ok) / wall_s;
     s.output_tok_s = static_cast<double>(out_tokens) / wall_s;
   }
-  s.goodput_rps = GoodputRps(slo, threshold_ms, wall_s);
+  s.goodput_rps = GoodputRps(slo, threshold_ms, offered_duration_s);
   s.network = Layer(net);
   s.service = Layer(svc);
   s.compute = Layer(cmp);
@@ -157,7 +167,8 @@ Report BuildReport(const ReportInputs& in) {
     const StepData& step = run.steps[s];
     for (size_t k = 0; k < n_targets; ++k) {
       const TargetStep& ts = step.targets[k];
-      TargetStepSummary sum = SummarizeTargetStep(by[s][k], o.threshold_ms, o.metric, ts.wall_s);
+      TargetStepSummary sum = SummarizeTargetStep(by[s][k], o.threshold_ms, o.metric, ts.wall_s,
+                                                  OfferedDurationS(o, step.load, ts));
       sum.step = static_cast<int>(s);
       sum.target = static_cast<int>(k);
       sum.load = step.load;
@@ -270,6 +281,7 @@ nlohmann::json ReportJson(const ReportInputs& in, const Report& rep) {
                          {"itl_ms", SummaryJson(s.itl)}, {"e2e_ms", SummaryJson(s.e2e)},
                          {"wall_s", s.wall_s}, {"throughput_rps", s.throughput_rps},
                          {"output_tok_s", s.output_tok_s}, {"goodput_rps", s.goodput_rps},
+                         {"offered_duration_s", s.offered_duration_s},
                          {"slo_p95_ms", Num(s.slo_p95_ms)},
                          {"layers", {{"requests_with_server_timings", s.layered},
                                      {"network_ms", {{"mean", Num(s.network.mean_ms)}, {"p95", Num(s.network.p95_ms)}}},

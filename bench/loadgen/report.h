@@ -47,7 +47,9 @@ struct TargetStepSummary {
   double wall_s = 0;
   double throughput_rps = 0;  // successful requests / wall_s
   double output_tok_s = 0;    // output tokens of successful requests / wall_s
-  double goodput_rps = 0;     // requests meeting the SLO / wall_s
+  // The time the load was offered over (OfferedDurationS): goodput's denominator.
+  double offered_duration_s = 0;
+  double goodput_rps = 0;     // requests meeting the SLO / offered_duration_s
   double slo_p95_ms = 0;      // SLO metric, failures as +inf (what the verdict and knee use)
   int64_t layered = 0;        // successful requests that carried server timings
   LayerStats network, service, compute;
@@ -93,9 +95,21 @@ struct Report {
   std::vector<RatioRow> ratios;
 };
 
-// Summary of one target's records at one step over `wall_s` seconds.
+// Summary of one target's records at one step: throughput over `wall_s` (step start to the
+// target's last response), goodput over `offered_duration_s`.
 TargetStepSummary SummarizeTargetStep(const std::vector<const RequestRecord*>& records,
-                                      double threshold_ms, SloMetric metric, double wall_s);
+                                      double threshold_ms, SloMetric metric, double wall_s,
+                                      double offered_duration_s);
+
+// The duration over which a step offered its load to one target. Open loop: the planned
+// arrivals divided by the offered rate (N / R with --requests N; with --duration S the arrivals
+// drawn in S over R, about S), so goodput = rate x the share of planned requests that met the
+// SLO and can never exceed the offered rate, however early the target stopped or however
+// tightly the random arrivals clustered. The wall time to the last response is no such bound:
+// a step stopped early after a few fast requests, or a short Poisson draw, shrinks it and
+// inflates every rate divided by it. Closed loop (no offered rate): the wall time, and at
+// least --duration when one was given, so an early stop does not shorten it either.
+double OfferedDurationS(const RunOptions& o, double load, const TargetStep& ts);
 
 Report BuildReport(const ReportInputs& in);
 

@@ -114,7 +114,7 @@ TEST(Summary, HandComputedStep) {
                                      Failed("http_status", 429), Failed("cancelled", 0)};
   std::vector<const RequestRecord*> ptrs;
   for (const auto& r : recs) ptrs.push_back(&r);
-  const TargetStepSummary s = SummarizeTargetStep(ptrs, 387, SloMetric::kTtft, 2.0);
+  const TargetStepSummary s = SummarizeTargetStep(ptrs, 387, SloMetric::kTtft, 2.0, 2.0);
   EXPECT_EQ(s.sent, 5);
   EXPECT_EQ(s.ok, 3);
   EXPECT_EQ(s.errors, 1);
@@ -150,7 +150,7 @@ TEST(Summary, ServedByCountsSuccessfulRequestsPerServedModel) {
   recs.push_back(shed);
   std::vector<const RequestRecord*> ptrs;
   for (const auto& r : recs) ptrs.push_back(&r);
-  const TargetStepSummary s = SummarizeTargetStep(ptrs, 387, SloMetric::kTtft, 1.0);
+  const TargetStepSummary s = SummarizeTargetStep(ptrs, 387, SloMetric::kTtft, 1.0, 1.0);
   ASSERT_EQ(s.served_by.size(), 3u);
   EXPECT_EQ(s.served_by.at("heavy"), 2);
   EXPECT_EQ(s.served_by.at("light"), 3);
@@ -182,6 +182,79 @@ TEST(Summary, ServedByCountsSuccessfulRequestsPerServedModel) {
   EXPECT_EQ(j["summaries"][0]["served_by"]["heavy"], 2);
   EXPECT_NE(ReportMarkdown(in, rep).find("| ? 1, heavy 2, light 3 |"), std::string::npos)
       << ReportMarkdown(in, rep);
+}
+
+// One step of one or more targets at `load`, built from synthetic records (record.target
+// picks the target); every target ran with `planned` requests over `wall_s`.
+struct OneStep {
+  RunOptions o;
+  RunData run;
+  ReportInputs in;
+  OneStep(double load, int64_t planned, double wall_s, std::vector<RequestRecord> recs,
+          int n_targets = 1) {
+    for (int k = 0; k < n_targets; ++k) {
+      const std::string label(1, static_cast<char>('A' + k));
+      o.targets.push_back(*ParseTargetSpec("--target", "http://h" + label + ":1,label=" + label));
+    }
+    o.loads = {load};
+    StepData st;
+    st.load = load;
+    for (int k = 0; k < n_targets; ++k) {
+      TargetStep ts;
+      ts.ran = true;
+      ts.planned = planned;
+      ts.wall_s = wall_s;
+      for (const RequestRecord& r : recs) ts.sent += r.target == k ? 1 : 0;
+      st.targets.push_back(ts);
+    }
+    run.steps.push_back(st);
+    run.records = std::move(recs);
+    in.options = &o;
+    in.run = &run;
+    in.facts.resize(static_cast<size_t>(n_targets));
+  }
+};
+
+TEST(Goodput, NeverAboveTheOfferedRateWhenAStepStopsEarly) {
+  // 0.5 req/s with 5 planned requests: the schedule offers them over 5 / 0.5 = 10 s. The
+  // target stopped early after three fast requests and one slow one, 1.96 s into the step.
+  // Over the wall time goodput read 3 / 1.96 = 1.53 req/s, three times the offered rate; over
+  // the offered duration it is 3 / 10 = 0.3 req/s.
+  OneStep f(0.5, 5, 1.96,
+            {Ok(100, 300, 5), Ok(120, 300, 5), Ok(90, 300, 5), Ok(900, 1000, 5),
+             Failed("cancelled", 0)});
+  f.run.steps[0].targets[0].stopped_early = true;
+  const Report rep = BuildReport(f.in);
+  ASSERT_EQ(rep.summaries.size(), 1u);
+  const TargetStepSummary& s = rep.summaries[0];
+  EXPECT_DOUBLE_EQ(s.offered_duration_s, 10.0);
+  EXPECT_DOUBLE_EQ(s.goodput_rps, 0.3);
+  EXPECT_LE(s.goodput_rps, 0.5);
+  const nlohmann::json j = ReportJson(f.in, rep);
+  EXPECT_DOUBLE_EQ(j["summaries"][0]["offered_duration_s"].get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(j["summaries"][0]["goodput_rps"].get<double>(), 0.3);
+}
+
+TEST(Goodput, AShortArrivalDrawDoesNotInflateIt) {
+  // Four arrivals at 2 req/s offer 2 s of load; the random gaps happened to put them all in
+  // the first 0.5 s. All four met the SLO: goodput is the offered 2 req/s, not 4 / 0.5 = 8.
+  OneStep f(2, 4, 0.5, {Ok(100, 200, 3), Ok(100, 200, 3), Ok(100, 200, 3), Ok(100, 200, 3)});
+  const Report rep = BuildReport(f.in);
+  EXPECT_DOUBLE_EQ(rep.summaries[0].goodput_rps, 2.0);
+}
+
+TEST(Goodput, ClosedLoopCountsTheWholeDurationWhenStoppedEarly) {
+  // Closed loop for 30 s, stopped after 5 s: no offered rate, so the offered duration is the
+  // 30 s the load was meant to run, not the 5 s before the stop.
+  OneStep f(4, -1, 5, {Ok(100, 200, 3), Ok(100, 200, 3)});
+  f.o.mode = LoadMode::kConcurrency;
+  f.o.duration_s = 30;
+  f.run.steps[0].targets[0].stopped_early = true;
+  EXPECT_DOUBLE_EQ(BuildReport(f.in).summaries[0].goodput_rps, 2.0 / 30);
+  // Bounded by requests instead: the wall time is all there is.
+  f.o.duration_s = 0;
+  f.run.steps[0].targets[0].stopped_early = false;
+  EXPECT_DOUBLE_EQ(BuildReport(f.in).summaries[0].goodput_rps, 2.0 / 5);
 }
 
 // Two targets, sweep over 1, 2, 4 req/s. Target 0 passes 1 and 2 and fails 4; target 1 fails
