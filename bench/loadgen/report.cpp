@@ -98,6 +98,19 @@ double OfferedDurationS(const RunOptions& o, double load, const TargetStep& ts) 
   return std::max(ts.wall_s, o.duration_s);
 }
 
+std::string MetricLabel(SloMetric m) { return m == SloMetric::kTtft ? "TTFT" : "e2e"; }
+
+std::string MetricChoiceText(const RunOptions& o) {
+  const std::string name = MetricLabel(o.metric);
+  if (o.metric_from_flag) return "judged by " + name + " (set by --slo-metric)";
+  if (o.metric == SloMetric::kTtft) {
+    return "judged by TTFT, the default for streamed requests (--slo-metric e2e judges "
+           "end-to-end latency instead)";
+  }
+  return "judged by end-to-end latency, the default for non-streamed requests, whose first "
+         "token arrives with the last (--slo-metric ttft overrides)";
+}
+
 TargetStepSummary SummarizeTargetStep(const std::vector<const RequestRecord*>& records,
                                       double threshold_ms, SloMetric metric, double wall_s,
                                       double offered_duration_s) {
@@ -330,9 +343,10 @@ nlohmann::json ReportJson(const ReportInputs& in, const Report& rep) {
         {"timeout_s", o.timeout_s},
         {"threshold_ms", o.threshold_ms},
         {"slo_metric", SloMetricName(o.metric)},
+        {"slo_metric_source", o.metric_from_flag ? "--slo-metric" : "default"},
         {"percentile_definition", "nearest-rank"},
         {"api", w.api == Api::kChat ? "chat" : "completions"},
-        {"stream", w.stream},
+        {"stream", RequestsStream(w)},
         {"prompt_words", w.prompts.empty() ? w.prompt_words.ToString() : "prompts file"},
         {"output_tokens", w.output_tokens.ToString()},
         {"slo_class", w.slo_class},
@@ -355,8 +369,9 @@ std::string ReportMarkdown(const ReportInputs& in, const Report& rep) {
   const RunOptions& o = *in.options;
   const size_t n_targets = o.targets.size();
   std::string md = "# lifeline bench report\n\n";
-  md += "SLO: P95 " + std::string(SloMetricName(o.metric)) + " <= " + FormatMs(o.threshold_ms) +
-        " ms (nearest-rank percentiles; failed requests count as infinitely slow). Hardware: " +
+  md += "SLO: P95 " + MetricLabel(o.metric) + " <= " + FormatMs(o.threshold_ms) + " ms, " +
+        MetricChoiceText(o) +
+        ". Nearest-rank percentiles; failed requests count as infinitely slow. Hardware: " +
         Cell(in.hardware.cpu_model) + ", " + std::to_string(in.hardware.logical_cores) +
         " logical cores.\n\n";
   md += "## Latency (ms, successful requests)\n\n";

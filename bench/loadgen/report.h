@@ -123,5 +123,8 @@ Status WriteReports(const std::string& dir, const ReportInputs& in, const Report
 // Helpers shared by the writers.
 std::string LoadName(LoadMode mode, double load);  // "4 req/s" / "concurrency 8"
 std::string FormatMs(double ms);                   // "12.3", "inf", "-"
+std::string MetricLabel(SloMetric m);              // "TTFT" / "e2e"
+// Which metric the verdicts judge by and why: "--slo-metric" or the default for the requests.
+std::string MetricChoiceText(const RunOptions& o);
 
 }  // namespace lifeline::loadgen

@@ -257,6 +257,37 @@ TEST(Goodput, ClosedLoopCountsTheWholeDurationWhenStoppedEarly) {
   EXPECT_DOUBLE_EQ(BuildReport(f.in).summaries[0].goodput_rps, 2.0 / 5);
 }
 
+TEST(SloMetricChoice, DefaultFollowsStreamingAndReportsNameIt) {
+  WorkloadSpec w;
+  EXPECT_EQ(DefaultSloMetric(w), SloMetric::kTtft);
+  w.stream = false;
+  EXPECT_EQ(DefaultSloMetric(w), SloMetric::kE2e);
+  w.extra_body = {{"stream", true}};  // what the server is asked for decides
+  EXPECT_EQ(DefaultSloMetric(w), SloMetric::kTtft);
+
+  OneStep f(1, 1, 1, {Ok(100, 300, 5)});
+  f.o.workload.stream = false;
+  f.o.metric = DefaultSloMetric(f.o.workload);
+  Report rep = BuildReport(f.in);
+  nlohmann::json j = ReportJson(f.in, rep);
+  EXPECT_EQ(j["config"]["slo_metric"], "e2e");
+  EXPECT_EQ(j["config"]["slo_metric_source"], "default");
+  EXPECT_EQ(j["config"]["stream"], false);
+  std::string md = ReportMarkdown(f.in, rep);
+  EXPECT_NE(md.find("P95 e2e <= 387 ms, judged by end-to-end latency, the default for "
+                    "non-streamed requests"), std::string::npos) << md;
+
+  f.o.metric = SloMetric::kTtft;
+  f.o.metric_from_flag = true;
+  rep = BuildReport(f.in);
+  j = ReportJson(f.in, rep);
+  EXPECT_EQ(j["config"]["slo_metric"], "ttft");
+  EXPECT_EQ(j["config"]["slo_metric_source"], "--slo-metric");
+  md = ReportMarkdown(f.in, rep);
+  EXPECT_NE(md.find("P95 TTFT <= 387 ms, judged by TTFT (set by --slo-metric)"),
+            std::string::npos) << md;
+}
+
 // Two targets, sweep over 1, 2, 4 req/s. Target 0 passes 1 and 2 and fails 4; target 1 fails
 // at 2 (so it was skipped at 4).
 struct SweepFixture {
