@@ -69,6 +69,11 @@ int64_t MedianOf(std::vector<int64_t> v) {
   return v[(v.size() - 1) / 2];
 }
 
+// The server declined the request (rate limited or overloaded) rather than failing it.
+bool Refused(const RequestRecord& r) {
+  return r.x.error == "http_status" && (r.x.http_status == 429 || r.x.http_status == 503);
+}
+
 // "heavy 40, light 20" (successful requests per served model; "?" for an unnamed one).
 std::string ServedByText(const std::map<std::string, int64_t>& served_by) {
   std::string out;
@@ -131,6 +136,7 @@ TargetStepSummary SummarizeTargetStep(const std::vector<const RequestRecord*>& r
       if (r->x.error != "cancelled") {
         ++s.errors;
         ++s.errors_by_kind[r->x.error];
+        ++(Refused(*r) ? s.refused : s.failed);
       }
       continue;
     }
@@ -157,7 +163,10 @@ TargetStepSummary SummarizeTargetStep(const std::vector<const RequestRecord*>& r
     s.throughput_rps = static_cast<double>(s.ok) / wall_s;
     s.output_tok_s = static_cast<double>(out_tokens) / wall_s;
   }
+  s.finished = s.ok + s.errors;
+  s.met_slo = CountMeetingSlo(slo, threshold_ms);
   s.goodput_rps = GoodputRps(slo, threshold_ms, offered_duration_s);
+  s.smooth_goodput_rps = SmoothGoodputRps(s.met_slo, s.refused, s.failed, offered_duration_s);
   s.network = Layer(net);
   s.service = Layer(svc);
   s.compute = Layer(cmp);
@@ -295,6 +304,9 @@ nlohmann::json ReportJson(const ReportInputs& in, const Report& rep) {
                          {"wall_s", s.wall_s}, {"throughput_rps", s.throughput_rps},
                          {"output_tok_s", s.output_tok_s}, {"goodput_rps", s.goodput_rps},
                          {"offered_duration_s", s.offered_duration_s},
+                         {"smooth_goodput_rps", s.smooth_goodput_rps},
+                         {"finished", s.finished}, {"met_slo", s.met_slo},
+                         {"refused", s.refused}, {"failed", s.failed},
                          {"slo_p95_ms", Num(s.slo_p95_ms)},
                          {"layers", {{"requests_with_server_timings", s.layered},
                                      {"network_ms", {{"mean", Num(s.network.mean_ms)}, {"p95", Num(s.network.p95_ms)}}},
@@ -390,8 +402,8 @@ std::string ReportMarkdown(const ReportInputs& in, const Report& rep) {
     }
   }
   md += "\n## Throughput and goodput\n\n";
-  md += "| load | target | sent | ok | errors | 429 | cancelled | req/s | output tok/s | goodput req/s | SLO P95 ms | served by | note |\n";
-  md += "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n";
+  md += "| load | target | sent | ok | errors | 429 | cancelled | req/s | output tok/s | goodput req/s | smooth goodput req/s | SLO P95 ms | served by | note |\n";
+  md += "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n";
   for (const TargetStepSummary& s : rep.summaries) {
     std::string note;
     if (!s.ran) note = "skipped (failed a lower load)";
@@ -402,6 +414,7 @@ std::string ReportMarkdown(const ReportInputs& in, const Report& rep) {
           std::to_string(s.errors) + " | " + std::to_string(s.http_429) + " | " +
           std::to_string(s.cancelled) + " | " + Fmt("%.2f", s.throughput_rps) + " | " +
           Fmt("%.1f", s.output_tok_s) + " | " + Fmt("%.2f", s.goodput_rps) + " | " +
+          Fmt("%.2f", s.smooth_goodput_rps) + " | " +
           FormatMs(s.slo_p95_ms) + " | " + Cell(ServedByText(s.served_by)) + " | " + Cell(note) + " |\n";
   }
   md += "\n## Three-layer breakdown (ms; network = client residual)\n\n";

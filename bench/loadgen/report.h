@@ -39,6 +39,10 @@ struct TargetStepSummary {
   int64_t errors = 0;     // failed requests, excluding the ones an early stop cancelled
   int64_t http_429 = 0;
   int64_t cancelled = 0;  // cancelled by the early stop
+  int64_t finished = 0;   // ok + errors: requests that ended, not cancelled by an early stop
+  int64_t met_slo = 0;    // finished requests whose SLO metric is <= the threshold
+  int64_t refused = 0;    // errors that were HTTP 429 or 503: the server declined the request
+  int64_t failed = 0;     // every other error (errors = refused + failed)
   std::map<std::string, int64_t> errors_by_kind;
   // Successful requests by the model that served them (X-Served-Model, else the body's
   // `model`; "" when the server named none): shows how much a cascade routed elsewhere.
@@ -50,6 +54,8 @@ struct TargetStepSummary {
   // The time the load was offered over (OfferedDurationS): goodput's denominator.
   double offered_duration_s = 0;
   double goodput_rps = 0;     // requests meeting the SLO / offered_duration_s
+  // (met_slo - refused - failed) / offered_duration_s, floored at 0 (SmoothGoodputRps).
+  double smooth_goodput_rps = 0;
   double slo_p95_ms = 0;      // SLO metric, failures as +inf (what the verdict and knee use)
   int64_t layered = 0;        // successful requests that carried server timings
   LayerStats network, service, compute;

@@ -129,19 +129,23 @@ std::string LoadCharts(const ReportInputs& in, const Report& rep) {
   p95.h_line = o.threshold_ms;
   p95.h_line_label = "threshold " + FormatMs(o.threshold_ms) + " ms";
   SvgChart good;
-  good.title = "Goodput vs offered load";
+  good.title = "Goodput (solid) and smooth goodput (dashed) vs offered load";
   good.x_label = x_label;
   good.y_label = "requests/s meeting the SLO";
   for (size_t k = 0; k < o.targets.size(); ++k) {
     SvgSeries a{o.targets[k].label, SeriesColor(k), {}, true, true};
     SvgSeries b = a;
+    SvgSeries smooth{o.targets[k].label + " (smooth)", SeriesColor(k), {}, true, false};
+    smooth.dashed = true;
     for (const TargetStepSummary& s : rep.summaries) {
       if (s.target != static_cast<int>(k) || !s.ran) continue;
       a.points.emplace_back(s.load, s.stopped_early ? NAN : s.slo_p95_ms);
       b.points.emplace_back(s.load, s.goodput_rps);
+      smooth.points.emplace_back(s.load, s.smooth_goodput_rps);
     }
     p95.series.push_back(std::move(a));
     good.series.push_back(std::move(b));
+    good.series.push_back(std::move(smooth));
   }
   return RenderChart(p95) + RenderChart(good);
 }

@@ -124,6 +124,11 @@ TEST(Summary, HandComputedStep) {
   EXPECT_DOUBLE_EQ(s.throughput_rps, 1.5);  // 3 / 2 s
   EXPECT_DOUBLE_EQ(s.output_tok_s, 7.5);    // 15 tokens / 2 s
   EXPECT_DOUBLE_EQ(s.goodput_rps, 1.0);     // TTFT 100 and 200 meet 387 ms
+  EXPECT_EQ(s.finished, 4);                 // the cancelled one did not finish
+  EXPECT_EQ(s.met_slo, 2);
+  EXPECT_EQ(s.refused, 1);                  // the 429
+  EXPECT_EQ(s.failed, 0);
+  EXPECT_DOUBLE_EQ(s.smooth_goodput_rps, 0.5);  // (2 met - 1 refused) / 2 s
   // TTFT over OK requests: P50 rank 2 -> 200, P95 rank 3 -> 400.
   EXPECT_EQ(s.ttft.p50, 200);
   EXPECT_EQ(s.ttft.p95, 400);
@@ -255,6 +260,29 @@ TEST(Goodput, ClosedLoopCountsTheWholeDurationWhenStoppedEarly) {
   f.o.duration_s = 0;
   f.run.steps[0].targets[0].stopped_early = false;
   EXPECT_DOUBLE_EQ(BuildReport(f.in).summaries[0].goodput_rps, 2.0 / 5);
+}
+
+TEST(SmoothGoodput, ReportedInJsonMarkdownAndHtml) {
+  // 4 planned at 1 req/s (4 s offered): 3 met the SLO, one 503 (refused), one connect failure
+  // (failed): goodput 3 / 4 = 0.75, smooth goodput (3 - 1 - 1) / 4 = 0.25.
+  OneStep f(1, 5, 3,
+            {Ok(100, 200, 3), Ok(100, 200, 3), Ok(100, 200, 3), Failed("http_status", 503),
+             Failed("connect", 0)});
+  f.run.steps[0].targets[0].planned = 4;
+  const Report rep = BuildReport(f.in);
+  const nlohmann::json j = ReportJson(f.in, rep);
+  const nlohmann::json& s = j["summaries"][0];
+  EXPECT_DOUBLE_EQ(s["goodput_rps"].get<double>(), 0.75);
+  EXPECT_DOUBLE_EQ(s["smooth_goodput_rps"].get<double>(), 0.25);
+  EXPECT_EQ(s["refused"], 1);
+  EXPECT_EQ(s["failed"], 1);
+  EXPECT_EQ(s["finished"], 5);
+  EXPECT_EQ(s["met_slo"], 3);
+  const std::string md = ReportMarkdown(f.in, rep);
+  EXPECT_NE(md.find("| goodput req/s | smooth goodput req/s |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 0.75 | 0.25 |"), std::string::npos) << md;
+  const std::string html = ReportHtml(f.in, rep);
+  EXPECT_NE(html.find("A (smooth)"), std::string::npos);  // the dashed series in the chart
 }
 
 TEST(SloMetricChoice, DefaultFollowsStreamingAndReportsNameIt) {
