@@ -84,7 +84,103 @@ std::string ServedByText(const std::map<std::string, int64_t>& served_by) {
   return out;
 }
 
+// One target's requests of one step in one input class.
+struct ClassSample {
+  std::vector<double> slo;           // SLO metric of every request; failed or cancelled: +inf
+  std::vector<double> finished_slo;  // the same without the cancelled ones: what was measured
+  std::vector<double> ttft, e2e;     // successful requests
+  std::vector<int64_t> words, tokens;
+};
+
+ClassSample SampleOfClass(const std::vector<const RequestRecord*>& records,
+                          const std::vector<int64_t>& edges, size_t bucket, SloMetric metric) {
+  ClassSample c;
+  for (const RequestRecord* r : records) {
+    if (BucketOf(edges, r->prompt_words) != bucket) continue;
+    c.slo.push_back(r->SloValue(metric));
+    if (r->x.error != "cancelled") c.finished_slo.push_back(r->SloValue(metric));
+    if (r->ok()) {
+      c.ttft.push_back(r->SloValue(SloMetric::kTtft));
+      c.e2e.push_back(r->x.e2e_ms);
+    }
+    c.words.push_back(r->prompt_words);
+    if (r->prompt_tokens >= 0) c.tokens.push_back(r->prompt_tokens);
+  }
+  return c;
+}
+
+// Model, parameters and quantization: the target spec, else /v1/models, else the model name.
+void DescribeModel(const ReportInputs& in, size_t k, VerdictRow* v) {
+  const TargetFacts& f = in.facts[k];
+  const TargetSpec& t = in.options->targets[k];
+  v->model = !f.model.id.empty() ? f.model.id : (t.model.empty() ? t.label : t.model);
+  v->parameters = !t.params.empty() ? t.params
+                  : !f.model.parameters.empty() ? f.model.parameters
+                                                : ParametersFromName(v->model);
+  v->quantization = !t.quant.empty() ? t.quant
+                    : !f.model.quantization.empty() ? f.model.quantization
+                                                    : QuantizationFromName(v->model);
+}
+
+VerdictRow BuildVerdictRow(const ReportInputs& in, int s, int k, size_t bucket,
+                           const ClassSample& c) {
+  const RunOptions& o = *in.options;
+  const StepData& step = in.run->steps[static_cast<size_t>(s)];
+  VerdictRow v;
+  v.target = k;
+  v.step = s;
+  DescribeModel(in, static_cast<size_t>(k), &v);
+  v.hardware = HardwareText(in, k);
+  v.scenario = LoadName(o.mode, step.load);
+  if (!o.workload.slo_class.empty()) v.scenario += ", class " + o.workload.slo_class;
+  v.input_length = BucketName(in.input_buckets, bucket) + " words (median " +
+                   std::to_string(MedianOf(c.words)) + " words";
+  if (!c.tokens.empty()) v.input_length += ", " + std::to_string(MedianOf(c.tokens)) + " tokens";
+  v.input_length += ")";
+  v.requests = static_cast<int64_t>(c.slo.size());
+  v.stopped_early = step.targets[static_cast<size_t>(k)].stopped_early;
+  // An early-stopped step failed by construction; what its finished requests measured is
+  // kept beside the verdict.
+  v.measured_p95_ms = Percentile(c.finished_slo, 95);
+  v.p95_ms = v.stopped_early ? std::numeric_limits<double>::infinity() : Percentile(c.slo, 95);
+  v.finished = static_cast<int64_t>(c.finished_slo.size());
+  v.small_sample = SmallSampleForP95(v.finished);
+  v.ttft_p95_ms = Percentile(c.ttft, 95);
+  v.e2e_p95_ms = Percentile(c.e2e, 95);
+  v.target_ms = o.threshold_ms;
+  v.pass = v.p95_ms <= o.threshold_ms;
+  return v;
+}
+
+double ErrorShare(const TargetStepSummary& s) {
+  return s.finished > 0 ? static_cast<double>(s.errors) / static_cast<double>(s.finished) : kNaN;
+}
+
+// "stopped early (past the cliff) after 12 of 50 requests, 3 cancelled; measured TTFT P95 ...".
+std::string StoppedEarlyText(const TargetStepSummary& s, SloMetric metric) {
+  std::string t = "stopped early (past the cliff) after " + std::to_string(s.finished) +
+                  " finished requests";
+  if (s.planned > 0) t += " of " + std::to_string(s.planned) + " planned";
+  if (s.cancelled > 0) t += ", " + std::to_string(s.cancelled) + " in flight cancelled";
+  t += "; measured " + MetricLabel(metric) + " P95 " + FormatMs(s.measured_slo_p95_ms) + " ms";
+  if (s.errors > 0) t += ", " + Fmt("%.0f", 100 * ErrorShare(s)) + "% of them failed";
+  return t;
+}
+
+// The throughput table's note on how a step ended (errors by kind are appended after it).
+std::string StepNote(const TargetStepSummary& s, SloMetric metric) {
+  if (!s.ran) return "skipped (failed a lower load)";
+  std::string note = s.stopped_early ? StoppedEarlyText(s, metric) : "";
+  if (s.small_sample) note += (note.empty() ? "" : "; ") + SmallSampleText(s.finished);
+  return note;
+}
+
 }  // namespace
+
+std::string SmallSampleText(int64_t finished) {
+  return "small sample: " + std::to_string(finished) + " finished requests (< " +
+         std::to_string(kMinRequestsForP95) + "), so the P95 is the slowest of them";
+}
 
 std::string LoadName(LoadMode mode, double load) {
   return mode == LoadMode::kRate ? Fmt("%g req/s", load) : Fmt("concurrency %g", load);
@@ -159,11 +255,13 @@ TargetStepSummary SummarizeTargetStep(const std::vector<const RequestRecord*>& r
   s.itl = Summarize(itl);
   s.e2e = Summarize(e2e);
   s.slo_p95_ms = Percentile(slo, 95);
+  s.measured_slo_p95_ms = s.slo_p95_ms;
   if (wall_s > 0) {
     s.throughput_rps = static_cast<double>(s.ok) / wall_s;
     s.output_tok_s = static_cast<double>(out_tokens) / wall_s;
   }
   s.finished = s.ok + s.errors;
+  s.small_sample = SmallSampleForP95(s.finished);
   s.met_slo = CountMeetingSlo(slo, threshold_ms);
   s.goodput_rps = GoodputRps(slo, threshold_ms, offered_duration_s);
   s.smooth_goodput_rps = SmoothGoodputRps(s.met_slo, s.refused, s.failed, offered_duration_s);
@@ -212,41 +310,10 @@ Report BuildReport(const ReportInputs& in) {
   for (size_t s = 0; s < run.steps.size(); ++s) {
     for (size_t k = 0; k < n_targets; ++k) {
       if (!run.steps[s].targets[k].ran) continue;
-      const TargetFacts& f = in.facts[k];
-      const TargetSpec& t = o.targets[k];
       for (size_t b = 0; b < n_buckets; ++b) {
-        std::vector<double> slo;
-        std::vector<int64_t> words, tokens;
-        for (const RequestRecord* r : by[s][k]) {
-          if (BucketOf(in.input_buckets, r->prompt_words) != b) continue;
-          slo.push_back(r->SloValue(o.metric));
-          words.push_back(r->prompt_words);
-          if (r->prompt_tokens >= 0) tokens.push_back(r->prompt_tokens);
-        }
-        if (slo.empty()) continue;
-        VerdictRow v;
-        v.target = static_cast<int>(k);
-        v.step = static_cast<int>(s);
-        v.model = !f.model.id.empty() ? f.model.id : (t.model.empty() ? t.label : t.model);
-        v.parameters = !t.params.empty() ? t.params
-                       : !f.model.parameters.empty() ? f.model.parameters
-                                                     : ParametersFromName(v.model);
-        v.quantization = !t.quant.empty() ? t.quant
-                         : !f.model.quantization.empty() ? f.model.quantization
-                                                         : QuantizationFromName(v.model);
-        v.hardware = HardwareText(in, static_cast<int>(k));
-        v.scenario = LoadName(o.mode, run.steps[s].load);
-        if (!o.workload.slo_class.empty()) v.scenario += ", class " + o.workload.slo_class;
-        v.input_length = BucketName(in.input_buckets, b) + " words (median " +
-                         std::to_string(MedianOf(words)) + " words";
-        if (!tokens.empty()) v.input_length += ", " + std::to_string(MedianOf(tokens)) + " tokens";
-        v.input_length += ")";
-        v.requests = static_cast<int64_t>(slo.size());
-        v.p95_ms = run.steps[s].targets[k].stopped_early ? std::numeric_limits<double>::infinity()
-                                                         : Percentile(slo, 95);
-        v.target_ms = o.threshold_ms;
-        v.pass = v.p95_ms <= o.threshold_ms;
-        rep.verdicts.push_back(std::move(v));
+        const ClassSample c = SampleOfClass(by[s][k], in.input_buckets, b, o.metric);
+        if (c.slo.empty()) continue;
+        rep.verdicts.push_back(BuildVerdictRow(in, static_cast<int>(s), static_cast<int>(k), b, c));
       }
     }
   }
@@ -307,6 +374,10 @@ nlohmann::json ReportJson(const ReportInputs& in, const Report& rep) {
                          {"smooth_goodput_rps", s.smooth_goodput_rps},
                          {"finished", s.finished}, {"met_slo", s.met_slo},
                          {"refused", s.refused}, {"failed", s.failed},
+                         {"error_share", s.finished > 0 ? nlohmann::json(ErrorShare(s))
+                                                        : nlohmann::json(nullptr)},
+                         {"measured_slo_p95_ms", Num(s.measured_slo_p95_ms)},
+                         {"small_sample", s.small_sample},
                          {"slo_p95_ms", Num(s.slo_p95_ms)},
                          {"layers", {{"requests_with_server_timings", s.layered},
                                      {"network_ms", {{"mean", Num(s.network.mean_ms)}, {"p95", Num(s.network.p95_ms)}}},
@@ -319,7 +390,10 @@ nlohmann::json ReportJson(const ReportInputs& in, const Report& rep) {
                         {"parameters", v.parameters}, {"quantization", v.quantization},
                         {"hardware", v.hardware}, {"scenario", v.scenario},
                         {"input_length", v.input_length}, {"requests", v.requests},
-                        {"p95_ms", Num(v.p95_ms)}, {"target_ms", v.target_ms}, {"pass", v.pass}});
+                        {"p95_ms", Num(v.p95_ms)}, {"target_ms", v.target_ms}, {"pass", v.pass},
+                        {"finished", v.finished}, {"measured_p95_ms", Num(v.measured_p95_ms)},
+                        {"ttft_p95_ms", Num(v.ttft_p95_ms)}, {"e2e_p95_ms", Num(v.e2e_p95_ms)},
+                        {"stopped_early", v.stopped_early}, {"small_sample", v.small_sample}});
   }
   nlohmann::json ratios = nlohmann::json::array();
   for (const RatioRow& r : rep.ratios) {
@@ -357,6 +431,7 @@ nlohmann::json ReportJson(const ReportInputs& in, const Report& rep) {
         {"slo_metric", SloMetricName(o.metric)},
         {"slo_metric_source", o.metric_from_flag ? "--slo-metric" : "default"},
         {"percentile_definition", "nearest-rank"},
+        {"small_sample_below", kMinRequestsForP95},
         {"api", w.api == Api::kChat ? "chat" : "completions"},
         {"stream", RequestsStream(w)},
         {"prompt_words", w.prompts.empty() ? w.prompt_words.ToString() : "prompts file"},
@@ -405,9 +480,7 @@ std::string ReportMarkdown(const ReportInputs& in, const Report& rep) {
   md += "| load | target | sent | ok | errors | 429 | cancelled | req/s | output tok/s | goodput req/s | smooth goodput req/s | SLO P95 ms | served by | note |\n";
   md += "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n";
   for (const TargetStepSummary& s : rep.summaries) {
-    std::string note;
-    if (!s.ran) note = "skipped (failed a lower load)";
-    if (s.stopped_early) note = "stopped early (past the cliff)";
+    std::string note = StepNote(s, o.metric);
     for (const auto& [kind, n] : s.errors_by_kind) note += (note.empty() ? "" : "; ") + kind + " " + std::to_string(n);
     md += "| " + LoadName(o.mode, s.load) + " | " + Cell(o.targets[static_cast<size_t>(s.target)].label) +
           " | " + std::to_string(s.sent) + " | " + std::to_string(s.ok) + " | " +
@@ -437,14 +510,17 @@ std::string ReportMarkdown(const ReportInputs& in, const Report& rep) {
     }
   }
   md += "\n## SLA verdict\n\n";
-  md += "| target | model | parameters | quantization | hardware | scenario | input length | n | P95 ms | target ms | verdict |\n";
-  md += "| --- | --- | --- | --- | --- | --- | --- | ---: | ---: | ---: | --- |\n";
+  md += "| target | model | parameters | quantization | hardware | scenario | input length | n | P95 ms | target ms | verdict | caveat |\n";
+  md += "| --- | --- | --- | --- | --- | --- | --- | ---: | ---: | ---: | --- | --- |\n";
   for (const VerdictRow& v : rep.verdicts) {
+    const std::string p95 = v.stopped_early ? "inf (stopped early; measured " +
+                                                  FormatMs(v.measured_p95_ms) + ")"
+                                            : FormatMs(v.p95_ms);
     md += "| " + Cell(o.targets[static_cast<size_t>(v.target)].label) + " | " + Cell(v.model) + " | " +
           Cell(v.parameters) + " | " + Cell(v.quantization) + " | " + Cell(v.hardware) + " | " +
           Cell(v.scenario) + " | " + Cell(v.input_length) + " | " + std::to_string(v.requests) +
-          " | " + FormatMs(v.p95_ms) + " | " + FormatMs(v.target_ms) + " | " +
-          (v.pass ? "PASS" : "FAIL") + " |\n";
+          " | " + p95 + " | " + FormatMs(v.target_ms) + " | " + (v.pass ? "PASS" : "FAIL") +
+          " | " + (v.small_sample ? SmallSampleText(v.finished) : std::string("-")) + " |\n";
   }
   if (!rep.ratios.empty()) {
     md += "\n## Ratios against " + Cell(o.targets[0].label) + "\n\n";

@@ -57,6 +57,10 @@ struct TargetStepSummary {
   // (met_slo - refused - failed) / offered_duration_s, floored at 0 (SmoothGoodputRps).
   double smooth_goodput_rps = 0;
   double slo_p95_ms = 0;      // SLO metric, failures as +inf (what the verdict and knee use)
+  // The same over the finished requests only, without the early stop's verdict of +inf: what
+  // a target that stopped early did measure before the stop.
+  double measured_slo_p95_ms = 0;
+  bool small_sample = false;  // finished < kMinRequestsForP95: the P95 is the slowest request
   int64_t layered = 0;        // successful requests that carried server timings
   LayerStats network, service, compute;
 };
@@ -68,9 +72,14 @@ struct VerdictRow {
   std::string scenario;      // "rate 4 req/s", "concurrency 8", plus the SLO class
   std::string input_length;  // "<= 128 words (median 96)"
   int64_t requests = 0;
-  double p95_ms = 0;
+  int64_t finished = 0;      // requests not cancelled by an early stop
+  double p95_ms = 0;         // SLO metric; +inf when the step stopped early
+  double measured_p95_ms = 0;  // SLO metric over the finished requests, even if stopped early
+  double ttft_p95_ms = 0, e2e_p95_ms = 0;  // successful requests, whichever metric judges
   double target_ms = 0;
   bool pass = false;
+  bool stopped_early = false;
+  bool small_sample = false;  // finished < kMinRequestsForP95
 };
 
 struct RatioRow {
@@ -130,6 +139,8 @@ Status WriteReports(const std::string& dir, const ReportInputs& in, const Report
 std::string LoadName(LoadMode mode, double load);  // "4 req/s" / "concurrency 8"
 std::string FormatMs(double ms);                   // "12.3", "inf", "-"
 std::string MetricLabel(SloMetric m);              // "TTFT" / "e2e"
+// The caveat beside a verdict on fewer than kMinRequestsForP95 finished requests.
+std::string SmallSampleText(int64_t finished);
 // Which metric the verdicts judge by and why: "--slo-metric" or the default for the requests.
 std::string MetricChoiceText(const RunOptions& o);
 

@@ -54,6 +54,7 @@ std::string MarkdownToHtml(const std::string& md) {
         std::string cls;
         if (c == "PASS") cls = " class=\"pass\"";
         if (c == "FAIL") cls = " class=\"fail\"";
+        if (c.starts_with("small sample")) cls = " class=\"caveat\"";
         html += std::string("<") + tag + cls + ">" + XmlEscape(c) + "</" + tag + ">";
       }
       html += "</tr>\n";
@@ -208,6 +209,7 @@ std::string ReportHtml(const ReportInputs& in, const Report& rep) {
       "table{border-collapse:collapse;margin:8px 0 20px}\n"
       "th,td{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left}\n"
       "th{background:#f3f3f3}\n.pass{background:#d9f2d9}\n.fail{background:#f7d4d4}\n"
+      ".caveat{background:#fff3cd}\n"
       "figure{margin:12px 0}\nsvg{background:#fff;border:1px solid #eee}\n"
       "</style></head><body>\n";
   html += MarkdownToHtml(ReportMarkdown(in, rep));

@@ -72,6 +72,8 @@ double SmoothGoodputRps(int64_t met, int64_t refused, int64_t failed, double dur
   return static_cast<double>(net) / duration_s;
 }
 
+bool SmallSampleForP95(int64_t finished) { return finished < kMinRequestsForP95; }
+
 bool PercentileDecidedAbove(int64_t bad, int64_t planned, double p) {
   if (planned <= 0) return false;
   return bad > planned - NearestRank(planned, p);

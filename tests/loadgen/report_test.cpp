@@ -285,6 +285,88 @@ TEST(SmoothGoodput, ReportedInJsonMarkdownAndHtml) {
   EXPECT_NE(html.find("A (smooth)"), std::string::npos);  // the dashed series in the chart
 }
 
+// A target stopped early after 12 of 50 planned requests (3 in flight cancelled), TTFT
+// 600..1700 ms, e2e 100 ms more.
+OneStep StoppedAfterTwelve() {
+  std::vector<RequestRecord> recs;
+  for (int i = 1; i <= 12; ++i) recs.push_back(Ok(500 + 100 * i, 600 + 100 * i, 5));
+  for (int i = 0; i < 3; ++i) recs.push_back(Failed("cancelled", 0));
+  OneStep f(2, 50, 4, std::move(recs));
+  f.run.steps[0].targets[0].stopped_early = true;
+  return f;
+}
+
+TEST(StoppedEarly, MeasuredLatencyIsKeptBesideTheInfiniteVerdict) {
+  OneStep f = StoppedAfterTwelve();
+  const Report rep = BuildReport(f.in);
+  const TargetStepSummary& s = rep.summaries[0];
+  EXPECT_TRUE(std::isinf(s.slo_p95_ms));         // the verdict: failed by construction
+  EXPECT_EQ(s.measured_slo_p95_ms, 1700);        // P95 of 12 = the 12th: what was measured
+  EXPECT_EQ(s.finished, 12);
+  EXPECT_EQ(s.ttft.p50, 1100);
+  const nlohmann::json j = ReportJson(f.in, rep);
+  EXPECT_TRUE(j["summaries"][0]["slo_p95_ms"].is_null());  // key kept: null = infinite
+  EXPECT_EQ(j["summaries"][0]["measured_slo_p95_ms"], 1700);
+  EXPECT_EQ(j["summaries"][0]["error_share"], 0);
+  const nlohmann::json& v = j["verdicts"][0];
+  EXPECT_TRUE(v["p95_ms"].is_null());
+  EXPECT_EQ(v["pass"], false);
+  EXPECT_EQ(v["stopped_early"], true);
+  EXPECT_EQ(v["measured_p95_ms"], 1700);
+  EXPECT_EQ(v["ttft_p95_ms"], 1700);
+  EXPECT_EQ(v["e2e_p95_ms"], 1800);
+  EXPECT_EQ(v["requests"], 15);
+  EXPECT_EQ(v["finished"], 12);
+  const std::string md = ReportMarkdown(f.in, rep);
+  EXPECT_NE(md.find("stopped early (past the cliff) after 12 finished requests of 50 planned, 3 "
+                    "in flight cancelled; measured TTFT P95 1700 ms"), std::string::npos) << md;
+  EXPECT_NE(md.find("| inf (stopped early; measured 1700) | 387 | FAIL |"), std::string::npos)
+      << md;
+}
+
+TEST(StoppedEarly, ShareOfFailedRequestsIsReported) {
+  OneStep f = StoppedAfterTwelve();
+  f.run.records[0] = Failed("timeout", 0);
+  f.run.records[1] = Failed("http_status", 500);
+  f.run.records[2] = Failed("http_status", 500);
+  const Report rep = BuildReport(f.in);
+  // 3 of 12 finished failed: the measured P95 is infinite too, and the note says why.
+  EXPECT_DOUBLE_EQ(ReportJson(f.in, rep)["summaries"][0]["error_share"].get<double>(), 0.25);
+  EXPECT_TRUE(std::isinf(rep.summaries[0].measured_slo_p95_ms));
+  EXPECT_NE(ReportMarkdown(f.in, rep).find("measured TTFT P95 inf ms, 25% of them failed"),
+            std::string::npos);
+}
+
+TEST(SmallSample, CaveatBesideTheVerdictBelowTwentyRequests) {
+  // The smallest count where a nearest-rank P95 is not the maximum is the threshold.
+  EXPECT_EQ(NearestRank(kMinRequestsForP95 - 1, 95), kMinRequestsForP95 - 1);
+  EXPECT_LT(NearestRank(kMinRequestsForP95, 95), kMinRequestsForP95);
+  EXPECT_TRUE(SmallSampleForP95(19));
+  EXPECT_FALSE(SmallSampleForP95(20));
+
+  OneStep few(1, 5, 5, {Ok(100, 200, 3), Ok(100, 200, 3), Ok(100, 200, 3), Ok(100, 200, 3),
+                        Ok(150, 200, 3)});
+  Report rep = BuildReport(few.in);
+  EXPECT_TRUE(rep.summaries[0].small_sample);
+  ASSERT_EQ(rep.verdicts.size(), 1u);
+  EXPECT_TRUE(rep.verdicts[0].pass);
+  EXPECT_TRUE(rep.verdicts[0].small_sample);
+  nlohmann::json j = ReportJson(few.in, rep);
+  EXPECT_EQ(j["verdicts"][0]["small_sample"], true);
+  EXPECT_EQ(j["summaries"][0]["small_sample"], true);
+  EXPECT_EQ(j["config"]["small_sample_below"], 20);
+  const std::string md = ReportMarkdown(few.in, rep);
+  EXPECT_NE(md.find("| PASS | small sample: 5 finished requests (< 20), so the P95 is the "
+                    "slowest of them |"), std::string::npos) << md;
+  EXPECT_NE(ReportHtml(few.in, rep).find("<td class=\"caveat\">small sample"), std::string::npos);
+
+  std::vector<RequestRecord> twenty(20, Ok(100, 200, 3));
+  OneStep enough(1, 20, 20, twenty);
+  rep = BuildReport(enough.in);
+  EXPECT_FALSE(rep.verdicts[0].small_sample);
+  EXPECT_EQ(ReportMarkdown(enough.in, rep).find("small sample"), std::string::npos);
+}
+
 TEST(SloMetricChoice, DefaultFollowsStreamingAndReportsNameIt) {
   WorkloadSpec w;
   EXPECT_EQ(DefaultSloMetric(w), SloMetric::kTtft);
