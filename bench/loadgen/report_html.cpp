@@ -108,8 +108,11 @@ std::string CdfChart(const ReportInputs& in, bool ttft) {
         if (r.step != static_cast<int>(s) || r.target != static_cast<int>(k) || !r.ok()) continue;
         v.push_back(ttft && r.x.ttft_ms >= 0 ? r.x.ttft_ms : r.x.e2e_ms);
       }
-      c.series.push_back({SeriesName(in, static_cast<int>(s), static_cast<int>(k)),
-                          SeriesColor(s * n_targets + k), CdfPoints(std::move(v)), true, false});
+      // Kept in the legend when nothing succeeded, so that every target shows in every chart.
+      std::string name = SeriesName(in, static_cast<int>(s), static_cast<int>(k));
+      if (v.empty()) name += " (no successful requests)";
+      c.series.push_back({name, SeriesColor(s * n_targets + k), CdfPoints(std::move(v)), true,
+                          false});
     }
   }
   const bool metric_matches = (in.options->metric == SloMetric::kTtft) == ttft;
@@ -129,6 +132,7 @@ std::string LoadCharts(const ReportInputs& in, const Report& rep) {
   p95.has_h_line = true;
   p95.h_line = o.threshold_ms;
   p95.h_line_label = "threshold " + FormatMs(o.threshold_ms) + " ms";
+  p95.clip_note = "off the chart: P95 infinite (over 5% failed) or stopped early past the cliff";
   SvgChart good;
   good.title = "Goodput (solid) and smooth goodput (dashed) vs offered load";
   good.x_label = x_label;
@@ -140,7 +144,9 @@ std::string LoadCharts(const ReportInputs& in, const Report& rep) {
     smooth.dashed = true;
     for (const TargetStepSummary& s : rep.summaries) {
       if (s.target != static_cast<int>(k) || !s.ran) continue;
-      a.points.emplace_back(s.load, s.stopped_early ? NAN : s.slo_p95_ms);
+      // slo_p95_ms is +inf for a step stopped early or with too many failures: drawn on the
+      // top edge, not dropped (the table beside gives what it measured).
+      a.points.emplace_back(s.load, s.slo_p95_ms);
       b.points.emplace_back(s.load, s.goodput_rps);
       smooth.points.emplace_back(s.load, s.smooth_goodput_rps);
     }
@@ -161,12 +167,15 @@ std::string TimelineChart(const ReportInputs& in) {
   c.h_line = o.threshold_ms;
   c.h_line_label = "threshold";
   c.width = 900;
+  c.clip_note = "off the chart: failed request";
   const size_t stride = std::max<size_t>(1, in.run->records.size() / kMaxTimelinePoints);
   for (size_t k = 0; k < o.targets.size(); ++k) {
     SvgSeries s{o.targets[k].label, SeriesColor(k), {}, false, true};
     for (size_t i = 0; i < in.run->records.size(); i += stride) {
       const RequestRecord& r = in.run->records[i];
-      if (r.target != static_cast<int>(k) || !r.ok()) continue;
+      // Failures are +inf, drawn on the top edge; requests an early stop cancelled are not
+      // the server's answer and stay out.
+      if (r.target != static_cast<int>(k) || r.x.error == "cancelled") continue;
       s.points.emplace_back(r.start_ms / 1000.0, r.SloValue(o.metric));
     }
     c.series.push_back(std::move(s));

@@ -55,6 +55,12 @@ TEST(Layers, LlamaCppTimingsAndNone) {
   EXPECT_FALSE(SplitLayers(nullptr, 50, &n, &s, &c));
 }
 
+int Count(const std::string& hay, const std::string& needle) {
+  int n = 0;
+  for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1)) ++n;
+  return n;
+}
+
 RequestRecord Ok(double ttft, double e2e, int64_t tokens, int step = 0, int target = 0) {
   RequestRecord r;
   r.step = step;
@@ -367,6 +373,38 @@ TEST(SmallSample, CaveatBesideTheVerdictBelowTwentyRequests) {
   EXPECT_EQ(ReportMarkdown(enough.in, rep).find("small sample"), std::string::npos);
 }
 
+// The charts of report.html, cut apart at their <svg> tags (CDF TTFT, CDF e2e, P95 vs load,
+// goodput vs load, timeline, layers).
+std::vector<std::string> Charts(const std::string& html) {
+  std::vector<std::string> out;
+  for (size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1)) {
+    out.push_back(html.substr(at, html.find("</svg>", at) - at));
+  }
+  return out;
+}
+
+TEST(Charts, EveryTargetAppearsInEveryChart) {
+  // A passes; B failed everything and stopped early at the only load.
+  std::vector<RequestRecord> recs = {Ok(100, 200, 3, 0, 0), Ok(120, 220, 3, 0, 0)};
+  for (int i = 0; i < 2; ++i) recs.push_back(Failed("timeout", 0, 0, 1));
+  recs.push_back(Failed("cancelled", 0, 0, 1));
+  OneStep f(2, 10, 3, recs, 2);
+  f.run.steps[0].targets[1].stopped_early = true;
+  const std::vector<std::string> charts = Charts(ReportHtml(f.in, BuildReport(f.in)));
+  ASSERT_EQ(charts.size(), 6u);
+  for (const std::string& c : charts) {
+    EXPECT_NE(c.find(">A"), std::string::npos) << c;
+    EXPECT_NE(c.find(">B"), std::string::npos) << c;
+  }
+  // P95 vs load: B's infinite P95 on the top edge, with the legend note.
+  EXPECT_NE(charts[2].find("class=\"clipped\""), std::string::npos) << charts[2];
+  EXPECT_NE(charts[2].find("stopped early past the cliff"), std::string::npos);
+  // The timeline shows B's two failures (not the cancelled request) on the top edge: two
+  // triangles and the legend's.
+  EXPECT_EQ(Count(charts[4], "class=\"clipped\""), 3) << charts[4];
+  EXPECT_NE(charts[0].find("B (no successful requests)"), std::string::npos);
+}
+
 TEST(SloMetricChoice, DefaultFollowsStreamingAndReportsNameIt) {
   WorkloadSpec w;
   EXPECT_EQ(DefaultSloMetric(w), SloMetric::kTtft);
@@ -469,12 +507,6 @@ TEST(Report, KneesVerdictsAndRatios) {
   EXPECT_DOUBLE_EQ(rep.ratios[0].ttft_p95, 1.5);
   EXPECT_DOUBLE_EQ(rep.ratios[1].ttft_p95, 2.0);
   EXPECT_DOUBLE_EQ(rep.ratios[0].output_tok_s, 1.0);
-}
-
-int Count(const std::string& hay, const std::string& needle) {
-  int n = 0;
-  for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1)) ++n;
-  return n;
 }
 
 TEST(Report, WritesJsonMarkdownAndSelfContainedHtml) {
