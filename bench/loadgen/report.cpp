@@ -33,11 +33,7 @@ std::string Fmt(const char* f, double v) {
   return buf;
 }
 
-std::string Cell(const std::string& s) {
-  std::string out;
-  for (char c : s) out += (c == '|') ? '/' : (c == '\n' ? ' ' : c);
-  return out.empty() ? "-" : out;
-}
+std::string Cell(const std::string& s) { return TableCell(s); }
 
 std::string HardwareText(const ReportInputs& in, int target) {
   const TargetSpec& t = in.options->targets[static_cast<size_t>(target)];
@@ -176,6 +172,12 @@ std::string StepNote(const TargetStepSummary& s, SloMetric metric) {
 }
 
 }  // namespace
+
+std::string TableCell(const std::string& s) {
+  std::string out;
+  for (char c : s) out += (c == '|') ? '/' : (c == '\n' ? ' ' : c);
+  return out.empty() ? "-" : out;
+}
 
 std::string SmallSampleText(int64_t finished) {
   return "small sample: " + std::to_string(finished) + " finished requests (< " +
@@ -317,6 +319,7 @@ Report BuildReport(const ReportInputs& in) {
       }
     }
   }
+  rep.answers = BuildAnswers(in, rep.summaries);
   // Ratios against target 0.
   for (size_t s = 0; s < run.steps.size(); ++s) {
     const TargetStepSummary& base = rep.summaries[s * n_targets];
@@ -446,6 +449,7 @@ nlohmann::json ReportJson(const ReportInputs& in, const Report& rep) {
       {"summaries", std::move(summaries)},
       {"verdicts", std::move(verdicts)},
       {"ratios", std::move(ratios)},
+      {"summary_by_load", AnswersJson(in, rep)},
       {"requests", std::move(requests)},
   };
   if (!in.extra_json.is_null()) j["impact"] = in.extra_json;
@@ -455,13 +459,15 @@ nlohmann::json ReportJson(const ReportInputs& in, const Report& rep) {
 std::string ReportMarkdown(const ReportInputs& in, const Report& rep) {
   const RunOptions& o = *in.options;
   const size_t n_targets = o.targets.size();
-  std::string md = "# lifeline bench report\n\n";
+  // The answer first: which target to ship at each load, and why the others miss.
+  std::string md = "# lifeline bench report\n\n## Summary\n\n";
   md += "SLO: P95 " + MetricLabel(o.metric) + " <= " + FormatMs(o.threshold_ms) + " ms, " +
         MetricChoiceText(o) +
         ". Nearest-rank percentiles; failed requests count as infinitely slow. Hardware: " +
         Cell(in.hardware.cpu_model) + ", " + std::to_string(in.hardware.logical_cores) +
         " logical cores.\n\n";
-  md += "## Latency (ms, successful requests)\n\n";
+  md += SummaryMarkdown(in, rep);
+  md += "\n## Latency (ms, successful requests)\n\n";
   md += "| load | target | metric | P50 | P90 | P95 | P99 | max | n |\n";
   md += "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   for (const TargetStepSummary& s : rep.summaries) {

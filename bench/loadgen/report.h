@@ -103,11 +103,23 @@ struct ReportInputs {
   nlohmann::json extra_json;
 };
 
+// The answer for one offered load that opens the reports: the targets that meet the SLO there
+// (ship one of them), the ones that miss and by how much, the ones not run.
+struct LoadAnswer {
+  int step = 0;
+  double load = 0;
+  std::vector<int> pass, miss, not_run;  // target indices
+  // "At 2 req/s ship A (P95 TTFT 140 ms <= 387 ms); B misses by 715 ms at P95 (TTFT 1102 ms
+  // > 387 ms; stopped early past the cliff after 12 of 50 requests; small sample: ...)."
+  std::string text;
+};
+
 struct Report {
   std::vector<TargetStepSummary> summaries;  // step-major, then target
   std::vector<std::optional<double>> knees;  // one per target (sweeps)
   std::vector<VerdictRow> verdicts;
   std::vector<RatioRow> ratios;
+  std::vector<LoadAnswer> answers;           // one per step
 };
 
 // Summary of one target's records at one step: throughput over `wall_s` (step start to the
@@ -128,6 +140,14 @@ double OfferedDurationS(const RunOptions& o, double load, const TargetStep& ts);
 
 Report BuildReport(const ReportInputs& in);
 
+// The summary (report_summary.cpp): one answer per step from its target summaries
+// (step-major, as in Report::summaries); the Markdown section (one line per load, then a
+// table with TTFT and e2e P95 of every target); report.json's "summary_by_load".
+std::vector<LoadAnswer> BuildAnswers(const ReportInputs& in,
+                                     const std::vector<TargetStepSummary>& summaries);
+std::string SummaryMarkdown(const ReportInputs& in, const Report& report);
+nlohmann::json AnswersJson(const ReportInputs& in, const Report& report);
+
 nlohmann::json ReportJson(const ReportInputs& in, const Report& report);
 std::string ReportMarkdown(const ReportInputs& in, const Report& report);
 std::string ReportHtml(const ReportInputs& in, const Report& report);  // report_html.cpp
@@ -138,6 +158,8 @@ Status WriteReports(const std::string& dir, const ReportInputs& in, const Report
 // Helpers shared by the writers.
 std::string LoadName(LoadMode mode, double load);  // "4 req/s" / "concurrency 8"
 std::string FormatMs(double ms);                   // "12.3", "inf", "-"
+std::string FormatShare(int64_t part, int64_t whole);  // "25%", "-" when whole <= 0
+std::string TableCell(const std::string& s);       // a Markdown table cell ("-" when empty)
 std::string MetricLabel(SloMetric m);              // "TTFT" / "e2e"
 // The caveat beside a verdict on fewer than kMinRequestsForP95 finished requests.
 std::string SmallSampleText(int64_t finished);

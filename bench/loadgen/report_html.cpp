@@ -32,12 +32,24 @@ std::vector<std::string> SplitCells(const std::string& line) {
   return cells;
 }
 
-// The subset of Markdown that ReportMarkdown writes: headings, paragraphs, pipe tables.
+// The subset of Markdown that ReportMarkdown writes: headings, paragraphs, "- " lists, pipe
+// tables.
 std::string MarkdownToHtml(const std::string& md) {
   std::istringstream in(md);
   std::string line, html;
   int table_row = -1;
+  bool in_list = false;
   while (std::getline(in, line)) {
+    if (line.starts_with("- ")) {
+      if (!in_list) html += "<ul>\n";
+      in_list = true;
+      html += "<li>" + XmlEscape(line.substr(2)) + "</li>\n";
+      continue;
+    }
+    if (in_list) {
+      html += "</ul>\n";
+      in_list = false;
+    }
     if (line.starts_with("|")) {
       if (table_row < 0) {
         html += "<table>\n";
@@ -54,6 +66,7 @@ std::string MarkdownToHtml(const std::string& md) {
         std::string cls;
         if (c == "PASS") cls = " class=\"pass\"";
         if (c == "FAIL") cls = " class=\"fail\"";
+        if (c.starts_with("not run")) cls = " class=\"notrun\"";
         if (c.starts_with("small sample")) cls = " class=\"caveat\"";
         html += std::string("<") + tag + cls + ">" + XmlEscape(c) + "</" + tag + ">";
       }
@@ -70,6 +83,7 @@ std::string MarkdownToHtml(const std::string& md) {
     else if (!line.empty()) html += "<p>" + XmlEscape(line) + "</p>\n";
   }
   if (table_row >= 0) html += "</table>\n";
+  if (in_list) html += "</ul>\n";
   return html;
 }
 
@@ -218,7 +232,7 @@ std::string ReportHtml(const ReportInputs& in, const Report& rep) {
       "table{border-collapse:collapse;margin:8px 0 20px}\n"
       "th,td{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left}\n"
       "th{background:#f3f3f3}\n.pass{background:#d9f2d9}\n.fail{background:#f7d4d4}\n"
-      ".caveat{background:#fff3cd}\n"
+      ".caveat{background:#fff3cd}\n.notrun{color:#777}\n"
       "figure{margin:12px 0}\nsvg{background:#fff;border:1px solid #eee}\n"
       "</style></head><body>\n";
   html += MarkdownToHtml(ReportMarkdown(in, rep));

@@ -405,6 +405,53 @@ TEST(Charts, EveryTargetAppearsInEveryChart) {
   EXPECT_NE(charts[0].find("B (no successful requests)"), std::string::npos);
 }
 
+// The case: at 2 req/s m110 passes (P95 TTFT 140 ms); m1b stopped early past the
+// cliff after 12 of 50 requests with a measured P95 of 1102 ms, 715 ms over 387 ms.
+OneStep ShipOrMiss() {
+  std::vector<RequestRecord> recs;
+  for (int i = 0; i < 20; ++i) recs.push_back(Ok(i >= 18 ? 140 : 100, 300, 5, 0, 0));
+  for (int i = 0; i < 12; ++i) recs.push_back(Ok(i == 11 ? 1102 : 900, 1500, 5, 0, 1));
+  recs.push_back(Failed("cancelled", 0, 0, 1));
+  OneStep f(2, 50, 10, std::move(recs), 2);
+  f.o.targets[0].label = "m110";
+  f.o.targets[1].label = "m1b";
+  f.run.steps[0].targets[0].planned = 20;
+  f.run.steps[0].targets[1].stopped_early = true;
+  return f;
+}
+
+TEST(SummaryFirst, SaysWhichTargetToShipAndByHowMuchTheOthersMiss) {
+  OneStep f = ShipOrMiss();
+  const Report rep = BuildReport(f.in);
+  ASSERT_EQ(rep.answers.size(), 1u);
+  const LoadAnswer& a = rep.answers[0];
+  EXPECT_EQ(a.pass, std::vector<int>{0});
+  EXPECT_EQ(a.miss, std::vector<int>{1});
+  EXPECT_EQ(a.text,
+            "At 2 req/s ship m110 (P95 TTFT 140 ms <= 387 ms); m1b misses by 715 ms at P95 "
+            "(TTFT 1102 ms > 387 ms; stopped early past the cliff after 12 of 50 requests; small "
+            "sample: 12 finished requests (< 20), so the P95 is the slowest of them).");
+  const std::string md = ReportMarkdown(f.in, rep);
+  // First in the report, before the latency table.
+  const size_t summary = md.find("## Summary");
+  EXPECT_LT(summary, md.find("## Latency"));
+  EXPECT_LT(md.find("- " + a.text), md.find("## Latency")) << md;
+  // The table: both TTFT and e2e P95 for every target, the measured P95 of the stopped one.
+  EXPECT_NE(md.find("| 2 req/s | m110 | PASS | 140 | 300 | 140 | -247 | 20 of 20 requests | 0 (0%) |"),
+            std::string::npos) << md;
+  EXPECT_NE(md.find("| 2 req/s | m1b | FAIL | 1102 | 1500 | inf (stopped early; measured 1102) | "
+                    "+715 | 12 of 50 requests | 0 (0%) |"), std::string::npos) << md;
+  const nlohmann::json j = ReportJson(f.in, rep);
+  ASSERT_EQ(j["summary_by_load"].size(), 1u);
+  EXPECT_EQ(j["summary_by_load"][0]["text"], a.text);
+  EXPECT_EQ(j["summary_by_load"][0]["pass"], nlohmann::json::array({0}));
+  EXPECT_EQ(j["summary_by_load"][0]["miss"], nlohmann::json::array({1}));
+  EXPECT_EQ(j["summary_by_load"][0]["slo_metric"], "ttft");
+  // report.html opens with the same summary, as a list.
+  const std::string html = ReportHtml(f.in, rep);
+  EXPECT_LT(html.find("<li>At 2 req/s ship m110"), html.find("<svg"));
+}
+
 TEST(SloMetricChoice, DefaultFollowsStreamingAndReportsNameIt) {
   WorkloadSpec w;
   EXPECT_EQ(DefaultSloMetric(w), SloMetric::kTtft);
@@ -545,6 +592,30 @@ TEST(Report, WritesJsonMarkdownAndSelfContainedHtml) {
     EXPECT_EQ(html.find(fetch), std::string::npos) << fetch;
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST(SummaryFirst, EveryLoadOfASweepWithMissesSkipsAndFailures) {
+  SweepFixture f;
+  const Report rep = BuildReport(f.in);
+  ASSERT_EQ(rep.answers.size(), 3u);
+  // A: 100, 300, 900 ms; B: 150, 600 ms, then not run.
+  EXPECT_EQ(rep.answers[0].text.substr(0, 45), "At 1 req/s ship A (P95 TTFT 100 ms <= 387 ms;");
+  EXPECT_NE(rep.answers[0].text.find(" or B (P95 TTFT 150 ms"), std::string::npos);
+  EXPECT_NE(rep.answers[1].text.find("; B misses by 213 ms at P95 (TTFT 600 ms > 387 ms"),
+            std::string::npos) << rep.answers[1].text;
+  EXPECT_EQ(rep.answers[2].text.substr(0, 60),
+            "At 4 req/s no target meets P95 TTFT <= 387 ms: A misses by 5");
+  EXPECT_NE(rep.answers[2].text.find("; B not run (failed a lower load)."), std::string::npos);
+  EXPECT_EQ(rep.answers[2].not_run, std::vector<int>{1});
+  EXPECT_NE(ReportMarkdown(f.in, rep).find("| 4 req/s | B | not run (failed a lower load) |"),
+            std::string::npos);
+
+  // A target whose failures make the P95 infinite says how many failed.
+  OneStep g(1, 4, 2, {Ok(100, 200, 3), Ok(100, 200, 3), Failed("timeout", 0), Failed("io", 0)});
+  EXPECT_EQ(BuildReport(g.in).answers[0].text,
+            "At 1 req/s no target meets P95 TTFT <= 387 ms: A misses: P95 TTFT infinite, 2 of 4 "
+            "finished requests failed (50%; small sample: 4 finished requests (< 20), so the P95 "
+            "is the slowest of them).");
 }
 
 TEST(Svg, NiceTicksAndEscaping) {
