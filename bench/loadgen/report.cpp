@@ -152,14 +152,15 @@ double ErrorShare(const TargetStepSummary& s) {
   return s.finished > 0 ? static_cast<double>(s.errors) / static_cast<double>(s.finished) : kNaN;
 }
 
-// "stopped early (past the cliff) after 12 of 50 requests, 3 cancelled; measured TTFT P95 ...".
+// "stopped early (past the cliff) after 12 finished requests of 50 planned, 3 in flight
+// cancelled; measured TTFT P95 1700 ms, 25% of them failed".
 std::string StoppedEarlyText(const TargetStepSummary& s, SloMetric metric) {
   std::string t = "stopped early (past the cliff) after " + std::to_string(s.finished) +
                   " finished requests";
   if (s.planned > 0) t += " of " + std::to_string(s.planned) + " planned";
   if (s.cancelled > 0) t += ", " + std::to_string(s.cancelled) + " in flight cancelled";
   t += "; measured " + MetricLabel(metric) + " P95 " + FormatMs(s.measured_slo_p95_ms) + " ms";
-  if (s.errors > 0) t += ", " + Fmt("%.0f", 100 * ErrorShare(s)) + "% of them failed";
+  if (s.errors > 0) t += ", " + FormatShare(s.errors, s.finished) + " of them failed";
   return t;
 }
 

@@ -140,7 +140,7 @@ std::string LoadCharts(const ReportInputs& in, const Report& rep) {
   const RunOptions& o = *in.options;
   const std::string x_label = o.mode == LoadMode::kRate ? "offered load (req/s)" : "concurrency";
   SvgChart p95;
-  p95.title = std::string("P95 ") + SloMetricName(o.metric) + " vs offered load";
+  p95.title = "P95 " + MetricLabel(o.metric) + " vs offered load";
   p95.x_label = x_label;
   p95.y_label = "P95 (ms; failures count as slow)";
   p95.has_h_line = true;
@@ -174,9 +174,9 @@ std::string LoadCharts(const ReportInputs& in, const Report& rep) {
 std::string TimelineChart(const ReportInputs& in) {
   const RunOptions& o = *in.options;
   SvgChart c;
-  c.title = std::string("Timeline: ") + SloMetricName(o.metric) + " of each request by send time";
+  c.title = "Timeline: " + MetricLabel(o.metric) + " of each request by send time";
   c.x_label = "time since the run started (s)";
-  c.y_label = std::string(SloMetricName(o.metric)) + " (ms)";
+  c.y_label = MetricLabel(o.metric) + " (ms)";
   c.has_h_line = true;
   c.h_line = o.threshold_ms;
   c.h_line_label = "threshold";

@@ -69,6 +69,15 @@ std::string JoinOr(const std::vector<std::string>& parts) {
   return t;
 }
 
+// "A and B failed a lower load".
+std::string NotRunNames(const ReportInputs& in, const LoadAnswer& a) {
+  std::string t;
+  for (size_t i = 0; i < a.not_run.size(); ++i) {
+    t += (i == 0 ? "" : i + 1 == a.not_run.size() ? " and " : ", ") + Label(in, a.not_run[i]);
+  }
+  return t + " failed a lower load";
+}
+
 std::string AnswerText(const ReportInputs& in, const std::vector<const TargetStepSummary*>& row,
                        const LoadAnswer& a) {
   const RunOptions& o = *in.options;
@@ -83,6 +92,7 @@ std::string AnswerText(const ReportInputs& in, const std::vector<const TargetSte
     }
   }
   std::string t = "At " + LoadName(o.mode, a.load);
+  if (a.pass.empty() && a.miss.empty()) return t + " no target was run (" + NotRunNames(in, a) + ").";
   t += pass.empty() ? " no target meets " + P95Name(in) + " <= " + FormatMs(o.threshold_ms) + " ms"
                     : " ship " + JoinOr(pass);
   for (size_t i = 0; i < rest.size(); ++i) t += (i == 0 && pass.empty() ? ": " : "; ") + rest[i];

@@ -2,6 +2,7 @@
 // three report files, on synthetic records whose expected numbers are worked out by hand.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -609,6 +610,17 @@ TEST(SummaryFirst, EveryLoadOfASweepWithMissesSkipsAndFailures) {
   EXPECT_EQ(rep.answers[2].not_run, std::vector<int>{1});
   EXPECT_NE(ReportMarkdown(f.in, rep).find("| 4 req/s | B | not run (failed a lower load) |"),
             std::string::npos);
+
+  // A load where nothing ran says so instead of "no target meets".
+  SweepFixture late;
+  late.o.loads = {1, 2};
+  late.run.steps.resize(2);
+  late.run.records.erase(std::remove_if(late.run.records.begin(), late.run.records.end(),
+                                        [](const RequestRecord& r) { return r.step >= 1; }),
+                         late.run.records.end());
+  for (TargetStep& t : late.run.steps[1].targets) t = TargetStep{};
+  EXPECT_EQ(BuildReport(late.in).answers[1].text,
+            "At 2 req/s no target was run (A and B failed a lower load).");
 
   // A target whose failures make the P95 infinite says how many failed.
   OneStep g(1, 4, 2, {Ok(100, 200, 3), Ok(100, 200, 3), Failed("timeout", 0), Failed("io", 0)});
