@@ -51,7 +51,7 @@ struct BenchFlags {
   std::string api_key;
   std::string prompts_file;
   double threshold_ms = 387;
-  std::string slo_metric = "ttft";
+  std::string slo_metric;  // "" = the default for the requests: ttft streamed, e2e not
   double timeout_s = 60;
   int64_t max_in_flight = 4096;
   std::string input_buckets = "128,512,2048";
@@ -94,6 +94,17 @@ Result<std::vector<int64_t>> ParseBuckets(const std::string& text) {
   return out;
 }
 
+// --slo-metric when given, else the default for the requests (whether they stream depends on
+// --no-stream and --extra-body, so this runs after the workload is parsed).
+Status ChooseSloMetric(const std::string& flag, lg::RunOptions* o) {
+  o->metric_from_flag = !flag.empty();
+  if (flag.empty()) o->metric = lg::DefaultSloMetric(o->workload);
+  else if (flag == "ttft") o->metric = lg::SloMetric::kTtft;
+  else if (flag == "e2e") o->metric = lg::SloMetric::kE2e;
+  else return InvalidArgument("--slo-metric '" + flag + "': expected ttft or e2e");
+  return Status::Ok();
+}
+
 // Flags -> options (without targets).
 Status BuildOptions(const BenchFlags& f, lg::RunOptions* o) {
   o->mode = f.concurrency ? lg::LoadMode::kConcurrency : lg::LoadMode::kRate;
@@ -117,9 +128,6 @@ Status BuildOptions(const BenchFlags& f, lg::RunOptions* o) {
   o->seed = f.seed;
   o->timeout_s = f.timeout_s;
   o->threshold_ms = f.threshold_ms;
-  if (f.slo_metric == "ttft") o->metric = lg::SloMetric::kTtft;
-  else if (f.slo_metric == "e2e") o->metric = lg::SloMetric::kE2e;
-  else return InvalidArgument("--slo-metric '" + f.slo_metric + "': expected ttft or e2e");
   o->early_stop = !f.no_early_stop;
   o->max_in_flight = f.max_in_flight;
   o->cooldown_s = f.cooldown_s;
@@ -150,6 +158,7 @@ Status BuildOptions(const BenchFlags& f, lg::RunOptions* o) {
   if (!f.prompts_file.empty()) {
     LL_ASSIGN_OR_RETURN(w.prompts, lg::LoadPromptsFile(f.prompts_file));
   }
+  LL_RETURN_IF_ERROR(ChooseSloMetric(f.slo_metric, o));
   for (const std::string& t : f.targets) {
     LL_ASSIGN_OR_RETURN(lg::TargetSpec spec, lg::ParseTargetSpec("--target", t));
     o->targets.push_back(std::move(spec));
@@ -329,7 +338,8 @@ CommandFn RegisterBench(CLI::App& root) {
   cmd->add_option("--api-key", f->api_key, "Authorization: Bearer KEY");
   cmd->add_option("--prompts", f->prompts_file, "Prompts file: one per line, or JSONL {\"prompt\": ...}");
   cmd->add_option("--threshold-ms", f->threshold_ms, "SLO threshold on the P95")->capture_default_str();
-  cmd->add_option("--slo-metric", f->slo_metric, "ttft or e2e")->capture_default_str();
+  cmd->add_option("--slo-metric", f->slo_metric,
+                  "ttft or e2e (default: ttft when requests stream, e2e with --no-stream)");
   cmd->add_option("--timeout", f->timeout_s, "Per-request timeout, seconds")->capture_default_str();
   cmd->add_option("--max-in-flight", f->max_in_flight, "Client cap on open requests")
       ->capture_default_str();

@@ -1,5 +1,6 @@
 #include "bench/loadgen/report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -32,11 +33,7 @@ std::string Fmt(const char* f, double v) {
   return buf;
 }
 
-std::string Cell(const std::string& s) {
-  std::string out;
-  for (char c : s) out += (c == '|') ? '/' : (c == '\n' ? ' ' : c);
-  return out.empty() ? "-" : out;
-}
+std::string Cell(const std::string& s) { return TableCell(s); }
 
 std::string HardwareText(const ReportInputs& in, int target) {
   const TargetSpec& t = in.options->targets[static_cast<size_t>(target)];
@@ -68,6 +65,11 @@ int64_t MedianOf(std::vector<int64_t> v) {
   return v[(v.size() - 1) / 2];
 }
 
+// The server declined the request (rate limited or overloaded) rather than failing it.
+bool Refused(const RequestRecord& r) {
+  return r.x.error == "http_status" && (r.x.http_status == 429 || r.x.http_status == 503);
+}
+
 // "heavy 40, light 20" (successful requests per served model; "?" for an unnamed one).
 std::string ServedByText(const std::map<std::string, int64_t>& served_by) {
   std::string out;
@@ -78,7 +80,110 @@ std::string ServedByText(const std::map<std::string, int64_t>& served_by) {
   return out;
 }
 
+// One target's requests of one step in one input class.
+struct ClassSample {
+  std::vector<double> slo;           // SLO metric of every request; failed or cancelled: +inf
+  std::vector<double> finished_slo;  // the same without the cancelled ones: what was measured
+  std::vector<double> ttft, e2e;     // successful requests
+  std::vector<int64_t> words, tokens;
+};
+
+ClassSample SampleOfClass(const std::vector<const RequestRecord*>& records,
+                          const std::vector<int64_t>& edges, size_t bucket, SloMetric metric) {
+  ClassSample c;
+  for (const RequestRecord* r : records) {
+    if (BucketOf(edges, r->prompt_words) != bucket) continue;
+    c.slo.push_back(r->SloValue(metric));
+    if (r->x.error != "cancelled") c.finished_slo.push_back(r->SloValue(metric));
+    if (r->ok()) {
+      c.ttft.push_back(r->SloValue(SloMetric::kTtft));
+      c.e2e.push_back(r->x.e2e_ms);
+    }
+    c.words.push_back(r->prompt_words);
+    if (r->prompt_tokens >= 0) c.tokens.push_back(r->prompt_tokens);
+  }
+  return c;
+}
+
+// Model, parameters and quantization: the target spec, else /v1/models, else the model name.
+void DescribeModel(const ReportInputs& in, size_t k, VerdictRow* v) {
+  const TargetFacts& f = in.facts[k];
+  const TargetSpec& t = in.options->targets[k];
+  v->model = !f.model.id.empty() ? f.model.id : (t.model.empty() ? t.label : t.model);
+  v->parameters = !t.params.empty() ? t.params
+                  : !f.model.parameters.empty() ? f.model.parameters
+                                                : ParametersFromName(v->model);
+  v->quantization = !t.quant.empty() ? t.quant
+                    : !f.model.quantization.empty() ? f.model.quantization
+                                                    : QuantizationFromName(v->model);
+}
+
+VerdictRow BuildVerdictRow(const ReportInputs& in, int s, int k, size_t bucket,
+                           const ClassSample& c) {
+  const RunOptions& o = *in.options;
+  const StepData& step = in.run->steps[static_cast<size_t>(s)];
+  VerdictRow v;
+  v.target = k;
+  v.step = s;
+  DescribeModel(in, static_cast<size_t>(k), &v);
+  v.hardware = HardwareText(in, k);
+  v.scenario = LoadName(o.mode, step.load);
+  if (!o.workload.slo_class.empty()) v.scenario += ", class " + o.workload.slo_class;
+  v.input_length = BucketName(in.input_buckets, bucket) + " words (median " +
+                   std::to_string(MedianOf(c.words)) + " words";
+  if (!c.tokens.empty()) v.input_length += ", " + std::to_string(MedianOf(c.tokens)) + " tokens";
+  v.input_length += ")";
+  v.requests = static_cast<int64_t>(c.slo.size());
+  v.stopped_early = step.targets[static_cast<size_t>(k)].stopped_early;
+  // An early-stopped step failed by construction; what its finished requests measured is
+  // kept beside the verdict.
+  v.measured_p95_ms = Percentile(c.finished_slo, 95);
+  v.p95_ms = v.stopped_early ? std::numeric_limits<double>::infinity() : Percentile(c.slo, 95);
+  v.finished = static_cast<int64_t>(c.finished_slo.size());
+  v.small_sample = SmallSampleForP95(v.finished);
+  v.ttft_p95_ms = Percentile(c.ttft, 95);
+  v.e2e_p95_ms = Percentile(c.e2e, 95);
+  v.target_ms = o.threshold_ms;
+  v.pass = v.p95_ms <= o.threshold_ms;
+  return v;
+}
+
+double ErrorShare(const TargetStepSummary& s) {
+  return s.finished > 0 ? static_cast<double>(s.errors) / static_cast<double>(s.finished) : kNaN;
+}
+
+// "stopped early (past the cliff) after 12 finished requests of 50 planned, 3 in flight
+// cancelled; measured TTFT P95 1700 ms, 25% of them failed".
+std::string StoppedEarlyText(const TargetStepSummary& s, SloMetric metric) {
+  std::string t = "stopped early (past the cliff) after " + std::to_string(s.finished) +
+                  " finished requests";
+  if (s.planned > 0) t += " of " + std::to_string(s.planned) + " planned";
+  if (s.cancelled > 0) t += ", " + std::to_string(s.cancelled) + " in flight cancelled";
+  t += "; measured " + MetricLabel(metric) + " P95 " + FormatMs(s.measured_slo_p95_ms) + " ms";
+  if (s.errors > 0) t += ", " + FormatShare(s.errors, s.finished) + " of them failed";
+  return t;
+}
+
+// The throughput table's note on how a step ended (errors by kind are appended after it).
+std::string StepNote(const TargetStepSummary& s, SloMetric metric) {
+  if (!s.ran) return "skipped (failed a lower load)";
+  std::string note = s.stopped_early ? StoppedEarlyText(s, metric) : "";
+  if (s.small_sample) note += (note.empty() ? "" : "; ") + SmallSampleText(s.finished);
+  return note;
+}
+
 }  // namespace
+
+std::string TableCell(const std::string& s) {
+  std::string out;
+  for (char c : s) out += (c == '|') ? '/' : (c == '\n' ? ' ' : c);
+  return out.empty() ? "-" : out;
+}
+
+std::string SmallSampleText(int64_t finished) {
+  return "small sample: " + std::to_string(finished) + " finished requests (< " +
+         std::to_string(kMinRequestsForP95) + "), so the P95 is the slowest of them";
+}
 
 std::string LoadName(LoadMode mode, double load) {
   return mode == LoadMode::kRate ? Fmt("%g req/s", load) : Fmt("concurrency %g", load);
@@ -90,10 +195,32 @@ std::string FormatMs(double ms) {
   return ms >= 100 ? Fmt("%.0f", ms) : Fmt("%.1f", ms);
 }
 
+double OfferedDurationS(const RunOptions& o, double load, const TargetStep& ts) {
+  if (o.mode == LoadMode::kRate && ts.planned > 0 && load > 0) {
+    return static_cast<double>(ts.planned) / load;
+  }
+  return std::max(ts.wall_s, o.duration_s);
+}
+
+std::string MetricLabel(SloMetric m) { return m == SloMetric::kTtft ? "TTFT" : "e2e"; }
+
+std::string MetricChoiceText(const RunOptions& o) {
+  const std::string name = MetricLabel(o.metric);
+  if (o.metric_from_flag) return "judged by " + name + " (set by --slo-metric)";
+  if (o.metric == SloMetric::kTtft) {
+    return "judged by TTFT, the default for streamed requests (--slo-metric e2e judges "
+           "end-to-end latency instead)";
+  }
+  return "judged by end-to-end latency, the default for non-streamed requests, whose first "
+         "token arrives with the last (--slo-metric ttft overrides)";
+}
+
 TargetStepSummary SummarizeTargetStep(const std::vector<const RequestRecord*>& records,
-                                      double threshold_ms, SloMetric metric, double wall_s) {
+                                      double threshold_ms, SloMetric metric, double wall_s,
+                                      double offered_duration_s) {
   TargetStepSummary s;
   s.wall_s = wall_s;
+  s.offered_duration_s = offered_duration_s;
   std::vector<double> ttft, tpot, itl, e2e, slo, net, svc, cmp;
   int64_t out_tokens = 0;
   for (const RequestRecord* r : records) {
@@ -108,6 +235,7 @@ TargetStepSummary SummarizeTargetStep(const std::vector<const RequestRecord*>& r
       if (r->x.error != "cancelled") {
         ++s.errors;
         ++s.errors_by_kind[r->x.error];
+        ++(Refused(*r) ? s.refused : s.failed);
       }
       continue;
     }
@@ -130,11 +258,16 @@ TargetStepSummary SummarizeTargetStep(const std::vector<const RequestRecord*>& r
   s.itl = Summarize(itl);
   s.e2e = Summarize(e2e);
   s.slo_p95_ms = Percentile(slo, 95);
+  s.measured_slo_p95_ms = s.slo_p95_ms;
   if (wall_s > 0) {
     s.throughput_rps = static_cast<double>(s.ok) / wall_s;
     s.output_tok_s = static_cast<double>(out_tokens) / wall_s;
   }
-  s.goodput_rps = GoodputRps(slo, threshold_ms, wall_s);
+  s.finished = s.ok + s.errors;
+  s.small_sample = SmallSampleForP95(s.finished);
+  s.met_slo = CountMeetingSlo(slo, threshold_ms);
+  s.goodput_rps = GoodputRps(slo, threshold_ms, offered_duration_s);
+  s.smooth_goodput_rps = SmoothGoodputRps(s.met_slo, s.refused, s.failed, offered_duration_s);
   s.network = Layer(net);
   s.service = Layer(svc);
   s.compute = Layer(cmp);
@@ -157,7 +290,8 @@ Report BuildReport(const ReportInputs& in) {
     const StepData& step = run.steps[s];
     for (size_t k = 0; k < n_targets; ++k) {
       const TargetStep& ts = step.targets[k];
-      TargetStepSummary sum = SummarizeTargetStep(by[s][k], o.threshold_ms, o.metric, ts.wall_s);
+      TargetStepSummary sum = SummarizeTargetStep(by[s][k], o.threshold_ms, o.metric, ts.wall_s,
+                                                  OfferedDurationS(o, step.load, ts));
       sum.step = static_cast<int>(s);
       sum.target = static_cast<int>(k);
       sum.load = step.load;
@@ -179,44 +313,14 @@ Report BuildReport(const ReportInputs& in) {
   for (size_t s = 0; s < run.steps.size(); ++s) {
     for (size_t k = 0; k < n_targets; ++k) {
       if (!run.steps[s].targets[k].ran) continue;
-      const TargetFacts& f = in.facts[k];
-      const TargetSpec& t = o.targets[k];
       for (size_t b = 0; b < n_buckets; ++b) {
-        std::vector<double> slo;
-        std::vector<int64_t> words, tokens;
-        for (const RequestRecord* r : by[s][k]) {
-          if (BucketOf(in.input_buckets, r->prompt_words) != b) continue;
-          slo.push_back(r->SloValue(o.metric));
-          words.push_back(r->prompt_words);
-          if (r->prompt_tokens >= 0) tokens.push_back(r->prompt_tokens);
-        }
-        if (slo.empty()) continue;
-        VerdictRow v;
-        v.target = static_cast<int>(k);
-        v.step = static_cast<int>(s);
-        v.model = !f.model.id.empty() ? f.model.id : (t.model.empty() ? t.label : t.model);
-        v.parameters = !t.params.empty() ? t.params
-                       : !f.model.parameters.empty() ? f.model.parameters
-                                                     : ParametersFromName(v.model);
-        v.quantization = !t.quant.empty() ? t.quant
-                         : !f.model.quantization.empty() ? f.model.quantization
-                                                         : QuantizationFromName(v.model);
-        v.hardware = HardwareText(in, static_cast<int>(k));
-        v.scenario = LoadName(o.mode, run.steps[s].load);
-        if (!o.workload.slo_class.empty()) v.scenario += ", class " + o.workload.slo_class;
-        v.input_length = BucketName(in.input_buckets, b) + " words (median " +
-                         std::to_string(MedianOf(words)) + " words";
-        if (!tokens.empty()) v.input_length += ", " + std::to_string(MedianOf(tokens)) + " tokens";
-        v.input_length += ")";
-        v.requests = static_cast<int64_t>(slo.size());
-        v.p95_ms = run.steps[s].targets[k].stopped_early ? std::numeric_limits<double>::infinity()
-                                                         : Percentile(slo, 95);
-        v.target_ms = o.threshold_ms;
-        v.pass = v.p95_ms <= o.threshold_ms;
-        rep.verdicts.push_back(std::move(v));
+        const ClassSample c = SampleOfClass(by[s][k], in.input_buckets, b, o.metric);
+        if (c.slo.empty()) continue;
+        rep.verdicts.push_back(BuildVerdictRow(in, static_cast<int>(s), static_cast<int>(k), b, c));
       }
     }
   }
+  rep.answers = BuildAnswers(in, rep.summaries);
   // Ratios against target 0.
   for (size_t s = 0; s < run.steps.size(); ++s) {
     const TargetStepSummary& base = rep.summaries[s * n_targets];
@@ -270,6 +374,14 @@ nlohmann::json ReportJson(const ReportInputs& in, const Report& rep) {
                          {"itl_ms", SummaryJson(s.itl)}, {"e2e_ms", SummaryJson(s.e2e)},
                          {"wall_s", s.wall_s}, {"throughput_rps", s.throughput_rps},
                          {"output_tok_s", s.output_tok_s}, {"goodput_rps", s.goodput_rps},
+                         {"offered_duration_s", s.offered_duration_s},
+                         {"smooth_goodput_rps", s.smooth_goodput_rps},
+                         {"finished", s.finished}, {"met_slo", s.met_slo},
+                         {"refused", s.refused}, {"failed", s.failed},
+                         {"error_share", s.finished > 0 ? nlohmann::json(ErrorShare(s))
+                                                        : nlohmann::json(nullptr)},
+                         {"measured_slo_p95_ms", Num(s.measured_slo_p95_ms)},
+                         {"small_sample", s.small_sample},
                          {"slo_p95_ms", Num(s.slo_p95_ms)},
                          {"layers", {{"requests_with_server_timings", s.layered},
                                      {"network_ms", {{"mean", Num(s.network.mean_ms)}, {"p95", Num(s.network.p95_ms)}}},
@@ -282,7 +394,10 @@ nlohmann::json ReportJson(const ReportInputs& in, const Report& rep) {
                         {"parameters", v.parameters}, {"quantization", v.quantization},
                         {"hardware", v.hardware}, {"scenario", v.scenario},
                         {"input_length", v.input_length}, {"requests", v.requests},
-                        {"p95_ms", Num(v.p95_ms)}, {"target_ms", v.target_ms}, {"pass", v.pass}});
+                        {"p95_ms", Num(v.p95_ms)}, {"target_ms", v.target_ms}, {"pass", v.pass},
+                        {"finished", v.finished}, {"measured_p95_ms", Num(v.measured_p95_ms)},
+                        {"ttft_p95_ms", Num(v.ttft_p95_ms)}, {"e2e_p95_ms", Num(v.e2e_p95_ms)},
+                        {"stopped_early", v.stopped_early}, {"small_sample", v.small_sample}});
   }
   nlohmann::json ratios = nlohmann::json::array();
   for (const RatioRow& r : rep.ratios) {
@@ -318,9 +433,11 @@ nlohmann::json ReportJson(const ReportInputs& in, const Report& rep) {
         {"timeout_s", o.timeout_s},
         {"threshold_ms", o.threshold_ms},
         {"slo_metric", SloMetricName(o.metric)},
+        {"slo_metric_source", o.metric_from_flag ? "--slo-metric" : "default"},
         {"percentile_definition", "nearest-rank"},
+        {"small_sample_below", kMinRequestsForP95},
         {"api", w.api == Api::kChat ? "chat" : "completions"},
-        {"stream", w.stream},
+        {"stream", RequestsStream(w)},
         {"prompt_words", w.prompts.empty() ? w.prompt_words.ToString() : "prompts file"},
         {"output_tokens", w.output_tokens.ToString()},
         {"slo_class", w.slo_class},
@@ -333,6 +450,7 @@ nlohmann::json ReportJson(const ReportInputs& in, const Report& rep) {
       {"summaries", std::move(summaries)},
       {"verdicts", std::move(verdicts)},
       {"ratios", std::move(ratios)},
+      {"summary_by_load", AnswersJson(in, rep)},
       {"requests", std::move(requests)},
   };
   if (!in.extra_json.is_null()) j["impact"] = in.extra_json;
@@ -342,12 +460,15 @@ nlohmann::json ReportJson(const ReportInputs& in, const Report& rep) {
 std::string ReportMarkdown(const ReportInputs& in, const Report& rep) {
   const RunOptions& o = *in.options;
   const size_t n_targets = o.targets.size();
-  std::string md = "# lifeline bench report\n\n";
-  md += "SLO: P95 " + std::string(SloMetricName(o.metric)) + " <= " + FormatMs(o.threshold_ms) +
-        " ms (nearest-rank percentiles; failed requests count as infinitely slow). Hardware: " +
+  // The answer first: which target to ship at each load, and why the others miss.
+  std::string md = "# lifeline bench report\n\n## Summary\n\n";
+  md += "SLO: P95 " + MetricLabel(o.metric) + " <= " + FormatMs(o.threshold_ms) + " ms, " +
+        MetricChoiceText(o) +
+        ". Nearest-rank percentiles; failed requests count as infinitely slow. Hardware: " +
         Cell(in.hardware.cpu_model) + ", " + std::to_string(in.hardware.logical_cores) +
         " logical cores.\n\n";
-  md += "## Latency (ms, successful requests)\n\n";
+  md += SummaryMarkdown(in, rep);
+  md += "\n## Latency (ms, successful requests)\n\n";
   md += "| load | target | metric | P50 | P90 | P95 | P99 | max | n |\n";
   md += "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   for (const TargetStepSummary& s : rep.summaries) {
@@ -363,18 +484,17 @@ std::string ReportMarkdown(const ReportInputs& in, const Report& rep) {
     }
   }
   md += "\n## Throughput and goodput\n\n";
-  md += "| load | target | sent | ok | errors | 429 | cancelled | req/s | output tok/s | goodput req/s | SLO P95 ms | served by | note |\n";
-  md += "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n";
+  md += "| load | target | sent | ok | errors | 429 | cancelled | req/s | output tok/s | goodput req/s | smooth goodput req/s | SLO P95 ms | served by | note |\n";
+  md += "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n";
   for (const TargetStepSummary& s : rep.summaries) {
-    std::string note;
-    if (!s.ran) note = "skipped (failed a lower load)";
-    if (s.stopped_early) note = "stopped early (past the cliff)";
+    std::string note = StepNote(s, o.metric);
     for (const auto& [kind, n] : s.errors_by_kind) note += (note.empty() ? "" : "; ") + kind + " " + std::to_string(n);
     md += "| " + LoadName(o.mode, s.load) + " | " + Cell(o.targets[static_cast<size_t>(s.target)].label) +
           " | " + std::to_string(s.sent) + " | " + std::to_string(s.ok) + " | " +
           std::to_string(s.errors) + " | " + std::to_string(s.http_429) + " | " +
           std::to_string(s.cancelled) + " | " + Fmt("%.2f", s.throughput_rps) + " | " +
           Fmt("%.1f", s.output_tok_s) + " | " + Fmt("%.2f", s.goodput_rps) + " | " +
+          Fmt("%.2f", s.smooth_goodput_rps) + " | " +
           FormatMs(s.slo_p95_ms) + " | " + Cell(ServedByText(s.served_by)) + " | " + Cell(note) + " |\n";
   }
   md += "\n## Three-layer breakdown (ms; network = client residual)\n\n";
@@ -397,14 +517,17 @@ std::string ReportMarkdown(const ReportInputs& in, const Report& rep) {
     }
   }
   md += "\n## SLA verdict\n\n";
-  md += "| target | model | parameters | quantization | hardware | scenario | input length | n | P95 ms | target ms | verdict |\n";
-  md += "| --- | --- | --- | --- | --- | --- | --- | ---: | ---: | ---: | --- |\n";
+  md += "| target | model | parameters | quantization | hardware | scenario | input length | n | P95 ms | target ms | verdict | caveat |\n";
+  md += "| --- | --- | --- | --- | --- | --- | --- | ---: | ---: | ---: | --- | --- |\n";
   for (const VerdictRow& v : rep.verdicts) {
+    const std::string p95 = v.stopped_early ? "inf (stopped early; measured " +
+                                                  FormatMs(v.measured_p95_ms) + ")"
+                                            : FormatMs(v.p95_ms);
     md += "| " + Cell(o.targets[static_cast<size_t>(v.target)].label) + " | " + Cell(v.model) + " | " +
           Cell(v.parameters) + " | " + Cell(v.quantization) + " | " + Cell(v.hardware) + " | " +
           Cell(v.scenario) + " | " + Cell(v.input_length) + " | " + std::to_string(v.requests) +
-          " | " + FormatMs(v.p95_ms) + " | " + FormatMs(v.target_ms) + " | " +
-          (v.pass ? "PASS" : "FAIL") + " |\n";
+          " | " + p95 + " | " + FormatMs(v.target_ms) + " | " + (v.pass ? "PASS" : "FAIL") +
+          " | " + (v.small_sample ? SmallSampleText(v.finished) : std::string("-")) + " |\n";
   }
   if (!rep.ratios.empty()) {
     md += "\n## Ratios against " + Cell(o.targets[0].label) + "\n\n";

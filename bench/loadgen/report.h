@@ -39,6 +39,10 @@ struct TargetStepSummary {
   int64_t errors = 0;     // failed requests, excluding the ones an early stop cancelled
   int64_t http_429 = 0;
   int64_t cancelled = 0;  // cancelled by the early stop
+  int64_t finished = 0;   // ok + errors: requests that ended, not cancelled by an early stop
+  int64_t met_slo = 0;    // finished requests whose SLO metric is <= the threshold
+  int64_t refused = 0;    // errors that were HTTP 429 or 503: the server declined the request
+  int64_t failed = 0;     // every other error (errors = refused + failed)
   std::map<std::string, int64_t> errors_by_kind;
   // Successful requests by the model that served them (X-Served-Model, else the body's
   // `model`; "" when the server named none): shows how much a cascade routed elsewhere.
@@ -47,8 +51,16 @@ struct TargetStepSummary {
   double wall_s = 0;
   double throughput_rps = 0;  // successful requests / wall_s
   double output_tok_s = 0;    // output tokens of successful requests / wall_s
-  double goodput_rps = 0;     // requests meeting the SLO / wall_s
+  // The time the load was offered over (OfferedDurationS): goodput's denominator.
+  double offered_duration_s = 0;
+  double goodput_rps = 0;     // requests meeting the SLO / offered_duration_s
+  // (met_slo - refused - failed) / offered_duration_s, floored at 0 (SmoothGoodputRps).
+  double smooth_goodput_rps = 0;
   double slo_p95_ms = 0;      // SLO metric, failures as +inf (what the verdict and knee use)
+  // The same over the finished requests only, without the early stop's verdict of +inf: what
+  // a target that stopped early did measure before the stop.
+  double measured_slo_p95_ms = 0;
+  bool small_sample = false;  // finished < kMinRequestsForP95: the P95 is the slowest request
   int64_t layered = 0;        // successful requests that carried server timings
   LayerStats network, service, compute;
 };
@@ -60,9 +72,14 @@ struct VerdictRow {
   std::string scenario;      // "rate 4 req/s", "concurrency 8", plus the SLO class
   std::string input_length;  // "<= 128 words (median 96)"
   int64_t requests = 0;
-  double p95_ms = 0;
+  int64_t finished = 0;      // requests not cancelled by an early stop
+  double p95_ms = 0;         // SLO metric; +inf when the step stopped early
+  double measured_p95_ms = 0;  // SLO metric over the finished requests, even if stopped early
+  double ttft_p95_ms = 0, e2e_p95_ms = 0;  // successful requests, whichever metric judges
   double target_ms = 0;
   bool pass = false;
+  bool stopped_early = false;
+  bool small_sample = false;  // finished < kMinRequestsForP95
 };
 
 struct RatioRow {
@@ -86,18 +103,50 @@ struct ReportInputs {
   nlohmann::json extra_json;
 };
 
+// The answer for one offered load that opens the reports: the targets that meet the SLO there
+// (ship one of them), the ones that miss and by how much, the ones not run.
+struct LoadAnswer {
+  int step = 0;
+  double load = 0;
+  std::vector<int> pass, miss, not_run;  // target indices
+  // "At 2 req/s ship A (P95 TTFT 140 ms <= 387 ms); B misses by 715 ms at P95 (TTFT 1102 ms
+  // > 387 ms; stopped early past the cliff after 12 of 50 requests; small sample: ...)."
+  std::string text;
+};
+
 struct Report {
   std::vector<TargetStepSummary> summaries;  // step-major, then target
   std::vector<std::optional<double>> knees;  // one per target (sweeps)
   std::vector<VerdictRow> verdicts;
   std::vector<RatioRow> ratios;
+  std::vector<LoadAnswer> answers;           // one per step
 };
 
-// Summary of one target's records at one step over `wall_s` seconds.
+// Summary of one target's records at one step: throughput over `wall_s` (step start to the
+// target's last response), goodput over `offered_duration_s`.
 TargetStepSummary SummarizeTargetStep(const std::vector<const RequestRecord*>& records,
-                                      double threshold_ms, SloMetric metric, double wall_s);
+                                      double threshold_ms, SloMetric metric, double wall_s,
+                                      double offered_duration_s);
+
+// The duration over which a step offered its load to one target. Open loop: the planned
+// arrivals divided by the offered rate (N / R with --requests N; with --duration S the arrivals
+// drawn in S over R, about S), so goodput = rate x the share of planned requests that met the
+// SLO and can never exceed the offered rate, however early the target stopped or however
+// tightly the random arrivals clustered. The wall time to the last response is no such bound:
+// a step stopped early after a few fast requests, or a short Poisson draw, shrinks it and
+// inflates every rate divided by it. Closed loop (no offered rate): the wall time, and at
+// least --duration when one was given, so an early stop does not shorten it either.
+double OfferedDurationS(const RunOptions& o, double load, const TargetStep& ts);
 
 Report BuildReport(const ReportInputs& in);
+
+// The summary (report_summary.cpp): one answer per step from its target summaries
+// (step-major, as in Report::summaries); the Markdown section (one line per load, then a
+// table with TTFT and e2e P95 of every target); report.json's "summary_by_load".
+std::vector<LoadAnswer> BuildAnswers(const ReportInputs& in,
+                                     const std::vector<TargetStepSummary>& summaries);
+std::string SummaryMarkdown(const ReportInputs& in, const Report& report);
+nlohmann::json AnswersJson(const ReportInputs& in, const Report& report);
 
 nlohmann::json ReportJson(const ReportInputs& in, const Report& report);
 std::string ReportMarkdown(const ReportInputs& in, const Report& report);
@@ -109,5 +158,12 @@ Status WriteReports(const std::string& dir, const ReportInputs& in, const Report
 // Helpers shared by the writers.
 std::string LoadName(LoadMode mode, double load);  // "4 req/s" / "concurrency 8"
 std::string FormatMs(double ms);                   // "12.3", "inf", "-"
+std::string FormatShare(int64_t part, int64_t whole);  // "25%", "-" when whole <= 0
+std::string TableCell(const std::string& s);       // a Markdown table cell ("-" when empty)
+std::string MetricLabel(SloMetric m);              // "TTFT" / "e2e"
+// The caveat beside a verdict on fewer than kMinRequestsForP95 finished requests.
+std::string SmallSampleText(int64_t finished);
+// Which metric the verdicts judge by and why: "--slo-metric" or the default for the requests.
+std::string MetricChoiceText(const RunOptions& o);
 
 }  // namespace lifeline::loadgen

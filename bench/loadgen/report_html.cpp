@@ -32,12 +32,24 @@ std::vector<std::string> SplitCells(const std::string& line) {
   return cells;
 }
 
-// The subset of Markdown that ReportMarkdown writes: headings, paragraphs, pipe tables.
+// The subset of Markdown that ReportMarkdown writes: headings, paragraphs, "- " lists, pipe
+// tables.
 std::string MarkdownToHtml(const std::string& md) {
   std::istringstream in(md);
   std::string line, html;
   int table_row = -1;
+  bool in_list = false;
   while (std::getline(in, line)) {
+    if (line.starts_with("- ")) {
+      if (!in_list) html += "<ul>\n";
+      in_list = true;
+      html += "<li>" + XmlEscape(line.substr(2)) + "</li>\n";
+      continue;
+    }
+    if (in_list) {
+      html += "</ul>\n";
+      in_list = false;
+    }
     if (line.starts_with("|")) {
       if (table_row < 0) {
         html += "<table>\n";
@@ -54,6 +66,8 @@ std::string MarkdownToHtml(const std::string& md) {
         std::string cls;
         if (c == "PASS") cls = " class=\"pass\"";
         if (c == "FAIL") cls = " class=\"fail\"";
+        if (c.starts_with("not run")) cls = " class=\"notrun\"";
+        if (c.starts_with("small sample")) cls = " class=\"caveat\"";
         html += std::string("<") + tag + cls + ">" + XmlEscape(c) + "</" + tag + ">";
       }
       html += "</tr>\n";
@@ -69,6 +83,7 @@ std::string MarkdownToHtml(const std::string& md) {
     else if (!line.empty()) html += "<p>" + XmlEscape(line) + "</p>\n";
   }
   if (table_row >= 0) html += "</table>\n";
+  if (in_list) html += "</ul>\n";
   return html;
 }
 
@@ -107,8 +122,11 @@ std::string CdfChart(const ReportInputs& in, bool ttft) {
         if (r.step != static_cast<int>(s) || r.target != static_cast<int>(k) || !r.ok()) continue;
         v.push_back(ttft && r.x.ttft_ms >= 0 ? r.x.ttft_ms : r.x.e2e_ms);
       }
-      c.series.push_back({SeriesName(in, static_cast<int>(s), static_cast<int>(k)),
-                          SeriesColor(s * n_targets + k), CdfPoints(std::move(v)), true, false});
+      // Kept in the legend when nothing succeeded, so that every target shows in every chart.
+      std::string name = SeriesName(in, static_cast<int>(s), static_cast<int>(k));
+      if (v.empty()) name += " (no successful requests)";
+      c.series.push_back({name, SeriesColor(s * n_targets + k), CdfPoints(std::move(v)), true,
+                          false});
     }
   }
   const bool metric_matches = (in.options->metric == SloMetric::kTtft) == ttft;
@@ -122,26 +140,33 @@ std::string LoadCharts(const ReportInputs& in, const Report& rep) {
   const RunOptions& o = *in.options;
   const std::string x_label = o.mode == LoadMode::kRate ? "offered load (req/s)" : "concurrency";
   SvgChart p95;
-  p95.title = std::string("P95 ") + SloMetricName(o.metric) + " vs offered load";
+  p95.title = "P95 " + MetricLabel(o.metric) + " vs offered load";
   p95.x_label = x_label;
   p95.y_label = "P95 (ms; failures count as slow)";
   p95.has_h_line = true;
   p95.h_line = o.threshold_ms;
   p95.h_line_label = "threshold " + FormatMs(o.threshold_ms) + " ms";
+  p95.clip_note = "off the chart: P95 infinite (over 5% failed) or stopped early past the cliff";
   SvgChart good;
-  good.title = "Goodput vs offered load";
+  good.title = "Goodput (solid) and smooth goodput (dashed) vs offered load";
   good.x_label = x_label;
   good.y_label = "requests/s meeting the SLO";
   for (size_t k = 0; k < o.targets.size(); ++k) {
     SvgSeries a{o.targets[k].label, SeriesColor(k), {}, true, true};
     SvgSeries b = a;
+    SvgSeries smooth{o.targets[k].label + " (smooth)", SeriesColor(k), {}, true, false};
+    smooth.dashed = true;
     for (const TargetStepSummary& s : rep.summaries) {
       if (s.target != static_cast<int>(k) || !s.ran) continue;
-      a.points.emplace_back(s.load, s.stopped_early ? NAN : s.slo_p95_ms);
+      // slo_p95_ms is +inf for a step stopped early or with too many failures: drawn on the
+      // top edge, not dropped (the table beside gives what it measured).
+      a.points.emplace_back(s.load, s.slo_p95_ms);
       b.points.emplace_back(s.load, s.goodput_rps);
+      smooth.points.emplace_back(s.load, s.smooth_goodput_rps);
     }
     p95.series.push_back(std::move(a));
     good.series.push_back(std::move(b));
+    good.series.push_back(std::move(smooth));
   }
   return RenderChart(p95) + RenderChart(good);
 }
@@ -149,19 +174,22 @@ std::string LoadCharts(const ReportInputs& in, const Report& rep) {
 std::string TimelineChart(const ReportInputs& in) {
   const RunOptions& o = *in.options;
   SvgChart c;
-  c.title = std::string("Timeline: ") + SloMetricName(o.metric) + " of each request by send time";
+  c.title = "Timeline: " + MetricLabel(o.metric) + " of each request by send time";
   c.x_label = "time since the run started (s)";
-  c.y_label = std::string(SloMetricName(o.metric)) + " (ms)";
+  c.y_label = MetricLabel(o.metric) + " (ms)";
   c.has_h_line = true;
   c.h_line = o.threshold_ms;
   c.h_line_label = "threshold";
   c.width = 900;
+  c.clip_note = "off the chart: failed request";
   const size_t stride = std::max<size_t>(1, in.run->records.size() / kMaxTimelinePoints);
   for (size_t k = 0; k < o.targets.size(); ++k) {
     SvgSeries s{o.targets[k].label, SeriesColor(k), {}, false, true};
     for (size_t i = 0; i < in.run->records.size(); i += stride) {
       const RequestRecord& r = in.run->records[i];
-      if (r.target != static_cast<int>(k) || !r.ok()) continue;
+      // Failures are +inf, drawn on the top edge; requests an early stop cancelled are not
+      // the server's answer and stay out.
+      if (r.target != static_cast<int>(k) || r.x.error == "cancelled") continue;
       s.points.emplace_back(r.start_ms / 1000.0, r.SloValue(o.metric));
     }
     c.series.push_back(std::move(s));
@@ -204,6 +232,7 @@ std::string ReportHtml(const ReportInputs& in, const Report& rep) {
       "table{border-collapse:collapse;margin:8px 0 20px}\n"
       "th,td{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left}\n"
       "th{background:#f3f3f3}\n.pass{background:#d9f2d9}\n.fail{background:#f7d4d4}\n"
+      ".caveat{background:#fff3cd}\n.notrun{color:#777}\n"
       "figure{margin:12px 0}\nsvg{background:#fff;border:1px solid #eee}\n"
       "</style></head><body>\n";
   html += MarkdownToHtml(ReportMarkdown(in, rep));

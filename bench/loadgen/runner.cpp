@@ -264,6 +264,10 @@ class StepRunner {
 
 }  // namespace
 
+SloMetric DefaultSloMetric(const WorkloadSpec& w) {
+  return RequestsStream(w) ? SloMetric::kTtft : SloMetric::kE2e;
+}
+
 Status ValidateRunOptions(const RunOptions& o) {
   if (o.targets.empty()) return InvalidArgument("--target: at least one target (or --serve) is needed");
   if (o.targets.size() > 16) {

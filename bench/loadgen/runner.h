@@ -45,6 +45,7 @@ struct RunOptions {
   double timeout_s = 60;       // per request
   double threshold_ms = 387;
   SloMetric metric = SloMetric::kTtft;
+  bool metric_from_flag = false;  // false: `metric` is DefaultSloMetric(workload)
   bool early_stop = true;      // sweeps only; false also keeps failed targets in later steps
   int64_t max_in_flight = 4096;  // beyond: recorded as "client_overload", not sent
   double cooldown_s = 0.5;     // pause between sweep steps
@@ -84,6 +85,11 @@ struct Progress {
   double slo_p95_ms = 0; // over this step's finished requests (NaN before any)
 };
 using ProgressFn = std::function<void(const Progress&)>;
+
+// The SLO metric when --slo-metric does not name one: TTFT when the requests stream, e2e when
+// they do not. A non-streamed response shows its first token only with its last, so its
+// "TTFT" is its end-to-end time; judging it as TTFT would name a metric that was not measured.
+SloMetric DefaultSloMetric(const WorkloadSpec& w);
 
 Status ValidateRunOptions(const RunOptions& o);
 

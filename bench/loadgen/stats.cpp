@@ -66,6 +66,14 @@ double GoodputRps(std::span<const double> metric_ms, double threshold_ms, double
   return static_cast<double>(CountMeetingSlo(metric_ms, threshold_ms)) / wall_s;
 }
 
+double SmoothGoodputRps(int64_t met, int64_t refused, int64_t failed, double duration_s) {
+  if (!(duration_s > 0)) return 0;
+  const int64_t net = std::max<int64_t>(0, met - refused - failed);
+  return static_cast<double>(net) / duration_s;
+}
+
+bool SmallSampleForP95(int64_t finished) { return finished < kMinRequestsForP95; }
+
 bool PercentileDecidedAbove(int64_t bad, int64_t planned, double p) {
   if (planned <= 0) return false;
   return bad > planned - NearestRank(planned, p);

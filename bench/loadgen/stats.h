@@ -50,6 +50,21 @@ int64_t CountMeetingSlo(std::span<const double> metric_ms, double threshold_ms);
 // Requests per second that met the SLO over a window of `wall_s` seconds (0 when wall_s <= 0).
 double GoodputRps(std::span<const double> metric_ms, double threshold_ms, double wall_s);
 
+// Requests that met the SLO per second of the offered duration, minus one for every request
+// the server refused (HTTP 429/503) or failed, floored at 0. Goodput alone rewards a server
+// that sheds the requests it would serve late: refusing them costs it nothing. Here each
+// refusal cancels one request served in time, so shedding only pays when it lets more than
+// one other request meet the SLO. 0 when duration_s <= 0.
+double SmoothGoodputRps(int64_t met, int64_t refused, int64_t failed, double duration_s);
+
+// Below this many finished requests a nearest-rank P95 is the slowest request itself
+// (NearestRank(n, 95) == n for every n < 20), so one outlier decides the verdict; from 20 on
+// it is not. Reports flag verdicts on fewer requests as small samples.
+inline constexpr int64_t kMinRequestsForP95 = 20;
+
+// True when `finished` requests are too few for a P95 to mean more than the maximum.
+bool SmallSampleForP95(int64_t finished);
+
 // Early stop: with `planned` requests in a step, the nearest-rank percentile p ends above the
 // threshold once more than planned - NearestRank(planned, p) requests are already "bad" (failed
 // or slower than the threshold), whatever the rest do. planned <= 0 never decides.

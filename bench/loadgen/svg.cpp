@@ -11,7 +11,12 @@ namespace {
 constexpr int kLeft = 64, kRight = 16, kBottom = 48;
 constexpr int kTitleBand = 26, kLegendRow = 15;
 
-using LegendItems = std::vector<std::pair<std::string, std::string>>;  // (name, colour)
+struct LegendItem {
+  std::string name;
+  std::string color;
+  bool triangle = false;  // the marker of points off the chart, not a series swatch
+};
+using LegendItems = std::vector<LegendItem>;
 
 double LegendItemWidth(const std::string& name) { return 24 + 6.5 * static_cast<double>(name.size()); }
 
@@ -20,7 +25,7 @@ int LegendRows(const LegendItems& items, int w) {
   int rows = items.empty() ? 0 : 1;
   double x = kLeft;
   for (const auto& item : items) {
-    const double iw = LegendItemWidth(item.first);
+    const double iw = LegendItemWidth(item.name);
     if (x + iw > w - kRight && x > kLeft) {
       ++rows;
       x = kLeft;
@@ -42,6 +47,18 @@ std::string TickLabel(double v) {
   else std::snprintf(buf, sizeof buf, "%g", std::round(v * 1000) / 1000);
   return buf;
 }
+
+// An upward triangle with its apex at (x, y): the marker of a point off the chart above.
+std::string Triangle(double x, double y, const std::string& color, const std::string& title) {
+  std::string s = "<path class=\"clipped\" d=\"M" + Num(x) + "," + Num(y) + " L" + Num(x - 5) + "," +
+                  Num(y + 9) + " L" + Num(x + 5) + "," + Num(y + 9) + " Z\" fill=\"" +
+                  XmlEscape(color) + "\">";
+  if (!title.empty()) s += "<title>" + XmlEscape(title) + "</title>";
+  return s + "</path>\n";
+}
+
+// +inf: above every finite value, drawn on the plot's top edge.
+bool OffTheTop(double y) { return std::isinf(y) && y > 0; }
 
 struct Frame {
   double x0, x1, y0, y1;  // data range
@@ -83,15 +100,19 @@ std::string Legend(const LegendItems& items, int w) {
   std::string s;
   double x = kLeft;
   double y = kTitleBand + 10;
-  for (const auto& [name, color] : items) {
-    const double iw = LegendItemWidth(name);
+  for (const LegendItem& item : items) {
+    const double iw = LegendItemWidth(item.name);
     if (x + iw > w - kRight && x > kLeft) {
       x = kLeft;
       y += kLegendRow;
     }
-    s += "<rect x=\"" + Num(x) + "\" y=\"" + Num(y - 9) + "\" width=\"10\" height=\"10\" fill=\"" +
-         XmlEscape(color) + "\"/>\n";
-    s += "<text x=\"" + Num(x + 14) + "\" y=\"" + Num(y) + "\">" + XmlEscape(name) + "</text>\n";
+    if (item.triangle) {
+      s += Triangle(x + 5, y - 9, item.color, "");
+    } else {
+      s += "<rect x=\"" + Num(x) + "\" y=\"" + Num(y - 9) +
+           "\" width=\"10\" height=\"10\" fill=\"" + XmlEscape(item.color) + "\"/>\n";
+    }
+    s += "<text x=\"" + Num(x + 14) + "\" y=\"" + Num(y) + "\">" + XmlEscape(item.name) + "</text>\n";
     x += iw;
   }
   return s;
@@ -148,28 +169,78 @@ std::string SeriesColor(size_t i) {
   return kPalette[i % (sizeof(kPalette) / sizeof(kPalette[0]))];
 }
 
-std::string RenderChart(const SvgChart& c) {
-  LegendItems legend;
-  for (const SvgSeries& s : c.series) legend.emplace_back(s.name, s.color);
-  const int top = PlotTop(legend, c.width);
+namespace {
+
+struct DataRange {
   double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
-  for (const SvgSeries& s : c.series) {
+  bool off_the_top = false;  // some point has y = +inf
+};
+
+DataRange RangeOf(const std::vector<SvgSeries>& series) {
+  DataRange r;
+  for (const SvgSeries& s : series) {
     for (const auto& [x, y] : s.points) {
-      if (!std::isfinite(x) || !std::isfinite(y)) continue;
-      x0 = std::min(x0, x);
-      x1 = std::max(x1, x);
-      y0 = std::min(y0, y);
-      y1 = std::max(y1, y);
+      if (!std::isfinite(x) || !(std::isfinite(y) || OffTheTop(y))) continue;
+      r.x0 = std::min(r.x0, x);
+      r.x1 = std::max(r.x1, x);
+      if (OffTheTop(y)) {
+        r.off_the_top = true;
+        continue;
+      }
+      r.y0 = std::min(r.y0, y);
+      r.y1 = std::max(r.y1, y);
     }
   }
+  // Only points off the top: a frame from 0 (the threshold line, if any, widens it below).
+  if (std::isfinite(r.x0) && !std::isfinite(r.y0)) {
+    r.y0 = 0;
+    r.y1 = 1;
+  }
+  return r;
+}
+
+std::string SeriesSvg(const SvgSeries& s, const Frame& f) {
+  std::string pts, dots, tops;
+  for (const auto& [x, y] : s.points) {
+    if (!std::isfinite(x)) continue;
+    if (OffTheTop(y)) {
+      pts += Num(f.X(x)) + "," + Num(f.top) + " ";
+      tops += Triangle(f.X(x), f.top, s.color, s.name + " at " + TickLabel(x) + ": off the chart");
+      continue;
+    }
+    if (!std::isfinite(y)) continue;
+    pts += Num(f.X(x)) + "," + Num(f.Y(y)) + " ";
+    if (s.markers) dots += "<circle cx=\"" + Num(f.X(x)) + "\" cy=\"" + Num(f.Y(y)) + "\" r=\"2.5\"/>";
+  }
+  std::string svg;
+  if (s.line && !pts.empty()) {
+    svg += "<polyline fill=\"none\" stroke=\"" + XmlEscape(s.color) + "\" stroke-width=\"1.8\"" +
+           (s.dashed ? " stroke-dasharray=\"5,3\"" : "") + " points=\"" + pts + "\"/>\n";
+  }
+  if (!dots.empty()) {
+    svg += "<g fill=\"" + XmlEscape(s.color) + "\" fill-opacity=\"0.6\">" + dots + "</g>\n";
+  }
+  return svg + tops;
+}
+
+}  // namespace
+
+std::string RenderChart(const SvgChart& c) {
+  DataRange r = RangeOf(c.series);
+  LegendItems legend;
+  for (const SvgSeries& s : c.series) legend.push_back({s.name, s.color});
+  if (r.off_the_top) legend.push_back({c.clip_note, "#444", true});
+  const int top = PlotTop(legend, c.width);
   std::string svg = Open(c.width, c.height);
-  if (!std::isfinite(x0)) {
+  if (!std::isfinite(r.x0)) {
     const Frame f{0, 1, 0, 1, c.width, c.height, top};
     svg += Axes(f, c.title, c.x_label, c.y_label, {}, {});
+    svg += Legend(legend, c.width);
     svg += "<text x=\"" + std::to_string(c.width / 2) + "\" y=\"" + std::to_string(c.height / 2) +
            "\" text-anchor=\"middle\">no data</text>\n</svg>\n";
     return svg;
   }
+  double x0 = r.x0, x1 = r.x1, y0 = r.y0, y1 = r.y1;
   for (const auto& [x, label] : c.v_lines) {
     if (std::isfinite(x)) {
       x0 = std::min(x0, x);
@@ -207,24 +278,7 @@ std::string RenderChart(const SvgChart& c) {
     svg += "<text x=\"" + Num(c.width - kRight - 4) + "\" y=\"" + Num(f.Y(c.h_line) - 4) +
            "\" text-anchor=\"end\">" + XmlEscape(c.h_line_label) + "</text>\n";
   }
-  for (const SvgSeries& s : c.series) {
-    std::string pts;
-    std::string dots;
-    for (const auto& [x, y] : s.points) {
-      if (!std::isfinite(x) || !std::isfinite(y)) continue;
-      pts += Num(f.X(x)) + "," + Num(f.Y(y)) + " ";
-      if (s.markers) {
-        dots += "<circle cx=\"" + Num(f.X(x)) + "\" cy=\"" + Num(f.Y(y)) + "\" r=\"2.5\"/>";
-      }
-    }
-    if (s.line && !pts.empty()) {
-      svg += "<polyline fill=\"none\" stroke=\"" + XmlEscape(s.color) +
-             "\" stroke-width=\"1.8\" points=\"" + pts + "\"/>\n";
-    }
-    if (!dots.empty()) {
-      svg += "<g fill=\"" + XmlEscape(s.color) + "\" fill-opacity=\"0.6\">" + dots + "</g>\n";
-    }
-  }
+  for (const SvgSeries& s : c.series) svg += SeriesSvg(s, f);
   svg += "</svg>\n";
   return svg;
 }
@@ -237,7 +291,7 @@ std::string RenderStackedBars(const std::string& title, const std::string& y_lab
   const int h = 320;
   LegendItems legend;
   for (size_t l = 0; l < layer_names.size() && l < layer_colors.size(); ++l) {
-    legend.emplace_back(layer_names[l], layer_colors[l]);
+    legend.push_back({layer_names[l], layer_colors[l]});
   }
   double top_ms = 0;
   for (const SvgBar& b : bars) {

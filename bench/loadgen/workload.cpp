@@ -79,6 +79,14 @@ PlannedRequest PlanRequest(const WorkloadSpec& w, uint64_t seed, int step, int64
   return r;
 }
 
+bool RequestsStream(const WorkloadSpec& w) {
+  if (w.extra_body.is_object()) {
+    auto it = w.extra_body.find("stream");
+    if (it != w.extra_body.end() && it->is_boolean()) return it->get<bool>();
+  }
+  return w.stream;
+}
+
 std::string RequestBody(const WorkloadSpec& w, const TargetSpec& target, const PlannedRequest& r) {
   nlohmann::json body = nlohmann::json::object();
   if (!target.model.empty()) body["model"] = target.model;
@@ -88,8 +96,10 @@ std::string RequestBody(const WorkloadSpec& w, const TargetSpec& target, const P
     body["prompt"] = r.prompt;
   }
   body["max_tokens"] = r.max_tokens;
-  body["stream"] = w.stream;
-  if (w.stream && w.include_usage) body["stream_options"] = {{"include_usage", true}};
+  const bool stream = RequestsStream(w);
+  body["stream"] = stream;
+  // Servers such as vLLM reject stream_options on a request that does not stream.
+  if (stream && w.include_usage) body["stream_options"] = {{"include_usage", true}};
   if (w.ignore_eos) body["ignore_eos"] = true;
   if (w.slo_in_body && !w.slo_class.empty()) body["slo_class"] = w.slo_class;
   if (w.slo_in_body && !w.user_role.empty()) body["user_role"] = w.user_role;
@@ -107,7 +117,7 @@ HttpRequestSpec RequestSpec(const WorkloadSpec& w, const TargetSpec& target,
   s.path = w.api == Api::kChat ? "/v1/chat/completions" : "/v1/completions";
   s.timeout_s = timeout_s;
   s.body = RequestBody(w, target, r);
-  s.headers.emplace_back("Accept", w.stream ? "text/event-stream" : "application/json");
+  s.headers.emplace_back("Accept", RequestsStream(w) ? "text/event-stream" : "application/json");
   if (!w.api_key.empty()) s.headers.emplace_back("Authorization", "Bearer " + w.api_key);
   if (!w.slo_class.empty()) s.headers.emplace_back("X-SLO-Class", w.slo_class);
   if (!w.user_role.empty()) s.headers.emplace_back("X-User-Role", w.user_role);

@@ -66,6 +66,10 @@ struct PlannedRequest {
 
 PlannedRequest PlanRequest(const WorkloadSpec& w, uint64_t seed, int step, int64_t index);
 
+// Whether the requests ask for a streamed response: `--extra-body`'s boolean "stream" when it
+// has one (it is merged last, so it is what the server sees), else `stream` (--no-stream).
+bool RequestsStream(const WorkloadSpec& w);
+
 // The JSON body for `target` (model field only when the target names one).
 std::string RequestBody(const WorkloadSpec& w, const TargetSpec& target, const PlannedRequest& r);
 

@@ -114,6 +114,34 @@ TEST(EndToEnd, BenchAgainstLocalLifelineWritesThreeReports) {
   EXPECT_EQ((*server)->Stop(), 0);  // graceful drain on SIGTERM
 }
 
+// The verdict metric follows the requests unless --slo-metric names one: e2e for
+// non-streamed requests (their TTFT is the whole response), TTFT when streamed.
+TEST(EndToEnd, SloMetricDefaultsToE2eWithoutStreaming) {
+  auto server = LocalServer::Start(lifeline::testing::LifelineBinary(),
+                                   {"--model", "stories=" + Model(), "--threads", "1"}, 60);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const std::string out = ::testing::TempDir() + "/lbench_metric_" + std::to_string(::getpid());
+  const std::string common = "--target " + (*server)->url() + ",model=stories --rate 20 "
+                             "--requests 2 --prompt-len 4 --output-len 4 --progress never --out " +
+                             out;
+  struct Case {
+    std::string flags, metric, source;
+  };
+  const Case cases[] = {{"--no-stream", "e2e", "default"},
+                        {"", "ttft", "default"},
+                        {"--no-stream --slo-metric ttft", "ttft", "--slo-metric"}};
+  for (const Case& c : cases) {
+    const CliResult r = RunBench(common + " " + c.flags);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const nlohmann::json j = nlohmann::json::parse(Slurp(out + "/report.json"), nullptr, false);
+    ASSERT_TRUE(j.is_object()) << c.flags;
+    EXPECT_EQ(j["config"]["slo_metric"], c.metric) << c.flags;
+    EXPECT_EQ(j["config"]["slo_metric_source"], c.source) << c.flags;
+  }
+  std::filesystem::remove_all(out);
+  EXPECT_EQ((*server)->Stop(), 0);
+}
+
 TEST(EndToEnd, ServeFlagWithSweep) {
   const CliResult r = RunBench("--serve " + Model() + " --serve-arg=--threads --serve-arg=1 "
                                "--sweep 20,40 --requests 6 --prompt-len 8 --output-len 4 "

@@ -2,6 +2,7 @@
 // three report files, on synthetic records whose expected numbers are worked out by hand.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -53,6 +54,12 @@ TEST(Layers, LlamaCppTimingsAndNone) {
   EXPECT_DOUBLE_EQ(n, 10);
   EXPECT_FALSE(SplitLayers(nlohmann::json::object(), 50, &n, &s, &c));
   EXPECT_FALSE(SplitLayers(nullptr, 50, &n, &s, &c));
+}
+
+int Count(const std::string& hay, const std::string& needle) {
+  int n = 0;
+  for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1)) ++n;
+  return n;
 }
 
 RequestRecord Ok(double ttft, double e2e, int64_t tokens, int step = 0, int target = 0) {
@@ -114,7 +121,7 @@ TEST(Summary, HandComputedStep) {
                                      Failed("http_status", 429), Failed("cancelled", 0)};
   std::vector<const RequestRecord*> ptrs;
   for (const auto& r : recs) ptrs.push_back(&r);
-  const TargetStepSummary s = SummarizeTargetStep(ptrs, 387, SloMetric::kTtft, 2.0);
+  const TargetStepSummary s = SummarizeTargetStep(ptrs, 387, SloMetric::kTtft, 2.0, 2.0);
   EXPECT_EQ(s.sent, 5);
   EXPECT_EQ(s.ok, 3);
   EXPECT_EQ(s.errors, 1);
@@ -124,6 +131,11 @@ TEST(Summary, HandComputedStep) {
   EXPECT_DOUBLE_EQ(s.throughput_rps, 1.5);  // 3 / 2 s
   EXPECT_DOUBLE_EQ(s.output_tok_s, 7.5);    // 15 tokens / 2 s
   EXPECT_DOUBLE_EQ(s.goodput_rps, 1.0);     // TTFT 100 and 200 meet 387 ms
+  EXPECT_EQ(s.finished, 4);                 // the cancelled one did not finish
+  EXPECT_EQ(s.met_slo, 2);
+  EXPECT_EQ(s.refused, 1);                  // the 429
+  EXPECT_EQ(s.failed, 0);
+  EXPECT_DOUBLE_EQ(s.smooth_goodput_rps, 0.5);  // (2 met - 1 refused) / 2 s
   // TTFT over OK requests: P50 rank 2 -> 200, P95 rank 3 -> 400.
   EXPECT_EQ(s.ttft.p50, 200);
   EXPECT_EQ(s.ttft.p95, 400);
@@ -150,7 +162,7 @@ TEST(Summary, ServedByCountsSuccessfulRequestsPerServedModel) {
   recs.push_back(shed);
   std::vector<const RequestRecord*> ptrs;
   for (const auto& r : recs) ptrs.push_back(&r);
-  const TargetStepSummary s = SummarizeTargetStep(ptrs, 387, SloMetric::kTtft, 1.0);
+  const TargetStepSummary s = SummarizeTargetStep(ptrs, 387, SloMetric::kTtft, 1.0, 1.0);
   ASSERT_EQ(s.served_by.size(), 3u);
   EXPECT_EQ(s.served_by.at("heavy"), 2);
   EXPECT_EQ(s.served_by.at("light"), 3);
@@ -182,6 +194,294 @@ TEST(Summary, ServedByCountsSuccessfulRequestsPerServedModel) {
   EXPECT_EQ(j["summaries"][0]["served_by"]["heavy"], 2);
   EXPECT_NE(ReportMarkdown(in, rep).find("| ? 1, heavy 2, light 3 |"), std::string::npos)
       << ReportMarkdown(in, rep);
+}
+
+// One step of one or more targets at `load`, built from synthetic records (record.target
+// picks the target); every target ran with `planned` requests over `wall_s`.
+struct OneStep {
+  RunOptions o;
+  RunData run;
+  ReportInputs in;
+  OneStep(double load, int64_t planned, double wall_s, std::vector<RequestRecord> recs,
+          int n_targets = 1) {
+    for (int k = 0; k < n_targets; ++k) {
+      const std::string label(1, static_cast<char>('A' + k));
+      o.targets.push_back(*ParseTargetSpec("--target", "http://h" + label + ":1,label=" + label));
+    }
+    o.loads = {load};
+    StepData st;
+    st.load = load;
+    for (int k = 0; k < n_targets; ++k) {
+      TargetStep ts;
+      ts.ran = true;
+      ts.planned = planned;
+      ts.wall_s = wall_s;
+      for (const RequestRecord& r : recs) ts.sent += r.target == k ? 1 : 0;
+      st.targets.push_back(ts);
+    }
+    run.steps.push_back(st);
+    run.records = std::move(recs);
+    in.options = &o;
+    in.run = &run;
+    in.facts.resize(static_cast<size_t>(n_targets));
+  }
+};
+
+TEST(Goodput, NeverAboveTheOfferedRateWhenAStepStopsEarly) {
+  // 0.5 req/s with 5 planned requests: the schedule offers them over 5 / 0.5 = 10 s. The
+  // target stopped early after three fast requests and one slow one, 1.96 s into the step.
+  // Over the wall time goodput read 3 / 1.96 = 1.53 req/s, three times the offered rate; over
+  // the offered duration it is 3 / 10 = 0.3 req/s.
+  OneStep f(0.5, 5, 1.96,
+            {Ok(100, 300, 5), Ok(120, 300, 5), Ok(90, 300, 5), Ok(900, 1000, 5),
+             Failed("cancelled", 0)});
+  f.run.steps[0].targets[0].stopped_early = true;
+  const Report rep = BuildReport(f.in);
+  ASSERT_EQ(rep.summaries.size(), 1u);
+  const TargetStepSummary& s = rep.summaries[0];
+  EXPECT_DOUBLE_EQ(s.offered_duration_s, 10.0);
+  EXPECT_DOUBLE_EQ(s.goodput_rps, 0.3);
+  EXPECT_LE(s.goodput_rps, 0.5);
+  const nlohmann::json j = ReportJson(f.in, rep);
+  EXPECT_DOUBLE_EQ(j["summaries"][0]["offered_duration_s"].get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(j["summaries"][0]["goodput_rps"].get<double>(), 0.3);
+}
+
+TEST(Goodput, AShortArrivalDrawDoesNotInflateIt) {
+  // Four arrivals at 2 req/s offer 2 s of load; the random gaps happened to put them all in
+  // the first 0.5 s. All four met the SLO: goodput is the offered 2 req/s, not 4 / 0.5 = 8.
+  OneStep f(2, 4, 0.5, {Ok(100, 200, 3), Ok(100, 200, 3), Ok(100, 200, 3), Ok(100, 200, 3)});
+  const Report rep = BuildReport(f.in);
+  EXPECT_DOUBLE_EQ(rep.summaries[0].goodput_rps, 2.0);
+}
+
+TEST(Goodput, ClosedLoopCountsTheWholeDurationWhenStoppedEarly) {
+  // Closed loop for 30 s, stopped after 5 s: no offered rate, so the offered duration is the
+  // 30 s the load was meant to run, not the 5 s before the stop.
+  OneStep f(4, -1, 5, {Ok(100, 200, 3), Ok(100, 200, 3)});
+  f.o.mode = LoadMode::kConcurrency;
+  f.o.duration_s = 30;
+  f.run.steps[0].targets[0].stopped_early = true;
+  EXPECT_DOUBLE_EQ(BuildReport(f.in).summaries[0].goodput_rps, 2.0 / 30);
+  // Bounded by requests instead: the wall time is all there is.
+  f.o.duration_s = 0;
+  f.run.steps[0].targets[0].stopped_early = false;
+  EXPECT_DOUBLE_EQ(BuildReport(f.in).summaries[0].goodput_rps, 2.0 / 5);
+}
+
+TEST(SmoothGoodput, ReportedInJsonMarkdownAndHtml) {
+  // 4 planned at 1 req/s (4 s offered): 3 met the SLO, one 503 (refused), one connect failure
+  // (failed): goodput 3 / 4 = 0.75, smooth goodput (3 - 1 - 1) / 4 = 0.25.
+  OneStep f(1, 5, 3,
+            {Ok(100, 200, 3), Ok(100, 200, 3), Ok(100, 200, 3), Failed("http_status", 503),
+             Failed("connect", 0)});
+  f.run.steps[0].targets[0].planned = 4;
+  const Report rep = BuildReport(f.in);
+  const nlohmann::json j = ReportJson(f.in, rep);
+  const nlohmann::json& s = j["summaries"][0];
+  EXPECT_DOUBLE_EQ(s["goodput_rps"].get<double>(), 0.75);
+  EXPECT_DOUBLE_EQ(s["smooth_goodput_rps"].get<double>(), 0.25);
+  EXPECT_EQ(s["refused"], 1);
+  EXPECT_EQ(s["failed"], 1);
+  EXPECT_EQ(s["finished"], 5);
+  EXPECT_EQ(s["met_slo"], 3);
+  const std::string md = ReportMarkdown(f.in, rep);
+  EXPECT_NE(md.find("| goodput req/s | smooth goodput req/s |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 0.75 | 0.25 |"), std::string::npos) << md;
+  const std::string html = ReportHtml(f.in, rep);
+  EXPECT_NE(html.find("A (smooth)"), std::string::npos);  // the dashed series in the chart
+}
+
+// A target stopped early after 12 of 50 planned requests (3 in flight cancelled), TTFT
+// 600..1700 ms, e2e 100 ms more.
+OneStep StoppedAfterTwelve() {
+  std::vector<RequestRecord> recs;
+  for (int i = 1; i <= 12; ++i) recs.push_back(Ok(500 + 100 * i, 600 + 100 * i, 5));
+  for (int i = 0; i < 3; ++i) recs.push_back(Failed("cancelled", 0));
+  OneStep f(2, 50, 4, std::move(recs));
+  f.run.steps[0].targets[0].stopped_early = true;
+  return f;
+}
+
+TEST(StoppedEarly, MeasuredLatencyIsKeptBesideTheInfiniteVerdict) {
+  OneStep f = StoppedAfterTwelve();
+  const Report rep = BuildReport(f.in);
+  const TargetStepSummary& s = rep.summaries[0];
+  EXPECT_TRUE(std::isinf(s.slo_p95_ms));         // the verdict: failed by construction
+  EXPECT_EQ(s.measured_slo_p95_ms, 1700);        // P95 of 12 = the 12th: what was measured
+  EXPECT_EQ(s.finished, 12);
+  EXPECT_EQ(s.ttft.p50, 1100);
+  const nlohmann::json j = ReportJson(f.in, rep);
+  EXPECT_TRUE(j["summaries"][0]["slo_p95_ms"].is_null());  // key kept: null = infinite
+  EXPECT_EQ(j["summaries"][0]["measured_slo_p95_ms"], 1700);
+  EXPECT_EQ(j["summaries"][0]["error_share"], 0);
+  const nlohmann::json& v = j["verdicts"][0];
+  EXPECT_TRUE(v["p95_ms"].is_null());
+  EXPECT_EQ(v["pass"], false);
+  EXPECT_EQ(v["stopped_early"], true);
+  EXPECT_EQ(v["measured_p95_ms"], 1700);
+  EXPECT_EQ(v["ttft_p95_ms"], 1700);
+  EXPECT_EQ(v["e2e_p95_ms"], 1800);
+  EXPECT_EQ(v["requests"], 15);
+  EXPECT_EQ(v["finished"], 12);
+  const std::string md = ReportMarkdown(f.in, rep);
+  EXPECT_NE(md.find("stopped early (past the cliff) after 12 finished requests of 50 planned, 3 "
+                    "in flight cancelled; measured TTFT P95 1700 ms"), std::string::npos) << md;
+  EXPECT_NE(md.find("| inf (stopped early; measured 1700) | 387 | FAIL |"), std::string::npos)
+      << md;
+}
+
+TEST(StoppedEarly, ShareOfFailedRequestsIsReported) {
+  OneStep f = StoppedAfterTwelve();
+  f.run.records[0] = Failed("timeout", 0);
+  f.run.records[1] = Failed("http_status", 500);
+  f.run.records[2] = Failed("http_status", 500);
+  const Report rep = BuildReport(f.in);
+  // 3 of 12 finished failed: the measured P95 is infinite too, and the note says why.
+  EXPECT_DOUBLE_EQ(ReportJson(f.in, rep)["summaries"][0]["error_share"].get<double>(), 0.25);
+  EXPECT_TRUE(std::isinf(rep.summaries[0].measured_slo_p95_ms));
+  EXPECT_NE(ReportMarkdown(f.in, rep).find("measured TTFT P95 inf ms, 25% of them failed"),
+            std::string::npos);
+}
+
+TEST(SmallSample, CaveatBesideTheVerdictBelowTwentyRequests) {
+  // The smallest count where a nearest-rank P95 is not the maximum is the threshold.
+  EXPECT_EQ(NearestRank(kMinRequestsForP95 - 1, 95), kMinRequestsForP95 - 1);
+  EXPECT_LT(NearestRank(kMinRequestsForP95, 95), kMinRequestsForP95);
+  EXPECT_TRUE(SmallSampleForP95(19));
+  EXPECT_FALSE(SmallSampleForP95(20));
+
+  OneStep few(1, 5, 5, {Ok(100, 200, 3), Ok(100, 200, 3), Ok(100, 200, 3), Ok(100, 200, 3),
+                        Ok(150, 200, 3)});
+  Report rep = BuildReport(few.in);
+  EXPECT_TRUE(rep.summaries[0].small_sample);
+  ASSERT_EQ(rep.verdicts.size(), 1u);
+  EXPECT_TRUE(rep.verdicts[0].pass);
+  EXPECT_TRUE(rep.verdicts[0].small_sample);
+  nlohmann::json j = ReportJson(few.in, rep);
+  EXPECT_EQ(j["verdicts"][0]["small_sample"], true);
+  EXPECT_EQ(j["summaries"][0]["small_sample"], true);
+  EXPECT_EQ(j["config"]["small_sample_below"], 20);
+  const std::string md = ReportMarkdown(few.in, rep);
+  EXPECT_NE(md.find("| PASS | small sample: 5 finished requests (< 20), so the P95 is the "
+                    "slowest of them |"), std::string::npos) << md;
+  EXPECT_NE(ReportHtml(few.in, rep).find("<td class=\"caveat\">small sample"), std::string::npos);
+
+  std::vector<RequestRecord> twenty(20, Ok(100, 200, 3));
+  OneStep enough(1, 20, 20, twenty);
+  rep = BuildReport(enough.in);
+  EXPECT_FALSE(rep.verdicts[0].small_sample);
+  EXPECT_EQ(ReportMarkdown(enough.in, rep).find("small sample"), std::string::npos);
+}
+
+// The charts of report.html, cut apart at their <svg> tags (CDF TTFT, CDF e2e, P95 vs load,
+// goodput vs load, timeline, layers).
+std::vector<std::string> Charts(const std::string& html) {
+  std::vector<std::string> out;
+  for (size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1)) {
+    out.push_back(html.substr(at, html.find("</svg>", at) - at));
+  }
+  return out;
+}
+
+TEST(Charts, EveryTargetAppearsInEveryChart) {
+  // A passes; B failed everything and stopped early at the only load.
+  std::vector<RequestRecord> recs = {Ok(100, 200, 3, 0, 0), Ok(120, 220, 3, 0, 0)};
+  for (int i = 0; i < 2; ++i) recs.push_back(Failed("timeout", 0, 0, 1));
+  recs.push_back(Failed("cancelled", 0, 0, 1));
+  OneStep f(2, 10, 3, recs, 2);
+  f.run.steps[0].targets[1].stopped_early = true;
+  const std::vector<std::string> charts = Charts(ReportHtml(f.in, BuildReport(f.in)));
+  ASSERT_EQ(charts.size(), 6u);
+  for (const std::string& c : charts) {
+    EXPECT_NE(c.find(">A"), std::string::npos) << c;
+    EXPECT_NE(c.find(">B"), std::string::npos) << c;
+  }
+  // P95 vs load: B's infinite P95 on the top edge, with the legend note.
+  EXPECT_NE(charts[2].find("class=\"clipped\""), std::string::npos) << charts[2];
+  EXPECT_NE(charts[2].find("stopped early past the cliff"), std::string::npos);
+  // The timeline shows B's two failures (not the cancelled request) on the top edge: two
+  // triangles and the legend's.
+  EXPECT_EQ(Count(charts[4], "class=\"clipped\""), 3) << charts[4];
+  EXPECT_NE(charts[0].find("B (no successful requests)"), std::string::npos);
+}
+
+// The case: at 2 req/s m110 passes (P95 TTFT 140 ms); m1b stopped early past the
+// cliff after 12 of 50 requests with a measured P95 of 1102 ms, 715 ms over 387 ms.
+OneStep ShipOrMiss() {
+  std::vector<RequestRecord> recs;
+  for (int i = 0; i < 20; ++i) recs.push_back(Ok(i >= 18 ? 140 : 100, 300, 5, 0, 0));
+  for (int i = 0; i < 12; ++i) recs.push_back(Ok(i == 11 ? 1102 : 900, 1500, 5, 0, 1));
+  recs.push_back(Failed("cancelled", 0, 0, 1));
+  OneStep f(2, 50, 10, std::move(recs), 2);
+  f.o.targets[0].label = "m110";
+  f.o.targets[1].label = "m1b";
+  f.run.steps[0].targets[0].planned = 20;
+  f.run.steps[0].targets[1].stopped_early = true;
+  return f;
+}
+
+TEST(SummaryFirst, SaysWhichTargetToShipAndByHowMuchTheOthersMiss) {
+  OneStep f = ShipOrMiss();
+  const Report rep = BuildReport(f.in);
+  ASSERT_EQ(rep.answers.size(), 1u);
+  const LoadAnswer& a = rep.answers[0];
+  EXPECT_EQ(a.pass, std::vector<int>{0});
+  EXPECT_EQ(a.miss, std::vector<int>{1});
+  EXPECT_EQ(a.text,
+            "At 2 req/s ship m110 (P95 TTFT 140 ms <= 387 ms); m1b misses by 715 ms at P95 "
+            "(TTFT 1102 ms > 387 ms; stopped early past the cliff after 12 of 50 requests; small "
+            "sample: 12 finished requests (< 20), so the P95 is the slowest of them).");
+  const std::string md = ReportMarkdown(f.in, rep);
+  // First in the report, before the latency table.
+  const size_t summary = md.find("## Summary");
+  EXPECT_LT(summary, md.find("## Latency"));
+  EXPECT_LT(md.find("- " + a.text), md.find("## Latency")) << md;
+  // The table: both TTFT and e2e P95 for every target, the measured P95 of the stopped one.
+  EXPECT_NE(md.find("| 2 req/s | m110 | PASS | 140 | 300 | 140 | -247 | 20 of 20 requests | 0 (0%) |"),
+            std::string::npos) << md;
+  EXPECT_NE(md.find("| 2 req/s | m1b | FAIL | 1102 | 1500 | inf (stopped early; measured 1102) | "
+                    "+715 | 12 of 50 requests | 0 (0%) |"), std::string::npos) << md;
+  const nlohmann::json j = ReportJson(f.in, rep);
+  ASSERT_EQ(j["summary_by_load"].size(), 1u);
+  EXPECT_EQ(j["summary_by_load"][0]["text"], a.text);
+  EXPECT_EQ(j["summary_by_load"][0]["pass"], nlohmann::json::array({0}));
+  EXPECT_EQ(j["summary_by_load"][0]["miss"], nlohmann::json::array({1}));
+  EXPECT_EQ(j["summary_by_load"][0]["slo_metric"], "ttft");
+  // report.html opens with the same summary, as a list.
+  const std::string html = ReportHtml(f.in, rep);
+  EXPECT_LT(html.find("<li>At 2 req/s ship m110"), html.find("<svg"));
+}
+
+TEST(SloMetricChoice, DefaultFollowsStreamingAndReportsNameIt) {
+  WorkloadSpec w;
+  EXPECT_EQ(DefaultSloMetric(w), SloMetric::kTtft);
+  w.stream = false;
+  EXPECT_EQ(DefaultSloMetric(w), SloMetric::kE2e);
+  w.extra_body = {{"stream", true}};  // what the server is asked for decides
+  EXPECT_EQ(DefaultSloMetric(w), SloMetric::kTtft);
+
+  OneStep f(1, 1, 1, {Ok(100, 300, 5)});
+  f.o.workload.stream = false;
+  f.o.metric = DefaultSloMetric(f.o.workload);
+  Report rep = BuildReport(f.in);
+  nlohmann::json j = ReportJson(f.in, rep);
+  EXPECT_EQ(j["config"]["slo_metric"], "e2e");
+  EXPECT_EQ(j["config"]["slo_metric_source"], "default");
+  EXPECT_EQ(j["config"]["stream"], false);
+  std::string md = ReportMarkdown(f.in, rep);
+  EXPECT_NE(md.find("P95 e2e <= 387 ms, judged by end-to-end latency, the default for "
+                    "non-streamed requests"), std::string::npos) << md;
+
+  f.o.metric = SloMetric::kTtft;
+  f.o.metric_from_flag = true;
+  rep = BuildReport(f.in);
+  j = ReportJson(f.in, rep);
+  EXPECT_EQ(j["config"]["slo_metric"], "ttft");
+  EXPECT_EQ(j["config"]["slo_metric_source"], "--slo-metric");
+  md = ReportMarkdown(f.in, rep);
+  EXPECT_NE(md.find("P95 TTFT <= 387 ms, judged by TTFT (set by --slo-metric)"),
+            std::string::npos) << md;
 }
 
 // Two targets, sweep over 1, 2, 4 req/s. Target 0 passes 1 and 2 and fails 4; target 1 fails
@@ -257,12 +557,6 @@ TEST(Report, KneesVerdictsAndRatios) {
   EXPECT_DOUBLE_EQ(rep.ratios[0].output_tok_s, 1.0);
 }
 
-int Count(const std::string& hay, const std::string& needle) {
-  int n = 0;
-  for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1)) ++n;
-  return n;
-}
-
 TEST(Report, WritesJsonMarkdownAndSelfContainedHtml) {
   SweepFixture f;
   f.in.facts[0].slo_events = {{500, "degraded", "queue over budget"}};
@@ -299,6 +593,41 @@ TEST(Report, WritesJsonMarkdownAndSelfContainedHtml) {
     EXPECT_EQ(html.find(fetch), std::string::npos) << fetch;
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST(SummaryFirst, EveryLoadOfASweepWithMissesSkipsAndFailures) {
+  SweepFixture f;
+  const Report rep = BuildReport(f.in);
+  ASSERT_EQ(rep.answers.size(), 3u);
+  // A: 100, 300, 900 ms; B: 150, 600 ms, then not run.
+  EXPECT_EQ(rep.answers[0].text.substr(0, 45), "At 1 req/s ship A (P95 TTFT 100 ms <= 387 ms;");
+  EXPECT_NE(rep.answers[0].text.find(" or B (P95 TTFT 150 ms"), std::string::npos);
+  EXPECT_NE(rep.answers[1].text.find("; B misses by 213 ms at P95 (TTFT 600 ms > 387 ms"),
+            std::string::npos) << rep.answers[1].text;
+  EXPECT_EQ(rep.answers[2].text.substr(0, 60),
+            "At 4 req/s no target meets P95 TTFT <= 387 ms: A misses by 5");
+  EXPECT_NE(rep.answers[2].text.find("; B not run (failed a lower load)."), std::string::npos);
+  EXPECT_EQ(rep.answers[2].not_run, std::vector<int>{1});
+  EXPECT_NE(ReportMarkdown(f.in, rep).find("| 4 req/s | B | not run (failed a lower load) |"),
+            std::string::npos);
+
+  // A load where nothing ran says so instead of "no target meets".
+  SweepFixture late;
+  late.o.loads = {1, 2};
+  late.run.steps.resize(2);
+  late.run.records.erase(std::remove_if(late.run.records.begin(), late.run.records.end(),
+                                        [](const RequestRecord& r) { return r.step >= 1; }),
+                         late.run.records.end());
+  for (TargetStep& t : late.run.steps[1].targets) t = TargetStep{};
+  EXPECT_EQ(BuildReport(late.in).answers[1].text,
+            "At 2 req/s no target was run (A and B failed a lower load).");
+
+  // A target whose failures make the P95 infinite says how many failed.
+  OneStep g(1, 4, 2, {Ok(100, 200, 3), Ok(100, 200, 3), Failed("timeout", 0), Failed("io", 0)});
+  EXPECT_EQ(BuildReport(g.in).answers[0].text,
+            "At 1 req/s no target meets P95 TTFT <= 387 ms: A misses: P95 TTFT infinite, 2 of 4 "
+            "finished requests failed (50%; small sample: 4 finished requests (< 20), so the P95 "
+            "is the slowest of them).");
 }
 
 TEST(Svg, NiceTicksAndEscaping) {

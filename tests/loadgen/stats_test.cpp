@@ -74,6 +74,19 @@ TEST(Goodput, CountsValuesAtOrUnderTheThreshold) {
   EXPECT_EQ(GoodputRps(v, 387, 0), 0);
 }
 
+TEST(SmoothGoodput, RefusedAndFailedRequestsCountAgainstIt) {
+  // 8 met the SLO, 2 refused (429/503), 1 failed, over 4 s: (8 - 2 - 1) / 4 = 1.25/s, where
+  // goodput reads 8 / 4 = 2/s.
+  EXPECT_DOUBLE_EQ(SmoothGoodputRps(8, 2, 1, 4.0), 1.25);
+  // Shedding to protect the rest only pays when it saves more than it refuses: a server that
+  // refuses 4 so that 6 meet the SLO scores (6 - 4) / 4 = 0.5/s, below one that serves 5 in time
+  // and 5 late with no refusal (5 / 4 = 1.25/s).
+  EXPECT_LT(SmoothGoodputRps(6, 4, 0, 4.0), SmoothGoodputRps(5, 0, 0, 4.0));
+  // Floored at 0; no duration, no rate.
+  EXPECT_EQ(SmoothGoodputRps(1, 5, 5, 4.0), 0);
+  EXPECT_EQ(SmoothGoodputRps(8, 0, 0, 0), 0);
+}
+
 TEST(EarlyStop, HandWorkedCases) {
   // n = 20: P95 is the 19th smallest, so 1 bad request can still leave P95 fine, 2 cannot.
   EXPECT_FALSE(PercentileDecidedAbove(1, 20, 95));

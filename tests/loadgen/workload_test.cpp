@@ -102,6 +102,27 @@ TEST(RequestBody, CompletionsAndChat) {
   EXPECT_FALSE(b.contains("stream_options"));
 }
 
+TEST(RequestBody, ExtraBodyStreamDecidesWhetherRequestsStream) {
+  // --extra-body is merged last, so its "stream" is what the server sees: the Accept header,
+  // stream_options and the default SLO metric must follow it, not --no-stream alone.
+  WorkloadSpec w;
+  EXPECT_TRUE(RequestsStream(w));
+  w.extra_body = {{"stream", false}};
+  EXPECT_FALSE(RequestsStream(w));
+  const nlohmann::json b = nlohmann::json::parse(RequestBody(w, TargetSpec{}, PlannedRequest{}));
+  EXPECT_EQ(b["stream"], false);
+  EXPECT_FALSE(b.contains("stream_options"));
+  const HttpRequestSpec spec = RequestSpec(w, TargetSpec{}, PlannedRequest{}, 5);
+  bool json_accept = false;
+  for (const auto& [k, v] : spec.headers) json_accept |= k == "Accept" && v == "application/json";
+  EXPECT_TRUE(json_accept);
+  w.stream = false;
+  w.extra_body = {{"stream", true}};
+  EXPECT_TRUE(RequestsStream(w));
+  w.extra_body = {{"stream", "yes"}};  // not a boolean: the flag decides
+  EXPECT_FALSE(RequestsStream(w));
+}
+
 TEST(RequestSpec, PathAndPassThroughHeaders) {
   WorkloadSpec w;
   w.slo_class = "batch";
