@@ -274,6 +274,9 @@ for mode in modes:
                 reqs = s["_requests"]
                 partial = [q for q in reqs if q.get("status") == 200 and q.get("error") == "stream_error"]
                 wall = s["wall_s"] or 0
+                # goodput_rps is over the offered duration (never above the offered rate);
+                # the partial streams' share goes over the same denominator.
+                offered = s.get("offered_duration_s") or wall
                 good = sum(1 for q in partial if q.get("ttft_ms") is not None and q["ttft_ms"] <= threshold)
                 tokens = sum(max(0, q.get("output_tokens") or 0) for q in partial)
                 return {"sent": s["sent"], "ok": s["ok"], "http_429": s["http_429"],
@@ -284,7 +287,7 @@ for mode in modes:
                         "itl_p95_ms": s["itl_ms"]["p95"], "e2e_p50_ms": s["e2e_ms"]["p50"],
                         "e2e_p95_ms": s["e2e_ms"]["p95"],
                         "output_tok_s": s["output_tok_s"] + (tokens / wall if wall > 0 else 0),
-                        "goodput_rps": s["goodput_rps"] + (good / wall if wall > 0 else 0)}
+                        "goodput_rps": s["goodput_rps"] + (good / offered if offered > 0 else 0)}
             row = {"load": load_value, "lifeline": side(ll), "llama_server": side(ls)}
             g_ll, g_ls = row["lifeline"]["goodput_rps"], row["llama_server"]["goodput_rps"]
             ls_p95 = ls["ttft_ms"]["p95"]
