@@ -1,6 +1,7 @@
 #include "scheduler/scheduler.h"
 
 #include <algorithm>
+#include <limits>
 #include <tuple>
 #include <unordered_set>
 #include <utility>
@@ -616,5 +617,17 @@ Status Scheduler::CheckInvariants() const {
   }
   return Status::Ok();
 }
+
+namespace {
+// Request ids start at 1: this key is never a request's.
+constexpr SeqKey kScratchKey = std::numeric_limits<SeqKey>::min();
+}  // namespace
+
+std::span<const BlockId> Scheduler::AllocateScratch(int64_t n_positions) {
+  if (blocks_.HasSeq(kScratchKey) || !blocks_.Allocate(kScratchKey, n_positions)) return {};
+  return blocks_.Table(kScratchKey);
+}
+
+void Scheduler::FreeScratch() { (void)blocks_.Free(kScratchKey); }
 
 }  // namespace lifeline

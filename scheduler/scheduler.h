@@ -231,6 +231,12 @@ class Scheduler {
   void SetQueuePolicy(std::unique_ptr<QueuePolicy> policy);
   const QueuePolicy& queue_policy() const { return *policy_; }
 
+  // KV blocks for a measurement outside any request (the engine's idle speed refresh): a
+  // table covering n_positions under a key no request uses, or empty when the pool cannot
+  // spare them now. Only between steps; FreeScratch returns them before the next Schedule.
+  std::span<const BlockId> AllocateScratch(int64_t n_positions);
+  void FreeScratch();
+
   const Request* Find(RequestId id) const;  // live requests only
   const BlockManager& block_manager() const { return blocks_; }
   SchedulerStats stats() const;

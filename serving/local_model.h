@@ -46,6 +46,7 @@ struct EngineSnapshot {
   int64_t deadline_stops = 0;  // requests stopped at their deadline (ladder level >= 1)
   int64_t late_shed = 0;       // queued requests ended as late (429 slo_late)
   int64_t late_served = 0;     // queued requests served although late (on_late = "serve")
+  int64_t speed_refreshes = 0; // idle re-measurements of a stale speed estimate
   int64_t prompt_tokens = 0;      // prompt tokens of accepted requests (each prompt once)
   int64_t generation_tokens = 0;  // tokens generated, every choice
   int64_t spec_drafted = 0;       // speculation: drafted tokens verified

@@ -449,7 +449,7 @@ std::optional<ApiError> ModelEngine::EnqueuePrepared(Prepared prepared,
   group->live_count = n_choices;
   group->usage.prompt_tokens = prep.prompt_tokens_total();
   std::vector<std::unique_ptr<Live>> now;
-  int64_t queued_tokens = 0;
+  int64_t queued_tokens = 0, queued_decode = 0;
   for (int32_t p = 0; p < static_cast<int32_t>(prep.prompts.size()); ++p) {
     for (int32_t j = 0; j < prep.n; ++j) {
       auto live = std::make_unique<Live>();
@@ -467,6 +467,8 @@ std::optional<ApiError> ModelEngine::EnqueuePrepared(Prepared prepared,
       // A prompt's later choices find its blocks cached: only the first one prefills.
       live->queued_tokens = j == 0 ? static_cast<int64_t>(live->prompt.size()) : 0;
       queued_tokens += live->queued_tokens;
+      live->queued_decode = max_tokens;
+      queued_decode += max_tokens;
       if (slo != nullptr) {
         live->slo_class = slo->slo_class;
         live->priority = slo->priority;
@@ -499,6 +501,7 @@ std::optional<ApiError> ModelEngine::EnqueuePrepared(Prepared prepared,
                        {}, 1);
     }
     queued_prompt_tokens_.fetch_add(queued_tokens);
+    queued_decode_tokens_.fetch_add(queued_decode);
     open_requests_.fetch_add(1);
     if (trim.turns > 0) {
       context_trims_.fetch_add(1);
@@ -528,6 +531,7 @@ void ModelEngine::Retire(Live& live) {
     live.queued = false;
     accepted_not_started_.fetch_sub(1);
     queued_prompt_tokens_.fetch_sub(live.queued_tokens);
+    queued_decode_tokens_.fetch_sub(live.queued_decode);
   }
   if (live.seq >= 0) {
     (void)ctx_->ReleaseSequence(live.seq);

@@ -229,6 +229,9 @@ class ModelEngine final : public LocalModel {
   // Times prefill steps of several sizes and one decode step into slo_.speeds (before the
   // first request; engine thread).
   void Calibrate();
+  // Idle, with a stale speed estimate (and options.calibrate): one timed prefill step on
+  // scratch KV blocks, so the estimate follows the machine's current co-load.
+  void MaybeRefreshSpeed();
   // Speculation's cost model (Scheduler::SetSpecCost): the time of a decode pass of 1 ..
   // spec_step_tokens tokens, timed at start (with speculation on); then each decode-only step
   // the engine runs goes to Scheduler::ObserveSpecCost.
@@ -300,6 +303,7 @@ class ModelEngine final : public LocalModel {
   std::string failure_;              // why (under failure_mu_)
   Clock::time_point file_checked_{};  // engine thread: last Integrity() check
   std::atomic<int64_t> queued_prompt_tokens_{0};
+  std::atomic<int64_t> queued_decode_tokens_{0};  // max_tokens of the queued choices
   // Accepted requests whose terminal event has not gone out; lowered just before it does,
   // so a client never sees its answer while admission still counts the request.
   std::atomic<int64_t> open_requests_{0};
@@ -322,6 +326,7 @@ class ModelEngine final : public LocalModel {
   int64_t deadline_stops_ = 0;  // engine thread
   int64_t late_shed_ = 0;       // engine thread: requests ended as late (EngineSnapshot)
   int64_t late_served_ = 0;     // engine thread: requests served although late
+  int64_t speed_refreshes_ = 0; // engine thread: idle speed refreshes (EngineSnapshot)
   int64_t prompt_tokens_ = 0;       // engine thread: EngineSnapshot::prompt_tokens
   int64_t generation_tokens_ = 0;   // engine thread: EngineSnapshot::generation_tokens
   int32_t spec_tokens_ = 0;           // drafted tokens per decode in effect (0: off)

@@ -8,7 +8,8 @@
 // yet; the positions are forgotten afterwards), with token ids that are valid in any
 // vocabulary. Sizes grow by 4x from 1 token up to 256 (capped by the step budget and the
 // context) and stop early once a step takes more than kStopAfterMs, so a large model spends
-// at most a second or so here; the heartbeat is refreshed between steps.
+// at most a second or so here; the heartbeat is refreshed between steps. While idle, a stale
+// estimate is refreshed with one step (MaybeRefreshSpeed).
 #include <algorithm>
 #include <chrono>
 #include <numeric>
@@ -84,6 +85,39 @@ void ModelEngine::Calibrate() {
   const double decode_ms = run(std::min<int64_t>(16, max_tokens - 1 > 0 ? max_tokens - 1 : 1),
                                true);
   if (decode_ms > 0) slo_.speeds->ObserveDecode(decode_ms, NowUs());
+}
+
+// The speed estimate of an idle model was measured when the machine may have been quieter
+// (or busier): models share the CPUs, and a neighbour's load slows every step. So while idle,
+// once the estimate has gone stale (admission.speed_stale_ms without a measurement), time one
+// prefill step of kRefreshTokens on scratch KV blocks: SpeedEstimator rescales its whole fit
+// by that step's ratio to the stale prediction. A few tens of ms every few seconds.
+void ModelEngine::MaybeRefreshSpeed() {
+  if (slo_.speeds == nullptr || !options_.calibrate || !slo_.speeds->Stale(NowUs())) return;
+  constexpr int64_t kRefreshTokens = 32;
+  const int64_t n_vocab = model_->config().n_vocab;
+  const int64_t n = std::min<int64_t>({kRefreshTokens, options_.max_step_tokens, n_ctx_ - 1});
+  if (n < 1 || n_vocab < 2) return;
+  const std::span<const BlockId> table = scheduler_->AllocateScratch(n);
+  if (table.empty()) return;
+  const std::vector<int32_t> blocks(table.begin(), table.end());
+  const SeqId seq = ctx_->NewSequence();
+  std::vector<BatchToken> batch;
+  for (int64_t p = 0; p < n; ++p) {
+    batch.push_back({static_cast<int32_t>(1 + p % (n_vocab - 1)), p, seq, p == n - 1});
+  }
+  const SeqKv kv{seq, blocks, 0};
+  const auto t0 = Clock::now();
+  const Status s = model_->Eval(batch, std::span<const SeqKv>(&kv, 1), *ctx_, *pool_, logits_);
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  (void)ctx_->ReleaseSequence(seq);
+  scheduler_->FreeScratch();
+  heartbeat_ns_.store(Clock::now().time_since_epoch().count());
+  if (s.ok()) {
+    slo_.speeds->ObservePrefill(n, ms, NowUs());
+    ++speed_refreshes_;
+    PublishSnapshot();
+  }
 }
 
 void ModelEngine::CalibrateSpeculation() {

@@ -48,6 +48,7 @@ struct ModelEngine::Live {
   int64_t max_tokens = 0;
   int64_t requested_max_tokens = 0;  // before the SLO ladder's cap
   int64_t queued_tokens = 0;     // what this choice added to queued_prompt_tokens_
+  int64_t queued_decode = 0;     // what it added to queued_decode_tokens_ (its max_tokens)
   std::optional<int64_t> deadline_us;
   std::optional<ChoiceOutput> out;
   RequestTiming timing;

@@ -176,6 +176,7 @@ void ModelEngine::BuildBatch(const StepPlan& plan, std::vector<BatchToken>* batc
       live.queued = false;
       accepted_not_started_.fetch_sub(1);
       queued_prompt_tokens_.fetch_sub(live.queued_tokens);
+      queued_decode_tokens_.fetch_sub(live.queued_decode);
     }
     if (const Request* r = scheduler_->Find(e.id)) live.cached_tokens = r->n_cached_tokens;
     if (live.seq < 0) live.seq = ctx_->NewSequence();
@@ -402,6 +403,7 @@ slo::QueueLoad ModelEngine::Load(int64_t now_us) const {
   slo::QueueLoad l;
   l.queued_requests = static_cast<int32_t>(accepted_not_started_.load());
   l.queued_prefill_tokens = queued_prompt_tokens_.load();
+  l.queued_decode_tokens = queued_decode_tokens_.load();
   l.running_prefill_tokens = running_prefill_tokens_.load(std::memory_order_relaxed);
   l.running_decodes = running_decodes_.load(std::memory_order_relaxed);
   l.step_token_budget = step_token_budget_.load(std::memory_order_relaxed);
@@ -528,6 +530,7 @@ void ModelEngine::PublishSnapshot() {
   snapshot_.deadline_stops = deadline_stops_;
   snapshot_.late_shed = late_shed_;
   snapshot_.late_served = late_served_;
+  snapshot_.speed_refreshes = speed_refreshes_;
   snapshot_.prompt_tokens = prompt_tokens_;
   snapshot_.generation_tokens = generation_tokens_;
 }
@@ -550,6 +553,11 @@ void ModelEngine::Loop() {
       std::unique_lock<std::mutex> lock(mu_);
       if (stop_) break;
       if (inbox_.empty() && live_.empty()) {
+        lock.unlock();
+        MaybeRefreshSpeed();
+        lock.lock();
+        if (stop_) break;
+        if (!inbox_.empty()) continue;
         // Idle: wake at least every 250 ms to keep the heartbeat fresh.
         cv_.wait_for(lock, std::chrono::milliseconds(250),
                      [&] { return stop_ || !inbox_.empty(); });

@@ -261,7 +261,15 @@ std::optional<double> SlotWaitMs(const SpeedEstimator& speeds,
   const int64_t rounds = (need - 1) / n, index = (need - 1) % n;
   const double within =
       n > 1 ? lo + (hi - lo) * static_cast<double>(index) / static_cast<double>(n - 1) : lo;
-  const double wait_steps = std::max(1.0, within + static_cast<double>(rounds) * hi);
+  // A further round of slots frees when the requests queued ahead, started in the previous
+  // round, have decoded: their own max_tokens (long answers hold a slot for long), not the
+  // running ones' remainder, when the engine publishes them.
+  double round_steps = hi;
+  if (load.queued_decode_tokens > 0 && load.queued_requests > 0) {
+    round_steps = static_cast<double>(load.queued_decode_tokens) /
+                  static_cast<double>(load.queued_requests);
+  }
+  const double wait_steps = std::max(1.0, within + static_cast<double>(rounds) * round_steps);
   return std::max(0.0, load.step_left_ms) + wait_steps * *step_ms + fit.fixed_ms +
          static_cast<double>(std::max<int64_t>(0, prompt_tokens)) * fit.per_token_ms;
 }

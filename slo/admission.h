@@ -16,7 +16,8 @@
 //                       not among the first queued to get one: the decode steps until `need`
 //                       = queued + 1 - free slots sequences finish (their tokens left taken
 //                       as spread evenly over [min, 2 x mean - min]; each round of slots past
-//                       the running set adds the longest), then its own prefill; service_ms
+//                       the running set adds the queued requests' mean max_tokens, or the
+//                       longest running one when unknown), then its own prefill; service_ms
 //                       is the larger of the two (the queued prefill runs in the same steps)
 //   predicted_ttft_ms = elapsed_ms + prediction_margin x margin_scale x service_ms
 //                       (margin_scale: the controller's per-class correction, >= 1, raised
@@ -146,6 +147,9 @@ struct QueueLoad {
   // the fewest any of them has left.
   int64_t running_decode_tokens_left = 0;
   int64_t running_decode_min_left = 0;
+  // The queued requests' max_tokens, summed (0: unknown): how long each holds a slot once it
+  // has one, for the rounds of slots past the running set.
+  int64_t queued_decode_tokens = 0;
   // Moving average of the time between consecutive steps with decodes: a running sequence's
   // time per token under the current load (0: unknown; the decode speed is used instead).
   double decode_interval_ms = 0;

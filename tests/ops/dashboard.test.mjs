@@ -272,7 +272,8 @@ test('dashboard: API key, ladder up and back, numbers equal /v1/slo, restart, CO
 
   await t.test('after the load the level returns to normal with its event', async () => {
     await page.waitForSelector('[data-k="class/tight/level"][data-v="0"]', { timeout: 30000 });
-    await page.waitForSelector('#events tr[data-class="tight"][data-from="truncate"][data-to="normal"]', { timeout: 5000 });
+    // Idle, a ladder goes straight back to normal from whatever level it reached.
+    await page.waitForSelector('#events tr[data-class="tight"][data-to="normal"]', { timeout: 5000 });
     assert.equal((await slo()).classes.find((c) => c.name === 'tight').level, 0);
   });
 

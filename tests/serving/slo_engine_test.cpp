@@ -195,6 +195,49 @@ TEST(SloEngineCalibrationTest, StartCalibratesForAnyContextSize) {
   }
 }
 
+// While idle, a stale speed estimate is re-measured with one step on scratch KV blocks (models
+// share the CPUs, so the estimate follows the machine's current load). The blocks go back to
+// the pool, and the prefix cache a request left behind still serves the same answer.
+TEST(SloEngineCalibrationTest, AnIdleEngineRefreshesAStaleEstimateOnScratchBlocks) {
+  ModelEngineOptions o;
+  o.name = "m";
+  o.max_running = 2;
+  o.max_step_tokens = 256;
+  o.calibrate = true;
+  o.chat_template.preset = "chatml";
+  auto engine = lifeline::testing::MakeStoriesEngine(o);
+  ASSERT_NE(engine, nullptr);
+  slo::SpeedEstimator speeds(0.2, /*stale_after_ms=*/1);  // stale 1 ms after a measurement
+  engine->AttachSlo(SloHooks{nullptr, nullptr, &speeds, nullptr, nullptr});
+  engine->Start();
+  auto run = [&] {
+    Collector c;
+    // A prompt of several 16-token blocks, so its full blocks enter the prefix cache.
+    server::GenerationRequest r = Completion(
+        12, "Once upon a time there was a little girl named Lily. She loved to play outside "
+            "in the park with her friends and her dog. One day she found a big red ball");
+    r.slo_class.clear();
+    EXPECT_FALSE(engine->Submit(1, std::move(r), c.Sink()));
+    return c.Wait();
+  };
+  const server::GenerationEvent first = run();
+  ASSERT_EQ(first.kind, server::GenerationEvent::Kind::kDone) << first.error.message;
+  // Wait (bounded) for the idle loop's refreshes; their count is the engine's own.
+  EngineSnapshot s;
+  for (int i = 0; i < 400; ++i) {
+    s = engine->Snapshot();
+    if (s.speed_refreshes >= 2) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_GE(s.speed_refreshes, 2);
+  EXPECT_TRUE(speeds.prefill_fit().has_value());
+  EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total);
+  const server::GenerationEvent second = run();
+  ASSERT_EQ(second.kind, server::GenerationEvent::Kind::kDone) << second.error.message;
+  EXPECT_GT(second.usage.cached_tokens, 0) << "the prefix cache survived";
+  engine->Stop();
+}
+
 TEST_F(SloEngineTest, PublishedBatchLimitReachesTheScheduler) {
   board_.Publish(MakeKnobs(1, slo::Level::kNormal, /*max_running=*/2));
   Attach();

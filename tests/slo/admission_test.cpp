@@ -176,6 +176,28 @@ TEST(PredictTest, RunningPrefillStepInFlightAndDecodesSharingTheChunkedSteps) {
 // Every running slot taken: a queued request first waits for decodes to finish. 16 slots,
 // all decoding, 8 queued ahead, so the 9th slot to free is this request's. Tokens left are
 // taken as spread evenly over [min, 2 x mean - min].
+// Long answers: 16 slots decoding with 1..31 tokens left, 16 requests queued ahead that ask for
+// 300 tokens each. The second round of slots frees when those have decoded their own 300,
+// not after the running set's longest remainder (31): the request behind them waits
+// 1 + 300 steps, not 1 + 31.
+TEST(PredictTest, QueuedLongAnswersHoldTheNextRoundOfSlots) {
+  SpeedEstimator s;
+  SeedLine(s, 2000);
+  s.ObserveDecode(20, 0);
+  QueueLoad load;
+  load.queued_requests = 16;
+  load.queued_prefill_tokens = 8 * 80;
+  load.running_decodes = 16;
+  load.step_token_budget = 256;
+  load.max_running = 16;
+  load.running_sequences = 16;
+  load.running_decode_tokens_left = 16 * 16;
+  load.running_decode_min_left = 1;
+  EXPECT_DOUBLE_EQ(*Predict(s, load, 80, 32, 0).ttft_ms, (1 + 31) * 20.0 + 40);
+  load.queued_decode_tokens = 16 * 300;
+  EXPECT_DOUBLE_EQ(*Predict(s, load, 80, 32, 0).ttft_ms, (1 + 300) * 20.0 + 40);
+}
+
 TEST(PredictTest, AFullRunningSetMakesTheQueueWaitForDecodesToFinish) {
   SpeedEstimator s;
   SeedLine(s, 2000);        // 2000 step tokens/s
