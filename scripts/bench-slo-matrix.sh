@@ -103,13 +103,25 @@ stop_server() {
 }
 trap stop_server EXIT
 
-start_server() {  # logfile cascade(yes|no)
+# Capacity runs only: a class no budget limits (no admission, no ladder), so the closed loop
+# measures what the engine sustains. Every matrix step runs with the default settings.
+CAP_CONFIG="$RESULTS/capacity.toml"
+cat >"$CAP_CONFIG" <<'TOML'
+[classes.bulk]
+ttft_p95_ms = 3600000
+max_level = 0
+[admission]
+predictive = false
+TOML
+
+start_server() {  # logfile cascade(yes|no) [extra serve args...]
   local log="$1" cascade=()
   [ "$2" = yes ] && cascade=(--cascade heavy,light)
+  shift 2
   local fifo="$RESULTS/.serve-stdout"
   rm -f "$fifo"; mkfifo "$fifo"
   "$LIFELINE" serve --port 0 -t "$THREADS" --model "heavy=$HEAVY" --model "light=$LIGHT" \
-    "${cascade[@]}" >"$fifo" 2>"$log" &
+    "${cascade[@]}" "$@" >"$fifo" 2>"$log" &
   SERVER_PID=$!
   local line=""
   if ! read -r -t 120 line <"$fifo"; then
@@ -118,12 +130,13 @@ start_server() {  # logfile cascade(yes|no)
   rm -f "$fifo"
   URL="${line##*listening on }"
   case "$URL" in http://*) ;; *) echo "bench-slo-matrix: unexpected serve line '$line'" >&2; exit 1 ;; esac
-  # Warm both engines (first-touch of weights) outside the measured classes.
+  # Warm both engines (first-touch of weights) outside the measured classes (an idle model
+  # admits them whatever their budget).
   local m i
   for m in heavy light; do
     for i in 1 2 3; do
       curl -sf -o /dev/null "$URL/v1/completions" -H 'Content-Type: application/json' \
-        -H 'X-SLO-Class: video-call' \
+        -H 'X-SLO-Class: asr' \
         -d "{\"model\":\"$m\",\"prompt\":\"warm $i $m\",\"max_tokens\":4,\"ignore_eos\":true}" || true
     done
   done
@@ -163,9 +176,9 @@ sys.exit(0 if all(l["level"] == 0 for c in j["classes"] for l in c.get("ladders"
 capacity() {  # name model output-len
   local dir="$RESULTS/capacity-$1"
   mkdir -p "$dir"
-  start_server "$dir/serve.log" no
+  start_server "$dir/serve.log" no --config "$CAP_CONFIG"
   "$LIFELINE" bench --target "$URL,model=$2,label=$2" --concurrency 8 --duration 15 \
-    --seed "$SEED" --prompt-len 50 --output-len "$3" --ignore-eos --slo-class video-call \
+    --seed "$SEED" --prompt-len 50 --output-len "$3" --ignore-eos --slo-class bulk \
     --no-early-stop --timeout 120 --progress never --out "$dir" >/dev/null 2>"$dir/stderr"
   stop_server
   python3 -c 'import json,sys; print("%.2f" % json.load(open(sys.argv[1]))["summaries"][0]["throughput_rps"])' \
