@@ -142,12 +142,12 @@ start_server() {  # logfile cascade(yes|no) [extra serve args...]
   done
 }
 
-bench() {  # out model rate output-len class [extra args...]
-  local out="$1" model="$2" rate="$3" outlen="$4" cls="$5"
-  shift 5
+bench() {  # out model rate output-len class budget-ms seed [extra args...]
+  local out="$1" model="$2" rate="$3" outlen="$4" cls="$5" budget="$6" seed="$7"
+  shift 7
   "$LIFELINE" bench --target "$URL,model=$model,label=$model" --rate "$rate" \
-    --duration "$DURATION" --seed "$SEED" --prompt-len 50 --output-len "$outlen" --ignore-eos \
-    --slo-class "$cls" --threshold-ms 387 --no-early-stop --timeout 120 --progress never \
+    --duration "$DURATION" --seed "$seed" --prompt-len 50 --output-len "$outlen" --ignore-eos \
+    --slo-class "$cls" --threshold-ms "$budget" --no-early-stop --timeout 120 --progress never \
     --out "$out" "$@" >/dev/null 2>"$out.stderr" || {
       echo "bench-slo-matrix: bench failed ($out); see $out.stderr" >&2; return 1; }
 }
@@ -219,7 +219,7 @@ if [[ ",$WORKLOADS," == *",two-models,"* ]]; then
   dir="$RESULTS/two-models/light-alone"; mkdir -p "$dir"
   start_server "$dir/serve.log" no
   lrate=$(python3 -c "print('%.2f' % (0.5 * ${CAP[light]}))")
-  bench "$dir" light "$lrate" 32 interactive
+  bench "$dir" light "$lrate" 32 interactive 387 "$SEED"
   after_step "$dir"
   stop_server
 fi
@@ -232,26 +232,29 @@ for w in "${WL[@]}"; do
     echo "bench-slo-matrix: $w at ${f}x = $rate req/s" >&2
     echo "$rate" >"$dir/rate.txt"
     case "$w" in
-      short) start_server "$dir/serve.log" no; bench "$dir" heavy "$rate" 32 interactive ;;
-      bursty) start_server "$dir/serve.log" no; bench "$dir" heavy "$rate" 32 interactive --burstiness 0.25 ;;
-      long) start_server "$dir/serve.log" yes; bench "$dir" heavy "$rate" 300 interactive --api chat ;;
-      multi-turn) start_server "$dir/serve.log" no; bench "$dir" heavy "$rate" 32 interactive --prompts "$CHATS" ;;
+      short) start_server "$dir/serve.log" no; bench "$dir" heavy "$rate" 32 interactive 387 "$SEED" ;;
+      bursty) start_server "$dir/serve.log" no
+              bench "$dir" heavy "$rate" 32 interactive 387 "$SEED" --burstiness 0.25 ;;
+      long) start_server "$dir/serve.log" yes
+            bench "$dir" heavy "$rate" 300 interactive 387 "$SEED" --api chat ;;
+      multi-turn) start_server "$dir/serve.log" no
+                  bench "$dir" heavy "$rate" 32 interactive 387 "$SEED" --prompts "$CHATS" ;;
       two-classes)
         start_server "$dir/serve.log" no
         half=$(python3 -c "print('%.2f' % ($rate / 2))")
         mkdir -p "$dir/interactive" "$dir/customer-service"
-        bench "$dir/interactive" heavy "$half" 32 interactive &
+        bench "$dir/interactive" heavy "$half" 32 interactive 387 "$SEED" &
         b1=$!
-        bench "$dir/customer-service" heavy "$half" 32 customer-service --threshold-ms 220 --seed $((SEED + 1)) &
+        bench "$dir/customer-service" heavy "$half" 32 customer-service 220 $((SEED + 1)) &
         b2=$!
         wait $b1; wait $b2 ;;
       two-models)
         start_server "$dir/serve.log" no
         lrate=$(python3 -c "print('%.2f' % (0.5 * ${CAP[light]}))")
         mkdir -p "$dir/heavy" "$dir/light"
-        bench "$dir/heavy" heavy "$rate" 32 interactive &
+        bench "$dir/heavy" heavy "$rate" 32 interactive 387 "$SEED" &
         b1=$!
-        bench "$dir/light" light "$lrate" 32 interactive --seed $((SEED + 1)) &
+        bench "$dir/light" light "$lrate" 32 interactive 387 $((SEED + 1)) &
         b2=$!
         wait $b1; wait $b2 ;;
     esac

@@ -63,6 +63,9 @@ class ChoiceAssembler {
   // usage chunk. `timings` rides on the usage chunk, else on the last finish chunk.
   std::vector<nlohmann::json> StreamEnd(const GenerationEvent& done, bool include_usage,
                                         const nlohmann::json& timings);
+  // The model the answer comes from changed before any chunk was made (a late request routed
+  // to a lighter member): chunks and the body name `model` from now on.
+  void SetModel(std::string model) { opts_.ctx.model = std::move(model); }
   // The non-streamed body.
   nlohmann::json FinalBody(const GenerationEvent& done, const nlohmann::json& timings);
   // After the last choice closed: the reasons of the truncated choices, comma-separated and

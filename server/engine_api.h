@@ -81,6 +81,9 @@ struct RequestTimeline {
   Clock::time_point headers_read;   // header block parsed
   Clock::time_point body_read;      // body complete
   Clock::time_point validated;      // JSON parsed and validated; Submit follows at once
+  // Set when a queued request that could no longer meet its budget was moved to another
+  // model (docs/slo.md, "Late requests"): its time before this counts as queue_ms there.
+  Clock::time_point rerouted{};
 };
 
 // A validated generation request. Tokenization and the chat template are NOT applied here:
@@ -154,7 +157,10 @@ struct GenerationEvent {
   // kChoiceDone (only for requests with several choices): choice `index` finished with
   // `finish_reason`; not terminal. The terminal kDone follows once every choice has finished
   // (its finish_reason then applies to choices without a kChoiceDone of their own).
-  enum class Kind : uint8_t { kToken, kDone, kError, kChoiceDone };
+  // kRouted (before any token): the request moved to another model, named in `text` (a
+  // queued request that could no longer meet its budget where it was, docs/slo.md); not
+  // terminal: the answer now comes from that model and names it.
+  enum class Kind : uint8_t { kToken, kDone, kError, kChoiceDone, kRouted };
   Kind kind = Kind::kToken;
   int32_t index = 0;  // kToken / kChoiceDone: the choice
   // kToken
@@ -207,6 +213,12 @@ struct GenerationEvent {
     e.index = index;
     e.finish_reason = std::move(finish_reason);
     e.lifeline = std::move(lifeline);
+    return e;
+  }
+  static GenerationEvent Routed(std::string served_model) {
+    GenerationEvent e;
+    e.kind = Kind::kRouted;
+    e.text = std::move(served_model);
     return e;
   }
   bool terminal() const { return kind == Kind::kDone || kind == Kind::kError; }

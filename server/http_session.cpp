@@ -532,6 +532,12 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
         return OnDone(event);
       case GenerationEvent::Kind::kError:
         return OnError(event.error);
+      case GenerationEvent::Kind::kRouted:
+        // Before any token: the stream head (sent at the first event or heartbeat) and the
+        // body name the model that serves it.
+        exchange_->ctx.model = event.text;
+        exchange_->assembler->SetModel(event.text);
+        return;
     }
   }
 

@@ -91,8 +91,12 @@ EngineService::EngineService(std::vector<std::unique_ptr<LocalModel>> engines,
         slo_config_.admission.ewma_alpha, slo_config_.admission.speed_stale_ms));
     audits_.push_back(std::make_unique<slo::PredictionAudit>(
         0.4, 20.0, slo_config_.admission.speed_stale_ms));
-    SloHooks hooks{&controller_->board(), &tracker_, speeds_.back().get(), &slo_config_,
-                   &outcomes_};
+    SloHooks hooks;
+    hooks.knobs = &controller_->board();
+    hooks.tracker = &tracker_;
+    hooks.speeds = speeds_.back().get();
+    hooks.config = &slo_config_;
+    hooks.outcomes = &outcomes_;
     if (clock_) {
       // The engines read the same clock as the control plane.
       hooks.clock = [clock = clock_] { return Clock::time_point(std::chrono::microseconds(clock())); };
@@ -280,19 +284,45 @@ server::SubmitResult EngineService::Submit(server::GenerationRequest request,
 
   const server::RequestHandle handle = next_handle_.fetch_add(1);
   auto shared_sink = std::make_shared<server::GenerationSink>(std::move(sink));
-  for (int32_t hops = 0;; ++hops) {
+  return SubmitFrom(member, 0, handle, request, *budget, shared_sink, nullptr);
+}
+
+server::SubmitResult EngineService::SubmitFrom(
+    const Member* member, int32_t hops, server::RequestHandle handle,
+    const server::GenerationRequest& request, const slo::RequestBudget& budget,
+    const std::shared_ptr<server::GenerationSink>& sink,
+    const std::function<void(const Member&)>& before_submit) {
+  for (;; ++hops) {
     const slo::ModelEntry* next = slo_config_.NextInCascade(member->name);
     const Member* next_member = next != nullptr ? FindMember(next->name) : nullptr;
+    if (before_submit) before_submit(*member);
     bool routed = false;
     server::SubmitResult result =
         member->remote != nullptr
-            ? SubmitRemote(*member, hops, next_member, handle, request, *budget, shared_sink,
-                           &routed)
-            : SubmitLocal(*member, hops, next_member, handle, request, *budget, shared_sink,
-                          &routed);
+            ? SubmitRemote(*member, hops, next_member, handle, request, budget, sink, &routed)
+            : SubmitLocal(*member, hops, next_member, handle, request, budget, sink, &routed);
     if (!routed) return result;
     member = next_member;  // the cascade is finite and only moves forward
   }
+}
+
+bool EngineService::RerouteLate(server::RequestHandle handle, const InFlight& entry,
+                                const std::shared_ptr<server::GenerationSink>& sink,
+                                const server::ApiError& late) {
+  const slo::ModelEntry* next = slo_config_.NextInCascade(entry.member->name);
+  const Member* next_member = next != nullptr ? FindMember(next->name) : nullptr;
+  if (next_member == nullptr || entry.request == nullptr) return false;
+  outcomes_.Count(entry.slo_class, entry.member->name, "late_routed");
+  server::GenerationRequest request = *entry.request;
+  request.timeline.rerouted = Clock::time_point(std::chrono::microseconds(NowUs()));
+  // The client hears of each member before that member can send a token.
+  auto announce = [&](const Member& m) { (*sink)(server::GenerationEvent::Routed(m.name)); };
+  server::SubmitResult r = SubmitFrom(next_member, entry.hops + 1, handle, request,
+                                      entry.budget, sink, announce);
+  if (r.accepted()) return true;
+  // Nobody lighter could take it in time: its refusal (a 429 with Retry-After) ends it.
+  (*sink)(server::GenerationEvent::Error(r.error ? *r.error : late));
+  return true;
 }
 
 server::GenerationSink EngineService::Wrap(server::RequestHandle handle,
@@ -302,6 +332,26 @@ server::GenerationSink EngineService::Wrap(server::RequestHandle handle,
   // completion without one) marks the request as no longer waiting, and checks admission's
   // prediction against what happened (on the engine thread, as the token is produced).
   return [this, handle, entry = std::move(entry), sink](server::GenerationEvent ev) {
+    if (ev.kind == server::GenerationEvent::Kind::kError && ev.error.code == "slo_late") {
+      if (entry->audit != nullptr && entry->raw_service_ms > 0) {
+        // Admitted, then dropped as late: its time so far is a lower bound of what the
+        // prediction should have said. Left out, the spread would only count the survivors.
+        const int64_t now = NowUs();
+        entry->audit->Observe(entry->raw_service_ms, entry->correction,
+                              static_cast<double>(now - entry->first_byte_us) / 1000.0 -
+                                  entry->decided_elapsed_ms,
+                              now);
+      }
+      if (entry->request != nullptr) {
+        // Dropped before its first token: a lighter member may still make it. The entry
+        // leaves the table first: the member that takes it enters its own under the handle.
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          owner_.erase(handle);
+        }
+        if (RerouteLate(handle, *entry, sink, ev.error)) return;
+      }
+    }
     const bool terminal = ev.terminal();
     const bool produced = ev.kind == server::GenerationEvent::Kind::kToken ||
                           ev.kind == server::GenerationEvent::Kind::kDone;
@@ -355,6 +405,7 @@ server::SubmitResult EngineService::SubmitLocal(
   ar.margin_scale = knobs->MarginScaleOf(cls, m.name);
   slo::PredictionAudit& audit = *audits_[m.local_index];
   ar.prediction_correction = audit.correction();
+  ar.prediction_spread = audit.spread_q95();
   ar.prompt_tokens = p.prompt_tokens;
   ar.max_tokens = p.max_tokens;
   const int64_t now_us = NowUs();
@@ -398,6 +449,12 @@ server::SubmitResult EngineService::SubmitLocal(
     flight->correction = ar.prediction_correction;
     flight->decided_elapsed_ms = ar.elapsed_ms;
     flight->audit = &audit;
+  }
+  const bool tools = request.tools.is_array() && !request.tools.empty();
+  if (next != nullptr && !tools) {
+    flight->request = std::make_shared<const server::GenerationRequest>(request);
+    flight->budget = budget;
+    flight->hops = hops;
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -124,6 +124,12 @@ class EngineService final : public server::EngineApi {
     double correction = 1.0;
     double decided_elapsed_ms = 0;
     slo::PredictionAudit* audit = nullptr;
+    // To move it down the cascade when its model drops it as late (429 slo_late): a copy of
+    // the request, its budget and the hops so far; null when there is no lighter member (or
+    // tools are in play: the answer's call format is the first model's).
+    std::shared_ptr<const server::GenerationRequest> request;
+    slo::RequestBudget budget;
+    int32_t hops = 0;
   };
   // The requests in flight, as the controller's snapshot takes them.
   std::vector<slo::InFlightRequest> InFlightRequests() const;
@@ -145,6 +151,21 @@ class EngineService final : public server::EngineApi {
                                     bool* routed);
   server::GenerationSink Wrap(server::RequestHandle handle, std::shared_ptr<InFlight> entry,
                               const std::shared_ptr<server::GenerationSink>& sink);
+  // A late request dropped by its model: tries the lighter members in cascade order (each
+  // announced to the client with a kRouted event before it is submitted there); true when
+  // the request was handled here (accepted by one, or ended with the last refusal), false
+  // when there is no lighter member to try.
+  bool RerouteLate(server::RequestHandle handle, const InFlight& entry,
+                   const std::shared_ptr<server::GenerationSink>& sink,
+                   const server::ApiError& late);
+  // Submit's member loop from `member` on: routes down the cascade while admission says so;
+  // `before_submit` (may be empty) runs before each member is tried.
+  server::SubmitResult SubmitFrom(const Member* member, int32_t hops,
+                                  server::RequestHandle handle,
+                                  const server::GenerationRequest& request,
+                                  const slo::RequestBudget& budget,
+                                  const std::shared_ptr<server::GenerationSink>& sink,
+                                  const std::function<void(const Member&)>& before_submit);
   void TimerLoop();
   // /metrics families of serving/ops_metrics.h, from the snapshots MetricsText took.
   std::string OpsMetricsText(const std::vector<EngineSnapshot>& snaps,

@@ -21,6 +21,7 @@
 #include <variant>
 #include <vector>
 
+#include "base/board.h"
 #include "server/engine_api.h"
 #include "serving/request_timing.h"
 #include "slo/admission.h"
@@ -86,6 +87,20 @@ struct SubmitSlo {
   // ttft_budget_ms is the request's own deadline_ms: a late request ends with the
   // documented 503 deadline_exceeded instead (its deadline cannot be met), not a 429.
   bool budget_is_deadline = false;
+};
+
+// What an engine loop publishes for admission once per step, as one consistent value
+// (ModelEngine::Load adds the queue counters kept on the submitting side).
+struct StepLoad {
+  int64_t running_prefill_tokens = 0;      // started sequences' prefill (or recompute) left
+  int32_t running_decodes = 0;             // sequences decoding: one token in every step
+  int32_t running_sequences = 0;           // holding a running slot
+  int64_t running_decode_tokens_left = 0;  // their max_tokens left, summed
+  int64_t running_decode_min_left = 0;     // ... and the fewest of them
+  int32_t max_running = 0;                 // the step's slot cap (knobs applied)
+  double decode_interval_ms = 0;           // moving average between steps with decodes
+  int64_t step_token_budget = 0;           // tokens per step
+  int64_t step_end_estimate_us = 0;        // estimated end of the step in flight (0: none)
 };
 
 // Chat turns dropped at the ladder's trim_context level (docs/slo.md).

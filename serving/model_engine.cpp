@@ -192,7 +192,9 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
     k.spec_tokens = spec_tokens;
     k.spec_step_tokens = options.spec_step_tokens;
     LL_RETURN_IF_ERROR(e->scheduler_->SetKnobs(k));
-    e->max_running_.store(k.max_running, std::memory_order_relaxed);
+    e->step_load_.max_running = k.max_running;
+    e->step_load_.step_token_budget = k.max_step_tokens;
+    e->load_board_.Publish(std::make_shared<const StepLoad>(e->step_load_));
   }
   e->pool_ = std::make_unique<ComputePool>(options.threads, options.pin_cpus);
   if (draft.model != nullptr) {
@@ -374,6 +376,10 @@ std::variant<ModelEngine::Prepared, ApiError> ModelEngine::Prepare(server::Gener
   Prepared out;
   out.timing.first_byte = req.timeline.first_byte;
   out.timing.mark = req.timeline.validated;
+  // Moved here from a model where it waited too long: that wait is queue time.
+  if (req.timeline.rerouted > out.timing.mark) {
+    out.timing.Charge(&out.timing.queue_ms, req.timeline.rerouted);
+  }
   out.group = std::make_shared<Group>();
   PreparedRequest& prep = out.group->prepared;
   if (auto err = PrepareRequest(prep_, req, &prep, &out.timing)) return std::move(*err);

@@ -243,9 +243,12 @@ class ModelEngine final : public LocalModel {
   // Each sample is recorded once per request.
   void RecordFirstToken(Live& live);
   void RecordFinished(const Live& live);
-  // After the plan is built: publishes the running prefill / decode counts and the estimated
-  // end of the step about to be evaluated from `eval_start`.
+  // After the plan is built: publishes the step's load (running prefill / decode counts, the
+  // slot cap, the decode interval, the step budget and the estimated end of the step about to
+  // be evaluated from `eval_start`) as one value on load_board_.
   void PublishStepLoad(const StepPlan& plan, Clock::time_point eval_start);
+  // Nothing runs: the running counts and the step estimate go to zero (published).
+  void PublishIdleLoad();
   void DrainInbox();
   bool Step();
   // Step's parts: terminal events of cancelled / expired / preempted choices; the ragged
@@ -307,18 +310,11 @@ class ModelEngine final : public LocalModel {
   // Accepted requests whose terminal event has not gone out; lowered just before it does,
   // so a client never sees its answer while admission still counts the request.
   std::atomic<int64_t> open_requests_{0};
-  // Engine thread writes once per step; Submit threads read (Load).
-  std::atomic<int64_t> running_prefill_tokens_{0};
-  std::atomic<int32_t> running_decodes_{0};
-  std::atomic<int32_t> running_sequences_{0};            // holding a running slot
-  std::atomic<int64_t> running_decode_tokens_left_{0};   // their max_tokens left, summed
-  std::atomic<int64_t> running_decode_min_left_{0};      // ... and the fewest of them
-  std::atomic<int32_t> max_running_{0};                  // the step's slot cap (knobs applied)
-  // Moving average of the time between consecutive steps with decodes (ObserveDecodeInterval).
-  std::atomic<double> decode_interval_ms_{0};
+  // The step's load: built on the engine thread (step_load_) and published once per step
+  // (and when the engine goes idle) as one value that Submit threads read (Load).
+  StepLoad step_load_;
+  Board<StepLoad> load_board_;
   Clock::time_point last_decode_step_{};                 // engine thread only
-  std::atomic<int64_t> step_token_budget_{0};
-  std::atomic<int64_t> step_end_estimate_us_{0};  // 0: no step in flight
   SloHooks slo_;
   uint64_t knobs_version_ = 0;  // engine thread: last applied Knobs::version
   std::shared_ptr<const slo::Knobs> knobs_now_;  // engine thread: loaded at step start

@@ -222,9 +222,9 @@ void ModelEngine::ObserveDecodeInterval(const StepPlan& plan, Clock::time_point 
   if (last_decode_step_ != Clock::time_point{}) {
     const double ms =
         std::chrono::duration<double, std::milli>(t_step0 - last_decode_step_).count();
-    const double old = decode_interval_ms_.load(std::memory_order_relaxed);
+    const double old = step_load_.decode_interval_ms;
     constexpr double kAlpha = 0.3;
-    decode_interval_ms_.store(old > 0 ? old + kAlpha * (ms - old) : ms, std::memory_order_relaxed);
+    step_load_.decode_interval_ms = old > 0 ? old + kAlpha * (ms - old) : ms;
   }
   last_decode_step_ = t_step0;
 }
@@ -359,7 +359,6 @@ bool ModelEngine::Step() {
   const auto t_eval1 = Clock::now();
   // Outputs computed from a file that changed under us are never sent.
   if (!CheckFile(/*now=*/true)) return true;
-  step_end_estimate_us_.store(0, std::memory_order_relaxed);
   if (eval_status.ok()) {
     ObserveSpeeds(plan, batch.size(), t_eval0, t_eval1);
     ObserveSpecCost(plan, std::chrono::duration<double, std::milli>(t_eval1 - t_eval0).count());
@@ -396,7 +395,7 @@ void ModelEngine::ApplyKnobs() {
   }
   k.max_queue_delay_us = std::max<int64_t>(0, knobs->max_queue_delay_us);
   k.preferred_batch_sizes = knobs->preferred_batch_sizes;
-  if (scheduler_->SetKnobs(k).ok()) max_running_.store(k.max_running, std::memory_order_relaxed);
+  if (scheduler_->SetKnobs(k).ok()) step_load_.max_running = k.max_running;
 }
 
 slo::QueueLoad ModelEngine::Load(int64_t now_us) const {
@@ -404,18 +403,22 @@ slo::QueueLoad ModelEngine::Load(int64_t now_us) const {
   l.queued_requests = static_cast<int32_t>(accepted_not_started_.load());
   l.queued_prefill_tokens = queued_prompt_tokens_.load();
   l.queued_decode_tokens = queued_decode_tokens_.load();
-  l.running_prefill_tokens = running_prefill_tokens_.load(std::memory_order_relaxed);
-  l.running_decodes = running_decodes_.load(std::memory_order_relaxed);
-  l.step_token_budget = step_token_budget_.load(std::memory_order_relaxed);
-  l.max_running = max_running_.load(std::memory_order_relaxed);
-  l.running_sequences = running_sequences_.load(std::memory_order_relaxed);
-  l.running_decode_tokens_left = running_decode_tokens_left_.load(std::memory_order_relaxed);
-  l.running_decode_min_left = running_decode_min_left_.load(std::memory_order_relaxed);
-  l.decode_interval_ms = decode_interval_ms_.load(std::memory_order_relaxed);
   l.open_requests = open_requests_.load();
-  // Past the estimate (the step overran) nothing is added: the overrun is not predictable.
-  const int64_t end_us = step_end_estimate_us_.load(std::memory_order_relaxed);
-  if (end_us > now_us) l.step_left_ms = static_cast<double>(end_us - now_us) / 1000.0;
+  // One step's values, all from the same publication.
+  const std::shared_ptr<const StepLoad> step = load_board_.Load();
+  if (step == nullptr) return l;
+  l.running_prefill_tokens = step->running_prefill_tokens;
+  l.running_decodes = step->running_decodes;
+  l.step_token_budget = step->step_token_budget;
+  l.max_running = step->max_running;
+  l.running_sequences = step->running_sequences;
+  l.running_decode_tokens_left = step->running_decode_tokens_left;
+  l.running_decode_min_left = step->running_decode_min_left;
+  l.decode_interval_ms = step->decode_interval_ms;
+  // Past the estimate (the step overran, or it ended) nothing is added.
+  if (step->step_end_estimate_us > now_us) {
+    l.step_left_ms = static_cast<double>(step->step_end_estimate_us - now_us) / 1000.0;
+  }
   return l;
 }
 
@@ -457,11 +460,11 @@ void ModelEngine::PublishStepLoad(const StepPlan& plan, Clock::time_point eval_s
       count_decode(*r);  // its prefill ends with this step: it decodes from the next one
     }
   }
-  running_prefill_tokens_.store(prefill_left, std::memory_order_relaxed);
-  running_decodes_.store(decodes, std::memory_order_relaxed);
-  running_sequences_.store(holding_slots, std::memory_order_relaxed);
-  running_decode_tokens_left_.store(decode_left, std::memory_order_relaxed);
-  running_decode_min_left_.store(decodes > 0 ? decode_min_left : 0, std::memory_order_relaxed);
+  step_load_.running_prefill_tokens = prefill_left;
+  step_load_.running_decodes = decodes;
+  step_load_.running_sequences = holding_slots;
+  step_load_.running_decode_tokens_left = decode_left;
+  step_load_.running_decode_min_left = decodes > 0 ? decode_min_left : 0;
   double est_ms = 0;
   if (slo_.speeds != nullptr) {
     if (has_prefill) {
@@ -472,8 +475,18 @@ void ModelEngine::PublishStepLoad(const StepPlan& plan, Clock::time_point eval_s
   }
   const int64_t start_us = std::chrono::duration_cast<std::chrono::microseconds>(
                                eval_start.time_since_epoch()).count();
-  step_end_estimate_us_.store(est_ms > 0 ? start_us + static_cast<int64_t>(est_ms * 1000.0) : 0,
-                              std::memory_order_relaxed);
+  step_load_.step_end_estimate_us = est_ms > 0 ? start_us + static_cast<int64_t>(est_ms * 1000.0) : 0;
+  load_board_.Publish(std::make_shared<const StepLoad>(step_load_));
+}
+
+void ModelEngine::PublishIdleLoad() {
+  step_load_.running_prefill_tokens = 0;
+  step_load_.running_decodes = 0;
+  step_load_.running_sequences = 0;
+  step_load_.running_decode_tokens_left = 0;
+  step_load_.running_decode_min_left = 0;
+  step_load_.step_end_estimate_us = 0;
+  load_board_.Publish(std::make_shared<const StepLoad>(step_load_));
 }
 
 void ModelEngine::RecordFirstToken(Live& live) {
@@ -567,15 +580,11 @@ void ModelEngine::Loop() {
     }
     DrainInbox();
     ApplyKnobs();
-    step_token_budget_.store(scheduler_->knobs().max_step_tokens, std::memory_order_relaxed);
+    step_load_.step_token_budget = scheduler_->knobs().max_step_tokens;
     const bool ran = Step();
     if (live_.empty()) {
       // The last request ended: nothing runs (PublishStepLoad only sees non-empty plans).
-      running_prefill_tokens_.store(0, std::memory_order_relaxed);
-      running_decodes_.store(0, std::memory_order_relaxed);
-      running_sequences_.store(0, std::memory_order_relaxed);
-      running_decode_tokens_left_.store(0, std::memory_order_relaxed);
-      running_decode_min_left_.store(0, std::memory_order_relaxed);
+      PublishIdleLoad();
     }
     PublishSnapshot();
     if (!ran && !live_.empty()) {

@@ -81,6 +81,18 @@ void ApplyTruncation(const SloConfig& c, const AdmissionRequest& r,
   }
 }
 
+// The predictions are means and the budget a P95. Once the model's predictions have been
+// checked (PredictionAudit::spread_q95), the margin is their measured spread: the 95th
+// percentile of measured / predicted, which already holds what the fixed margin and the
+// controller's scale stood in for (step-time spread, threads sharing the cores). Before, the
+// configured margin times the controller's closed-loop scale. (Both at once wound up: the
+// scale, driven by a 30 s window, reached its cap of 4 while the spread was 1.5, and admission
+// shed half of what the model could serve in budget.)
+double MarginOf(const SloConfig& c, const AdmissionRequest& r) {
+  if (r.prediction_spread > 0) return std::max(1.0, r.prediction_spread);
+  return c.admission.prediction_margin * std::max(1.0, r.margin_scale);
+}
+
 // Nothing waits on the model and nothing runs there: the request would start at once.
 bool Idle(const QueueLoad& l) {
   if (l.open_requests >= 0) return l.open_requests == 0;
@@ -376,8 +388,7 @@ AdmissionDecision Decide(const SloConfig& c, const AdmissionRequest& r,
   }
   AdmissionDecision d;
   d.predicted = Predict(speeds, r.load, r.prompt_tokens, r.max_tokens, r.elapsed_ms,
-                        c.admission.prediction_margin * std::max(1.0, r.margin_scale),
-                        r.prediction_correction);
+                        MarginOf(c, r), r.prediction_correction);
   const bool late = c.admission.predictive && d.predicted.ttft_ms &&
                     *d.predicted.ttft_ms > r.budget.ttft_budget_ms;
   if (late && idle && !r.has_next_model) {
@@ -411,8 +422,7 @@ AdmissionDecision Decide(const SloConfig& c, const AdmissionRequest& r,
             static_cast<long long>(r.load.running_prefill_tokens), r.load.running_decodes,
             static_cast<long long>(r.load.running_decode_tokens_left),
             r.load.running_sequences, r.load.max_running, r.load.step_left_ms, fit->fixed_ms,
-            fit->per_token_ms, r.prediction_correction,
-            c.admission.prediction_margin * std::max(1.0, r.margin_scale)));
+            fit->per_token_ms, r.prediction_correction, MarginOf(c, r)));
     out.predicted = d.predicted;
     return out;
   } else {

@@ -19,7 +19,10 @@
 //                       the running set adds the queued requests' mean max_tokens, or the
 //                       longest running one when unknown), then its own prefill; service_ms
 //                       is the larger of the two (the queued prefill runs in the same steps)
-//   predicted_ttft_ms = elapsed_ms + prediction_margin x margin_scale x service_ms
+//   predicted_ttft_ms = elapsed_ms + margin x margin_scale x correction x service_ms
+//                       (margin: the 95th percentile of the model's measured / predicted
+//                       ratios once 20 were checked, else admission.prediction_margin;
+//                       correction: the model's PredictionAudit)
 //                       (margin_scale: the controller's per-class correction, >= 1, raised
 //                       while the class's TTFT P95 is over target; see AdmissionParams)
 //   predicted_e2e_ms  = predicted_ttft_ms + (max_tokens - 1) x decode_ms_per_token
@@ -186,6 +189,9 @@ struct AdmissionRequest {
   bool probe_due = false;             // the model's speed estimate is stale (Stale(now))
   double margin_scale = 1.0;          // the (class, model) closed-loop scale (Knobs::MarginScaleOf)
   double prediction_correction = 1.0; // the model's PredictionAudit::correction()
+  // The model's PredictionAudit::spread_q95() (0: not yet measured): replaces the fixed
+  // admission.prediction_margin, never below 1.
+  double prediction_spread = 0;
 };
 
 // kShed: load (or a model not ready) that may pass; the client may retry after

@@ -56,6 +56,7 @@
 #include <tuple>
 #include <vector>
 
+#include "base/board.h"
 #include "slo/latency_tracker.h"
 #include "slo/slo_config.h"
 
@@ -151,28 +152,9 @@ struct Knobs {
   const ClassLevel* Find(std::string_view slo_class, std::string_view model) const;
 };
 
-// Holds the current Knobs. The lock covers one pointer copy (a reference-count increment)
-// and never a tick's work, so a reader waits at most for another pointer copy. (Not
-// std::atomic<std::shared_ptr>: libstdc++ 12 releases its internal lock with relaxed order
-// in load(), a data race ThreadSanitizer reports.)
-class KnobBoard {
- public:
-  std::shared_ptr<const Knobs> Load() const {
-    std::lock_guard lock(mu_);
-    return current_;
-  }
-  void Publish(std::shared_ptr<const Knobs> knobs) {
-    {
-      std::lock_guard lock(mu_);
-      current_.swap(knobs);
-    }
-    // The previous Knobs (now in `knobs`) is released here, outside the lock.
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::shared_ptr<const Knobs> current_;
-};
+// Holds the current Knobs (base/board.h): the engines and HTTP threads load a consistent
+// snapshot without ever waiting for a tick.
+using KnobBoard = Board<Knobs>;
 
 struct BatchChange {
   int64_t at_us = 0;

@@ -46,6 +46,11 @@ void PredictionAudit::Observe(double raw_predicted_ms, double correction, double
   if (buckets_.empty()) buckets_.assign(std::size(kRatioBounds) + 1, 0);
   const auto* it = std::lower_bound(std::begin(kRatioBounds), std::end(kRatioBounds), used_ratio);
   ++buckets_[static_cast<size_t>(it - std::begin(kRatioBounds))];
+  if (recent_.size() >= kMinSpreadSamples) {
+    std::vector<double> sorted = recent_;
+    std::sort(sorted.begin(), sorted.end());
+    spread_q95_.store(NearestRank(std::move(sorted), 0.95), std::memory_order_relaxed);
+  }
   const double limit = std::log(max_correction_);
   correction_.store(std::exp(std::clamp(log_mean_, -limit, limit)), std::memory_order_relaxed);
   last_us_.store(now_us, std::memory_order_relaxed);

@@ -9,6 +9,8 @@
 //   - is kept as the error of the predictions as they were made (with the correction then in
 //     force), in a ring of the latest ratios (quantiles for /v1/slo) and cumulative buckets
 //     (the `lifeline_admission_prediction_ratio` histogram in /metrics).
+// The 95th percentile of the recent ratios is the spread admission uses as its margin (the
+// predictions are means; the budget is a P95).
 // A model whose predictions have gone unchecked for `stale_after_ms` (everything was routed
 // or shed on them) lets one request through as a probe (TryClaimProbe), so an estimate that
 // sheds everything is checked again at most that long after.
@@ -43,6 +45,12 @@ class PredictionAudit {
 
   // The factor admission multiplies raw predictions by, in [1 / max_correction, max_correction].
   double correction() const { return correction_.load(std::memory_order_relaxed); }
+  // The 95th percentile of the latest ratios measured / predicted-as-made (the spread around
+  // the corrected prediction), once at least kMinSpreadSamples were checked; 0 before. A
+  // request admitted when elapsed + raw x correction x spread fits its budget meets it with
+  // about 95 % probability: admission's margin (AdmissionRequest::prediction_spread).
+  static constexpr size_t kMinSpreadSamples = 20;
+  double spread_q95() const { return spread_q95_.load(std::memory_order_relaxed); }
 
   // No observation for stale_after_ms (and at least one prediction is being made): claims the
   // probe of this stale period, true for one caller per period.
@@ -67,6 +75,7 @@ class PredictionAudit {
   double max_correction_;
   int64_t stale_after_us_;
   std::atomic<double> correction_{1.0};
+  std::atomic<double> spread_q95_{0.0};
   std::atomic<int64_t> last_us_{0};   // last observation (0: none yet)
   std::atomic<int64_t> probe_us_{0};  // last probe claimed
   mutable std::mutex mu_;

@@ -28,6 +28,7 @@ struct FakeScript {
   std::string finish_reason = "stop";
   std::optional<ApiError> error_at_end;  // terminal error instead of done
   std::optional<ApiError> reject;        // Submit refuses with this
+  std::optional<std::string> routed_to;  // a kRouted event naming this model comes first
   Usage usage{7, -1};                    // completion_tokens -1: number of tokens
   nlohmann::json timings = {{"queue_ms", 1.5}, {"prefill_ms", 12.25}, {"decode_ms", 30.0}};
 };

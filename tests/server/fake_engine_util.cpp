@@ -177,6 +177,9 @@ void FakeEngine::Run() {
       // The contract: a terminal event follows even a cancelled request.
       event = GenerationEvent::Error(ApiError{499, "cancelled", "cancelled", "cancelled", "", 0});
       terminal = true;
+    } else if (job.script.routed_to) {
+      event = GenerationEvent::Routed(*job.script.routed_to);
+      job.script.routed_to.reset();
     } else if (job.next_token < job.script.tokens.size()) {
       event = GenerationEvent::Token(job.script.tokens[job.next_token],
                                      static_cast<int32_t>(job.next_token));

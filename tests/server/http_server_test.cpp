@@ -37,6 +37,33 @@ TEST_F(ServerTest, SloHeadersOverrideTheBodyAndServedModelIsAHeader) {
   EXPECT_EQ(submitted[1].user_role, "");
 }
 
+// A late request moved to a lighter model before its first token (kRouted): the answer, its
+// chunks and X-Served-Model name the model that served it, streamed or not.
+TEST_F(ServerTest, ARoutedRequestNamesTheModelThatServedIt) {
+  FakeScript s;
+  s.routed_to = "light";
+  engine_.SetScript(s);
+  auto reply = Roundtrip(PostRequest("/v1/completions", kCompletion));
+  ASSERT_TRUE(reply);
+  ASSERT_EQ(reply->status, 200) << reply->body;
+  EXPECT_EQ(reply->Header("x-served-model"), "light");
+  EXPECT_EQ(json::parse(reply->body)["model"], "light");
+  EXPECT_EQ(json::parse(reply->body)["choices"][0]["text"], "Hello, world");
+
+  reply = Roundtrip(PostRequest("/v1/chat/completions",
+                                R"({"messages":[{"role":"user","content":"hi"}],"stream":true})"));
+  ASSERT_TRUE(reply);
+  ASSERT_EQ(reply->status, 200) << reply->body;
+  EXPECT_EQ(reply->Header("x-served-model"), "light");
+  int chunks = 0;
+  for (const std::string& data : lifeline::testing::SseData(reply->body)) {
+    if (data.empty() || data[0] != '{') continue;  // [DONE]
+    EXPECT_EQ(json::parse(data)["model"], "light") << data;
+    ++chunks;
+  }
+  EXPECT_GT(chunks, 0) << reply->body;
+}
+
 TEST_F(ServerTest, NonStreamingCompletion) {
   auto reply = Roundtrip(PostRequest("/v1/completions", kCompletion));
   ASSERT_TRUE(reply);

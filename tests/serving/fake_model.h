@@ -59,6 +59,20 @@ class FakeModel final : public serving::LocalModel {
     sink(server::GenerationEvent::Done("stop", u));
     return true;
   }
+  // Drops it as late, as ModelEngine does with a queued request that can no longer meet its
+  // TTFT budget: one 429 slo_late error event.
+  void FailLate(server::RequestHandle h) {
+    server::GenerationSink sink;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = open_.find(h);
+      if (it == open_.end()) return;
+      sink = std::move(it->second.sink);
+      open_.erase(it);
+    }
+    sink(server::GenerationEvent::Error(server::MakeError(
+        server::ErrorKind::kOverloaded, "slo_late", "late on " + name_, {}, 2)));
+  }
   // The max_tokens cap of an enqueued request (nullopt: none).
   std::optional<int64_t> CapOf(server::RequestHandle h) const {
     std::lock_guard<std::mutex> lock(mu_);

@@ -263,5 +263,38 @@ TEST_F(ServiceSloTest, TheFirstRequestAfterABurstIsServed) {
   EXPECT_EQ(Level("m"), 0);
 }
 
+// A queued request its model drops as late moves down the cascade before its first token:
+// the client hears which model serves it, then that model's answer; one terminal event.
+// Without a lighter member the 429 reaches the client.
+TEST_F(ServiceSloTest, ALateRequestMovesToTheLighterMember) {
+  Build({"heavy", "light"}, {"heavy", "light"});
+  FakeModel& heavy = *models_[0];
+  FakeModel& light = *models_[1];
+  const server::SubmitResult r = Submit("heavy");
+  ASSERT_TRUE(r.accepted());
+  ASSERT_EQ(r.served_model, "heavy");
+  clock_.Advance(300'000);
+  heavy.FailLate(r.handle);
+  ASSERT_EQ(light.Open().size(), 1u) << "light took it";
+  light.FirstToken(r.handle);
+  light.Finish(r.handle);
+  const std::vector<server::GenerationEvent>& ev = sinks_.back()->events;
+  ASSERT_EQ(ev.size(), 3u);
+  EXPECT_EQ(ev[0].kind, server::GenerationEvent::Kind::kRouted);
+  EXPECT_EQ(ev[0].text, "light");
+  EXPECT_EQ(ev[1].kind, server::GenerationEvent::Kind::kToken);
+  EXPECT_EQ(ev[2].kind, server::GenerationEvent::Kind::kDone);
+  const std::string metrics = service_->MetricsText();
+  EXPECT_NE(metrics.find("outcome=\"late_routed\"} 1"), std::string::npos) << metrics;
+  // The last member has nowhere to send it: the 429 ends the request.
+  const server::SubmitResult last = Submit("light");
+  ASSERT_TRUE(last.accepted());
+  light.FailLate(last.handle);
+  const std::vector<server::GenerationEvent>& ev2 = sinks_.back()->events;
+  ASSERT_EQ(ev2.size(), 1u);
+  EXPECT_EQ(ev2[0].kind, server::GenerationEvent::Kind::kError);
+  EXPECT_EQ(ev2[0].error.code, "slo_late");
+}
+
 }  // namespace
 }  // namespace lifeline::serving

@@ -127,7 +127,7 @@ SubmitSlo ClassC(std::optional<int64_t> deadline_us = std::nullopt) {
 class SloEngineTest : public ::testing::Test {
  protected:
   void Attach(slo::SpeedEstimator* speeds = nullptr) {
-    engine_->AttachSlo(SloHooks{&board_, nullptr, speeds, &config_, &outcomes_});
+    engine_->AttachSlo(SloHooks{&board_, nullptr, speeds, &config_, &outcomes_, {}});
   }
   void SetUp() override {
     engine_ = MakeEngine();
@@ -183,7 +183,7 @@ TEST(SloEngineCalibrationTest, StartCalibratesForAnyContextSize) {
     auto engine = lifeline::testing::MakeStoriesEngine(o);
     ASSERT_NE(engine, nullptr);
     slo::SpeedEstimator speeds;
-    engine->AttachSlo(SloHooks{nullptr, nullptr, &speeds, nullptr, nullptr});
+    engine->AttachSlo(SloHooks{nullptr, nullptr, &speeds, nullptr, nullptr, {}});
     auto started = std::async(std::launch::async, [&] { engine->Start(); });
     if (started.wait_for(20s) != std::future_status::ready) {
       ADD_FAILURE() << "Start() with calibration did not return within 20 s";
@@ -208,7 +208,7 @@ TEST(SloEngineCalibrationTest, AnIdleEngineRefreshesAStaleEstimateOnScratchBlock
   auto engine = lifeline::testing::MakeStoriesEngine(o);
   ASSERT_NE(engine, nullptr);
   slo::SpeedEstimator speeds(0.2, /*stale_after_ms=*/1);  // stale 1 ms after a measurement
-  engine->AttachSlo(SloHooks{nullptr, nullptr, &speeds, nullptr, nullptr});
+  engine->AttachSlo(SloHooks{nullptr, nullptr, &speeds, nullptr, nullptr, {}});
   engine->Start();
   auto run = [&] {
     Collector c;
@@ -484,7 +484,7 @@ uint64_t CountOf(const slo::LatencyTracker& tracker, slo::Metric m) {
 
 TEST_F(SloEngineTest, TtftAndQueueSamplesArriveAtTheFirstTokenTheRestAtTheEnd) {
   slo::LatencyTracker tracker;
-  engine_->AttachSlo(SloHooks{&board_, &tracker, nullptr, &config_, &outcomes_});
+  engine_->AttachSlo(SloHooks{&board_, &tracker, nullptr, &config_, &outcomes_, {}});
   engine_->Start();
   Collector c;
   bool first = true;
@@ -608,7 +608,7 @@ class LateRequestTest : public ::testing::Test {
     engine_ = MakeEngine(/*max_running=*/1);  // one slot: B waits behind A
     ASSERT_NE(engine_, nullptr);
     config_ = slo::DefaultSloConfig();
-    SloHooks hooks{&board_, &tracker_, nullptr, &config_, &outcomes_};
+    SloHooks hooks{&board_, &tracker_, nullptr, &config_, &outcomes_, {}};
     hooks.clock = [this] {
       return std::chrono::steady_clock::now() + std::chrono::microseconds(offset_us_.load());
     };

@@ -663,5 +663,21 @@ TEST_F(DecideTest, MeasuredCorrectionScalesThePredictedServiceTime) {
   EXPECT_NE(d.reason.find("service x 2.00 measured correction"), std::string::npos) << d.reason;
 }
 
+// Once the model's predictions were checked, their measured spread (the 95th percentile of
+// measured / predicted) is the margin, in place of the configured margin and the controller's
+// scale: 250 ms of service at spread 1.4 is 20 + 350 = 370 ms (admit) though the scale is 4.
+TEST_F(DecideTest, TheMeasuredSpreadIsTheMargin) {
+  config_.admission.prediction_margin = 1.15;
+  AdmissionRequest r = Req();
+  r.margin_scale = 4.0;
+  EXPECT_DOUBLE_EQ(*Decide(config_, r, speeds_).predicted.ttft_ms, 20 + 1.15 * 4.0 * 250);
+  r.prediction_spread = 1.4;
+  AdmissionDecision d = Decide(config_, r, speeds_);
+  EXPECT_EQ(d.action, Action::kAdmit);
+  EXPECT_DOUBLE_EQ(*d.predicted.ttft_ms, 20 + 1.4 * 250);
+  r.prediction_spread = 0.7;  // never below 1: a mean prediction is never shortened
+  EXPECT_DOUBLE_EQ(*Decide(config_, r, speeds_).predicted.ttft_ms, 20 + 250);
+}
+
 }  // namespace
 }  // namespace lifeline::slo

@@ -70,9 +70,25 @@ TEST(PredictionAuditTest, ErrorDistributionOfThePredictionsAsMade) {
   uint64_t total = 0;
   for (size_t i = 0; i < st.buckets.size(); ++i) {
     total += st.buckets[i];
-    if (i < bounds.size() && bounds[i] == 1.0) EXPECT_EQ(st.buckets[i], 2u);
+    if (i < bounds.size() && bounds[i] == 1.0) {
+      EXPECT_EQ(st.buckets[i], 2u);
+    }
   }
   EXPECT_EQ(total, 5u);
+}
+
+// The spread: the 95th percentile of the ratios as made, once 20 were checked.
+TEST(PredictionAuditTest, SpreadIsTheNinetyFifthPercentileAfterTwentyChecks) {
+  PredictionAudit a;
+  for (int i = 1; i <= 19; ++i) a.Observe(100, 1.0, 100, i);
+  EXPECT_DOUBLE_EQ(a.spread_q95(), 0.0) << "too few checks";
+  // Correction stays 1 (exact predictions); then 20 ratios: 19 x 1.0 and one 3.0.
+  a.Observe(100, 1.0, 300, 20);
+  // Nearest rank: ceil(0.95 x 20) = 19th of the sorted ratios -> 1.0; one more 3.0 makes the
+  // 20th of 21 the 3.0.
+  EXPECT_DOUBLE_EQ(a.spread_q95(), 1.0);
+  a.Observe(100, a.correction(), 300 * a.correction(), 21);
+  EXPECT_DOUBLE_EQ(a.spread_q95(), 3.0);
 }
 
 // Everything shed on a prediction leaves nothing to check it with: after stale_after_ms
