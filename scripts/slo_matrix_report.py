@@ -62,7 +62,14 @@ def level_seconds(slo, duration_s):
     return out
 
 
-def step_row(dir_, cls, metrics, slo, duration_s, model=None):
+def spans_of(dir_):
+    """(start, end) of every request of one bench report, ms from the run's start."""
+    rep = load(os.path.join(dir_, "report.json"), {}) or {}
+    return [(q["start_ms"], q["start_ms"] + (q.get("e2e_ms") or 0))
+            for q in rep.get("requests", [])]
+
+
+def step_row(dir_, cls, metrics, slo, duration_s, model=None, other_spans=()):
     rep = load(os.path.join(dir_, "report.json"), {})
     if not rep or not rep.get("summaries"):
         return None
@@ -75,10 +82,13 @@ def step_row(dir_, cls, metrics, slo, duration_s, model=None):
     def outcome(o):
         return metric_sum(metrics, "lifeline_slo_requests_total", outcome=o, **lab)
 
-    # Refusals while the server was idle: a 429/503 sent when no other request of this run was
-    # in flight (the client's own view; other clients of a two-part step are not seen).
+    # Refusals while the model was idle: a 429/503 sent when no other request to that model
+    # was in flight, this client's or (two classes on one model) the other client's. Both
+    # bench processes start together, so their clocks from the run's start line up to within
+    # a few ms.
     reqs = rep.get("requests", [])
     spans = [(q["start_ms"], q["start_ms"] + (q.get("e2e_ms") or 0)) for q in reqs]
+    spans += list(other_spans)
     idle_refused = 0
     for q in reqs:
         if q.get("status") not in (429, 503):
@@ -151,7 +161,13 @@ def main():
                 parts = [("interactive", os.path.join(d, "heavy"), "heavy"),
                          ("interactive", os.path.join(d, "light"), "light")]
             for cls, pd, model in parts:
-                r = step_row(pd, cls, metrics, slo, duration_s, model)
+                # Two classes share one model: each part's idleness counts the other's requests.
+                others = []
+                if w == "two-classes":
+                    for _, od, _ in parts:
+                        if od != pd:
+                            others += spans_of(od)
+                r = step_row(pd, cls, metrics, slo, duration_s, model, others)
                 if r is None:
                     continue
                 label = f"{f}x" + (f" {cls}" if w == "two-classes" else "") + (

@@ -390,6 +390,43 @@ server::SubmitResult EngineService::SubmitLocal(
                           first_byte.time_since_epoch()).count() +
                       static_cast<int64_t>(*budget.e2e_budget_ms * 1000.0);
   }
+  slo::SpeedEstimator& speeds = *speeds_[m.local_index];
+  slo::PredictionAudit& audit = *audits_[m.local_index];
+  const auto knobs = controller_->knobs();
+  // 0. Before any rendering or tokenizing: a load that already sheds or routes a request of
+  // one prompt token does so for this one. Under overload most arrivals end here, and the I/O
+  // thread does not spend the cores' time tokenizing prompts it will refuse.
+  {
+    slo::AdmissionRequest pre;
+    pre.budget = budget;
+    pre.level = knobs->LevelOf(cls, m.name);
+    pre.margin_scale = knobs->MarginScaleOf(cls, m.name);
+    pre.prediction_correction = audit.correction();
+    pre.prediction_spread = audit.spread_q95();
+    pre.prompt_tokens = 1;
+    pre.max_tokens = 1;
+    const int64_t pre_now_us = NowUs();
+    pre.elapsed_ms = static_cast<double>(pre_now_us - UsOf(first_byte)) / 1000.0;
+    pre.load = engine->Load(pre_now_us);
+    if (entry != nullptr) {
+      pre.max_queue_requests = entry->max_queue_requests;
+      pre.max_queue_tokens = entry->max_queue_tokens;
+    }
+    pre.model_ready = engine->Healthy();
+    pre.has_next_model = next != nullptr;
+    pre.cascade_hops = hops;
+    pre.probe_due = speeds.Stale(pre_now_us) || audit.Stale(pre_now_us);
+    const slo::AdmissionDecision early = slo::Decide(slo_config_, pre, speeds);
+    if (!early.probe && early.action == slo::Action::kRoute) {
+      outcomes_.Count(cls, m.name, "routed");
+      *routed = true;
+      return {};
+    }
+    if (!early.probe && early.action == slo::Action::kShed) {
+      outcomes_.Count(cls, m.name, slo::OutcomeCounters::OutcomeOf(early));
+      return server::SubmitResult::Reject(Shed(early, cls, m.name));
+    }
+  }
   // 1. Prepare: render, tokenize, trim, check limits (refusals name the field).
   auto prepared = engine->Prepare(request, &ctx);
   if (auto* err = std::get_if<server::ApiError>(&prepared)) {
@@ -400,10 +437,8 @@ server::SubmitResult EngineService::SubmitLocal(
   // 2. Admission on the prepared size, against the model's load now.
   slo::AdmissionRequest ar;
   ar.budget = budget;
-  const auto knobs = controller_->knobs();
   ar.level = knobs->LevelOf(cls, m.name);
   ar.margin_scale = knobs->MarginScaleOf(cls, m.name);
-  slo::PredictionAudit& audit = *audits_[m.local_index];
   ar.prediction_correction = audit.correction();
   ar.prediction_spread = audit.spread_q95();
   ar.prompt_tokens = p.prompt_tokens;
@@ -418,7 +453,6 @@ server::SubmitResult EngineService::SubmitLocal(
   ar.model_ready = engine->Healthy();
   ar.has_next_model = next != nullptr;
   ar.cascade_hops = hops;
-  slo::SpeedEstimator& speeds = *speeds_[m.local_index];
   // A probe re-measures a model whose speed estimate, or whose checked predictions, have
   // gone stale (everything routed or shed on them).
   ar.probe_due = speeds.Stale(now_us) || audit.Stale(now_us);
