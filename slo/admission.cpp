@@ -304,14 +304,8 @@ Prediction Predict(const SpeedEstimator& speeds, const QueueLoad& load, int64_t 
     steps = std::max<int64_t>(1, (prefill + per_step - 1) / per_step);
   }
   const double tokens = static_cast<double>(prefill) + static_cast<double>(steps * decoding);
-  double steps_ms = static_cast<double>(steps) * fit->fixed_ms + tokens * fit->per_token_ms;
-  if (decoding > 0 && load.decode_interval_ms > 0) {
-    // A step that carries the running decodes takes at least what such steps measure now (the
-    // interval between them: a neighbour model on the same cores, long contexts' attention,
-    // sampling and sending), which the fit of quiet prefill steps does not see.
-    steps_ms = std::max(steps_ms, static_cast<double>(steps) * load.decode_interval_ms);
-  }
-  double service_ms = std::max(0.0, load.step_left_ms) + steps_ms;
+  double service_ms = std::max(0.0, load.step_left_ms) +
+                      static_cast<double>(steps) * fit->fixed_ms + tokens * fit->per_token_ms;
   if (const std::optional<double> wait = SlotWaitMs(speeds, *fit, load, prompt_tokens)) {
     service_ms = std::max(service_ms, *wait);
   }

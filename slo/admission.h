@@ -10,10 +10,8 @@
 //                       the budget is unknown): the prefill is chunked under the step token
 //                       budget, and every one of those steps also carries one token of each
 //                       decoding sequence
-//   service_ms        = step_left_ms + max(steps x fixed_ms
-//                       + (prefill_tokens + steps x decoding) x per_token_ms,
-//                         steps x decode_interval_ms when decodes run: what a step carrying
-//                         them measures now)
+//   service_ms        = step_left_ms + steps x fixed_ms
+//                       + (prefill_tokens + steps x decoding) x per_token_ms
 //   slot_wait         = when every running slot is taken (max_running) and the request is
 //                       not among the first queued to get one: the decode steps until `need`
 //                       = queued + 1 - free slots sequences finish (their tokens left taken
