@@ -206,10 +206,12 @@ bool Controller::StepClass(const SloClass& cls, const std::string& model, int64_
   st->last = p;
   const auto level = static_cast<int32_t>(st->level);
   st->idle_ticks = idle ? st->idle_ticks + 1 : 0;
-  if (idle) {
+  if (level > 0 && idle) {
     // Nothing runs or waits on this model for this class: whatever the window remembers, no
-    // request is being degraded for anyone's benefit, and none would be by a raise.
-    return level > 0 && RecoverIdle(cls, model, now_us, st, out);
+    // request is being degraded for anyone's benefit. (At level 0 the window still decides: a
+    // burst that just ended raises the level, and after a transition a further raise needs
+    // samples newer than it, raise_needs_fresh_samples, which an idle model does not make.)
+    return RecoverIdle(cls, model, now_us, st, out);
   }
   if (p.has_signal && p.ratio > lp.enter_ratio) {
     // Overloaded by the whole window. Since the last transition, though, the class may have
