@@ -57,25 +57,10 @@ for tool in python3 curl; do
     exit 1
   }
 done
-if [ ! -x "$LIFELINE" ]; then
-  echo "bench-slo-matrix: building $LIFELINE" >&2
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-  ninja -C "$BUILD_DIR" -j "${LIFELINE_JOBS:-2}" lifeline
-fi
-
-mkdir -p "$MODEL_DIR" "$RESULTS"
-make_model() {  # file dim layers heads kv_heads ffn
-  local out="$MODEL_DIR/$1"
-  if [ ! -f "$out" ]; then
-    echo "bench-slo-matrix: making $out" >&2
-    "$LIFELINE" make-model --arch llama --dim "$2" --layers "$3" --heads "$4" --kv-heads "$5" \
-      --ffn "$6" --vocab 32000 --type q8_0 --seed 1 -o "$out.tmp" >&2
-    mv "$out.tmp" "$out"
-  fi
-  echo "$out"
-}
-HEAVY="$(make_model 110m-q8_0.gguf 768 12 12 12 2048)"
-LIGHT="$(make_model light-256x4-q8_0.gguf 256 4 8 2 768)"
+BENCH_NAME=bench-slo-matrix
+# shellcheck source=scripts/bench-slo-common.sh
+. scripts/bench-slo-common.sh
+mkdir -p "$RESULTS"
 
 # Chats sharing a long history: one prompt per line (JSONL), the same ~250-token opening.
 CHATS="$RESULTS/multi-turn-prompts.jsonl"

@@ -62,28 +62,11 @@ if ! command -v python3 >/dev/null; then
   }
 fi
 
-# (a) build lifeline if needed.
-if [ ! -x "$LIFELINE" ]; then
-  echo "bench-slo: building $LIFELINE" >&2
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-  ninja -C "$BUILD_DIR" -j "${LIFELINE_JOBS:-2}" lifeline
-fi
-
-# (b) the synthetic models, made once into the cache (same seed and vocabulary size, so a
-# prompt tokenizes the same way for both).
-mkdir -p "$MODEL_DIR" "$RESULTS"
-make_model() {  # file dim layers heads kv_heads ffn
-  local out="$MODEL_DIR/$1"
-  if [ ! -f "$out" ]; then
-    echo "bench-slo: making $out" >&2
-    "$LIFELINE" make-model --arch llama --dim "$2" --layers "$3" --heads "$4" --kv-heads "$5" \
-      --ffn "$6" --vocab 32000 --type q8_0 --seed 1 -o "$out.tmp" >&2
-    mv "$out.tmp" "$out"
-  fi
-  echo "$out"
-}
-HEAVY="$(make_model 110m-q8_0.gguf 768 12 12 12 2048)"
-LIGHT="$(make_model light-256x4-q8_0.gguf 256 4 8 2 768)"
+# (a) build lifeline if needed, (b) the two models.
+BENCH_NAME=bench-slo
+# shellcheck source=scripts/bench-slo-common.sh
+. scripts/bench-slo-common.sh
+mkdir -p "$RESULTS"
 
 SERVER_PID=""
 stop_server() {

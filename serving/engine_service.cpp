@@ -393,30 +393,35 @@ server::SubmitResult EngineService::SubmitLocal(
   slo::SpeedEstimator& speeds = *speeds_[m.local_index];
   slo::PredictionAudit& audit = *audits_[m.local_index];
   const auto knobs = controller_->knobs();
+  // The admission request of a prompt of `prompt_tokens` against the model's load at `now_us`.
+  auto admission = [&](int64_t prompt_tokens, int64_t max_tokens, int64_t now_us) {
+    slo::AdmissionRequest ar;
+    ar.budget = budget;
+    ar.level = knobs->LevelOf(cls, m.name);
+    ar.margin_scale = knobs->MarginScaleOf(cls, m.name);
+    ar.prediction_correction = audit.correction();
+    ar.prediction_spread = audit.spread_q95();
+    ar.prompt_tokens = prompt_tokens;
+    ar.max_tokens = max_tokens;
+    ar.elapsed_ms = static_cast<double>(now_us - UsOf(first_byte)) / 1000.0;
+    ar.load = engine->Load(now_us);
+    if (entry != nullptr) {
+      ar.max_queue_requests = entry->max_queue_requests;
+      ar.max_queue_tokens = entry->max_queue_tokens;
+    }
+    ar.model_ready = engine->Healthy();
+    ar.has_next_model = next != nullptr;
+    ar.cascade_hops = hops;
+    // A probe re-measures a model whose speed estimate, or whose checked predictions, have
+    // gone stale (everything routed or shed on them).
+    ar.probe_due = speeds.Stale(now_us) || audit.Stale(now_us);
+    return ar;
+  };
   // 0. Before any rendering or tokenizing: a load that already sheds or routes a request of
   // one prompt token does so for this one. Under overload most arrivals end here, and the I/O
   // thread does not spend the cores' time tokenizing prompts it will refuse.
   {
-    slo::AdmissionRequest pre;
-    pre.budget = budget;
-    pre.level = knobs->LevelOf(cls, m.name);
-    pre.margin_scale = knobs->MarginScaleOf(cls, m.name);
-    pre.prediction_correction = audit.correction();
-    pre.prediction_spread = audit.spread_q95();
-    pre.prompt_tokens = 1;
-    pre.max_tokens = 1;
-    const int64_t pre_now_us = NowUs();
-    pre.elapsed_ms = static_cast<double>(pre_now_us - UsOf(first_byte)) / 1000.0;
-    pre.load = engine->Load(pre_now_us);
-    if (entry != nullptr) {
-      pre.max_queue_requests = entry->max_queue_requests;
-      pre.max_queue_tokens = entry->max_queue_tokens;
-    }
-    pre.model_ready = engine->Healthy();
-    pre.has_next_model = next != nullptr;
-    pre.cascade_hops = hops;
-    pre.probe_due = speeds.Stale(pre_now_us) || audit.Stale(pre_now_us);
-    const slo::AdmissionDecision early = slo::Decide(slo_config_, pre, speeds);
+    const slo::AdmissionDecision early = slo::Decide(slo_config_, admission(1, 1, NowUs()), speeds);
     if (!early.probe && early.action == slo::Action::kRoute) {
       outcomes_.Count(cls, m.name, "routed");
       *routed = true;
@@ -435,27 +440,8 @@ server::SubmitResult EngineService::SubmitLocal(
   PreparedSubmit& p = std::get<PreparedSubmit>(prepared);
 
   // 2. Admission on the prepared size, against the model's load now.
-  slo::AdmissionRequest ar;
-  ar.budget = budget;
-  ar.level = knobs->LevelOf(cls, m.name);
-  ar.margin_scale = knobs->MarginScaleOf(cls, m.name);
-  ar.prediction_correction = audit.correction();
-  ar.prediction_spread = audit.spread_q95();
-  ar.prompt_tokens = p.prompt_tokens;
-  ar.max_tokens = p.max_tokens;
   const int64_t now_us = NowUs();
-  ar.elapsed_ms = static_cast<double>(now_us - UsOf(first_byte)) / 1000.0;
-  ar.load = engine->Load(now_us);
-  if (entry != nullptr) {
-    ar.max_queue_requests = entry->max_queue_requests;
-    ar.max_queue_tokens = entry->max_queue_tokens;
-  }
-  ar.model_ready = engine->Healthy();
-  ar.has_next_model = next != nullptr;
-  ar.cascade_hops = hops;
-  // A probe re-measures a model whose speed estimate, or whose checked predictions, have
-  // gone stale (everything routed or shed on them).
-  ar.probe_due = speeds.Stale(now_us) || audit.Stale(now_us);
+  slo::AdmissionRequest ar = admission(p.prompt_tokens, p.max_tokens, now_us);
   slo::AdmissionDecision decision = slo::Decide(slo_config_, ar, speeds);
   if (decision.probe && !speeds.TryClaimProbe(now_us) && !audit.TryClaimProbe(now_us)) {
     // Another request took this period's probe: decide as if the estimate were fresh.

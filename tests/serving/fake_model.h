@@ -45,33 +45,16 @@ class FakeModel final : public serving::LocalModel {
   // Ends it with one done event; false when it is not open.
   bool Finish(server::RequestHandle h) {
     Record(h, /*first=*/false);
-    server::GenerationSink sink;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = open_.find(h);
-      if (it == open_.end()) return false;
-      sink = std::move(it->second.sink);
-      open_.erase(it);
-    }
     server::Usage u;
     u.prompt_tokens = prompt_tokens_;
     u.completion_tokens = 1;
-    sink(server::GenerationEvent::Done("stop", u));
-    return true;
+    return End(h, server::GenerationEvent::Done("stop", u));
   }
   // Drops it as late, as ModelEngine does with a queued request that can no longer meet its
   // TTFT budget: one 429 slo_late error event.
   void FailLate(server::RequestHandle h) {
-    server::GenerationSink sink;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = open_.find(h);
-      if (it == open_.end()) return;
-      sink = std::move(it->second.sink);
-      open_.erase(it);
-    }
-    sink(server::GenerationEvent::Error(server::MakeError(
-        server::ErrorKind::kOverloaded, "slo_late", "late on " + name_, {}, 2)));
+    End(h, server::GenerationEvent::Error(server::MakeError(
+                server::ErrorKind::kOverloaded, "slo_late", "late on " + name_, {}, 2)));
   }
   // The max_tokens cap of an enqueued request (nullopt: none).
   std::optional<int64_t> CapOf(server::RequestHandle h) const {
@@ -91,14 +74,8 @@ class FakeModel final : public serving::LocalModel {
   void Start() override {}
   void Stop() override {
     for (server::RequestHandle h : Open()) {
-      server::GenerationSink sink;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        sink = std::move(open_[h].sink);
-        open_.erase(h);
-      }
-      sink(server::GenerationEvent::Error(
-          server::MakeError(server::ErrorKind::kUnavailable, "shutting_down", "stopping")));
+      End(h, server::GenerationEvent::Error(
+                 server::MakeError(server::ErrorKind::kUnavailable, "shutting_down", "stopping")));
     }
   }
   bool Healthy() const override { return true; }
@@ -124,16 +101,8 @@ class FakeModel final : public serving::LocalModel {
     return std::nullopt;
   }
   void Cancel(server::RequestHandle h) override {
-    server::GenerationSink sink;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = open_.find(h);
-      if (it == open_.end()) return;
-      sink = std::move(it->second.sink);
-      open_.erase(it);
-    }
-    sink(server::GenerationEvent::Error(
-        server::MakeError(server::ErrorKind::kCancelled, "cancelled", "cancelled")));
+    End(h, server::GenerationEvent::Error(
+               server::MakeError(server::ErrorKind::kCancelled, "cancelled", "cancelled")));
   }
   slo::QueueLoad Load(int64_t) const override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -192,6 +161,19 @@ class FakeModel final : public serving::LocalModel {
     const int64_t now_us =
         std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count();
     hooks_.tracker->RecordRequest(cls, name_, now_us, s);
+  }
+  // Its terminal event: the request leaves the open set first. False when it is not open.
+  bool End(server::RequestHandle h, server::GenerationEvent ev) {
+    server::GenerationSink sink;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = open_.find(h);
+      if (it == open_.end()) return false;
+      sink = std::move(it->second.sink);
+      open_.erase(it);
+    }
+    sink(std::move(ev));
+    return true;
   }
   void Emit(server::RequestHandle h, server::GenerationEvent ev) {
     server::GenerationSink sink;
