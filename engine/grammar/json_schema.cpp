@@ -531,29 +531,6 @@ class Converter {
 
 }  // namespace
 
-std::string GbnfLiteral(std::string_view bytes) {
-  std::string out = "\"";
-  for (char ch : bytes) {
-    unsigned char c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20 || c == 0x7F) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\x%02X", c);
-          out += buf;
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
-}
-
 Result<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema,
                                      const JsonSchemaOptions& opts) {
   try {

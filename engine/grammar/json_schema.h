@@ -30,6 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/gbnf_literal.h"
 #include "base/status.h"
 
 namespace lifeline::grammar {
@@ -61,7 +62,7 @@ Result<std::string> JsonSchemaTextToGbnf(std::string_view schema_json,
 // response_format {"type": "json_object"}: any JSON object (whitespace as above, default).
 std::string JsonObjectGbnf(const std::string& rule_prefix = "");
 
-// `bytes` as a GBNF string literal (quotes, backslashes and control bytes escaped).
-std::string GbnfLiteral(std::string_view bytes);
+// GBNF string literals: base/gbnf_literal.h (shared with engine/toolcall).
+using ::lifeline::GbnfLiteral;
 
 }  // namespace lifeline::grammar

@@ -34,6 +34,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/gbnf_literal.h"
 #include "base/status.h"
 #include "engine/toolcall/format.h"
 #include "engine/toolcall/tools.h"
@@ -47,7 +48,7 @@ Result<std::string> ToolCallGbnf(ToolCallFormat format, const std::vector<ToolSp
                                  const ToolChoice& choice, bool parallel_tool_calls,
                                  const SchemaToGbnf& schema_to_gbnf);
 
-// `text` as a GBNF string literal, quotes included ("\"" -> "\\\"", newline -> "\\n", ...).
-std::string GbnfLiteral(std::string_view text);
+// GBNF string literals: base/gbnf_literal.h (shared with engine/grammar).
+using ::lifeline::GbnfLiteral;
 
 }  // namespace lifeline::toolcall

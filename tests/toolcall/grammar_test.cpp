@@ -217,6 +217,8 @@ TEST(ToolCallGbnf, Errors) {
 
 TEST(ToolCallGbnf, LiteralEscaping) {
   EXPECT_EQ(GbnfLiteral("a\"b\\c\nd\te\x01"), R"("a\"b\\c\nd\te\x01")");
+  // DEL is escaped like the other control bytes (the JSON Schema writer's rule, one escaper).
+  EXPECT_EQ(GbnfLiteral("a\x7F"), R"("a\x7F")");
   testing::GbnfGrammar g;
   std::string error;
   ASSERT_TRUE(g.Parse("root ::= " + GbnfLiteral("say \"hi\"\\\n\t") + "\n", &error)) << error;
