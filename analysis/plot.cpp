@@ -5,26 +5,14 @@
 #include <cstdio>
 #include <numeric>
 
+#include "base/svg_text.h"
+
 namespace lifeline::analysis {
 
 namespace {
 
 constexpr int kMarginLeft = 64, kMarginRight = 250, kMarginTop = 30, kMarginBottom = 44;
 constexpr int kPlotBins = 25;
-
-std::string Esc(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 std::string Num(double v) {
   char buf[32];
@@ -36,22 +24,6 @@ std::string Tick(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
-}
-
-std::vector<double> Ticks(double lo, double hi) {
-  std::vector<double> t;
-  if (!(hi > lo)) return {lo};
-  const double raw = (hi - lo) / 5;
-  const double mag = std::pow(10, std::floor(std::log10(raw)));
-  double step = mag;
-  for (double m : {1.0, 2.0, 5.0, 10.0}) {
-    step = m * mag;
-    if (step >= raw) break;
-  }
-  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) {
-    t.push_back(std::abs(v) < step * 1e-9 ? 0 : v);
-  }
-  return t;
 }
 
 struct Frame {
@@ -102,7 +74,7 @@ std::string RenderPlot(const PlotSpec& s) {
                   "\" font-family=\"sans-serif\" font-size=\"11\">\n";
   o += "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n";
   o += "<text x=\"" + std::to_string(kMarginLeft) + "\" y=\"18\" font-size=\"13\" font-weight=\"bold\">" +
-       Esc(s.title) + "</text>\n";
+       XmlEscape(s.title) + "</text>\n";
   const double px0 = f.X(f.x0), px1 = f.X(f.x1), py0 = f.Y(f.y0), py1 = f.Y(f.y1);
   for (const PlotMarker& m : s.markers) {  // bands first, under the data
     if (!m.band) continue;
@@ -110,12 +82,12 @@ std::string RenderPlot(const PlotSpec& s) {
     o += "<rect x=\"" + Num(a) + "\" y=\"" + Num(py1) + "\" width=\"" + Num(std::max(1.0, b - a)) +
          "\" height=\"" + Num(py0 - py1) + "\" fill=\"" + m.color + "\" fill-opacity=\"0.12\"/>\n";
   }
-  for (double v : Ticks(f.y0, f.y1)) {
+  for (double v : NiceTicks(f.y0, f.y1)) {
     o += "<line x1=\"" + Num(px0) + "\" x2=\"" + Num(px1) + "\" y1=\"" + Num(f.Y(v)) + "\" y2=\"" +
          Num(f.Y(v)) + "\" stroke=\"#eee\"/>\n<text x=\"" + Num(px0 - 6) + "\" y=\"" +
          Num(f.Y(v) + 4) + "\" text-anchor=\"end\">" + Tick(v) + "</text>\n";
   }
-  for (double v : Ticks(f.x0, f.x1)) {
+  for (double v : NiceTicks(f.x0, f.x1)) {
     o += "<line x1=\"" + Num(f.X(v)) + "\" x2=\"" + Num(f.X(v)) + "\" y1=\"" + Num(py0) +
          "\" y2=\"" + Num(py0 + 4) + "\" stroke=\"#333\"/>\n<text x=\"" + Num(f.X(v)) + "\" y=\"" +
          Num(py0 + 16) + "\" text-anchor=\"middle\">" + Tick(v) + "</text>\n";
@@ -123,9 +95,9 @@ std::string RenderPlot(const PlotSpec& s) {
   o += "<rect x=\"" + Num(px0) + "\" y=\"" + Num(py1) + "\" width=\"" + Num(px1 - px0) +
        "\" height=\"" + Num(py0 - py1) + "\" fill=\"none\" stroke=\"#333\"/>\n";
   o += "<text x=\"" + Num((px0 + px1) / 2) + "\" y=\"" + std::to_string(s.height - 8) +
-       "\" text-anchor=\"middle\">" + Esc(s.x_label) + "</text>\n";
+       "\" text-anchor=\"middle\">" + XmlEscape(s.x_label) + "</text>\n";
   o += "<text transform=\"translate(14," + Num((py0 + py1) / 2) +
-       ") rotate(-90)\" text-anchor=\"middle\">" + Esc(s.y_label) + "</text>\n";
+       ") rotate(-90)\" text-anchor=\"middle\">" + XmlEscape(s.y_label) + "</text>\n";
   for (const PlotSeries& ser : s.series) {
     if (ser.line) {
       std::string pts;
@@ -156,7 +128,7 @@ std::string RenderPlot(const PlotSpec& s) {
     const int x = s.width - kMarginRight + 10;
     o += "<rect x=\"" + std::to_string(x) + "\" y=\"" + std::to_string(legend_y - 8) +
          "\" width=\"10\" height=\"10\" fill=\"" + color + "\"/>\n<text x=\"" +
-         std::to_string(x + 14) + "\" y=\"" + std::to_string(legend_y + 1) + "\">" + Esc(text) +
+         std::to_string(x + 14) + "\" y=\"" + std::to_string(legend_y + 1) + "\">" + XmlEscape(text) +
          "</text>\n";
     legend_y += 16;
   };

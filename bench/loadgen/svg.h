@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/svg_text.h"
+
 namespace lifeline::loadgen {
 
 struct SvgSeries {
@@ -54,10 +56,9 @@ std::string RenderStackedBars(const std::string& title, const std::string& y_lab
                               const std::vector<std::string>& layer_colors,
                               const std::vector<SvgBar>& bars);
 
-std::string XmlEscape(const std::string& s);
-
-// "Nice" axis ticks covering [lo, hi] (about `target` of them, steps of 1, 2 or 5 x 10^k).
-std::vector<double> NiceTicks(double lo, double hi, int target = 5);
+// XmlEscape and NiceTicks: base/svg_text.h (shared with analysis/plot).
+using ::lifeline::NiceTicks;
+using ::lifeline::XmlEscape;
 
 // The palette colour for series i.
 std::string SeriesColor(size_t i);
