@@ -7,7 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh
+# Only the server: the test targets are the test command's (they doubled a first start).
+LIFELINE_BUILD_TARGETS=lifeline scripts/build.sh
 ARGS=()
 MODEL="${LIFELINE_MODEL:-}"
 if [ -z "$MODEL" ] && [ -f ../shared/models/stories260K.gguf ]; then
