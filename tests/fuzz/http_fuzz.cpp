@@ -22,6 +22,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 
+#include "fuzz/alloc_meter.h"
 #include "fuzz/fuzz_check.h"
 #include "server/http_framing.h"
 #include "server/openai.h"
@@ -100,6 +101,7 @@ void Serve(const http::request<http::string_body>& req, bool complete) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const lifeline::fuzz::GrowthScope growth(size, "http");
   std::string_view rest(reinterpret_cast<const char*>(data), size);
   for (int requests = 0; requests < 8 && !rest.empty(); ++requests) {
     http::request_parser<http::string_body> parser;

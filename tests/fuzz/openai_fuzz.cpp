@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fuzz/alloc_meter.h"
 #include "fuzz/fuzz_check.h"
 #include "server/openai.h"
 
@@ -27,6 +28,7 @@ using lifeline::fuzz::Check;
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const lifeline::fuzz::GrowthScope growth(size, "openai");
   if (size < 1) return 0;
   const Endpoint ep = static_cast<Endpoint>(data[0] % 3);
   const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
