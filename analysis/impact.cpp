@@ -313,6 +313,13 @@ std::string ImpactMarkdown(const ImpactReport& r) {
       line += std::string(std::isfinite(joint) ? "; " : "") + "abandonment " + Pct(ab);
       if (!std::isfinite(joint)) line += " against " + against;
     }
+    if (!std::isfinite(joint) && !std::isfinite(ab)) {
+      // Say why rather than print "A: ." (an empty sentence).
+      line += row.value.requests == 0
+                  ? "no change can be estimated: none of its requests finished"
+                  : "no change can be estimated against " + against +
+                        ": the fitted curves give it no rate to compare";
+    }
     o += line + ".\n";
   }
   return o;

@@ -218,6 +218,19 @@ int RunThreshold(const ThresholdFlags& f) {
 
 // ---- decay ----
 
+// The decay's exponent with each term's own sign: "-0.002 t - 1e-06 t^2", "+1.8e-05 t" (a
+// rate fitted negative). The square term is always written for the CVR form (k2 may be 0).
+std::string DecayExponent(double k1, std::optional<double> k2) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%s%.4g t", k1 >= 0 ? "-" : "+", std::abs(k1));
+  std::string out = buf;
+  if (k2) {
+    std::snprintf(buf, sizeof buf, " %s %.4g t^2", *k2 >= 0 ? "-" : "+", std::abs(*k2));
+    out += buf;
+  }
+  return out;
+}
+
 int RunDecay(const DecayFlags& f) {
   const std::string what = "decay";
   if (f.bins < 2 || f.bins > 1000) return Fail(what, InvalidArgument("--bins must be in [2, 1000]"));
@@ -249,10 +262,14 @@ int RunDecay(const DecayFlags& f) {
     std::printf("events %lld, clicks %lld, conversions %lld (CVR per %s)\n",
                 static_cast<long long>(r->n), static_cast<long long>(r->clicks),
                 static_cast<long long>(r->conversions), r->cvr_per_click ? "click" : "event");
-    std::printf("CTR(t) = %.4g exp(-%.4g t)          a = %.4g +- %.2g /ms, R^2 %.3f\n", r->ctr.p0,
-                r->ctr.k1, r->ctr.k1, r->ctr.k1_se, r->ctr_r2);
-    std::printf("CVR(t) = %.4g exp(-%.4g t - %.4g t^2)  b = %.4g +- %.2g /ms, g = %.4g +- %.2g /ms^2, R^2 %.3f\n",
-                r->cvr.p0, r->cvr.k1, r->cvr.k2, r->cvr.k1, r->cvr.k1_se, r->cvr.k2, r->cvr.k2_se,
+    // The exponent as the fit has it, signs included: a fitted rate may come out negative
+    // (latency raising the rate), and "exp(--1.8e-05 t)" was printed for it.
+    const std::string ctr_exp = DecayExponent(r->ctr.k1, std::nullopt);
+    const std::string cvr_exp = DecayExponent(r->cvr.k1, r->cvr.k2);
+    std::printf("CTR(t) = %.4g exp(%s)          a = %.4g +- %.2g /ms, R^2 %.3f\n", r->ctr.p0,
+                ctr_exp.c_str(), r->ctr.k1, r->ctr.k1_se, r->ctr_r2);
+    std::printf("CVR(t) = %.4g exp(%s)  b = %.4g +- %.2g /ms, g = %.4g +- %.2g /ms^2, R^2 %.3f\n",
+                r->cvr.p0, cvr_exp.c_str(), r->cvr.k1, r->cvr.k1_se, r->cvr.k2, r->cvr.k2_se,
                 r->cvr_r2);
     std::printf("joint R^2 %.3f, independent exponentials (g = 0) R^2 %.3f; test of g = 0: LR %.2f, p %.3g\n",
                 r->joint_r2, r->independent_r2, r->g_lr, r->g_p_value);

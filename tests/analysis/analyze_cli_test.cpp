@@ -200,5 +200,24 @@ TEST_F(AnalyzeCli, BenchFitAddsLatencyEconomicsToTheReports) {
   EXPECT_NE(html.find("Expected rates vs ttft latency"), std::string::npos);
 }
 
+// A click rate that rises with latency fits a negative rate: the printed model keeps one sign
+// per term ("exp(+1.8e-05 t)"), not "exp(--1.8e-05 t)".
+TEST_F(AnalyzeCli, DecayPrintsANegativeRateWithItsSign) {
+  {
+    std::ofstream csv(P("e.csv"));
+    csv << "latency_ms,clicked,converted\n";
+    for (int i = 0; i < 4000; ++i) {
+      const int t = 50 + (i % 40) * 25;                 // 50 .. 1025 ms
+      const bool clicked = (i * 7919) % 1000 < 200 + t / 5;  // rises with t
+      const bool converted = clicked && (i * 104729) % 1000 < 300;
+      csv << t << "," << (clicked ? 1 : 0) << "," << (converted ? 1 : 0) << "\n";
+    }
+  }
+  const Out r = Sh(Bin() + "decay --input " + P("e.csv"));
+  ASSERT_EQ(r.code, 0) << r.text;
+  EXPECT_EQ(r.text.find("--"), std::string::npos) << r.text;
+  EXPECT_NE(r.text.find("exp(+"), std::string::npos) << r.text;
+}
+
 }  // namespace
 }  // namespace lifeline

@@ -80,6 +80,21 @@ TEST(AnalysisImpact, EndToEndMetricAndZeroLatencyBaseline) {
   EXPECT_TRUE(std::isnan(r->rows[0].value.abandonment));
 }
 
+// A target none of whose requests finished has no expectation: the summary says so instead of
+// an empty sentence ("B: .").
+TEST(AnalysisImpact, ATargetWithNothingFinishedSaysWhyItHasNoEstimate) {
+  json rep = Report();
+  rep["requests"][2]["error"] = "cancelled";  // B: every request cancelled
+  rep["requests"][2]["ttft_ms"] = nullptr;
+  rep["requests"][3]["error"] = "cancelled";
+  auto r = ComputeImpact(rep, "report.json", Models(), ImpactOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const std::string md = ImpactMarkdown(*r);
+  EXPECT_EQ(md.find(": ."), std::string::npos) << md;
+  EXPECT_NE(md.find("B: no change can be estimated: none of its requests finished"),
+            std::string::npos) << md;
+}
+
 TEST(AnalysisImpact, BadFilesNameTheField) {
   auto d = DecayCurvesFromJson(json::parse(R"({"ctr":{"c0":0.3,"a":0.001},"cvr":{"v0":0.1,"b":"x","g":0}})"),
                                "fit.json");
