@@ -432,7 +432,19 @@ class Converter {
     std::vector<std::string> t(n + 1);
     t[n] = t_tail;
     bool any_optional = std::find(required.begin(), required.end(), false) != required.end();
-    for (size_t i = n; i-- > 0;) {
+    if (!any_optional && n > 1) {
+      // Every property required: one fixed sequence, and only the suffix after the first
+      // property (T(1)) is used below. Written forward once: building every suffix as its own
+      // string was quadratic (5,000 required properties held 560 MB for 0.6 s on the I/O
+      // thread before the grammar was refused for its size).
+      std::string rest;
+      for (size_t i = 1; i < n; ++i) {
+        rest += (i > 1 ? " " : "") + std::string("\",\" ") + sp + " " + kvs[i];
+      }
+      if (!t_tail.empty()) rest += " " + t_tail;
+      t[1] = std::move(rest);
+    }
+    for (size_t i = n; any_optional && i-- > 0;) {
       std::string rest = t[i + 1];
       std::string self = required[i] ? "\",\" " + sp + " " + kvs[i]
                                      : "( \",\" " + sp + " " + kvs[i] + " )?";
