@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One place maps outcomes to HTTP (server/errors.h): outside server/errors.cpp no source of
 # the server picks a status code for an error. Modules say what happened (an ErrorKind, a
-# slo::ShedCause, SubmitRefusal::route) and the table turns it into a status and a type.
+# slo::ShedCause, a route as a SubmitResult with routed set) and the table turns it into a
+# status and a type.
 # Flagged:
 #   - ApiError{NNN, ...} and `.http_status = ...` (a status chosen by hand);
 #   - an `http_status` field or parameter outside server/ (a module deciding HTTP);
