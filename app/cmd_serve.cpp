@@ -106,6 +106,9 @@ Result<slo::SloConfig> LoadSloConfig(const ServeFlags& f) {
   slo::SloConfig config = slo::DefaultSloConfig();
   if (!f.slo_config.empty()) {
     LL_ASSIGN_OR_RETURN(config, slo::LoadSloConfigFile(f.slo_config));
+    // Before anything loads: a [[models]] path that names no readable file is a mistake in
+    // the file, not something to find out from the first request.
+    LL_RETURN_IF_ERROR(slo::CheckModelFiles(config, f.slo_config));
   }
   for (const std::string& spec : f.remotes) {
     const auto eq = spec.find('=');
