@@ -1,6 +1,9 @@
 // lifeline serve: load one or more models, start one engine loop per model (and one client
 // thread per remote OpenAI-compatible backend) and the HTTP/SSE front end, then wait for
-// SIGINT/SIGTERM (first: graceful drain; second: exit at once).
+// signals (docs/operations.md "Signals"): SIGINT/SIGTERM drain (a second one exits at once),
+// SIGUSR1 writes a one-line state dump to stderr, SIGHUP is logged and ignored, SIGPIPE is
+// ignored. None of them is left to its default action, which would end the process without
+// a log line or a drain.
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -12,8 +15,12 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "app/cli_common.h"
 #include "app/commands.h"
@@ -106,6 +113,9 @@ Result<slo::SloConfig> LoadSloConfig(const ServeFlags& f) {
   slo::SloConfig config = slo::DefaultSloConfig();
   if (!f.slo_config.empty()) {
     LL_ASSIGN_OR_RETURN(config, slo::LoadSloConfigFile(f.slo_config));
+    // Before anything loads: a [[models]] path that names no readable file is a mistake in
+    // the file, not something to find out from the first request.
+    LL_RETURN_IF_ERROR(slo::CheckModelFiles(config, f.slo_config));
   }
   for (const std::string& spec : f.remotes) {
     const auto eq = spec.find('=');
@@ -184,6 +194,38 @@ Result<std::vector<std::string>> ApiKeys(const ServeFlags& f) {
   return keys;
 }
 
+// The signals `serve` waits for with sigwait. Blocked in every thread (the mask is
+// inherited, so it is set before any thread starts): they are only ever taken by sigwait,
+// on an ordinary thread, so what they do never runs inside a signal handler.
+sigset_t ServeSignals() {
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1}) sigaddset(&sigs, sig);
+  return sigs;
+}
+
+// SIGUSR1: one line on stderr, read through the same thread-safe accessors /metrics and the
+// dashboard use.
+void DumpState(const server::HttpServer& http, const serving::EngineService& service) {
+  nlohmann::json state = service.StateJson();
+  const server::LedgerSnapshot ledger = http.Ledger();
+  state["requests"] = {{"accepted", ledger.accepted},
+                       {"completed", ledger.completed},
+                       {"errored", ledger.errored},
+                       {"cancelled", ledger.cancelled},
+                       {"in_flight", ledger.in_flight()}};
+  std::fprintf(stderr, "lifeline serve: state %s\n",
+               state.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+}
+
+// SIGHUP conventionally asks a daemon to reopen its log file; serve logs to stderr only, so
+// there is nothing to reopen, and a hangup of the terminal it was started from must not end
+// the requests in flight.
+void LogHangup() {
+  std::fprintf(stderr, "lifeline serve: SIGHUP ignored (logs go to stderr; there is no log file "
+                       "to reopen)\n");
+}
+
 int Fail(const Status& s) {
   std::fprintf(stderr, "lifeline serve: %s\n", s.ToString().c_str());
   return 1;
@@ -222,6 +264,13 @@ Result<std::string> DefaultModelPath() {
 }
 
 int RunServe(ServeFlags f) {
+  // Signals are handled by sigwait on this thread once the server listens; block them first
+  // thing, before any thread starts (model loading, the default model's generation), so a
+  // SIGHUP or SIGUSR1 during start-up waits for the loop instead of ending the process.
+  const sigset_t sigs = ServeSignals();
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  // A peer that closed its socket is the write's error (EPIPE), not the process's end.
+  std::signal(SIGPIPE, SIG_IGN);
   auto kernels = SelectKernels(f.isa);
   if (!kernels.ok()) return Fail(kernels.status());
   auto kv_type = SelectKvType(f.kv_type);
@@ -264,14 +313,6 @@ int RunServe(ServeFlags f) {
   auto api_keys = ApiKeys(f);
   if (!api_keys.ok()) return Fail(api_keys.status());
   if (f.kv_memory_mib < 1) return Fail(InvalidArgument("--kv-memory: must be >= 1 MiB"));
-
-  // Signals are handled by sigwait on this thread; block them before any thread starts.
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
 
   const int threads = f.threads > 0 ? f.threads : DefaultThreads();
   // Every model's pool gets the same list: models share the cores they are given.
@@ -368,12 +409,27 @@ int RunServe(ServeFlags f) {
   std::fflush(stdout);
 
   int sig = 0;
-  sigwait(&sigs, &sig);
+  for (;;) {
+    if (sigwait(&sigs, &sig) != 0) continue;
+    if (sig == SIGUSR1) {
+      DumpState(http, service);
+    } else if (sig == SIGHUP) {
+      LogHangup();
+    } else {
+      break;  // SIGINT, SIGTERM
+    }
+  }
   std::fprintf(stderr, "lifeline serve: signal %d, draining (up to %d s; again to exit now)\n",
                sig, f.drain_timeout_s);
-  std::thread force([&sigs] {
-    int again = 0;
-    sigwait(&sigs, &again);
+  // Detached, so it may outlive this function: it owns its copy of the set and touches
+  // nothing else of the server (which is being torn down: no state dump while draining).
+  std::thread force([sigs] {
+    for (;;) {
+      int again = 0;
+      if (sigwait(&sigs, &again) != 0) continue;
+      if (again == SIGINT || again == SIGTERM) break;
+      std::fprintf(stderr, "lifeline serve: signal %d ignored while draining\n", again);
+    }
     std::fprintf(stderr, "lifeline serve: second signal, exiting now\n");
     _exit(1);
   });

@@ -2,6 +2,8 @@
 // /metrics families (attainment counters, vLLM-compatible gauges). serving/ops_metrics.h
 // computes them; this file only gathers one snapshot of each source.
 #include <chrono>
+#include <map>
+#include <mutex>
 
 #include "serving/engine_service.h"
 #include "serving/ops_metrics.h"
@@ -57,6 +59,43 @@ std::optional<nlohmann::json> EngineService::DashboardJson() const {
   }
   out["outcomes"] = std::move(outcomes);
   out["attainment"] = AttainmentJson(AttainmentRows(controller_->config(), snap));
+  return out;
+}
+
+nlohmann::json EngineService::StateJson() const {
+  using nlohmann::json;
+  std::map<std::string, int64_t> in_flight;  // by member name
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [handle, f] : owner_) {
+      if (f->member != nullptr) ++in_flight[f->member->name];
+    }
+  }
+  json out = {{"ready", Ready()}};
+  if (const std::string why = NotReadyReason(); !why.empty()) out["not_ready_reason"] = why;
+  json models = json::array();
+  for (const auto& e : engines_) {
+    const EngineSnapshot s = e->Snapshot();
+    models.push_back({{"name", e->name()},
+                      {"remote", false},
+                      {"in_flight", in_flight[e->name()]},
+                      {"queued", s.waiting},
+                      {"running", s.running}});
+  }
+  for (const auto& r : remotes_) {
+    models.push_back({{"name", r->name()}, {"remote", true}, {"in_flight", in_flight[r->name()]}});
+  }
+  out["models"] = std::move(models);
+  // Only the ladders that moved: eight preset classes times each model at "normal" would
+  // bury the ones that matter.
+  json ladder = json::array();
+  for (const slo::ClassLevel& c : controller_->knobs()->classes) {
+    if (c.level == slo::Level::kNormal) continue;
+    ladder.push_back({{"class", c.slo_class},
+                      {"model", c.model},
+                      {"level", std::string(slo::LevelName(c.level))}});
+  }
+  out["ladder"] = std::move(ladder);
   return out;
 }
 

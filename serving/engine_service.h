@@ -84,6 +84,11 @@ class EngineService final : public server::EngineApi {
   std::optional<std::string> SloStatusJson() const override;
   // GET /v1/dashboard's engine part (serving/engine_dashboard.cpp).
   std::optional<nlohmann::json> DashboardJson() const override;
+  // A small one-shot view for `serve`'s SIGUSR1 dump (serving/engine_dashboard.cpp):
+  // readiness, per model the requests in flight (and a local model's queued / running), and
+  // every (class, model) ladder level above normal. Safe from any thread (the dashboard's
+  // sources), never from a signal handler.
+  nlohmann::json StateJson() const;
   std::variant<std::string, server::ApiError> ApplyTemplate(
       const server::GenerationRequest& request) const override;
   std::variant<std::vector<int32_t>, server::ApiError> Tokenize(

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/excerpt.h"
+#include "engine/sampler/stop.h"
 #include "net/sse.h"
 #include "net/url.h"
 
@@ -151,6 +152,21 @@ std::string RemoteUnsupported(const server::GenerationRequest& r) {
 
 struct Call;
 
+// Why the relay ended a stream itself instead of waiting for the upstream's `data: [DONE]`:
+// the upstream went past a limit of the request (its max_tokens or the ladder's cap, one of
+// its stop strings, its deadline), so nothing more it sends can reach the client.
+enum class RelayStop { kNone, kMaxTokens, kStop, kDeadline };
+
+const char* RelayStopName(RelayStop s) {
+  switch (s) {
+    case RelayStop::kMaxTokens: return "max_tokens";
+    case RelayStop::kStop: return "stop";
+    case RelayStop::kDeadline: return "deadline";
+    case RelayStop::kNone: break;
+  }
+  return "";
+}
+
 struct RemoteBackend::Impl {
   RemoteBackendOptions options;
   lifeline::net::HttpUrl url;
@@ -193,6 +209,11 @@ struct Call : std::enable_shared_from_this<Call> {
   Clock::time_point mark;        // validated: where the remote phase starts
   Clock::time_point deadline;
   bool deadline_is_request = false;  // the request's own deadline, not total_timeout
+  // The local limits of what is relayed (the upstream is asked for the same; these hold
+  // when it does not comply): the max_tokens sent upstream (the request's, or the ladder's
+  // cap when lower; none when neither), and the request's stop strings (null when none).
+  std::optional<int64_t> max_tokens;
+  std::optional<StopMatcher> stop;
 
   tcp::resolver resolver;
   beast::tcp_stream stream;
@@ -213,7 +234,7 @@ struct Call : std::enable_shared_from_this<Call> {
   std::string finish_reason;
   bool has_usage = false;
   server::Usage usage;
-  int64_t content_events = 0;
+  int64_t content_events = 0;  // non-empty text events received (and not dropped)
   json upstream_timings;
 
   // Timeline.
@@ -230,8 +251,12 @@ struct Call : std::enable_shared_from_this<Call> {
   void OnRead(beast::error_code ec);
   void Feed(const char* p, size_t n);
   void Dispatch(const std::string& payload);
+  // Tokens the upstream has sent so far, at least: every text event carries one or more, and
+  // a usage chunk in the middle of the stream may say more.
+  int64_t TokensAtLeast() const;
+  void Relay(const std::string& text);
   void EndOfBody();
-  void Done();
+  void Done(RelayStop why = RelayStop::kNone);
   void Fail(const std::string& cause);
   void Finish(server::GenerationEvent event);
   std::string ReadError(const beast::error_code& ec, const char* while_doing) const;
@@ -246,6 +271,12 @@ void Call::Begin() {
   total_timer.expires_at(deadline);
   total_timer.async_wait([self = shared_from_this()](const beast::error_code& ec) {
     if (ec || self->finished) return;
+    // The request's own deadline is one of its limits: what was relayed so far is its
+    // answer, cut like a local request stopped at its deadline. Before any text, or at the
+    // member's total_timeout, the upstream failed to answer in time.
+    if (self->deadline_is_request && self->content_events > 0) {
+      return self->Done(RelayStop::kDeadline);
+    }
     const double ms = MsBetween(self->mark, Clock::now());
     char buf[160];
     std::snprintf(buf, sizeof buf, "timed out after %.0f ms (%s)", ms,
@@ -382,15 +413,19 @@ void Call::Dispatch(const std::string& payload) {
   if (!c.malformed.empty()) return Fail("malformed SSE data: " + c.malformed);
   if (!c.error.empty()) return Fail("error event in the stream: " + c.error);
   if (!c.text.empty()) {
-    const auto now = Clock::now();
-    if (ttft_ms < 0) {
-      ttft_ms = MsBetween(first_byte, now);
-    } else {
-      itl_ms.push_back(MsBetween(last_token, now));
-    }
-    last_token = now;
+    // Text beyond max_tokens: the upstream ignored the limit it was sent. The relay ends
+    // here, before this text, and the connection closes (a compliant upstream ends with its
+    // finish chunk and usage instead, which are still read after the last token).
+    if (max_tokens && TokensAtLeast() >= *max_tokens) return Done(RelayStop::kMaxTokens);
     ++content_events;
-    if (sink) sink(server::GenerationEvent::Token(c.text, -1));
+    if (stop) {
+      const StopPush push = stop->Push(c.text);
+      if (!push.emit.empty()) Relay(push.emit);
+      // A stop string in the text: the upstream went on past it; nothing after it is sent.
+      if (push.stopped) return Done(RelayStop::kStop);
+    } else {
+      Relay(c.text);
+    }
   }
   if (!c.finish_reason.empty()) finish_reason = c.finish_reason;
   if (c.prompt_tokens >= 0) {
@@ -399,6 +434,21 @@ void Call::Dispatch(const std::string& payload) {
     usage.completion_tokens = c.completion_tokens;
   }
   if (c.timings.is_object()) upstream_timings = c.timings;
+}
+
+int64_t Call::TokensAtLeast() const {
+  return has_usage ? std::max<int64_t>(content_events, usage.completion_tokens) : content_events;
+}
+
+void Call::Relay(const std::string& text) {
+  const auto now = Clock::now();
+  if (ttft_ms < 0) {
+    ttft_ms = MsBetween(first_byte, now);
+  } else {
+    itl_ms.push_back(MsBetween(last_token, now));
+  }
+  last_token = now;
+  if (sink) sink(server::GenerationEvent::Token(text, -1));
 }
 
 void Call::EndOfBody() {
@@ -418,8 +468,14 @@ void Call::EndOfBody() {
   Fail("the stream ended before data: [DONE]");
 }
 
-void Call::Done() {
+void Call::Done(RelayStop why) {
   if (finished) return;
+  // Text held back as a possible start of a stop string is answer text after all (not after
+  // a matched stop: the matcher has emitted everything before it).
+  if (stop && !stop->stopped()) {
+    const std::string rest = stop->Finish();
+    if (!rest.empty()) Relay(rest);
+  }
   const auto now = Clock::now();
   server::Usage u = usage;
   if (!has_usage) {
@@ -427,7 +483,13 @@ void Call::Done() {
     u.prompt_tokens = 0;
     u.completion_tokens = content_events;
   }
-  const std::string reason = finish_reason.empty() ? "stop" : finish_reason;
+  // Cut at max_tokens: the tokens the upstream reported beyond it never reached the client.
+  if (why == RelayStop::kMaxTokens) {
+    u.completion_tokens = std::min<int64_t>(u.completion_tokens, *max_tokens);
+  }
+  std::string reason = finish_reason.empty() ? "stop" : finish_reason;
+  if (why == RelayStop::kMaxTokens || why == RelayStop::kDeadline) reason = "length";
+  if (why == RelayStop::kStop) reason = "stop";
   json upstream = {{"backend", owner->options.name},
                    {"url", owner->options.url},
                    {"model", owner->options.remote_model},
@@ -435,6 +497,8 @@ void Call::Done() {
                    {"response_head_ms", MsBetween(connected, head_read)},
                    {"usage_reported", has_usage}};
   if (!upstream_timings.is_null()) upstream["timings"] = upstream_timings;
+  // The upstream was still sending when the relay ended: which limit ended it.
+  if (why != RelayStop::kNone) upstream["relay_stopped"] = RelayStopName(why);
   const double decode_per_token_ms =
       ttft_ms >= 0 && content_events > 1
           ? (MsBetween(first_byte, last_token) - ttft_ms) / static_cast<double>(content_events - 1)
@@ -445,7 +509,15 @@ void Call::Done() {
       {"tokens", {{"prompt", u.prompt_tokens}, {"generated", u.completion_tokens}}},
       {"upstream", std::move(upstream)},
   };
-  if (capped && reason == "length") {
+  json lifeline;  // the choice's object when the deadline cut it (ChoiceAssembler)
+  if (why == RelayStop::kDeadline) {
+    timings["lifeline"] = {{"truncated", true}, {"reason", "deadline"}};
+    lifeline = {{"truncated", true},
+                {"reason", "deadline"},
+                {"generated_tokens", u.completion_tokens},
+                {"detail", "the remote member was still streaming at the request's deadline"}};
+    if (max_tokens) lifeline["max_tokens"] = *max_tokens;
+  } else if (capped && reason == "length") {
     timings["lifeline"] = {{"truncated", true}, {"reason", cap_reason}};
   }
   if (owner->tracker != nullptr) {
@@ -461,6 +533,7 @@ void Call::Done() {
                                   owner->options.name, ToUs(now), s);
   }
   auto ev = server::GenerationEvent::Done(reason, u, std::move(timings));
+  if (!lifeline.is_null()) ev.lifeline = std::move(lifeline);
   ev.timed_until = now;  // the server charges the hop to its I/O thread as handoff_ms
   owner->completed.fetch_add(1);
   Finish(std::move(ev));
@@ -573,9 +646,21 @@ std::optional<server::ApiError> RemoteBackend::Submit(server::RequestHandle hand
     max_tokens = std::max<int64_t>(1, *ctx.max_tokens_cap);
     capped = true;
   }
+  // The same stop strings the upstream is sent, matched here too (see Call::Dispatch);
+  // checked like a local request's, so a bad list is a 400 here, not the upstream's answer.
+  std::optional<StopMatcher> stop;
+  if (!request.stop.empty()) {
+    auto matcher = StopMatcher::Create(request.stop);
+    if (!matcher.ok()) {
+      return server::InvalidRequestError("stop", matcher.status().message());
+    }
+    stop = std::move(matcher).value();
+  }
   auto call = std::make_shared<Call>(&im);
   call->handle = handle;
   call->sink = std::move(sink);
+  call->max_tokens = max_tokens;
+  call->stop = std::move(stop);
   call->is_chat = request.is_chat;
   call->slo_class = ctx.slo_class;
   call->capped = capped;

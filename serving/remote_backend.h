@@ -12,6 +12,14 @@
 //   malformed SSE, a line or response over its limit, timeout) is one terminal kError
 //   (502, type/code "upstream_error") whose message names the backend, its URL and the cause.
 //
+// Local limits: the upstream is asked for the request's max_tokens (or the ladder's lower
+// cap) and stop strings, and the relay holds it to them whether it complies or not: no text
+// beyond max_tokens (counted as text events, each at least one token, or the usage the
+// stream reports), none from a stop string on (held back while it may be one), none after the
+// request's own deadline. The request then ends with finish_reason "length" (max_tokens, the
+// deadline: truncated, reason "deadline") or "stop", and the upstream connection is closed
+// at once. A deadline before any text, or total_timeout, stays an upstream_error.
+//
 // Exactly one terminal event per accepted request, including after Cancel (499 "cancelled";
 // the upstream connection is closed at once) and Stop (503 "shutting_down").
 //

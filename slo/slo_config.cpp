@@ -1,7 +1,10 @@
 #include "slo/slo_config.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <sstream>
@@ -343,6 +346,7 @@ Status ParseRoles(const Reader& r, const toml::table& t, SloConfig* c) {
 Status ParseModel(const Reader& r, const toml::table& t, size_t index, const SloConfig& c,
                   ModelEntry* m) {
   const std::string s = "models[" + std::to_string(index) + "]";
+  m->source_line = t.source().begin.line;
   LL_RETURN_IF_ERROR(r.CheckKeys(t, s, {"name", "path", "url", "model", "cascade",
                                         "max_queue_requests", "max_queue_tokens"}));
   LL_RETURN_IF_ERROR(r.String(t, s, "name", &m->name));
@@ -513,6 +517,33 @@ Result<SloConfig> LoadSloConfigFile(const std::string& path) {
   ss << in.rdbuf();
   if (in.bad()) return IoError("slo config '" + path + "': read failed");
   return ParseSloConfig(ss.str(), path);
+}
+
+Status CheckModelFiles(const SloConfig& config, std::string_view source_name) {
+  for (size_t i = 0; i < config.models.size(); ++i) {
+    const ModelEntry& m = config.models[i];
+    if (m.remote() || m.path.empty()) continue;
+    std::string problem;
+    std::error_code ec;
+    const auto st = std::filesystem::status(m.path, ec);
+    if (st.type() == std::filesystem::file_type::not_found) {
+      problem = "does not exist";
+    } else if (ec) {
+      problem = "cannot be read: " + ec.message();
+    } else if (st.type() == std::filesystem::file_type::directory) {
+      problem = "is a directory, not a file";
+    } else if (st.type() != std::filesystem::file_type::regular) {
+      problem = "is not a regular file";
+    } else if (std::ifstream in(m.path, std::ios::binary); !in) {
+      problem = std::string("cannot be read: ") + std::strerror(errno);
+    }
+    if (problem.empty()) continue;
+    return InvalidArgument(std::string(source_name) +
+                           (m.source_line > 0 ? ":" + std::to_string(m.source_line) : "") +
+                           ": models[" + std::to_string(i) + "] ('" + m.name + "').path: '" +
+                           m.path + "' " + problem);
+  }
+  return Status::Ok();
 }
 
 Result<RequestBudget> Resolve(const SloConfig& config, const RequestSloFields& fields) {

@@ -47,6 +47,7 @@ struct ModelEntry {
   bool in_cascade = true;    // false: served when named, never a fallback target
   int32_t max_queue_requests = 256;     // bounded queue per model (admission)
   int64_t max_queue_tokens = 1 << 20;   // queued prompt tokens per model (admission)
+  int64_t source_line = 0;  // line of its [[models]] table in the config file; 0: not from one
 
   bool remote() const { return !url.empty(); }
 };
@@ -146,6 +147,14 @@ SloConfig DefaultSloConfig();
 // Parses TOML text over the defaults. `source_name` prefixes error messages.
 Result<SloConfig> ParseSloConfig(std::string_view toml_text, std::string_view source_name);
 Result<SloConfig> LoadSloConfigFile(const std::string& path);
+
+// Every local [[models]] entry's `path` names an existing, readable regular file (relative
+// paths from the working directory, like --model's). `serve` calls it after loading its
+// config file, so a misspelt path stops the start instead of passing unnoticed; the parser
+// itself never touches the file system (tools read configs of other machines; the fuzzer).
+// Error: "FILE:LINE: models[I] ('NAME').path: 'PATH' does not exist" (or "is a directory,
+// not a file", "is not a regular file", "cannot be read: <reason>").
+Status CheckModelFiles(const SloConfig& config, std::string_view source_name);
 
 // The SLO fields of one request, header and body already merged by the caller (the header
 // X-SLO-Class / X-User-Role wins over the body's slo_class / user_role).

@@ -8,6 +8,7 @@
 // served model, listed by Models(), counted in metrics, and never gates Ready().
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -169,6 +170,8 @@ TEST(RemoteBackendTest, StreamedTextFinishReasonAndUsagePassThrough) {
   EXPECT_GT(done.timings.value("remote_ms", -1.0), 0.0) << done.timings.dump();
   EXPECT_EQ(done.timings["upstream"]["backend"], "light");
   EXPECT_EQ(done.timings["upstream"]["usage_reported"], true);
+  // At max_tokens (3) a compliant upstream's finish chunk and usage are still read.
+  EXPECT_FALSE(done.timings["upstream"].contains("relay_stopped")) << done.timings;
   EXPECT_NE(done.timed_until, std::chrono::steady_clock::time_point{});
   EXPECT_EQ(c.Terminals(), 1);
 
@@ -374,7 +377,8 @@ TEST(RemoteBackendTest, ResponseOverMaxResponseBytesIsNamedByItsLimit) {
   auto b = Make(o);
   ASSERT_NE(b, nullptr);
   Collector c;
-  ExpectUpstreamError(RunOne(*b, c), "max_response_bytes (1000)");
+  // A max_tokens the 200 events stay under, so the byte cap is what ends the stream.
+  ExpectUpstreamError(RunOne(*b, c, Completion("Hi", 1000)), "max_response_bytes (1000)");
   EXPECT_EQ(c.Terminals(), 1);
 }
 
@@ -433,6 +437,179 @@ TEST(RemoteBackendTest, RequestDeadlineBoundsTheUpstreamCall) {
   server::GenerationRequest r = Completion("Hi", 8);
   r.deadline_ms = 200;
   ExpectUpstreamError(RunOne(*b, c, r), "(request deadline)");
+}
+
+// ---- Local limits on what a remote member sends -------------------------------------------
+
+// One completions text event.
+std::string TextEvent(const std::string& text) {
+  return "data: " + json{{"choices", {{{"index", 0}, {"text", text}, {"finish_reason", nullptr}}}}}
+                        .dump() + "\n\n";
+}
+
+// An upstream that ignores every limit: after `first` (events sent as they are), text event
+// after text event (`word(i)`), `gap` apart, until the client closes the connection; then
+// the close is counted for WaitPeerClosed.
+FakeUpstream::Script Runaway(std::vector<std::string> first, std::function<std::string(int)> word,
+                             std::chrono::milliseconds gap = 0ms) {
+  return [first = std::move(first), word = std::move(word), gap](const FakeUpstream::Conn& c,
+                                                                 const std::string&) {
+    bool open = c.Send(kSseHead);
+    for (const std::string& e : first) open = open && c.Send(TextEvent(e));
+    for (int i = 0; open && !c.Stopping(); ++i) {
+      open = c.Send(TextEvent(word(i)));
+      if (gap.count() > 0) std::this_thread::sleep_for(gap);
+    }
+    c.HoldUntilClosed(10s);
+  };
+}
+
+std::string Word(int i) { return "w" + std::to_string(i) + " "; }
+
+// The case: max_tokens 8, and the upstream streams on (529 chunks were relayed until
+// the remote timeout). The relay stops after the eighth text event: "length", 8 tokens, the
+// upstream connection closed.
+TEST(RemoteBackendTest, AnUpstreamStreamingPastMaxTokensIsCutThereAndClosed) {
+  FakeUpstream up(Runaway({}, Word));
+  auto b = Make(Options(up.Url()));
+  ASSERT_NE(b, nullptr);
+  Collector c;
+  auto done = RunOne(*b, c, Completion("Hi", 8));
+  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  EXPECT_EQ(done.finish_reason, "length");
+  EXPECT_EQ(c.Text(), "w0 w1 w2 w3 w4 w5 w6 w7 ");
+  EXPECT_EQ(done.usage.completion_tokens, 8);
+  EXPECT_EQ(done.timings["upstream"].value("relay_stopped", ""), "max_tokens") << done.timings;
+  // The request's own max_tokens: a choice that ended at its own limit is not truncated.
+  EXPECT_FALSE(done.timings.contains("lifeline")) << done.timings;
+  EXPECT_TRUE(done.lifeline.is_null()) << done.lifeline;
+  EXPECT_TRUE(up.WaitPeerClosed(5s)) << "the upstream connection stayed open";
+  EXPECT_EQ(json::parse(FakeUpstream::Body(up.Requests().at(0)))["max_tokens"], 8);
+  EXPECT_EQ(c.Terminals(), 1);
+  EXPECT_EQ(b->InFlight(), 0);
+  EXPECT_EQ(b->Snapshot().completed, 1u);
+}
+
+// The ladder's cap (lower than the request's max_tokens) bounds the relay the same way, and
+// the answer says it was cut.
+TEST(RemoteBackendTest, TheLaddersCapBoundsTheRelayAndSaysSo) {
+  FakeUpstream up(Runaway({}, Word));
+  auto b = Make(Options(up.Url()));
+  ASSERT_NE(b, nullptr);
+  Collector c;
+  RemoteSubmit ctx;
+  ctx.max_tokens_cap = 3;
+  ctx.cap_reason = "ladder level truncate";
+  ASSERT_FALSE(b->Submit(1, Completion("Hi", 100), c.Sink(), ctx).has_value());
+  auto done = c.Wait();
+  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  EXPECT_EQ(done.finish_reason, "length");
+  EXPECT_EQ(c.Text(), "w0 w1 w2 ");
+  EXPECT_EQ(done.timings["lifeline"].value("truncated", false), true) << done.timings;
+  EXPECT_TRUE(up.WaitPeerClosed(5s));
+  EXPECT_EQ(c.Terminals(), 1);
+}
+
+// A usage chunk in the middle of the stream counts: an upstream that packs several tokens
+// into one event and says so is held to max_tokens by its own count.
+TEST(RemoteBackendTest, UsageReportedMidStreamCountsTowardMaxTokens) {
+  FakeUpstream up([](const FakeUpstream::Conn& c, const std::string&) {
+    c.Send(kSseHead);
+    c.Send(TextEvent("four tokens at once"));
+    c.Send("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":2,\"completion_tokens\":4}}\n\n");
+    while (!c.Stopping() && c.Send(TextEvent(" more"))) {
+    }
+    c.HoldUntilClosed(10s);
+  });
+  auto b = Make(Options(up.Url()));
+  ASSERT_NE(b, nullptr);
+  Collector c;
+  auto done = RunOne(*b, c, Completion("Hi", 4));
+  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  EXPECT_EQ(done.finish_reason, "length");
+  EXPECT_EQ(c.Text(), "four tokens at once");
+  EXPECT_EQ(done.usage.prompt_tokens, 2);
+  EXPECT_EQ(done.usage.completion_tokens, 4);
+  EXPECT_TRUE(up.WaitPeerClosed(5s));
+}
+
+// The request's stop strings: text is relayed up to the stop string, split across events or
+// not, and never past it; the upstream that went on is closed.
+TEST(RemoteBackendTest, TextFromAStopStringOnIsNeverRelayed) {
+  FakeUpstream up(Runaway({"Hello", " wor", "ld. E", "ND and more"}, Word));
+  auto b = Make(Options(up.Url()));
+  ASSERT_NE(b, nullptr);
+  Collector c;
+  server::GenerationRequest r = Completion("Hi", 1000);
+  r.stop = {"END", "never"};
+  auto done = RunOne(*b, c, r);
+  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  EXPECT_EQ(done.finish_reason, "stop");
+  EXPECT_EQ(c.Text(), "Hello world. ");
+  EXPECT_EQ(done.timings["upstream"].value("relay_stopped", ""), "stop") << done.timings;
+  EXPECT_TRUE(up.WaitPeerClosed(5s)) << "the upstream connection stayed open";
+  EXPECT_EQ(json::parse(FakeUpstream::Body(up.Requests().at(0)))["stop"],
+            json::array({"END", "never"}));
+  EXPECT_EQ(c.Terminals(), 1);
+}
+
+// Text held back as a possible stop string is the answer's when the upstream ends by itself.
+TEST(RemoteBackendTest, AHeldBackStopPrefixIsRelayedWhenTheUpstreamEnds) {
+  FakeUpstream up([](const FakeUpstream::Conn& c, const std::string&) {
+    c.Send(kSseHead);
+    c.Send(TextEvent("The E"));
+    c.Send("data: {\"choices\":[{\"text\":\"\",\"finish_reason\":\"stop\"}]}\n\n"
+           "data: [DONE]\n\n");
+  });
+  auto b = Make(Options(up.Url()));
+  ASSERT_NE(b, nullptr);
+  Collector c;
+  server::GenerationRequest r = Completion("Hi", 8);
+  r.stop = {"END"};
+  auto done = RunOne(*b, c, r);
+  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  EXPECT_EQ(c.Text(), "The E");
+  EXPECT_EQ(done.finish_reason, "stop");
+  EXPECT_FALSE(done.timings["upstream"].contains("relay_stopped")) << done.timings;
+}
+
+TEST(RemoteBackendTest, AnInvalidStopListIsRefusedBeforeTheUpstreamIsCalled) {
+  auto b = Make(Options("http://127.0.0.1:9/v1"));
+  ASSERT_NE(b, nullptr);
+  Collector c;
+  server::GenerationRequest r = Completion("Hi", 8);
+  r.stop = {"ok", ""};
+  auto err = b->Submit(1, r, c.Sink());
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->http_status, 400);
+  EXPECT_EQ(err->param, "stop");
+  EXPECT_NE(err->message.find("stop[1]"), std::string::npos) << err->message;
+  EXPECT_EQ(c.Terminals(), 0);
+}
+
+// The request's deadline while the upstream still streams: what was relayed is the answer,
+// cut at the deadline ("length", truncated for "deadline"), and the connection is closed.
+TEST(RemoteBackendTest, TheRequestDeadlineEndsAStreamingRelayWithLength) {
+  FakeUpstream up(Runaway({"first "}, Word, 20ms));
+  auto b = Make(Options(up.Url()));
+  ASSERT_NE(b, nullptr);
+  Collector c;
+  server::GenerationRequest r = Completion("Hi", 100000);
+  r.deadline_ms = 1000;
+  auto done = RunOne(*b, c, r);
+  if (done.kind == server::GenerationEvent::Kind::kError && c.Text().empty()) {
+    GTEST_SKIP() << "no text arrived within the 1 s deadline on this machine: " << done.error.message;
+  }
+  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  EXPECT_EQ(done.finish_reason, "length");
+  EXPECT_EQ(c.Text().rfind("first ", 0), 0u) << c.Text();
+  EXPECT_EQ(done.lifeline.value("reason", ""), "deadline") << done.lifeline;
+  EXPECT_EQ(done.lifeline.value("truncated", false), true) << done.lifeline;
+  EXPECT_EQ(done.timings["lifeline"].value("reason", ""), "deadline") << done.timings;
+  EXPECT_EQ(done.timings["upstream"].value("relay_stopped", ""), "deadline") << done.timings;
+  EXPECT_TRUE(up.WaitPeerClosed(5s)) << "the upstream connection stayed open";
+  EXPECT_EQ(c.Terminals(), 1);
+  EXPECT_EQ(b->InFlight(), 0);
 }
 
 TEST(RemoteBackendTest, CancelClosesTheUpstreamConnectionAndEndsOnce) {

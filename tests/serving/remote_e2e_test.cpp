@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/http_test_client.h"
+#include "serving/remote_fake_upstream.h"
 #include "test_paths.h"
 
 extern char** environ;
@@ -220,6 +221,55 @@ TEST(RemoteEndToEndTest, CascadeToARemoteLifelineServesAndNamesTheLightModel) {
   const auto ready = Http(b.port(), "GET", "/ready");
   ASSERT_TRUE(ready.has_value());
   EXPECT_EQ(ready->status, 200) << ready->body;
+}
+
+// The issue's case through a real server: a remote member that streams on past the client's
+// max_tokens 8 (529 chunks were relayed until the 300 s remote timeout). The client's stream
+// has 8 text deltas and finish_reason "length"; the upstream connection is closed.
+TEST(RemoteEndToEndTest, ARunawayRemoteIsCutAtTheClientsMaxTokens) {
+  lifeline::testing::FakeUpstream up([](const lifeline::testing::FakeUpstream::Conn& c,
+                                        const std::string&) {
+    bool open = c.Send("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                       "Connection: close\r\n\r\n");
+    for (int i = 0; open && !c.Stopping(); ++i) {
+      open = c.Send("data: {\"choices\":[{\"index\":0,\"text\":\"t" + std::to_string(i) +
+                    " \",\"finish_reason\":null}]}\n\n");
+    }
+    c.HoldUntilClosed(10s);
+  });
+  Serve s;
+  ASSERT_EQ(s.Start({"--remote", "runaway=" + up.Url() + "#upstream-model"}), "");
+  const std::string body = json{{"model", "runaway"}, {"prompt", "Hi"}, {"max_tokens", 8},
+                                {"stream", true}}.dump();
+  const auto reply = Http(s.port(), "POST", "/v1/completions", body);
+  ASSERT_TRUE(reply.has_value());
+  ASSERT_EQ(reply->status, 200) << reply->body;
+  std::string text;
+  std::string finish;
+  int deltas = 0;
+  bool done = false;
+  for (const std::string& data : lifeline::testing::SseData(reply->body)) {
+    if (data == "[DONE]") {
+      done = true;
+      continue;
+    }
+    const json chunk = json::parse(data, nullptr, false);
+    ASSERT_TRUE(chunk.is_object()) << data;
+    if (!chunk.contains("choices") || chunk["choices"].empty()) continue;
+    const json& choice = chunk["choices"][0];
+    if (choice.contains("text") && choice["text"].is_string() && !choice["text"].get<std::string>().empty()) {
+      text += choice["text"].get<std::string>();
+      ++deltas;
+    }
+    if (choice.contains("finish_reason") && choice["finish_reason"].is_string()) {
+      finish = choice["finish_reason"];
+    }
+  }
+  EXPECT_EQ(deltas, 8) << reply->body;
+  EXPECT_EQ(text, "t0 t1 t2 t3 t4 t5 t6 t7 ");
+  EXPECT_EQ(finish, "length") << reply->body;
+  EXPECT_TRUE(done) << reply->body;
+  EXPECT_TRUE(up.WaitPeerClosed(5s)) << "the upstream connection stayed open";
 }
 
 }  // namespace

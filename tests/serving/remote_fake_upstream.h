@@ -22,7 +22,8 @@ class FakeUpstream {
   struct Conn {
     FakeUpstream* owner;
     int fd;
-    void Send(std::string_view bytes) const;
+    // False once the peer is gone (the bytes could not all be written).
+    bool Send(std::string_view bytes) const;
     bool Stopping() const;
     // Reads (and drops) until the client closes the connection: true, or `max` passes or the
     // server stops: false. A close is counted for WaitPeerClosed.

@@ -91,12 +91,13 @@ bool FakeUpstream::WaitPeerClosed(std::chrono::milliseconds timeout) {
   return cv_.wait_for(lock, timeout, [&] { return peer_closed_ > 0; });
 }
 
-void FakeUpstream::Conn::Send(std::string_view bytes) const {
+bool FakeUpstream::Conn::Send(std::string_view bytes) const {
   while (!bytes.empty()) {
     const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    if (n <= 0) return;
+    if (n <= 0) return false;
     bytes.remove_prefix(static_cast<size_t>(n));
   }
+  return true;
 }
 
 bool FakeUpstream::Conn::Stopping() const { return owner->stopping_; }

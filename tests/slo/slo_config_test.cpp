@@ -2,6 +2,7 @@
 // the cascade, and Resolve().
 #include "slo/slo_config.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -308,6 +309,44 @@ TEST(SloConfigTest, LoadFile) {
   ASSERT_TRUE(good.ok()) << good.status().ToString();
   EXPECT_EQ(good->ladder.recover_ticks, 7);
   std::remove(path.c_str());
+}
+
+// serve's start-up check of the file's local [[models]] paths: each failure names the file,
+// the entry's line, index and name, and the path.
+TEST(SloConfigTest, CheckModelFilesNamesFileEntryAndPath) {
+  const std::string dir = ::testing::TempDir() + "/slo_model_files_" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  const std::string model = dir + "/m.gguf";
+  {
+    std::ofstream out(model);
+    out << "GGUF";
+  }
+  auto check = [](const std::string& toml) {
+    auto c = ParseSloConfig(toml, "slo.toml");
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? CheckModelFiles(*c, "slo.toml") : c.status();
+  };
+  // Existing files and remote members pass.
+  EXPECT_TRUE(check("[[models]]\nname = \"a\"\npath = \"" + model +
+                    "\"\n[[models]]\nname = \"r\"\nurl = \"http://h:1/v1\"\nmodel = \"x\"\n")
+                  .ok());
+  const std::string missing = dir + "/missing.gguf";
+  Status s = check("[[models]]\nname = \"a\"\npath = \"" + model +
+                   "\"\n\n[[models]]\nname = \"b\"\npath = \"" + missing + "\"\n");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "slo.toml:5: models[1] ('b').path: '" + missing + "' does not exist");
+  s = check("[[models]]\nname = \"d\"\npath = \"" + dir + "\"\n");
+  EXPECT_EQ(s.message(), "slo.toml:1: models[0] ('d').path: '" + dir + "' is a directory, not a file");
+  s = check("[[models]]\nname = \"n\"\npath = \"/dev/null\"\n");
+  EXPECT_EQ(s.message(), "slo.toml:1: models[0] ('n').path: '/dev/null' is not a regular file");
+  if (::geteuid() != 0) {  // root reads any file
+    ASSERT_EQ(::chmod(model.c_str(), 0), 0);
+    s = check("[[models]]\nname = \"u\"\npath = \"" + model + "\"\n");
+    EXPECT_EQ(s.message().rfind("slo.toml:1: models[0] ('u').path: '" + model + "' cannot be read: ", 0),
+              0u) << s.message();
+  }
+  std::remove(model.c_str());
+  ::rmdir(dir.c_str());
 }
 
 TEST(ResolveTest, DefaultClassAndRoleMultiplier) {
