@@ -32,6 +32,23 @@ Result<std::vector<int>> PinCpusFor(const PinFlags& f, int n_threads) {
   return ResolvePinCpus(f.pin, f.cpus, n_threads, f.cpus.empty() ? "--pin" : "--cpus");
 }
 
+void AddEngineFlags(CLI::App* cmd, EngineFlags* f, const std::string& threads_help) {
+  cmd->add_option("-t,--threads", f->threads, threads_help)->check(CLI::Range(0, 256));
+  cmd->add_option("--isa", f->isa, "Force a kernel level: scalar, avx2, avx512");
+  cmd->add_option("--kv-type", f->kv_type, "KV cache storage type: f16, f32, q8_0")
+      ->capture_default_str();
+  AddPinFlags(cmd, &f->pin);
+}
+
+Result<EngineChoice> ResolveEngineFlags(const EngineFlags& f) {
+  EngineChoice c;
+  LL_ASSIGN_OR_RETURN(c.kernels, SelectKernels(f.isa));
+  LL_ASSIGN_OR_RETURN(c.kv_type, SelectKvType(f.kv_type));
+  c.threads = f.threads > 0 ? f.threads : DefaultThreads();
+  LL_ASSIGN_OR_RETURN(c.pin_cpus, PinCpusFor(f.pin, c.threads));
+  return c;
+}
+
 void AddChatTemplateFlags(CLI::App* cmd, serving::ChatTemplateChoice* choice) {
   cmd->add_option("--chat-template", choice->preset,
                   "Use this built-in chat template instead of the GGUF's (" + chat::PresetNames() + ")");

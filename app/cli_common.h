@@ -30,6 +30,26 @@ void AddPinFlags(CLI::App* cmd, PinFlags* f);
 // The pool's pin list for n_threads (empty: no pinning); errors name the flag.
 Result<std::vector<int>> PinCpusFor(const PinFlags& f, int n_threads);
 
+// The engine flags of every command that runs a model (run, bench-model, serve):
+// -t/--threads, --isa, --kv-type, --pin / --cpus, declared and resolved in one place.
+struct EngineFlags {
+  int threads = 0;              // 0: DefaultThreads()
+  std::string isa;              // "": the best level the CPU has (or LIFELINE_ISA)
+  std::string kv_type = "f16";
+  PinFlags pin;
+};
+// `threads_help` says what the thread count applies to ("per model" for serve).
+void AddEngineFlags(CLI::App* cmd, EngineFlags* f,
+                    const std::string& threads_help = "Compute threads (default: cores, max 8)");
+struct EngineChoice {
+  const KernelTable* kernels = nullptr;
+  KvType kv_type = KvType::kF16;
+  int threads = 1;
+  std::vector<int> pin_cpus;  // empty: no pinning
+};
+// Checks the flags before anything slow is loaded; errors name the flag.
+Result<EngineChoice> ResolveEngineFlags(const EngineFlags& f);
+
 // The kernel table for this process: the best the CPU supports, or a lower level forced by
 // `isa_flag` ("scalar", "avx2", "avx512") or else the LIFELINE_ISA environment variable.
 // Unknown names are an InvalidArgument naming the flag.

@@ -25,14 +25,11 @@ struct BenchFlags {
   int64_t n_prompt = 512;
   int64_t n_gen = 128;
   int reps = 5;
-  int threads = 0;
   bool json = false;
   bool no_bandwidth = false;
   int64_t bandwidth_mib = 1024;
   bool no_repack = false;
-  std::string isa;
-  std::string kv_type = "f16";
-  PinFlags pin;
+  EngineFlags engine;  // -t, --isa, --kv-type, --pin / --cpus
   bool profile_ops = false;
   std::vector<int64_t> verify_k;
 };
@@ -118,23 +115,19 @@ nlohmann::json StagesJson(const OpProfile& profile) {
 }
 
 int RunBench(const BenchFlags& f) {
-  auto kernels = SelectKernels(f.isa);
-  if (!kernels.ok()) return Fail(kernels.status());
-  auto kv_type = SelectKvType(f.kv_type);
-  if (!kv_type.ok()) return Fail(kv_type.status());
   // Flags are checked before the (slow) model load.
-  const int threads = f.threads > 0 ? f.threads : DefaultThreads();
-  auto pin_cpus = PinCpusFor(f.pin, threads);
-  if (!pin_cpus.ok()) return Fail(pin_cpus.status());
-  auto loaded = LoadModel(f.model_path, **kernels, /*mlock=*/false, f.no_repack);
+  auto engine = ResolveEngineFlags(f.engine);
+  if (!engine.ok()) return Fail(engine.status());
+  auto loaded = LoadModel(f.model_path, *engine->kernels, /*mlock=*/false, f.no_repack);
   if (!loaded.ok()) return Fail(loaded.status());
-  ComputePool pool(threads, *pin_cpus);
+  ComputePool pool(engine->threads, engine->pin_cpus);
+  const KvType kv_type = engine->kv_type;
 
   ModelBenchOptions opts;
   opts.n_prompt = f.n_prompt;
   opts.n_gen = f.n_gen;
   opts.reps = f.reps;
-  opts.kv_type = *kv_type;
+  opts.kv_type = kv_type;
   opts.verify_k = f.verify_k;
   OpProfile profile, pp_profile;
   if (f.profile_ops) {
@@ -179,7 +172,7 @@ int RunBench(const BenchFlags& f) {
     }
   }
   const ThroughputStats paired_stats = Summarize(paired);
-  const std::string isa(IsaLevelName((*kernels)->isa));
+  const std::string isa(IsaLevelName(engine->kernels->isa));
 
   if (f.json) {
     nlohmann::json j = {
@@ -194,7 +187,7 @@ int RunBench(const BenchFlags& f) {
         {"pinned_cpus", pool.pin_cpus()},
         {"pinned_threads", pool.pinned_threads()},
         {"isa", isa},
-        {"kv_type", KvTypeName(*kv_type)},
+        {"kv_type", KvTypeName(kv_type)},
         {"repacked_bytes", loaded->model->repacked_bytes()},
         {"n_prompt", f.n_prompt},
         {"n_gen", f.n_gen},
@@ -253,7 +246,7 @@ int RunBench(const BenchFlags& f) {
   std::printf("size: %.2f MiB, params: %.2f M, weights read per token: %.2f MiB, isa: %s, "
               "threads: %d, kv: %s, repacked: %.2f MiB\n",
               res->model_bytes / 1048576.0, res->n_params / 1e6, bytes_per_token / 1048576.0,
-              isa.c_str(), pool.n_threads(), KvTypeName(*kv_type),
+              isa.c_str(), pool.n_threads(), KvTypeName(kv_type),
               loaded->model->repacked_bytes() / 1048576.0);
   if (res->n_expert > 0) {
     std::printf("mixture of experts: %lld of %lld experts per token; the decode roofline counts "
@@ -318,8 +311,7 @@ CommandFn RegisterBenchModel(CLI::App& root) {
   cmd->add_option("-n,--n-gen", f->n_gen, "Generated tokens per tg run (0 skips)")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 16));
   cmd->add_option("-r,--reps", f->reps, "Repetitions")->capture_default_str()->check(CLI::Range(1, 1000));
-  cmd->add_option("-t,--threads", f->threads, "Compute threads (default: cores, max 8)")
-      ->check(CLI::Range(0, 256));
+  AddEngineFlags(cmd, &f->engine);
   cmd->add_flag("--json", f->json, "Print one JSON object");
   cmd->add_flag("--no-bandwidth", f->no_bandwidth, "Skip the memory-bandwidth probe");
   cmd->add_option("--bandwidth-mib", f->bandwidth_mib,
@@ -327,8 +319,6 @@ CommandFn RegisterBenchModel(CLI::App& root) {
       ->capture_default_str()->check(CLI::Range(int64_t{16}, int64_t{1} << 20));
   cmd->add_flag("--no-repack", f->no_repack,
                 "Keep every matrix in the file's row layout (no row-interleaved copies)");
-  cmd->add_option("--isa", f->isa, "Force a kernel level: scalar, avx2, avx512");
-  AddPinFlags(cmd, &f->pin);
   cmd->add_flag("--profile-ops", f->profile_ops,
                 "Time every matrix product of the pp and tg runs (pp: GOP/s, tg: GB/s, share "
                 "of the run) and where the rest of a prefill goes (activation quantization, "
@@ -337,8 +327,6 @@ CommandFn RegisterBenchModel(CLI::App& root) {
                   "Also time verification passes of k tokens (speculative decoding), e.g. 1,2,4,8")
       ->delimiter(',')
       ->check(CLI::Range(1, 64));
-  cmd->add_option("--kv-type", f->kv_type, "KV cache storage type: f16, f32, q8_0")
-      ->capture_default_str();
   return [f] { return RunBench(*f); };
 }
 

@@ -32,7 +32,6 @@ struct RunFlags {
   float min_p = 0.05f;
   float repeat_penalty = 1.0f;
   int64_t seed = -1;
-  int threads = 0;
   int64_t n_ctx = 0;
   bool ignore_eos = false;
   bool json = false;
@@ -43,9 +42,7 @@ struct RunFlags {
   serving::ChatTemplateChoice chat_template;
   bool mlock = false;
   bool quiet = false;
-  std::string isa;
-  std::string kv_type = "f16";
-  PinFlags pin;
+  EngineFlags engine;  // -t, --isa, --kv-type, --pin / --cpus
 };
 
 using Clock = std::chrono::steady_clock;
@@ -131,16 +128,11 @@ int RunCommand(const RunFlags& f) {
   if (f.logits_top < 0) return Fail(InvalidArgument("--logits-top: must be >= 0"));
   if (Status s = CheckChatFlags(f); !s.ok()) return Fail(s);
 
-  auto kernels = SelectKernels(f.isa);
-  if (!kernels.ok()) return Fail(kernels.status());
-  auto kv_type = SelectKvType(f.kv_type);
-  if (!kv_type.ok()) return Fail(kv_type.status());
   // Flags are checked before the (slow) model load.
-  const int threads = f.threads > 0 ? f.threads : DefaultThreads();
-  auto pin_cpus = PinCpusFor(f.pin, threads);
-  if (!pin_cpus.ok()) return Fail(pin_cpus.status());
+  auto engine = ResolveEngineFlags(f.engine);
+  if (!engine.ok()) return Fail(engine.status());
   const auto t_load = Clock::now();
-  auto loaded = LoadModel(f.model_path, **kernels, f.mlock);
+  auto loaded = LoadModel(f.model_path, *engine->kernels, f.mlock);
   if (!loaded.ok()) return Fail(loaded.status());
   const LlamaModel& model = *loaded->model;
   const Tokenizer& tok = *loaded->tokenizer;
@@ -159,7 +151,7 @@ int RunCommand(const RunFlags& f) {
   ContextOptions copts;
   copts.n_ctx = f.n_ctx;
   copts.max_batch_tokens = std::clamp<int64_t>(static_cast<int64_t>(prompt.size()), 1, 512);
-  copts.kv_type = *kv_type;
+  copts.kv_type = engine->kv_type;
   auto ctx = LlamaContext::Create(model.config(), copts);
   if (!ctx.ok()) return Fail(ctx.status());
   const int64_t n_ctx = (*ctx)->n_ctx();
@@ -168,7 +160,7 @@ int RunCommand(const RunFlags& f) {
                            " tokens, the context holds " + std::to_string(n_ctx)));
   }
   const SeqId seq = (*ctx)->NewSequence();
-  ComputePool pool(threads, *pin_cpus);
+  ComputePool pool(engine->threads, engine->pin_cpus);
   const int64_t n_vocab = model.config().n_vocab;
 
   // Prefill: one batch; logits for every position only when they are printed.
@@ -240,7 +232,7 @@ int RunCommand(const RunFlags& f) {
     std::fprintf(stderr,
                  "lifeline run: isa=%s threads=%d load %.1f ms | prompt %zu tokens in %.1f ms "
                  "(%.1f tok/s) | generated %zu tokens in %.1f ms (%.1f tok/s) | finish=%s\n",
-                 std::string(IsaLevelName((*kernels)->isa)).c_str(), pool.n_threads(), load_ms,
+                 std::string(IsaLevelName(engine->kernels->isa)).c_str(), pool.n_threads(), load_ms,
                  prompt.size(), prefill_ms, prompt.size() * 1000.0 / std::max(prefill_ms, 1e-3),
                  generated.size(), decode_ms, n_gen * 1000.0 / std::max(decode_ms, 1e-3),
                  finish_reason.c_str());
@@ -265,7 +257,7 @@ CommandFn RegisterRun(CLI::App& root) {
   cmd->add_option("--repeat-penalty", flags->repeat_penalty, "Repetition penalty; 1 disables")
       ->capture_default_str();
   cmd->add_option("--seed", flags->seed, "RNG seed; -1 = random")->capture_default_str();
-  cmd->add_option("-t,--threads", flags->threads, "Compute threads (default: cores, max 8)");
+  AddEngineFlags(cmd, &flags->engine);
   cmd->add_option("-c,--ctx", flags->n_ctx, "Context positions (default min(train ctx, 4096))");
   cmd->add_flag("--ignore-eos", flags->ignore_eos, "Keep generating past end-of-generation tokens");
   cmd->add_flag("--json", flags->json,
@@ -280,10 +272,6 @@ CommandFn RegisterRun(CLI::App& root) {
   AddChatTemplateFlags(cmd, &flags->chat_template);
   cmd->add_flag("--mlock", flags->mlock, "Lock the model's pages in memory");
   cmd->add_flag("-q,--quiet", flags->quiet, "No timing summary on stderr");
-  cmd->add_option("--isa", flags->isa, "Force a kernel level: scalar, avx2, avx512");
-  AddPinFlags(cmd, &flags->pin);
-  cmd->add_option("--kv-type", flags->kv_type, "KV cache storage type: f16, f32, q8_0")
-      ->capture_default_str();
   return [flags] { return RunCommand(*flags); };
 }
 

@@ -37,7 +37,6 @@ struct ServeFlags {
   std::string host = "127.0.0.1";
   int port = 8080;
   std::vector<std::string> models;  // NAME=PATH or PATH
-  int threads = 0;
   int64_t n_ctx = 0;
   // The engine's own defaults, so the flags' defaults cannot drift from them.
   int64_t kv_memory_mib = static_cast<int64_t>(serving::ModelEngineOptions{}.kv_memory_bytes >> 20);
@@ -58,9 +57,7 @@ struct ServeFlags {
   int64_t max_body_bytes = 1 << 20;
   int max_connections = server::ServerLimits{}.max_connections;
   int drain_timeout_s = 10;
-  std::string isa;
-  std::string kv_type = "f16";
-  PinFlags pin;
+  EngineFlags engine;  // -t (per model), --isa, --kv-type, --pin / --cpus
   std::string slo_config;              // TOML file (docs/slo.md); empty: built-in defaults
   std::vector<std::string> cascade;    // model names, heavy -> light
   std::vector<std::string> remotes;    // NAME=URL#MODEL
@@ -271,10 +268,16 @@ int RunServe(ServeFlags f) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   // A peer that closed its socket is the write's error (EPIPE), not the process's end.
   std::signal(SIGPIPE, SIG_IGN);
-  auto kernels = SelectKernels(f.isa);
-  if (!kernels.ok()) return Fail(kernels.status());
-  auto kv_type = SelectKvType(f.kv_type);
-  if (!kv_type.ok()) return Fail(kv_type.status());
+  // Every flag is checked before anything slow or lasting happens (models loaded, the default
+  // model written): `serve --port 99999` wrote a 21 MB model before it was refused.
+  // Every model's pool gets the same pin list: models share the cores they are given.
+  auto choice = ResolveEngineFlags(f.engine);
+  if (!choice.ok()) return Fail(choice.status());
+  if (f.port < 0 || f.port > 65535) return Fail(InvalidArgument("--port: must be in [0, 65535]"));
+  for (const std::string& origin : f.cors_origins) {
+    if (Status s = server::CheckCorsOrigin(origin); !s.ok()) return Fail(s);
+  }
+  if (f.kv_memory_mib < 1) return Fail(InvalidArgument("--kv-memory: must be >= 1 MiB"));
   if (Status s = CheckChatTemplateChoice(f.chat_template); !s.ok()) return Fail(s);
   if (f.remote_connect_timeout_ms < 1 || f.remote_connect_timeout_ms > 3'600'000) {
     return Fail(InvalidArgument("--remote-connect-timeout-ms: must be in [1, 3600000]"));
@@ -301,23 +304,13 @@ int RunServe(ServeFlags f) {
                  m.name.c_str(), m.url.c_str(), m.remote_model.c_str());
     remotes.push_back(std::move(remote).value());
   }
+  auto api_keys = ApiKeys(f);
+  if (!api_keys.ok()) return Fail(api_keys.status());
   if (f.models.empty() && remotes.empty()) {
     auto path = DefaultModelPath();
     if (!path.ok()) return Fail(path.status());
     f.models.push_back("default=" + *path);
   }
-  if (f.port < 0 || f.port > 65535) return Fail(InvalidArgument("--port: must be in [0, 65535]"));
-  for (const std::string& origin : f.cors_origins) {
-    if (Status s = server::CheckCorsOrigin(origin); !s.ok()) return Fail(s);
-  }
-  auto api_keys = ApiKeys(f);
-  if (!api_keys.ok()) return Fail(api_keys.status());
-  if (f.kv_memory_mib < 1) return Fail(InvalidArgument("--kv-memory: must be >= 1 MiB"));
-
-  const int threads = f.threads > 0 ? f.threads : DefaultThreads();
-  // Every model's pool gets the same list: models share the cores they are given.
-  auto pin_cpus = PinCpusFor(f.pin, threads);
-  if (!pin_cpus.ok()) return Fail(pin_cpus.status());
   auto drafts = DraftPaths(f);
   if (!drafts.ok()) return Fail(drafts.status());
   std::vector<std::unique_ptr<serving::ModelEngine>> engines;
@@ -337,15 +330,15 @@ int RunServe(ServeFlags f) {
         return Fail(InvalidArgument("--model: '" + name + "' is already a remote model name"));
       }
     }
-    auto loaded = LoadModel(path, **kernels, /*mlock=*/false, /*no_repack=*/false, f.no_mmap);
+    auto loaded = LoadModel(path, *choice->kernels, /*mlock=*/false, /*no_repack=*/false, f.no_mmap);
     if (!loaded.ok()) return Fail(Status(loaded.status().code(), path + ": " + loaded.status().message()));
     serving::ModelEngineOptions o;
     o.name = name;
-    o.threads = threads;
-    o.pin_cpus = *pin_cpus;
+    o.threads = choice->threads;
+    o.pin_cpus = choice->pin_cpus;
     o.n_ctx = f.n_ctx;
     o.kv_memory_bytes = static_cast<uint64_t>(f.kv_memory_mib) << 20;
-    o.kv_type = *kv_type;
+    o.kv_type = choice->kv_type;
     o.max_running = f.max_running;
     o.max_step_tokens = f.max_step_tokens;
     o.max_waiting = f.max_waiting;
@@ -358,7 +351,7 @@ int RunServe(ServeFlags f) {
     o.spec_always = f.spec_always;
     serving::DraftModelSpec draft;
     if (auto d = drafts->find(name); d != drafts->end()) {
-      auto dl = LoadModel(d->second, **kernels, /*mlock=*/false, /*no_repack=*/false, f.no_mmap);
+      auto dl = LoadModel(d->second, *choice->kernels, /*mlock=*/false, /*no_repack=*/false, f.no_mmap);
       if (!dl.ok()) {
         return Fail(Status(dl.status().code(),
                            "--draft " + d->second + ": " + dl.status().message()));
@@ -375,7 +368,7 @@ int RunServe(ServeFlags f) {
     if (!engine.ok()) return Fail(Status(engine.status().code(), name + ": " + engine.status().message()));
     std::fprintf(stderr, "lifeline serve: model '%s' from %s (ctx %lld, isa %s, %d threads)\n",
                  name.c_str(), path.c_str(), static_cast<long long>((*engine)->n_ctx()),
-                 std::string(IsaLevelName((*kernels)->isa)).c_str(), threads);
+                 std::string(IsaLevelName(choice->kernels->isa)).c_str(), choice->threads);
     std::fprintf(stderr, "lifeline serve: model '%s' chat template: %s%s%s\n", name.c_str(),
                  serving::DescribeChatTemplate((*engine)->chat_template()).c_str(),
                  (*engine)->chat_template_note().empty() ? "" : " -- ",
@@ -406,6 +399,9 @@ int RunServe(ServeFlags f) {
     return Fail(s);
   }
   std::printf("lifeline serve: listening on http://%s:%u\n", f.host.c_str(), http.port());
+  // stdout's one line is the contract tools parse; the rest of the welcome goes to stderr.
+  std::fprintf(stderr, "lifeline serve: dashboard at http://%s:%u/ (SLO status: /v1/slo, metrics: /metrics)\n",
+               f.host.c_str(), http.port());
   std::fflush(stdout);
 
   int sig = 0;
@@ -449,8 +445,7 @@ CommandFn RegisterServe(CLI::App& root) {
   cmd->add_option("--port", f->port, "TCP port; 0 picks a free one")->capture_default_str();
   cmd->add_option("-m,--model", f->models,
                   "NAME=PATH.gguf (repeatable; the first is the default). None: a synthetic model");
-  cmd->add_option("-t,--threads", f->threads, "Compute threads per model (default: cores, max 8)");
-  AddPinFlags(cmd, &f->pin);
+  AddEngineFlags(cmd, &f->engine, "Compute threads per model (default: cores, max 8)");
   cmd->add_option("-c,--ctx", f->n_ctx, "Positions per sequence (default min(train ctx, 4096))");
   cmd->add_option("--kv-memory", f->kv_memory_mib, "KV cache budget per model, MiB")->capture_default_str();
   cmd->add_option("--max-running", f->max_running, "Sequences per engine step")->capture_default_str();
@@ -505,9 +500,6 @@ CommandFn RegisterServe(CLI::App& root) {
                   "Remote members: resolve + connect timeout")->capture_default_str();
   cmd->add_option("--remote-timeout-ms", f->remote_timeout_ms,
                   "Remote members: whole-request timeout (an earlier request deadline wins)")
-      ->capture_default_str();
-  cmd->add_option("--isa", f->isa, "Force a kernel level: scalar, avx2, avx512");
-  cmd->add_option("--kv-type", f->kv_type, "KV cache storage type: f16, f32, q8_0")
       ->capture_default_str();
   cmd->add_option("--prefix-cache-reserve-tokens", f->prefix_cache_reserve_tokens,
                   "Released prompt tokens the prefix cache keeps before reusing their KV blocks "

@@ -1,8 +1,11 @@
 // End-to-end `lifeline run` through the built binary, compared with reference outputs
 // recorded by an independent implementation (../shared/reference/logits).
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -71,6 +74,24 @@ TEST(RunCli, BadCpuListIsAnErrorNamingTheFlag) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.out.find("--cpus: CPU 1023 is not one this process may run on"), std::string::npos)
       << r.out;
+}
+
+// Bad serve flags are refused before anything lasting happens: with no --model, serve writes a
+// default synthetic model into the cache, and `--port 99999` used to write 21 MB there first.
+TEST(ServeCli, ABadFlagIsRefusedBeforeTheDefaultModelIsWritten) {
+  const std::string cache = ::testing::TempDir() + "lifeline_serve_flags_" +
+                            std::to_string(::getpid());
+  std::filesystem::remove_all(cache);
+  for (const std::string& bad : {std::string("--port 99999"), std::string("--kv-memory 0"),
+                                 std::string("--cors-origin 'not a url'"),
+                                 std::string("--isa nosuch"), std::string("--cpus 0-x")}) {
+    const auto r = RunShell("XDG_CACHE_HOME=" + cache + " " + LifelineBinary() + " serve " + bad +
+                            " 2>&1");
+    EXPECT_NE(r.exit_code, 0) << bad;
+    EXPECT_FALSE(r.out.empty()) << bad;
+    EXPECT_FALSE(std::filesystem::exists(cache + "/lifeline")) << bad << " wrote the default model";
+  }
+  std::filesystem::remove_all(cache);
 }
 
 // bench-model --profile-ops: the tg runs' products cover every matrix a decode step reads,
