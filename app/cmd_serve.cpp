@@ -50,6 +50,7 @@ struct ServeFlags {
   int32_t max_waiting = serving::ModelEngineOptions{}.max_waiting;
   int32_t default_max_tokens = serving::ModelEngineOptions{}.default_max_tokens;
   serving::ChatTemplateChoice chat_template;  // --chat-template / --chat-template-file
+  std::string reasoning_format = "auto";      // --reasoning-format
   std::vector<std::string> api_keys;   // --api-key, repeatable
   std::string api_key_file;            // more keys, one per line
   std::vector<std::string> cors_origins;
@@ -344,6 +345,7 @@ int RunServe(ServeFlags f) {
     o.max_waiting = f.max_waiting;
     o.default_max_tokens = f.default_max_tokens;
     o.chat_template = f.chat_template;
+    o.reasoning_format = f.reasoning_format;
     o.calibrate = true;  // admission's speed estimate from the first request on
     o.prefix_cache_reserve_tokens = f.prefix_cache_reserve_tokens;
     o.spec_tokens = f.speculate;
@@ -473,6 +475,11 @@ CommandFn RegisterServe(CLI::App& root) {
   cmd->add_option("--default-max-tokens", f->default_max_tokens,
                   "max_tokens when a request gives none")->capture_default_str();
   AddChatTemplateFlags(cmd, &f->chat_template);
+  cmd->add_option("--reasoning-format", f->reasoning_format,
+                  "How chat answers split thinking from the answer: auto (from the chat "
+                  "template), none (all content), think, bracket-think, granite")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "none", "think", "bracket-think", "granite"}));
   cmd->add_option("--api-key", f->api_keys,
                   "Require 'Authorization: Bearer KEY' (except health); repeatable");
   cmd->add_option("--api-key-file", f->api_key_file,

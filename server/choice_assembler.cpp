@@ -11,6 +11,7 @@ using json = nlohmann::json;
 struct ChoiceAssembler::Choice {
   int32_t index = 0;
   std::string text;                       // content so far (non-streamed answers)
+  std::string reasoning;                  // thinking so far (non-streamed answers)
   std::vector<toolcall::ToolCall> calls;  // non-streamed answers
   std::unique_ptr<toolcall::ToolCallStreamParser> parser;  // tools in play
   std::vector<TokenLogprobs> logprobs;    // non-streamed answers
@@ -150,7 +151,17 @@ std::vector<json> ChoiceAssembler::OnToken(const GenerationEvent& event, bool st
   Choice& c = At(event.index);
   if (c.closed) return out;
   const size_t offset = c.text_bytes;
-  c.text_bytes += event.text.size();
+  c.text_bytes += event.reasoning.size() + event.text.size();
+  if (!event.reasoning.empty()) {  // thinking: never content, never a tool call
+    if (!stream) {
+      c.reasoning += event.reasoning;
+    } else if (opts_.ctx.is_chat) {
+      json delta = {{opts_.reasoning_field, event.reasoning}};
+      if (!c.role_sent) delta["role"] = "assistant";
+      c.role_sent = true;
+      out.push_back(Chunk(c, std::move(delta)));
+    }
+  }
   if (!event.text.empty()) Route(c, event.text, stream, &out);
   if (!opts_.logprobs || event.logprobs.empty()) return out;
   if (!stream) {
@@ -277,6 +288,7 @@ json ChoiceAssembler::FinalBody(const GenerationEvent& done, const json& timings
       json message = {{"role", "assistant"}};
       // OpenAI: content is null when the answer is only tool calls.
       message["content"] = c->text.empty() && !c->calls.empty() ? json(nullptr) : json(c->text);
+      if (!c->reasoning.empty()) message[opts_.reasoning_field] = c->reasoning;
       if (!c->calls.empty()) {
         json calls = json::array();
         for (const toolcall::ToolCall& call : c->calls) {

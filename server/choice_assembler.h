@@ -5,6 +5,9 @@
 //   logprobs on a token event      -> chat: logprobs.content[] entries {token, logprob, bytes,
 //                                     top_logprobs[]}; completions: tokens / token_logprobs /
 //                                     top_logprobs / text_offset
+//   reasoning on a token event      -> chat: message.reasoning_content / delta.reasoning_content
+//                                     (a thinking model's thinking; never content, never
+//                                     parsed for tool calls)
 //   tool calls (chat, tools given)  -> the model's text goes through the format's stream
 //                                     parser: content outside calls stays content, each call
 //                                     becomes message.tool_calls[i] (streamed as OpenAI does:
@@ -45,6 +48,9 @@ struct AssemblerOptions {
   toolcall::ToolCallFormat tool_format = toolcall::ToolCallFormat::kNone;
   uint64_t tool_call_id_seed = 0;
   bool infill = false;  // POST /infill: the body also carries llama.cpp's "content"
+  // Where a thinking model's reasoning goes: "reasoning_content" (llama.cpp, DeepSeek's API)
+  // or "reasoning" (vLLM's name, serve --reasoning-field reasoning).
+  std::string reasoning_field = "reasoning_content";
 };
 
 class ChoiceAssembler {

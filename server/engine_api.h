@@ -101,6 +101,12 @@ struct GenerationRequest {
   nlohmann::ordered_json documents;
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   bool add_generation_prompt = true;
+  // Chat only: how long the model may think (docs/reasoning.md). reasoning_effort
+  // ("minimal" | "low" | "medium" | "high", "" unset) maps to a token budget the class
+  // configures; thinking_budget_tokens (llama.cpp's field; -1 unlimited, 0 no thinking) is
+  // exact and wins over the effort.
+  std::string reasoning_effort;
+  std::optional<int32_t> thinking_budget_tokens;
   // Chat only: tool_choice as sent ("auto" | "none" | "required" | {"type":"function",...};
   // null: auto when there are tools) and parallel_tool_calls.
   nlohmann::ordered_json tool_choice;
@@ -136,6 +142,7 @@ struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t cached_tokens = 0;  // prompt tokens served from the prefix cache
+  int64_t reasoning_tokens = 0;  // completion tokens spent thinking (all choices)
 };
 
 // One generated token's log-probability (log-softmax of the logits the sampler saw, before
@@ -163,8 +170,10 @@ struct GenerationEvent {
   enum class Kind : uint8_t { kToken, kDone, kError, kChoiceDone, kRouted };
   Kind kind = Kind::kToken;
   int32_t index = 0;  // kToken / kChoiceDone: the choice
-  // kToken
+  // kToken: answer text, and a thinking model's reasoning text (chat; it always comes
+  // before the choice's first answer text).
   std::string text;
+  std::string reasoning;
   int32_t token_id = -1;
   std::vector<TokenLogprobs> logprobs;  // the tokens this text came from (logprobs requested)
   // kDone
@@ -260,6 +269,7 @@ struct ModelInfo {
   // How the chat template writes tool calls (engine/toolcall's format names: "hermes",
   // "llama3_json", ...; "" when unknown or remote): the server parses calls in that syntax.
   std::string tool_call_format = "";
+  std::string reasoning_format = "";  // how its chat answers split thinking ("" / "none": no split)
 };
 
 // POST /tokenize (llama.cpp's shape), already validated by the server: `model` resolved,

@@ -563,6 +563,25 @@ std::optional<ApiError> ApplyDeadline(const FieldSpec&, const json& v, const Req
   return std::nullopt;
 }
 
+std::optional<ApiError> ApplyReasoningEffort(const FieldSpec&, const json& v,
+                                             const RequestLimits&, GenerationRequest& out) {
+  const std::string e = v.get<std::string>();
+  if (e != "minimal" && e != "low" && e != "medium" && e != "high") {
+    return InvalidRequestError("reasoning_effort", "'reasoning_effort' is " + Echo(v) +
+                                                       "; supported: \"minimal\", \"low\", "
+                                                       "\"medium\", \"high\"",
+                               "unsupported_value");
+  }
+  out.reasoning_effort = e;
+  return std::nullopt;
+}
+
+std::optional<ApiError> ApplyThinkingBudget(const FieldSpec&, const json& v,
+                                            const RequestLimits&, GenerationRequest& out) {
+  out.thinking_budget_tokens = v.get<int32_t>();
+  return std::nullopt;
+}
+
 std::optional<ApiError> ApplyAllowContextTrim(const FieldSpec&, const json& v,
                                               const RequestLimits&, GenerationRequest& out) {
   out.allow_context_trim = v.get<bool>();
@@ -666,6 +685,12 @@ const FieldSpec kFields[] = {
     {"chat_template_kwargs", JsonKind::kCustom, Applies::kChatOnly, false, 0, false, 0, false,
      AboveMax::kReject, "extra template variables, e.g. {\"enable_thinking\": false}",
      &ApplyTemplateKwargs},
+    {"reasoning_effort", JsonKind::kString, Applies::kChatOnly, false, 0, false, 64, false,
+     AboveMax::kReject, "minimal | low | medium | high: the thinking budget (docs/reasoning.md)",
+     &ApplyReasoningEffort},
+    {"thinking_budget_tokens", JsonKind::kInteger, Applies::kChatOnly, false, -1, false, kI32Max,
+     false, AboveMax::kReject, "tokens the model may think; -1 unlimited, 0 none",
+     &ApplyThinkingBudget},
     {"add_generation_prompt", JsonKind::kBoolean, Applies::kChatOnly, false, 0, false, 0, false,
      AboveMax::kReject, "end the prompt with the assistant turn's opener (default true)",
      &ApplyAddGenerationPrompt},

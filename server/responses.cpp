@@ -39,7 +39,8 @@ json UsageJson(const Usage& u) {
   return json{{"prompt_tokens", u.prompt_tokens},
               {"completion_tokens", u.completion_tokens},
               {"total_tokens", u.prompt_tokens + u.completion_tokens},
-              {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+              {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
+              {"completion_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}}};
 }
 
 std::string SseEvent(const json& payload) {

@@ -346,6 +346,7 @@ nlohmann::json ModelJson(const ModelInfo& m) {
     entry["meta"]["chat_template"] = {{"source", m.chat_template_source},
                                       {"name", m.chat_template_name}};
   }
+  if (!m.reasoning_format.empty()) entry["meta"]["reasoning_format"] = m.reasoning_format;
   if (!m.tool_call_format.empty()) {
     entry["meta"]["tool_call_format"] = m.tool_call_format;
   }

@@ -92,6 +92,16 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
                         ResolveChatTemplate(e->model_->file(), *e->tokenizer_, options.chat_template));
     e->chat_template_.emplace(std::move(t.tmpl));
     e->prep_.tool_format = toolcall::DetectToolCallFormat(e->chat_template_->source());
+    toolcall::ReasoningFormat rf = toolcall::DetectReasoningFormat(e->chat_template_->source());
+    if (options.reasoning_format != "auto") {
+      auto named = toolcall::ReasoningFormatFromName(options.reasoning_format);
+      if (!named) {
+        return InvalidArgument("reasoning_format: '" + options.reasoning_format +
+                               "' is not auto, none, think, bracket-think or granite");
+      }
+      rf = *named;
+    }
+    e->prep_.reasoning = BuildReasoningSetup(*e->tokenizer_, rf);
     e->chat_template_note_ = std::move(t.fallback_note);
     if (!t.dry_run_error.empty()) {
       if (!e->chat_template_note_.empty()) e->chat_template_note_ += "; ";
@@ -363,6 +373,8 @@ server::ModelInfo ModelEngine::Info() const {
   m.chat_template_source = chat::OriginName(chat_template_->origin());
   m.chat_template_name = chat_template_->name();
   m.tool_call_format = std::string(toolcall::ToolCallFormatName(prep_.tool_format));
+  m.reasoning_format = std::string(toolcall::ReasoningFormatName(
+      prep_.reasoning != nullptr ? prep_.reasoning->format : toolcall::ReasoningFormat::kNone));
   return m;
 }
 
@@ -632,14 +644,20 @@ void ModelEngine::Complete(Live& live, const Request& r) {
   std::shared_ptr<Group> g = live.group;
   RequestTiming& tm = live.timing;
   TokenStep tail = live.out->Flush();
-  if (!g->terminated && (!tail.text.empty() || !tail.logprobs.empty())) {
+  if (!tail.text.empty()) tm.OnAnswer(Clock::now());
+  if (!g->terminated && (!tail.text.empty() || !tail.reasoning.empty() || !tail.logprobs.empty())) {
     GenerationEvent ev = GenerationEvent::Token(std::move(tail.text), -1);
     ev.index = live.index;
+    ev.reasoning = std::move(tail.reasoning);
     ev.logprobs = std::move(tail.logprobs);
     g->sink(std::move(ev));
   }
   tm.Charge(&tm.sampling_ms, Clock::now());
   g->usage.completion_tokens += live.generated;
+  g->usage.reasoning_tokens += live.out->reasoning_tokens();
+  if (g->prepared.reasoning != nullptr) {
+    g->reasoning_cut = g->reasoning_cut || live.out->reasoning_cut();
+  }
   // Cached prompt tokens of each prompt's first choice (its siblings reuse that prompt).
   if (live.index % g->prepared.n == 0) g->usage.cached_tokens += live.cached_tokens;
   const char* finish = FinishReasonText(r.finish_reason);
@@ -666,6 +684,12 @@ void ModelEngine::Complete(Live& live, const Request& r) {
       ext["detail"] = g->truncation["detail"];
     }
     if (!g->late.is_null()) ext["late"] = g->late;
+    if (g->prepared.reasoning != nullptr) {
+      // The thinking: what it cost and whether its budget ended it (docs/reasoning.md).
+      ext["reasoning"] = {{"tokens", g->usage.reasoning_tokens},
+                          {"budget_tokens", live.out->reasoning_budget_tokens()},
+                          {"cut", g->reasoning_cut}};
+    }
     if (live.trim.turns > 0) {
       ext["context_trim"] = {{"turns", live.trim.turns},
                              {"messages", live.trim.messages},

@@ -74,6 +74,9 @@ struct ModelEngineOptions {
   int32_t max_waiting = 64;            // queued requests before 429
   int32_t default_max_tokens = 256;    // when a request gives no max_tokens
   ChatTemplateChoice chat_template;    // {preset, file}; both "" = the GGUF's (else chatml)
+  // How chat answers split into reasoning and answer: "auto" (from the chat template),
+  // "none", or a format name (toolcall::ReasoningFormatName).
+  std::string reasoning_format = "auto";
   std::chrono::milliseconds heartbeat_stale{2000};  // Healthy() false when older
   // Released prompt prefixes the prefix cache keeps (as whole KV blocks) before new requests
   // reuse their blocks rather than touch KV memory never used before: resident KV memory

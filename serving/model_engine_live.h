@@ -32,6 +32,7 @@ struct RequestGroup {
   std::vector<std::unique_ptr<ModelEngine::Live>> deferred;  // waiting for their prompt's first
   PreparedRequest prepared;      // what the choices' outputs are built from
   nlohmann::json truncation;     // the first truncated choice's `lifeline` object (or null)
+  bool reasoning_cut = false;    // a choice's thinking was ended at its budget
   // Set when a choice was queued past its TTFT budget and served anyway (on_late = "serve"):
   // {"late": true, "ttft_budget_ms", "waited_ms"}, disclosed in timings.lifeline.
   nlohmann::json late;

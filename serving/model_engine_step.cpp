@@ -293,9 +293,12 @@ std::vector<StepResult> ModelEngine::ProcessOutputs(const StepPlan& plan,
         tm.OnToken(Clock::now());
         RecordFirstToken(*live);
       }
-      if (!g.terminated && (!step.text.empty() || !step.logprobs.empty())) {
+      if (!step.text.empty()) tm.OnAnswer(Clock::now());
+      if (!g.terminated &&
+          (!step.text.empty() || !step.reasoning.empty() || !step.logprobs.empty())) {
         GenerationEvent ev = GenerationEvent::Token(std::move(step.text), step.token);
         ev.index = live->index;
+        ev.reasoning = std::move(step.reasoning);
         ev.logprobs = std::move(step.logprobs);
         g.sink(std::move(ev));
       }

@@ -83,6 +83,8 @@ std::string UpstreamBody(const server::GenerationRequest& r, const std::string& 
       b["chat_template_kwargs"] = r.chat_template_kwargs;
     }
     if (!r.add_generation_prompt) b["add_generation_prompt"] = false;
+    if (!r.reasoning_effort.empty()) b["reasoning_effort"] = r.reasoning_effort;
+    if (r.thinking_budget_tokens) b["thinking_budget_tokens"] = *r.thinking_budget_tokens;
   } else {
     // A single prompt (checked by RemoteUnsupported), as text or token ids.
     const server::PromptInput& p = r.prompts.front();

@@ -57,6 +57,33 @@ std::vector<int32_t> MarkerIds(const Tokenizer& tok, toolcall::ToolCallFormat fo
   return ids;
 }
 
+// The thinking budget the request asks for: thinking_budget_tokens exactly, else its
+// reasoning_effort's, else none when chat_template_kwargs.enable_thinking is false (a
+// template without the switch then still cannot think), else unset (the class decides).
+void ResolveAskedBudget(const ReasoningSetup& setup, const server::GenerationRequest& req,
+                        PreparedRequest* out) {
+  out->reasoning_budget_asked = true;
+  if (req.thinking_budget_tokens) {
+    out->reasoning_budget_tokens = std::max<int64_t>(-1, *req.thinking_budget_tokens);
+    return;
+  }
+  static constexpr std::string_view kEfforts[] = {"minimal", "low", "medium", "high"};
+  for (size_t i = 0; i < 4; ++i) {
+    if (req.reasoning_effort == kEfforts[i]) {
+      out->reasoning_budget_tokens = setup.effort_budget_tokens[i];
+      return;
+    }
+  }
+  const auto& kw = req.chat_template_kwargs;
+  if (kw.is_object() && kw.contains("enable_thinking") && kw["enable_thinking"].is_boolean() &&
+      !kw["enable_thinking"].get<bool>()) {
+    out->reasoning_budget_tokens = 0;
+    return;
+  }
+  out->reasoning_budget_asked = false;
+  out->reasoning_budget_tokens = -1;
+}
+
 }  // namespace
 
 std::shared_ptr<const grammar::GrammarVocab> BuildGrammarVocab(const Tokenizer& tok,
@@ -77,6 +104,41 @@ std::shared_ptr<const grammar::GrammarVocab> BuildGrammarVocab(const Tokenizer& 
     return nullptr;
   }
   return std::move(vocab).value();
+}
+
+std::shared_ptr<const ReasoningSetup> BuildReasoningSetup(const Tokenizer& tok,
+                                                          toolcall::ReasoningFormat format) {
+  if (format == toolcall::ReasoningFormat::kNone) return nullptr;
+  auto setup = std::make_shared<ReasoningSetup>();
+  setup->format = format;
+  const toolcall::ReasoningMarkers m = toolcall::MarkersOf(format);
+  for (std::string_view marker : {m.open, m.close}) {
+    const int32_t id = tok.FindToken(marker);
+    if (id >= 0 && tok.TokenToPiece(id, /*render_special=*/false).empty()) {
+      setup->marker_ids.push_back(id);
+    }
+  }
+  // The close as the template writes it after thinking: a line break before, a blank line
+  // after (R1, Qwen3, SmolLM3); Granite's marker starts its own line too.
+  const std::string close_text = format == toolcall::ReasoningFormat::kBracketThink
+                                     ? std::string(m.close)
+                                     : "\n" + std::string(m.close) + "\n\n";
+  setup->close_ids = tok.Encode(close_text, /*add_bos=*/false, /*parse_special=*/true);
+  for (int32_t id = 0; id < tok.n_vocab(); ++id) {
+    if (tok.IsEndOfGeneration(id)) continue;
+    const std::string piece = tok.TokenToPiece(id, /*render_special=*/true);
+    if (piece.empty()) continue;
+    const bool blank = piece.find_first_not_of(" \t\r\n") == std::string::npos;
+    const std::string_view rest = std::string_view(piece).substr(
+        std::min(piece.size(), piece.find_first_not_of(" \t\r\n")));
+    // Blank, inside the marker, or the marker's end followed by the thinking.
+    bool candidate = blank || m.open.find(rest) != std::string_view::npos;
+    for (size_t k = 0; !candidate && k < m.open.size(); ++k) {
+      candidate = rest.starts_with(m.open.substr(k));
+    }
+    if (candidate) setup->start_pieces.emplace_back(id, piece);
+  }
+  return setup;
 }
 
 namespace {
@@ -297,6 +359,11 @@ std::optional<ApiError> PrepareRequest(const PrepContext& ctx,
     std::string text;
     if (auto err = RenderChat(ctx, req, nullptr, &text)) return err;
     if (timing != nullptr) timing->Charge(&timing->template_ms, Clock::now());
+    if (ctx.reasoning != nullptr) {
+      out->reasoning = ctx.reasoning;
+      out->starts_in_reasoning = toolcall::StartsInReasoning(ctx.reasoning->format, text);
+      ResolveAskedBudget(*ctx.reasoning, req, out);
+    }
     out->prompts.push_back({EncodePromptText(ctx, true, text), ""});
   } else {
     if (req.prompts.empty()) return BadRequest("missing prompt", PromptParam(req, 0));
@@ -359,6 +426,9 @@ std::optional<ApiError> PrepareRequest(const PrepContext& ctx,
   if (ToolsInPlay(req)) {
     out->tool_format = ctx.tool_format;
     out->render_ids = MarkerIds(tok, ctx.tool_format);
+  }
+  if (out->reasoning != nullptr) {
+    for (int32_t id : out->reasoning->marker_ids) out->render_ids.push_back(id);
   }
   std::string gbnf, param;
   if (auto err = ConstraintGbnf(ctx, req, &gbnf, &param)) return err;

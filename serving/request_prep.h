@@ -33,10 +33,30 @@
 #include "engine/template/chat.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/toolcall/format.h"
+#include "engine/toolcall/reasoning.h"
 #include "server/engine_api.h"
 #include "serving/request_timing.h"
 
 namespace lifeline::serving {
+
+// A model's thinking syntax as its vocabulary writes it (BuildReasoningSetup, once per model).
+struct ReasoningSetup {
+  toolcall::ReasoningFormat format = toolcall::ReasoningFormat::kNone;
+  // What ends the thinking when its budget runs out ("\n</think>\n\n" for think tags):
+  // forced token by token, so the answer starts.
+  std::vector<int32_t> close_ids;
+  // Markers that are control tokens (invisible unless rendered): the detokenizer writes them.
+  std::vector<int32_t> marker_ids;
+  // Tokens that may begin an answer's thinking block: whitespace, or a piece that is a
+  // prefix of (or starts with) the opening marker. With a grammar on the answer, these stay
+  // allowed until the answer starts (the grammar applies to the answer, not the thinking).
+  std::vector<std::pair<int32_t, std::string>> start_pieces;
+  // Budgets of reasoning_effort minimal / low / medium / high, in tokens (-1: unlimited).
+  int32_t effort_budget_tokens[4] = {0, 512, 2048, 8192};
+};
+
+std::shared_ptr<const ReasoningSetup> BuildReasoningSetup(const Tokenizer& tokenizer,
+                                                          toolcall::ReasoningFormat format);
 
 // What one model offers request preparation.
 struct PrepContext {
@@ -47,6 +67,8 @@ struct PrepContext {
   int64_t capacity_tokens = 0;     // the whole KV pool, positions
   int32_t default_max_tokens = 256;
   toolcall::ToolCallFormat tool_format = toolcall::ToolCallFormat::kNone;  // of the template
+  // The template's thinking syntax (or --reasoning-format's); null: no split.
+  std::shared_ptr<const ReasoningSetup> reasoning;
   // The vocabulary as the grammar matcher sees it (built once per model); null: no grammar.
   std::shared_ptr<const grammar::GrammarVocab> grammar_vocab;
 };
@@ -80,6 +102,14 @@ struct PreparedRequest {
   // (llama.cpp's lazy grammar). Null otherwise.
   std::shared_ptr<const grammar::Grammar> lazy_grammar;
   std::string grammar_trigger;
+  // Chat with a thinking model: the output splits into reasoning and answer (null: all
+  // answer). starts_in_reasoning: the prompt opened the thinking block (R1's "<think>\n").
+  // reasoning_budget_tokens: thinking tokens before the close is forced (-1: unlimited), as the
+  // request asked; the engine may lower it (class ceiling, the SLO ladder).
+  std::shared_ptr<const ReasoningSetup> reasoning;
+  bool starts_in_reasoning = false;
+  int64_t reasoning_budget_tokens = -1;
+  bool reasoning_budget_asked = false;  // the request set it (else the class default applies)
 
   int32_t n_choices() const { return static_cast<int32_t>(prompts.size()) * n; }
   int64_t prompt_tokens_total() const;

@@ -19,7 +19,8 @@ nlohmann::json RequestTiming::ToJson(int64_t prompt_tokens, int64_t cached_token
       {"sampling_ms", sampling_ms},
       // Engine-side layer sums; the server adds http_read_ms / validate_ms at top level.
       {"engine", {{"service_ms", service_ms}, {"compute_ms", compute_ms}}},
-      {"latency", {{"ttft_ms", ttft_ms}, {"decode_per_token_ms", decode_per_token_ms}}},
+      {"latency",
+       {{"ttft_ms", ttft_ms}, {"ttfa_ms", ttfa_ms}, {"decode_per_token_ms", decode_per_token_ms}}},
       {"tokens",
        {{"prompt", prompt_tokens},
         {"cached", cached_tokens},

@@ -41,6 +41,9 @@ struct RequestTiming {
   double sampling_ms = 0;
 
   double ttft_ms = -1;               // first byte .. first generated token (-1: none yet)
+  // First byte .. first answer text released (-1: none yet). For a thinking model the
+  // thinking comes first, so this -- not ttft_ms -- is when the user sees the answer begin.
+  double ttfa_ms = -1;
   std::vector<int32_t> batch_sizes;  // sequences in each step the request ran in
   std::vector<int32_t> batch_tokens; // tokens in each such step
   Clock::time_point last_token;      // when the previous generated token was produced
@@ -54,6 +57,10 @@ struct RequestTiming {
       itl_ms.push_back(std::chrono::duration<double, std::milli>(t - last_token).count());
     }
     last_token = t;
+  }
+
+  void OnAnswer(Clock::time_point t) {
+    if (ttfa_ms < 0) ttfa_ms = std::chrono::duration<double, std::milli>(t - first_byte).count();
   }
 
   // Charges (t - mark) to *phase and moves the mark to t (never backwards).

@@ -101,6 +101,9 @@ TEST_F(CodeAndToolsTest, QwenForcedToolCallInItsOwnFormat) {
                      {"messages", json::array({{{"role", "user"}, {"content", "Weather?"}}})},
                      {"tools", json::array({kWeatherTool})},
                      {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}},
+                     // The template is Qwen3's, which thinks first; a random model would
+                     // think until max_tokens (thinking then calling: ThinkingTest).
+                     {"chat_template_kwargs", {{"enable_thinking", false}}},
                      {"max_tokens", 120},
                      {"temperature", 0}};
   auto r = Post("/v1/chat/completions", body, 60s);

@@ -38,7 +38,8 @@ TEST(ChoiceAssembler, CompletionBody) {
     "choices":[{"index":0,"text":"Hello","logprobs":null,"finish_reason":"length",
                 "lifeline":{"truncated":false}}],
     "usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10,
-             "prompt_tokens_details":{"cached_tokens":4}},
+             "prompt_tokens_details":{"cached_tokens":4},
+             "completion_tokens_details":{"reasoning_tokens":0}},
     "timings":{"prefill_ms":3.5}})"));
 }
 
@@ -51,7 +52,8 @@ TEST(ChoiceAssembler, ChatBody) {
     "choices":[{"index":0,"message":{"role":"assistant","content":"Hi!","refusal":null},
                 "logprobs":null,"finish_reason":"stop","lifeline":{"truncated":false}}],
     "usage":{"prompt_tokens":2,"completion_tokens":1,"total_tokens":3,
-             "prompt_tokens_details":{"cached_tokens":0}},"timings":{}})"));
+             "prompt_tokens_details":{"cached_tokens":0},
+             "completion_tokens_details":{"reasoning_tokens":0}},"timings":{}})"));
 }
 
 TEST(ChoiceAssembler, ChatStreamRoleOnFirstDeltaThenFinishAndUsage) {

@@ -80,7 +80,8 @@ TEST_F(ServerTest, NonStreamingCompletion) {
   EXPECT_EQ(body["choices"][0]["text"], "Hello, world");  // the script's three tokens
   EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(body["usage"], json::parse(R"({"prompt_tokens":7,"completion_tokens":3,"total_tokens":10,
-                                           "prompt_tokens_details":{"cached_tokens":0}})"));
+                                           "prompt_tokens_details":{"cached_tokens":0},
+                                           "completion_tokens_details":{"reasoning_tokens":0}})"));
   EXPECT_EQ(body["timings"]["prefill_ms"], 12.25);     // passed through from the engine
   EXPECT_TRUE(body["timings"]["http_read_ms"].is_number());  // added by the server
   const std::string st = reply->Header("server-timing");
