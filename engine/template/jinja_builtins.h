@@ -4,6 +4,9 @@
 // semantics over UTF-8 code points; case mapping covers ASCII letters only.
 #pragma once
 
+#include <algorithm>
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -12,6 +15,47 @@
 #include "engine/template/jinja_interp.h"
 
 namespace lifeline::jinja {
+
+// One call of a built-in: the interpreter (for its budgets), the name the template wrote
+// (aliases such as length / count share a function, and messages name the one used), the
+// arguments and the template line that errors name.
+struct BuiltinCall {
+  Interp& in;
+  const std::string& name;
+  const Args& args;
+  const Kwargs& kw;
+  int line;
+};
+
+// Filters (`x | name`) and methods (`x.name()`) make a value, tests (`x is name`) a bool.
+using BuiltinFn = Result<Value> (*)(const Value& subject, const BuiltinCall& c);
+using TestFn = Result<bool> (*)(const Value& subject, const BuiltinCall& c);
+
+// One entry of a name -> function table. Tables are constexpr arrays sorted by name: constant
+// data, searched by halves, with nothing to build at start-up or to lock.
+template <typename Fn>
+struct NamedFn {
+  std::string_view name;
+  Fn fn;
+};
+
+// Names strictly ascending (sorted, no duplicates). Each table static_asserts it, so an entry
+// out of place fails the build rather than silently never matching.
+template <typename Fn, size_t N>
+constexpr bool StrictlySorted(const std::array<NamedFn<Fn>, N>& table) {
+  for (size_t i = 1; i < N; ++i) {
+    if (!(table[i - 1].name < table[i].name)) return false;
+  }
+  return true;
+}
+
+// The function registered under `name`, else null.
+template <typename Fn, size_t N>
+Fn FindFn(const std::array<NamedFn<Fn>, N>& table, std::string_view name) {
+  auto it = std::lower_bound(table.begin(), table.end(), name,
+                             [](const NamedFn<Fn>& e, std::string_view n) { return e.name < n; });
+  return it != table.end() && it->name == name ? it->fn : nullptr;
+}
 
 // Keyword argument `name`, else null.
 const Value* Kw(const Kwargs& kw, std::string_view name);
