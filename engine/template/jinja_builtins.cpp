@@ -177,73 +177,167 @@ Result<List> Iterate(const Value& v, int line) {
   }
 }
 
+namespace {
+
+// The one argument of a comparison-like test (`x is eq 3`, `x is eq(3)`).
+Result<Value> TestArg(const BuiltinCall& c) {
+  if (c.args.empty()) return RuntimeError(c.line, "test '" + c.name + "' needs an argument");
+  return c.args[0];
+}
+
+bool IsPlainDict(const Value& v) { return v.is_dict() && !v.dict().is_namespace; }
+
+Result<bool> TestDefined(const Value& v, const BuiltinCall& c) { return !v.is_undefined(); }
+Result<bool> TestUndefined(const Value& v, const BuiltinCall& c) { return v.is_undefined(); }
+Result<bool> TestNone(const Value& v, const BuiltinCall& c) { return v.is_none(); }
+Result<bool> TestString(const Value& v, const BuiltinCall& c) { return v.is_string(); }
+Result<bool> TestMapping(const Value& v, const BuiltinCall& c) { return IsPlainDict(v); }
+// Undefined iterates as empty, but is no sequence.
+Result<bool> TestIterable(const Value& v, const BuiltinCall& c) {
+  return v.is_list() || v.is_string() || v.is_undefined() || IsPlainDict(v);
+}
+Result<bool> TestSequence(const Value& v, const BuiltinCall& c) {
+  return v.is_list() || v.is_string() || IsPlainDict(v);
+}
+// bool is a number (Python's bool is an int) but not an `integer`, as jinja2 decides.
+Result<bool> TestNumber(const Value& v, const BuiltinCall& c) { return v.is_number(); }
+Result<bool> TestInteger(const Value& v, const BuiltinCall& c) { return v.kind() == Value::kInt; }
+Result<bool> TestFloat(const Value& v, const BuiltinCall& c) { return v.kind() == Value::kFloat; }
+Result<bool> TestBoolean(const Value& v, const BuiltinCall& c) { return v.kind() == Value::kBool; }
+Result<bool> TestTrue(const Value& v, const BuiltinCall& c) {
+  return v.kind() == Value::kBool && v.as_bool();
+}
+Result<bool> TestFalse(const Value& v, const BuiltinCall& c) {
+  return v.kind() == Value::kBool && !v.as_bool();
+}
+Result<bool> TestCallable(const Value& v, const BuiltinCall& c) {
+  return v.kind() == Value::kCallable;
+}
+Result<bool> TestLower(const Value& v, const BuiltinCall& c) {
+  return v.is_string() && Lower(v.str()) == v.str();
+}
+Result<bool> TestUpper(const Value& v, const BuiltinCall& c) {
+  return v.is_string() && Upper(v.str()) == v.str();
+}
+
+Result<bool> TestEq(const Value& v, const BuiltinCall& c) {
+  LL_ASSIGN_OR_RETURN(Value a, TestArg(c));
+  return Equal(v, a);
+}
+Result<bool> TestNe(const Value& v, const BuiltinCall& c) {
+  LL_ASSIGN_OR_RETURN(Value a, TestArg(c));
+  return !Equal(v, a);
+}
+// Python's `is` on immutable values: equal and of one kind (1 is not 1.0 or true).
+Result<bool> TestSameAs(const Value& v, const BuiltinCall& c) {
+  LL_ASSIGN_OR_RETURN(Value a, TestArg(c));
+  return v.kind() == a.kind() && Equal(v, a);
+}
+
+// Less(a, b), negated for <= and >=; values Python cannot order fail at the test's line.
+Result<bool> Ordered(const Value& a, const Value& b, bool negate, int line) {
+  Result<bool> r = Less(a, b);
+  if (!r.ok()) return RuntimeError(line, r.status().message());
+  return negate ? !*r : *r;
+}
+Result<bool> TestLt(const Value& v, const BuiltinCall& c) {
+  LL_ASSIGN_OR_RETURN(Value a, TestArg(c));
+  return Ordered(v, a, false, c.line);
+}
+Result<bool> TestGt(const Value& v, const BuiltinCall& c) {
+  LL_ASSIGN_OR_RETURN(Value a, TestArg(c));
+  return Ordered(a, v, false, c.line);
+}
+Result<bool> TestLe(const Value& v, const BuiltinCall& c) {  // not (a < v)
+  LL_ASSIGN_OR_RETURN(Value a, TestArg(c));
+  return Ordered(a, v, true, c.line);
+}
+Result<bool> TestGe(const Value& v, const BuiltinCall& c) {  // not (v < a)
+  LL_ASSIGN_OR_RETURN(Value a, TestArg(c));
+  return Ordered(v, a, true, c.line);
+}
+
+// odd / even take any number, as an int.
+Result<bool> TestOdd(const Value& v, const BuiltinCall& c) {
+  if (!v.is_number()) return RuntimeError(c.line, "test 'odd' needs an integer");
+  return v.ToInt() % 2 != 0;
+}
+Result<bool> TestEven(const Value& v, const BuiltinCall& c) {
+  if (!v.is_number()) return RuntimeError(c.line, "test 'even' needs an integer");
+  return v.ToInt() % 2 == 0;
+}
+Result<bool> TestDivisibleBy(const Value& v, const BuiltinCall& c) {
+  LL_ASSIGN_OR_RETURN(Value a, TestArg(c));
+  if (!v.is_number() || !a.is_number() || a.ToInt() == 0) {
+    return RuntimeError(c.line, "test 'divisibleby' needs integers, divisor non-zero");
+  }
+  return v.ToInt() % a.ToInt() == 0;
+}
+
+// Python's `in`: a substring, a dict key or a list item.
+Result<bool> TestIn(const Value& v, const BuiltinCall& c) {
+  LL_ASSIGN_OR_RETURN(Value seq, TestArg(c));
+  if (seq.is_string()) return v.is_string() && seq.str().find(v.str()) != std::string::npos;
+  if (seq.is_dict()) return seq.dict().Find(KeyId(v)) != nullptr;
+  if (seq.is_list()) {
+    for (const Value& x : seq.list()) {
+      if (Equal(v, x)) return true;
+    }
+    return false;
+  }
+  return RuntimeError(c.line, std::string("test 'in': '") + TypeName(seq) + "' is not a container");
+}
+
+// Every test by name, aliases and operator spellings included; sorted for FindFn.
+constexpr auto kTests = std::to_array<NamedFn<TestFn>>({
+    {"!=", TestNe},
+    {"<", TestLt},
+    {"<=", TestLe},
+    {"==", TestEq},
+    {">", TestGt},
+    {">=", TestGe},
+    {"boolean", TestBoolean},
+    {"callable", TestCallable},
+    {"defined", TestDefined},
+    {"divisibleby", TestDivisibleBy},
+    {"eq", TestEq},
+    {"equalto", TestEq},
+    {"even", TestEven},
+    {"false", TestFalse},
+    {"float", TestFloat},
+    {"ge", TestGe},
+    {"greaterthan", TestGt},
+    {"gt", TestGt},
+    {"in", TestIn},
+    {"integer", TestInteger},
+    {"iterable", TestIterable},
+    {"le", TestLe},
+    {"lessthan", TestLt},
+    {"lower", TestLower},
+    {"lt", TestLt},
+    {"mapping", TestMapping},
+    {"ne", TestNe},
+    {"none", TestNone},
+    {"number", TestNumber},
+    {"odd", TestOdd},
+    {"sameas", TestSameAs},
+    {"sequence", TestSequence},
+    {"string", TestString},
+    {"true", TestTrue},
+    {"undefined", TestUndefined},
+    {"upper", TestUpper},
+});
+static_assert(StrictlySorted(kTests), "kTests must be sorted by name, without duplicates");
+
+}  // namespace
+
 Result<bool> ApplyTest(Interp& in, const std::string& name, const Value& v, const Args& args,
                        int line) {
   LL_RETURN_IF_ERROR(in.Step(line));
-  auto arg0 = [&]() -> Result<Value> {
-    if (args.empty()) return RuntimeError(line, "test '" + name + "' needs an argument");
-    return args[0];
-  };
-  if (name == "defined") return !v.is_undefined();
-  if (name == "undefined") return v.is_undefined();
-  if (name == "none") return v.is_none();
-  if (name == "string") return v.is_string();
-  if (name == "mapping") return v.is_dict() && !v.dict().is_namespace;
-  if (name == "iterable") return v.is_list() || v.is_string() || v.is_undefined() || (v.is_dict() && !v.dict().is_namespace);
-  if (name == "sequence") return v.is_list() || v.is_string() || (v.is_dict() && !v.dict().is_namespace);
-  if (name == "number") return v.is_number();
-  if (name == "integer") return v.kind() == Value::kInt;
-  if (name == "float") return v.kind() == Value::kFloat;
-  if (name == "boolean") return v.kind() == Value::kBool;
-  if (name == "true") return v.kind() == Value::kBool && v.as_bool();
-  if (name == "false") return v.kind() == Value::kBool && !v.as_bool();
-  if (name == "callable") return v.kind() == Value::kCallable;
-  if (name == "lower") return v.is_string() && Lower(v.str()) == v.str();
-  if (name == "upper") return v.is_string() && Upper(v.str()) == v.str();
-  if (name == "equalto" || name == "eq" || name == "==" || name == "sameas") {
-    LL_ASSIGN_OR_RETURN(Value a, arg0());
-    if (name == "sameas") return v.kind() == a.kind() && Equal(v, a);
-    return Equal(v, a);
-  }
-  if (name == "ne" || name == "!=") {
-    LL_ASSIGN_OR_RETURN(Value a, arg0());
-    return !Equal(v, a);
-  }
-  if (name == "lt" || name == "lessthan" || name == "<" || name == "gt" || name == "greaterthan" ||
-      name == ">" || name == "le" || name == "<=" || name == "ge" || name == ">=") {
-    LL_ASSIGN_OR_RETURN(Value a, arg0());
-    const bool lt = name == "lt" || name == "lessthan" || name == "<";
-    const bool gt = name == "gt" || name == "greaterthan" || name == ">";
-    const bool le = name == "le" || name == "<=";
-    Result<bool> r = lt ? Less(v, a) : gt ? Less(a, v) : le ? Less(a, v) : Less(v, a);
-    if (!r.ok()) return RuntimeError(line, r.status().message());
-    return (lt || gt) ? *r : !*r;
-  }
-  if (name == "odd" || name == "even") {
-    if (!v.is_number()) return RuntimeError(line, "test '" + name + "' needs an integer");
-    const int64_t x = v.ToInt();
-    return name == "odd" ? (x % 2 != 0) : (x % 2 == 0);
-  }
-  if (name == "divisibleby") {
-    LL_ASSIGN_OR_RETURN(Value a, arg0());
-    if (!v.is_number() || !a.is_number() || a.ToInt() == 0) {
-      return RuntimeError(line, "test 'divisibleby' needs integers, divisor non-zero");
-    }
-    return v.ToInt() % a.ToInt() == 0;
-  }
-  if (name == "in") {
-    LL_ASSIGN_OR_RETURN(Value seq, arg0());
-    if (seq.is_string()) return v.is_string() && seq.str().find(v.str()) != std::string::npos;
-    if (seq.is_dict()) return seq.dict().Find(KeyId(v)) != nullptr;
-    if (seq.is_list()) {
-      for (const Value& x : seq.list()) {
-        if (Equal(v, x)) return true;
-      }
-      return false;
-    }
-    return RuntimeError(line, std::string("test 'in': '") + TypeName(seq) + "' is not a container");
-  }
-  return RuntimeError(line, "no test named '" + name + "'");
+  const TestFn fn = FindFn(kTests, name);
+  if (fn == nullptr) return RuntimeError(line, "no test named '" + name + "'");
+  const Kwargs no_kwargs;  // tests take positional arguments only
+  return fn(v, BuiltinCall{in, name, args, no_kwargs, line});
 }
 
 }  // namespace lifeline::jinja
