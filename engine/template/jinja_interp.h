@@ -1,5 +1,6 @@
 // The evaluator's interface to the built-in filters, tests and methods (private to
-// engine/template; jinja_eval.cpp implements Interp, jinja_builtins.cpp the built-ins).
+// engine/template; jinja_eval.cpp implements Interp, jinja_filters.cpp, jinja_methods.cpp and
+// jinja_builtins.cpp the built-ins).
 #pragma once
 
 #include <chrono>
