@@ -109,6 +109,16 @@ StreamChunk ParseStreamChunk(std::string_view data) {
           text = &*content;
           where = "choices[0].delta.content";
         }
+        for (const char* key : {"reasoning_content", "reasoning"}) {
+          auto r = delta->find(key);
+          if (r == delta->end() || r->is_null()) continue;
+          if (!r->is_string()) {
+            info.malformed = std::string("choices[0].delta.") + key + " is not a string";
+            return info;
+          }
+          info.reasoning = r->get<std::string>();
+          break;
+        }
       }
       if (text != nullptr && !text->is_null()) {
         if (!text->is_string()) {

@@ -50,6 +50,9 @@ struct StreamChunk {
   std::string error;       // an error event's message ({"error": {"message"}} or "error")
   std::string model;       // "" when absent
   std::string text;        // choices[0].text or choices[0].delta.content
+  // choices[0].delta.reasoning_content (llama.cpp, DeepSeek) or .reasoning (vLLM): a
+  // thinking model's thinking
+  std::string reasoning;
   std::string finish_reason;
   int64_t prompt_tokens = -1;      // usage, when present (both >= 0)
   int64_t completion_tokens = -1;

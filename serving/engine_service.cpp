@@ -143,7 +143,8 @@ std::vector<slo::InFlightRequest> EngineService::InFlightRequests() const {
   out.reserve(owner_.size());
   for (const auto& [handle, f] : owner_) {
     out.push_back(slo::InFlightRequest{f->slo_class, f->member->name, f->first_byte_us,
-                                       f->first_token.load(std::memory_order_relaxed)});
+                                       f->first_token.load(std::memory_order_relaxed),
+                                       f->first_answer.load(std::memory_order_relaxed)});
   }
   return out;
 }
@@ -355,6 +356,10 @@ server::GenerationSink EngineService::Wrap(server::RequestHandle handle,
     const bool terminal = ev.terminal();
     const bool produced = ev.kind == server::GenerationEvent::Kind::kToken ||
                           ev.kind == server::GenerationEvent::Kind::kDone;
+    if ((ev.kind == server::GenerationEvent::Kind::kToken && !ev.text.empty()) ||
+        ev.kind == server::GenerationEvent::Kind::kDone) {
+      entry->first_answer.store(true, std::memory_order_relaxed);
+    }
     if (produced && !entry->first_token.exchange(true, std::memory_order_relaxed) &&
         entry->audit != nullptr && entry->raw_service_ms > 0 &&
         ev.kind == server::GenerationEvent::Kind::kToken) {

@@ -521,6 +521,15 @@ void ModelEngine::RecordFinished(const Live& live) {
     s.tpot_ms = (e2e_ms - tm.ttft_ms) / static_cast<double>(live.generated - 1);
   }
   s.itl_ms = tm.itl_ms;
+  // Time to the first answer text. A thinking request that ended before answering (its
+  // thinking ran to max_tokens) answered at best at its end: e2e, a lower bound.
+  const bool thought = live.out.has_value() && live.out->reasoning_tokens() > 0;
+  if (tm.ttfa_ms >= 0) {
+    s.ttfa_ms = tm.ttfa_ms;
+  } else if (thought) {
+    s.ttfa_ms = e2e_ms;
+  }
+  if (thought && tm.ttft_ms >= 0 && s.ttfa_ms) s.think_ms = std::max(0.0, *s.ttfa_ms - tm.ttft_ms);
   const std::string& cls = live.slo_class.empty() ? std::string("interactive") : live.slo_class;
   slo_.tracker->RecordRequest(cls, options_.name, NowUs(), s);
 }

@@ -242,6 +242,7 @@ struct Call : std::enable_shared_from_this<Call> {
   // Timeline.
   Clock::time_point connected, head_read, last_token;
   double ttft_ms = -1;
+  double ttfa_ms = -1;  // the first answer (not thinking) text
   std::vector<double> itl_ms;
 
   void Begin();
@@ -256,7 +257,7 @@ struct Call : std::enable_shared_from_this<Call> {
   // Tokens the upstream has sent so far, at least: every text event carries one or more, and
   // a usage chunk in the middle of the stream may say more.
   int64_t TokensAtLeast() const;
-  void Relay(const std::string& text);
+  void Relay(const std::string& text, bool reasoning = false);
   void EndOfBody();
   void Done(RelayStop why = RelayStop::kNone);
   void Fail(const std::string& cause);
@@ -414,6 +415,12 @@ void Call::Dispatch(const std::string& payload) {
   if (c.done) return Done();
   if (!c.malformed.empty()) return Fail("malformed SSE data: " + c.malformed);
   if (!c.error.empty()) return Fail("error event in the stream: " + c.error);
+  if (!c.reasoning.empty()) {
+    // The upstream's thinking: relayed as thinking (it counts toward max_tokens).
+    if (max_tokens && TokensAtLeast() >= *max_tokens) return Done(RelayStop::kMaxTokens);
+    ++content_events;
+    Relay(c.reasoning, /*reasoning=*/true);
+  }
   if (!c.text.empty()) {
     // Text beyond max_tokens: the upstream ignored the limit it was sent. The relay ends
     // here, before this text, and the connection closes (a compliant upstream ends with its
@@ -442,15 +449,23 @@ int64_t Call::TokensAtLeast() const {
   return has_usage ? std::max<int64_t>(content_events, usage.completion_tokens) : content_events;
 }
 
-void Call::Relay(const std::string& text) {
+void Call::Relay(const std::string& text, bool reasoning) {
   const auto now = Clock::now();
   if (ttft_ms < 0) {
     ttft_ms = MsBetween(first_byte, now);
   } else {
     itl_ms.push_back(MsBetween(last_token, now));
   }
+  if (!reasoning && ttfa_ms < 0) ttfa_ms = MsBetween(first_byte, now);
   last_token = now;
-  if (sink) sink(server::GenerationEvent::Token(text, -1));
+  if (!sink) return;
+  if (reasoning) {
+    server::GenerationEvent ev = server::GenerationEvent::Token("", -1);
+    ev.reasoning = text;
+    sink(std::move(ev));
+  } else {
+    sink(server::GenerationEvent::Token(text, -1));
+  }
 }
 
 void Call::EndOfBody() {
@@ -507,7 +522,8 @@ void Call::Done(RelayStop why) {
           : 0.0;
   json timings = {
       {"remote_ms", MsBetween(mark, now)},
-      {"latency", {{"ttft_ms", ttft_ms}, {"decode_per_token_ms", decode_per_token_ms}}},
+      {"latency",
+       {{"ttft_ms", ttft_ms}, {"ttfa_ms", ttfa_ms}, {"decode_per_token_ms", decode_per_token_ms}}},
       {"tokens", {{"prompt", u.prompt_tokens}, {"generated", u.completion_tokens}}},
       {"upstream", std::move(upstream)},
   };
@@ -527,6 +543,7 @@ void Call::Done(RelayStop why) {
     const double e2e_ms = MsBetween(first_byte, now);
     s.e2e_ms = e2e_ms;
     if (ttft_ms >= 0) s.ttft_ms = ttft_ms;
+    if (ttfa_ms >= 0) s.ttfa_ms = ttfa_ms;
     if (ttft_ms >= 0 && u.completion_tokens > 1) {
       s.tpot_ms = (e2e_ms - ttft_ms) / static_cast<double>(u.completion_tokens - 1);
     }

@@ -27,6 +27,8 @@ std::string_view MetricName(Metric m) {
     case Metric::kItl: return "itl";
     case Metric::kQueue: return "queue";
     case Metric::kE2e: return "e2e";
+    case Metric::kTtfa: return "ttfa";
+    case Metric::kThink: return "think";
   }
   return "?";
 }
@@ -46,9 +48,9 @@ const SeriesSnapshot* TrackerSnapshot::FindClass(std::string_view slo_class) con
   return nullptr;
 }
 
-LatencyTracker::Series::Series(WindowSpec spec)
-    : window{WindowedHistogram(spec), WindowedHistogram(spec), WindowedHistogram(spec),
-             WindowedHistogram(spec), WindowedHistogram(spec)} {}
+LatencyTracker::Series::Series(WindowSpec spec) {
+  for (WindowedHistogram& w : window) w = WindowedHistogram(spec);
+}
 
 void LatencyTracker::Series::Add(Metric m, int64_t now_us, double value_ms) {
   AddWindowOnly(m, now_us, value_ms);
@@ -95,6 +97,8 @@ void LatencyTracker::RecordRequest(std::string_view slo_class, std::string_view 
   if (sample.tpot_ms) s->Add(Metric::kTpot, now_us, *sample.tpot_ms);
   if (sample.queue_ms) s->Add(Metric::kQueue, now_us, *sample.queue_ms);
   if (sample.e2e_ms) s->Add(Metric::kE2e, now_us, *sample.e2e_ms);
+  if (sample.ttfa_ms) s->Add(Metric::kTtfa, now_us, *sample.ttfa_ms);
+  if (sample.think_ms) s->Add(Metric::kThink, now_us, *sample.think_ms);
   for (double gap : sample.itl_ms) s->Add(Metric::kItl, now_us, gap);
 }
 
@@ -122,6 +126,7 @@ namespace {
 struct Ages {
   std::vector<double> waiting_ms;  // no first token yet: TTFT lower bounds
   std::vector<double> all_ms;      // every one: e2e lower bounds
+  std::vector<double> unanswered_ms;  // no answer text yet (thinking or waiting): TTFA bounds
 };
 
 InFlightStats StatsOfAges(Ages ages) {
@@ -141,14 +146,17 @@ InFlightStats StatsOfAges(Ages ages) {
 }
 
 // The window stats with the in-flight ages added as lower bounds: TTFT gets the waiting
-// requests' ages, e2e every request's; the other metrics are the window's.
+// requests' ages, TTFA those without answer text yet, e2e every request's; the other
+// metrics are the window's.
 std::array<WindowStats, kMetricCount> Censored(const std::array<LogHistogram, kMetricCount>& hist,
                                                const Ages& ages) {
   std::array<WindowStats, kMetricCount> out;
   for (size_t i = 0; i < kMetricCount; ++i) {
     const auto m = static_cast<Metric>(i);
-    const std::vector<double>* extra =
-        m == Metric::kTtft ? &ages.waiting_ms : m == Metric::kE2e ? &ages.all_ms : nullptr;
+    const std::vector<double>* extra = m == Metric::kTtft   ? &ages.waiting_ms
+                                       : m == Metric::kE2e  ? &ages.all_ms
+                                       : m == Metric::kTtfa ? &ages.unanswered_ms
+                                                            : nullptr;
     if (extra == nullptr || extra->empty()) {
       out[i] = StatsOf(hist[i]);
       continue;
@@ -178,6 +186,10 @@ TrackerSnapshot LatencyTracker::Snapshot(int64_t now_us, const SnapshotOptions& 
     if (!r.first_token) {
       a.waiting_ms.push_back(age_ms);
       c.waiting_ms.push_back(age_ms);
+    }
+    if (!r.first_answer) {
+      a.unanswered_ms.push_back(age_ms);
+      c.unanswered_ms.push_back(age_ms);
     }
   }
   const Ages no_ages;

@@ -1,5 +1,5 @@
 // Live latency per (SLO class, model): for each of TTFT, time per output token, inter-token
-// latency, queue time and end-to-end, a sliding window (WindowedHistogram: P50/P95/P99 for
+// latency, queue time, end-to-end, time to first answer token and thinking time, a sliding window (WindowedHistogram: P50/P95/P99 for
 // the controller and /v1/slo) and a cumulative PromHistogram (for /metrics).
 //
 // The engine thread records; the controller's timer and the metrics handler take snapshots.
@@ -35,11 +35,16 @@
 
 namespace lifeline::slo {
 
-enum class Metric : uint8_t { kTtft = 0, kTpot, kItl, kQueue, kE2e };
-inline constexpr int kMetricCount = 5;
+// kTtfa: time to the first answer token (a thinking model's answer starts after its
+// thinking; for other requests it is the first text). kThink: how long a request that
+// thought spent thinking (first token .. first answer token, or .. the end when no answer
+// came); its window count is how many requests thought.
+enum class Metric : uint8_t { kTtft = 0, kTpot, kItl, kQueue, kE2e, kTtfa, kThink };
+inline constexpr int kMetricCount = 7;
 inline constexpr std::array<Metric, kMetricCount> kAllMetrics = {
-    Metric::kTtft, Metric::kTpot, Metric::kItl, Metric::kQueue, Metric::kE2e};
-// "ttft", "tpot", "itl", "queue", "e2e"
+    Metric::kTtft, Metric::kTpot, Metric::kItl, Metric::kQueue, Metric::kE2e, Metric::kTtfa,
+    Metric::kThink};
+// "ttft", "tpot", "itl", "queue", "e2e", "ttfa", "think"
 std::string_view MetricName(Metric m);
 
 struct WindowStats {
@@ -67,6 +72,7 @@ struct InFlightRequest {
   std::string model;
   int64_t first_byte_us = 0;  // same clock as the snapshot's now_us
   bool first_token = false;   // its first token is out (its TTFT is already recorded)
+  bool first_answer = false;  // its first answer text is out (a thinking model's comes later)
 };
 
 struct SeriesSnapshot {
@@ -111,6 +117,8 @@ struct RequestSample {
   std::optional<double> tpot_ms;  // (e2e - ttft) / (output tokens - 1)
   std::optional<double> queue_ms;
   std::optional<double> e2e_ms;
+  std::optional<double> ttfa_ms;
+  std::optional<double> think_ms;  // requests that thought only
   std::span<const double> itl_ms;  // [output tokens - 1] gaps between streamed tokens
 };
 

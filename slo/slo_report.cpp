@@ -223,6 +223,8 @@ std::string_view HistogramFamily(Metric m) {
     case Metric::kItl: return "lifeline_inter_token_latency_seconds";
     case Metric::kQueue: return "lifeline_queue_time_seconds";
     case Metric::kE2e: return "lifeline_e2e_latency_seconds";
+    case Metric::kTtfa: return "lifeline_ttfa_seconds";
+    case Metric::kThink: return "lifeline_thinking_seconds";
   }
   return "lifeline_unknown_seconds";
 }

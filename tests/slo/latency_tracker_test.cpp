@@ -98,6 +98,50 @@ TEST(LatencyTrackerTest, MetricNames) {
   EXPECT_EQ(MetricName(Metric::kItl), "itl");
   EXPECT_EQ(MetricName(Metric::kQueue), "queue");
   EXPECT_EQ(MetricName(Metric::kE2e), "e2e");
+  EXPECT_EQ(MetricName(Metric::kTtfa), "ttfa");
+  EXPECT_EQ(MetricName(Metric::kThink), "think");
+}
+
+// Every metric's window is the tracker's: time to first answer and thinking time expire with
+// the others (they once kept a default-length window and held an idle ladder up).
+TEST(LatencyTrackerTest, EveryMetricWindowExpiresTogether) {
+  LatencyTracker t(WindowSpec{1'000'000, 5});
+  RequestSample r;
+  r.ttft_ms = 10;
+  r.e2e_ms = 900;
+  r.ttfa_ms = 600;
+  r.think_ms = 590;
+  t.RecordRequest("chat", "m", 0, r);
+  TrackerSnapshot s = t.Snapshot(100);
+  EXPECT_EQ((*s.Find("chat", "m"))[Metric::kTtfa].count, 1u);
+  EXPECT_DOUBLE_EQ((*s.Find("chat", "m"))[Metric::kThink].p95_ms, 590);
+  s = t.Snapshot(5'000'000);
+  for (Metric m : kAllMetrics) {
+    EXPECT_EQ((*s.Find("chat", "m"))[m].count, 0u) << MetricName(m);
+  }
+  EXPECT_EQ(s.Find("chat", "m")->total[static_cast<size_t>(Metric::kTtfa)].count(), 1u);
+}
+
+// A request still thinking (first token out, no answer yet) is a lower bound of its TTFA:
+// a ladder on TTFA sees a thinking request age, not only the answers that finally came.
+TEST(LatencyTrackerInFlightTest, RequestsWithoutAnAnswerCensorTtfa) {
+  LatencyTracker t(WindowSpec{1'000'000, 10});
+  RequestSample r;
+  r.ttfa_ms = 100;
+  t.RecordRequest("chat", "m", 9'000'000, r);
+  const std::vector<InFlightRequest> in_flight = {
+      {"chat", "m", 4'000'000, true, false},  // thinking for 6 s
+      {"chat", "m", 9'000'000, true, true},   // answering
+  };
+  LatencyTracker::SnapshotOptions o;
+  o.has_in_flight = true;
+  o.in_flight = in_flight;
+  const TrackerSnapshot s = t.Snapshot(10'000'000, o);
+  const WindowStats& ttfa = (*s.Find("chat", "m")->censored)[static_cast<size_t>(Metric::kTtfa)];
+  EXPECT_EQ(ttfa.count, 2u);
+  EXPECT_DOUBLE_EQ(ttfa.p99_ms, 6000);
+  EXPECT_EQ((*s.Find("chat", "m")->censored)[static_cast<size_t>(Metric::kTtft)].count, 0u)
+      << "both have their first token";
 }
 
 TEST(LatencyTrackerTest, SinceChangeCoversOnlyNamedClassesAndNewerBuckets) {
