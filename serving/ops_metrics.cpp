@@ -20,7 +20,8 @@ bool AtOrBelow(double bound_s, double target_ms) {
 void AddRows(const slo::SloClass& c, const slo::SeriesSnapshot& s,
              std::vector<AttainmentRow>* out) {
   const std::pair<slo::Metric, std::optional<double>> targets[] = {
-      {slo::Metric::kTtft, c.ttft_p95_ms}, {slo::Metric::kE2e, c.e2e_p95_ms}};
+      {slo::Metric::kTtft, c.ttft_p95_ms}, {slo::Metric::kTtfa, c.ttfa_p95_ms},
+      {slo::Metric::kE2e, c.e2e_p95_ms}};
   for (const auto& [metric, target] : targets) {
     if (!target || *target <= 0) continue;
     const slo::PromHistogram& h = s.total[static_cast<size_t>(metric)];

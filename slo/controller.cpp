@@ -46,9 +46,11 @@ Pressure PressureOfStats(const SloClass& cls, const std::array<WindowStats, kMet
                          int64_t min_samples, const InFlightStats* in_flight) {
   Pressure p;
   for (const WindowStats& w : window) p.window_samples = std::max(p.window_samples, w.count);
+  p.thinks = window[static_cast<size_t>(Metric::kThink)].count > 0 ||
+             (in_flight != nullptr && in_flight->thinking > 0);
   const std::pair<Metric, std::optional<double>> targets[] = {
-      {Metric::kTtft, cls.ttft_p95_ms}, {Metric::kE2e, cls.e2e_p95_ms},
-      {Metric::kTpot, cls.tpot_p95_ms}};
+      {Metric::kTtft, cls.ttft_p95_ms}, {Metric::kTtfa, cls.ttfa_p95_ms},
+      {Metric::kE2e, cls.e2e_p95_ms}, {Metric::kTpot, cls.tpot_p95_ms}};
   auto take = [&](Metric metric, double p95_ms, double target_ms, uint64_t samples) {
     const double ratio = p95_ms / target_ms;
     if (!p.has_signal || ratio > p.ratio) {
@@ -76,8 +78,9 @@ Pressure PressureOfStats(const SloClass& cls, const std::array<WindowStats, kMet
     // largest value, and if the k_top-th oldest request in flight is past the target, every
     // completion of the window has its P95 over target.
     if (in_flight == nullptr || metric == Metric::kTpot) continue;
-    const std::vector<double>& ages =
-        metric == Metric::kTtft ? in_flight->waiting_ages_ms : in_flight->ages_ms;
+    const std::vector<double>& ages = metric == Metric::kTtft   ? in_flight->waiting_ages_ms
+                                      : metric == Metric::kTtfa ? in_flight->unanswered_ages_ms
+                                                                : in_flight->ages_ms;
     const size_t k = std::min(k_top, InFlightStats::kTopAges);
     if (ages.size() < k || ages[k - 1] <= *target) continue;
     take(metric, ages[k - 1], *target, w.count);
@@ -112,6 +115,11 @@ const ClassLevel* Knobs::Find(std::string_view slo_class, std::string_view model
 Level Knobs::LevelOf(std::string_view slo_class, std::string_view model) const {
   const ClassLevel* c = Find(slo_class, model);
   return c != nullptr ? c->level : Level::kNormal;
+}
+
+double Knobs::ThinkingScaleOf(std::string_view slo_class, std::string_view model) const {
+  const ClassLevel* c = Find(slo_class, model);
+  return c != nullptr ? c->thinking_scale : 1.0;
 }
 
 double Knobs::MarginScaleOf(std::string_view slo_class, std::string_view model) const {
@@ -169,7 +177,8 @@ void Controller::Publish(int64_t now_us) {
     k->models.push_back(ModelKnobs{m.model, m.max_running, StepTokensFor(m.max_running)});
   }
   for (const auto& [key, st] : classes_) {
-    k->classes.push_back(ClassLevel{key.first, key.second, st.level, st.margin_scale});
+    k->classes.push_back(
+        ClassLevel{key.first, key.second, st.level, st.margin_scale, st.thinking_scale});
   }
   k->preferred_batch_sizes = config_.batching.preferred_batch_sizes;
   k->max_queue_delay_us = static_cast<int64_t>(config_.batching.max_queue_delay_ms * 1000.0);
@@ -206,7 +215,7 @@ bool Controller::StepClass(const SloClass& cls, const std::string& model, int64_
   st->last = p;
   const auto level = static_cast<int32_t>(st->level);
   st->idle_ticks = idle ? st->idle_ticks + 1 : 0;
-  if (level > 0 && idle) {
+  if ((level > 0 || st->thinking_scale < 1.0) && idle) {
     // Nothing runs or waits on this model for this class: whatever the window remembers, no
     // request is being degraded for anyone's benefit. (At level 0 the window still decides: a
     // burst that just ended raises the level, and after a transition a further raise needs
@@ -219,18 +228,31 @@ bool Controller::StepClass(const SloClass& cls, const std::string& model, int64_
     // that raised the level, and holding the level for the window's length (30 s by
     // default) would keep truncating the answers of an idle server. Judge the level on its
     // own samples: recover as from a healthy tick (below).
-    const bool fresh_ok = level > 0 && fresh != nullptr &&
+    const bool fresh_ok = (level > 0 || st->thinking_scale < 1.0) && fresh != nullptr &&
                           (fresh->window_samples == 0 ||
                            (fresh->has_signal && fresh->ratio < lp.recover_ratio));
     if (!fresh_ok) {
       st->healthy_ticks = 0;
-      if (level >= cls.max_level || !Elapsed(st->changed_us, now_us, lp.raise_interval_ms)) {
+      const bool may_shorten =
+          level == 0 && p.thinks && st->thinking_scale > lp.min_thinking_scale;
+      if ((level >= cls.max_level && !may_shorten) ||
+          !Elapsed(st->changed_us, now_us, lp.raise_interval_ms)) {
         return false;
       }
       // Not (yet) overloaded by what came after the last transition: hold until the
       // previous level has been judged on its own samples.
       if (fresh != nullptr && !(fresh->has_signal && fresh->ratio > lp.enter_ratio)) {
         return false;
+      }
+      if (may_shorten) {
+        // The thinking rung first: shorter thinking brings the answer sooner without cutting
+        // any answer; the level rises only once the thinking is as short as it may get.
+        return StepThinking(cls, model, now_us,
+                            std::max(lp.min_thinking_scale, st->thinking_scale / 2),
+                            Fmt("%s p95 %.1f ms > %.2f x target %.1f ms",
+                                MetricName(p.metric).data(), p.p95_ms, lp.enter_ratio,
+                                p.target_ms),
+                            st, out);
       }
       Transition(cls, model, now_us, static_cast<Level>(level + 1),
                  Fmt("%s p95 %.1f ms > %.2f x target %.1f ms", MetricName(p.metric).data(),
@@ -241,7 +263,7 @@ bool Controller::StepClass(const SloClass& cls, const std::string& model, int64_
     return Recover(cls, model, now_us, *fresh, /*since_transition=*/true, st, out);
   }
   if (p.has_signal && p.ratio >= lp.recover_ratio) {
-    const bool fresh_ok = level > 0 && fresh != nullptr &&
+    const bool fresh_ok = (level > 0 || st->thinking_scale < 1.0) && fresh != nullptr &&
                           (fresh->window_samples == 0 ||
                            (fresh->has_signal && fresh->ratio < lp.recover_ratio));
     if (fresh_ok) return Recover(cls, model, now_us, *fresh, /*since_transition=*/true, st, out);
@@ -260,7 +282,13 @@ bool Controller::RecoverIdle(const SloClass& cls, const std::string& model, int6
                              ClassState* st, TickResult* out) {
   const LadderParams& lp = config_.ladder;
   st->healthy_ticks = st->idle_ticks;
-  if (st->level == Level::kNormal || st->idle_ticks < lp.recover_ticks) return false;
+  if (st->idle_ticks < lp.recover_ticks) return false;
+  if (st->level == Level::kNormal) {
+    if (st->thinking_scale >= 1.0) return false;
+    return StepThinking(cls, model, now_us, 1.0,
+                        Fmt("no request in flight (idle) for %d ticks", st->idle_ticks), st,
+                        out);
+  }
   // Straight to normal: the next request is judged afresh (and raises again at once if the
   // load comes back); stepping down one dwell at a time kept an empty model truncating or
   // shedding for 20 s after its queue had emptied.
@@ -277,12 +305,21 @@ bool Controller::Recover(const SloClass& cls, const std::string& model, int64_t 
   const auto level = static_cast<int32_t>(st->level);
   ++st->healthy_ticks;
   const int64_t dwell_ms = lp.min_dwell_ms;
-  if (level == 0 || st->healthy_ticks < lp.recover_ticks ||
+  if ((level == 0 && st->thinking_scale >= 1.0) || st->healthy_ticks < lp.recover_ticks ||
       now_us - st->changed_us.value_or(started_us_) < dwell_ms * 1000) {
     return false;
   }
   const int32_t ticks = st->healthy_ticks;
   const char* where = since_transition ? " since the last transition" : "";
+  if (level == 0) {
+    // Normal again: the thinking grows back, one doubling per recovery.
+    return StepThinking(cls, model, now_us, std::min(1.0, st->thinking_scale * 2),
+                        p.has_signal ? Fmt("%s p95 %.1f ms < %.2f x target %.1f ms%s for %d ticks",
+                                           MetricName(p.metric).data(), p.p95_ms,
+                                           lp.recover_ratio, p.target_ms, where, ticks)
+                                     : Fmt("no samples (idle) for %d ticks", ticks),
+                        st, out);
+  }
   std::string reason =
       p.has_signal
           ? Fmt("%s p95 %.1f ms < %.2f x target %.1f ms%s for %d ticks",
@@ -292,6 +329,45 @@ bool Controller::Recover(const SloClass& cls, const std::string& model, int64_t 
                 since_transition ? "since the last transition" : "in the window", ticks);
   Transition(cls, model, now_us, static_cast<Level>(level - 1), std::move(reason), p, st, out);
   return true;
+}
+
+bool Controller::StepThinking(const SloClass& cls, const std::string& model, int64_t now_us,
+                              double to, std::string reason, ClassState* st, TickResult* out) {
+  if (to == st->thinking_scale) return false;
+  ThinkingChange c;
+  c.at_us = now_us;
+  c.slo_class = cls.name;
+  c.model = model;
+  c.from = st->thinking_scale;
+  c.to = to;
+  c.reason = std::move(reason);
+  (to < c.from ? thinking_cuts_ : thinking_restores_) += 1;
+  thinking_changes_.push_back(c);
+  while (thinking_changes_.size() > static_cast<size_t>(config_.ladder.event_log_size)) {
+    thinking_changes_.pop_front();
+  }
+  out->thinking_changes.push_back(std::move(c));
+  st->thinking_scale = to;
+  // Like a transition: the next move is judged on samples newer than this one, after a
+  // dwell, so one burst does not halve the thinking all the way down.
+  st->changed_us = now_us;
+  st->healthy_ticks = 0;
+  return true;
+}
+
+uint64_t Controller::ThinkingCuts() const {
+  std::lock_guard lock(mu_);
+  return thinking_cuts_;
+}
+
+uint64_t Controller::ThinkingRestores() const {
+  std::lock_guard lock(mu_);
+  return thinking_restores_;
+}
+
+std::vector<ThinkingChange> Controller::RecentThinkingChanges() const {
+  std::lock_guard lock(mu_);
+  return {thinking_changes_.begin(), thinking_changes_.end()};
 }
 
 bool Controller::StepMargin(const Pressure& p, ClassState* st) const {
@@ -422,7 +498,7 @@ std::vector<ClassStatus> Controller::ClassStatuses() const {
   for (const auto& [key, st] : classes_) {
     out.push_back(ClassStatus{key.first, key.second, st.level,
                               st.changed_us.value_or(started_us_), st.healthy_ticks, st.last,
-                              st.margin_scale, st.idle_ticks});
+                              st.margin_scale, st.idle_ticks, st.thinking_scale});
   }
   return out;
 }

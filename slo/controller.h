@@ -77,6 +77,9 @@ struct Pressure {
   uint64_t samples = 0;
   // The most samples any metric (targeted or not) has in the window; 0: the class is idle.
   uint64_t window_samples = 0;
+  // Its requests think (thinking models): a thinking time in the window, or one thinking
+  // now. The thinking rung acts only then.
+  bool thinks = false;
 };
 Pressure PressureOf(const SloClass& cls, const SeriesSnapshot* series, int64_t min_samples);
 // `in_flight`, when given, adds the thin-window rule: with fewer than min_samples samples, a
@@ -129,6 +132,7 @@ struct ClassLevel {
   std::string model;          // "" for a class-wide ladder (a controller without models)
   Level level = Level::kNormal;
   double margin_scale = 1.0;  // admission's prediction_margin multiplier (AdmissionParams)
+  double thinking_scale = 1.0;  // the thinking rung: budgets x this (ThinkingPolicy::scale)
 };
 
 struct Knobs {
@@ -144,6 +148,7 @@ struct Knobs {
   // (model ""), else kNormal.
   Level LevelOf(std::string_view slo_class, std::string_view model) const;
   double MarginScaleOf(std::string_view slo_class, std::string_view model) const;  // else 1
+  double ThinkingScaleOf(std::string_view slo_class, std::string_view model) const;  // else 1
   // The highest level / scale of the class over its models (reports, the dashboard).
   Level LevelOf(std::string_view slo_class) const;
   double MarginScaleOf(std::string_view slo_class) const;
@@ -164,9 +169,20 @@ struct BatchChange {
   double ratio = 0;  // the worst P95 / target that drove it
 };
 
+// The thinking rung moved: a (class, model)'s thinking budgets now scale by `to`.
+struct ThinkingChange {
+  int64_t at_us = 0;
+  std::string slo_class;
+  std::string model;
+  double from = 1.0;
+  double to = 1.0;
+  std::string reason;
+};
+
 struct TickResult {
   std::vector<LadderEvent> events;
   std::vector<BatchChange> batch_changes;
+  std::vector<ThinkingChange> thinking_changes;
   bool published = false;  // a new Knobs version went out
 };
 
@@ -179,6 +195,7 @@ struct ClassStatus {
   Pressure last;               // the pressure seen at the last tick
   double margin_scale = 1.0;   // admission's closed-loop margin multiplier
   int32_t idle_ticks = 0;      // consecutive ticks with nothing in flight and no new sample
+  double thinking_scale = 1.0;  // the thinking rung (1: thinking not shortened)
 };
 
 struct TransitionCount {
@@ -216,6 +233,10 @@ class Controller {
   uint64_t EventsTotal() const;
   std::vector<ClassStatus> ClassStatuses() const;  // sorted by (class, model)
   std::vector<TransitionCount> TransitionCounts() const;
+  // Thinking-rung moves so far: shortened (down) and restored (up), over every ladder.
+  uint64_t ThinkingCuts() const;
+  uint64_t ThinkingRestores() const;
+  std::vector<ThinkingChange> RecentThinkingChanges() const;  // oldest first, bounded
 
  private:
   struct ClassState {
@@ -225,7 +246,11 @@ class Controller {
     Pressure last;
     double margin_scale = 1.0;
     int32_t idle_ticks = 0;
+    double thinking_scale = 1.0;
   };
+  // The thinking rung: halves (down) or doubles (up) the thinking scale; true if it moved.
+  bool StepThinking(const SloClass& cls, const std::string& model, int64_t now_us,
+                    double to, std::string reason, ClassState* st, TickResult* out);
   using Key = std::pair<std::string, std::string>;  // (class, model)
   // The closed-loop admission margin (AdmissionParams::max_margin_scale); true if it changed.
   bool StepMargin(const Pressure& p, ClassState* st) const;
@@ -270,6 +295,9 @@ class Controller {
   std::vector<ModelState> models_;
   EventLog events_;
   std::map<std::tuple<std::string, std::string, Level, Level>, uint64_t> transitions_;
+  uint64_t thinking_cuts_ = 0;
+  uint64_t thinking_restores_ = 0;
+  std::deque<ThinkingChange> thinking_changes_;  // the latest event_log_size
 };
 
 }  // namespace lifeline::slo

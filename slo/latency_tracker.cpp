@@ -140,8 +140,10 @@ InFlightStats StatsOfAges(Ages ages) {
     v.resize(k);
     return v;
   };
+  st.thinking = std::max<int64_t>(0, static_cast<int64_t>(ages.unanswered_ms.size()) - st.waiting);
   st.waiting_ages_ms = top(std::move(ages.waiting_ms));
   st.ages_ms = top(std::move(ages.all_ms));
+  st.unanswered_ages_ms = top(std::move(ages.unanswered_ms));
   return st;
 }
 

@@ -64,6 +64,10 @@ struct InFlightStats {
   // bounds of their TTFT) and of all of them (lower bounds of their e2e).
   std::vector<double> waiting_ages_ms;
   std::vector<double> ages_ms;
+  // Thinking: first token out, no answer text yet; and the oldest ages of those without
+  // answer text (waiting or thinking: lower bounds of their TTFA), descending.
+  int64_t thinking = 0;
+  std::vector<double> unanswered_ages_ms;
 };
 
 // One request in flight, as the owner of the models sees it (serving/engine_service.cpp).

@@ -236,7 +236,7 @@ Status ParseLadder(const Reader& r, const toml::table& t, LadderParams* p) {
                                         "min_dwell_ms", "raise_interval_ms", "max_level",
                                         "truncate_max_tokens", "truncate_min_tokens",
                                         "trim_to_tokens", "event_log_size",
-                                        "raise_needs_fresh_samples"}));
+                                        "raise_needs_fresh_samples", "min_thinking_scale"}));
   LL_RETURN_IF_ERROR(r.Double(t, s, "enter_ratio", 0, true, 100, &p->enter_ratio));
   LL_RETURN_IF_ERROR(r.Double(t, s, "recover_ratio", 0, true, 100, &p->recover_ratio));
   LL_RETURN_IF_ERROR(r.IntAs(t, s, "recover_ticks", 1, 100'000, &p->recover_ticks));
@@ -249,6 +249,8 @@ Status ParseLadder(const Reader& r, const toml::table& t, LadderParams* p) {
   LL_RETURN_IF_ERROR(r.IntAs(t, s, "event_log_size", 1, 100'000, &p->event_log_size));
   LL_RETURN_IF_ERROR(
       r.Bool(t, s, "raise_needs_fresh_samples", &p->raise_needs_fresh_samples));
+  LL_RETURN_IF_ERROR(
+      r.Double(t, s, "min_thinking_scale", 0, true, 1, &p->min_thinking_scale));
   if (p->recover_ratio >= p->enter_ratio) {
     return r.Error(t.source(), "ladder.recover_ratio",
                    "value " + Num(p->recover_ratio) + " must be below enter_ratio " +
@@ -281,8 +283,28 @@ Status ParseAdmission(const Reader& r, const toml::table& t, AdmissionParams* p)
 Status ParseClass(const Reader& r, const std::string& name, const toml::table& t, SloClass* c) {
   const std::string s = "classes." + name;
   LL_RETURN_IF_ERROR(r.CheckKeys(
-      t, s, {"ttft_p95_ms", "e2e_p95_ms", "tpot_p95_ms", "priority", "max_level", "on_late"}));
+      t, s, {"ttft_p95_ms", "ttfa_p95_ms", "e2e_p95_ms", "tpot_p95_ms", "priority", "max_level",
+             "on_late", "reasoning_budget_tokens", "max_reasoning_budget_tokens",
+             "reasoning_effort_tokens"}));
   LL_RETURN_IF_ERROR(r.Target(t, s, "ttft_p95_ms", &c->ttft_p95_ms));
+  LL_RETURN_IF_ERROR(r.Target(t, s, "ttfa_p95_ms", &c->ttfa_p95_ms));
+  LL_RETURN_IF_ERROR(r.Int(t, s, "reasoning_budget_tokens", -1, 1 << 24,
+                           &c->thinking.default_budget_tokens));
+  LL_RETURN_IF_ERROR(r.Int(t, s, "max_reasoning_budget_tokens", -1, 1 << 24,
+                           &c->thinking.max_budget_tokens));
+  if (const toml::node* n = t.get("reasoning_effort_tokens")) {
+    const std::string e = s + ".reasoning_effort_tokens";
+    const toml::table* efforts = n->as_table();
+    if (efforts == nullptr) {
+      return r.Error(n->source(), e, "expected a table {minimal, low, medium, high}");
+    }
+    LL_RETURN_IF_ERROR(r.CheckKeys(*efforts, e, {"minimal", "low", "medium", "high"}));
+    const char* names[] = {"minimal", "low", "medium", "high"};
+    for (size_t i = 0; i < 4; ++i) {
+      LL_RETURN_IF_ERROR(r.Int(*efforts, e, names[i], -1, 1 << 24,
+                               &c->thinking.effort_budget_tokens[i]));
+    }
+  }
   LL_RETURN_IF_ERROR(r.Target(t, s, "e2e_p95_ms", &c->e2e_p95_ms));
   LL_RETURN_IF_ERROR(r.Target(t, s, "tpot_p95_ms", &c->tpot_p95_ms));
   LL_RETURN_IF_ERROR(r.IntAs(t, s, "priority", -1000, 1000, &c->priority));
@@ -296,9 +318,9 @@ Status ParseClass(const Reader& r, const std::string& name, const toml::table& t
     }
     c->serve_late = on_late == "serve";
   }
-  if (!c->ttft_p95_ms && !c->e2e_p95_ms) {
-    return r.Error(t.source(), s, "needs ttft_p95_ms or e2e_p95_ms (a per-token target alone "
-                                  "gives no first-token budget)");
+  if (!c->ttft_p95_ms && !c->ttfa_p95_ms && !c->e2e_p95_ms) {
+    return r.Error(t.source(), s, "needs ttft_p95_ms, ttfa_p95_ms or e2e_p95_ms (a per-token "
+                                  "target alone gives no first-token budget)");
   }
   return Status::Ok();
 }
@@ -586,11 +608,14 @@ Result<RequestBudget> Resolve(const SloConfig& config, const RequestSloFields& f
     b.e2e_budget_ms = *cls->e2e_p95_ms * multiplier;
   }
   if (cls->tpot_p95_ms) b.tpot_budget_ms = *cls->tpot_p95_ms * multiplier;
-  if (cls->ttft_p95_ms) {
-    b.ttft_budget_ms = *cls->ttft_p95_ms * multiplier;
+  // The first-token budget: the TTFT target, else the TTFA target (the answer's first token
+  // comes no earlier than the first token), else the e2e budget (a class has one of the
+  // three, validated).
+  if (cls->ttft_p95_ms || cls->ttfa_p95_ms) {
+    b.ttft_budget_ms = (cls->ttft_p95_ms ? *cls->ttft_p95_ms : *cls->ttfa_p95_ms) * multiplier;
     if (b.e2e_budget_ms) b.ttft_budget_ms = std::min(b.ttft_budget_ms, *b.e2e_budget_ms);
   } else {
-    b.ttft_budget_ms = *b.e2e_budget_ms;  // a class has a TTFT or an e2e target (validated)
+    b.ttft_budget_ms = *b.e2e_budget_ms;
   }
   return b;
 }

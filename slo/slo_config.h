@@ -12,6 +12,7 @@
 // Resolve returns InvalidArgument naming `slo_class`, `user_role` or `deadline_ms`.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -25,9 +26,24 @@ namespace lifeline::slo {
 
 inline constexpr double kMaxBudgetMs = 3'600'000;  // 1 h: largest target or deadline accepted
 
+// How long a class's requests may think (thinking models, docs/reasoning.md), in tokens;
+// -1: unlimited. The request's thinking_budget_tokens, else its reasoning_effort's entry,
+// else default_budget_tokens; never above max_budget_tokens; then scaled by the ladder's
+// thinking rung (`scale`, from the knobs at submission; 1: none).
+struct ThinkingPolicy {
+  int64_t default_budget_tokens = -1;
+  int64_t max_budget_tokens = -1;
+  std::array<int64_t, 4> effort_budget_tokens = {0, 512, 2048, 8192};  // minimal..high
+  double scale = 1.0;
+};
+
 struct SloClass {
   std::string name;                  // [a-z0-9_-]{1,64}
   std::optional<double> ttft_p95_ms;  // time to first token
+  // Time to the first answer token: a thinking model's answer comes after its thinking,
+  // which a TTFT target does not see (docs/reasoning.md).
+  std::optional<double> ttfa_p95_ms;
+  ThinkingPolicy thinking;
   std::optional<double> e2e_p95_ms;   // end to end (first request byte .. last byte)
   std::optional<double> tpot_p95_ms;  // time per output token after the first
   int32_t priority = 0;               // higher runs first (scheduler: priority desc)
@@ -94,6 +110,11 @@ struct LadderParams {
   // fits this many tokens (or what the TTFT budget leaves at the measured prefill speed).
   int64_t trim_to_tokens = 2048;
   int32_t event_log_size = 256;      // transitions kept in memory (oldest dropped)
+  // The thinking rung, below level 1 (docs/reasoning.md): a class over target whose requests
+  // think first halves its thinking budgets (at most once per raise_interval_ms, judged on
+  // fresh samples as a raise is) down to this fraction, and only then raises the level;
+  // healthy ticks double it back before anything else recovers. 1 turns the rung off.
+  double min_thinking_scale = 0.125;
 };
 
 struct AdmissionParams {

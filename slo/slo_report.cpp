@@ -64,6 +64,7 @@ json ClassJson(const SloClass& c, const std::vector<const ClassStatus*>& ladders
             {"max_level", c.max_level},
             {"targets",
              {{"ttft_p95_ms", OptMs(c.ttft_p95_ms)},
+              {"ttfa_p95_ms", OptMs(c.ttfa_p95_ms)},
               {"e2e_p95_ms", OptMs(c.e2e_p95_ms)},
               {"tpot_p95_ms", OptMs(c.tpot_p95_ms)}}}};
   const ClassStatus* worst = nullptr;
@@ -282,7 +283,8 @@ std::string SloPrometheusText(const Controller& controller, const TrackerSnapsho
   prom::Family(&out, "lifeline_slo_target_seconds", "gauge", "P95 target by class and metric.");
   for (const SloClass& c : config.classes) {
     const std::pair<Metric, std::optional<double>> targets[] = {
-        {Metric::kTtft, c.ttft_p95_ms}, {Metric::kE2e, c.e2e_p95_ms}, {Metric::kTpot, c.tpot_p95_ms}};
+        {Metric::kTtft, c.ttft_p95_ms}, {Metric::kTtfa, c.ttfa_p95_ms},
+        {Metric::kE2e, c.e2e_p95_ms}, {Metric::kTpot, c.tpot_p95_ms}};
     for (const auto& [m, t] : targets) {
       if (t) {
         prom::Sample(&out, "lifeline_slo_target_seconds",

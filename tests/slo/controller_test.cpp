@@ -722,5 +722,104 @@ TEST(ControllerQueueSensorTest, IdleIsJudgedPerModel) {
   EXPECT_EQ(ModelLevel(ctl, "chat", "heavy"), 1);
 }
 
+
+// ---- The thinking rung (docs/reasoning.md) --------------------------------------------
+
+// A class whose requests think: TTFA at `ttfa_p95_ms` over 100 samples, `thinking` of them
+// with a thinking time (0: nobody thought).
+TrackerSnapshot ThinkingClass(const std::string& cls, double ttfa_p95_ms, uint64_t thinking) {
+  TrackerSnapshot s;
+  SeriesSnapshot row = Row(cls, "", Metric::kTtfa, ttfa_p95_ms, 100);
+  WindowStats& think = row.window[static_cast<size_t>(Metric::kThink)];
+  think.count = thinking;
+  think.p95_ms = think.p50_ms = think.p99_ms = think.mean_ms = thinking > 0 ? 2000 : 0;
+  s.by_class.push_back(std::move(row));
+  return s;
+}
+
+SloConfig ThinkingConfig() {
+  SloConfig c = LadderConfig();  // raise_interval 0, recover_ticks 3, dwell 1000 ms
+  for (SloClass& cls : c.classes) {
+    if (cls.name == "chat") cls.ttfa_p95_ms = 1000;
+  }
+  return c;
+}
+
+double ThinkingScaleOf(const Controller& c, const std::string& cls) {
+  return c.knobs()->ThinkingScaleOf(cls, "");
+}
+
+// Over its TTFA target, a thinking class halves its thinking budgets down to the floor
+// (1/8 by default) before its level rises: no answer is cut while thinking can still be
+// shortened. A class whose requests do not think skips the rung.
+TEST(ControllerThinkingTest, ThinkingShortensBeforeAnyAnswerIsCut) {
+  Controller ctl(ThinkingConfig(), {}, 0);
+  std::vector<double> scales;
+  std::vector<int> levels;
+  for (int k = 0; k < 5; ++k) {
+    ctl.Tick(k * kTickUs, ThinkingClass("chat", 3000, 40));
+    scales.push_back(ThinkingScaleOf(ctl, "chat"));
+    levels.push_back(LevelOf(ctl, "chat"));
+  }
+  EXPECT_EQ(scales, (std::vector<double>{0.5, 0.25, 0.125, 0.125, 0.125}));
+  EXPECT_EQ(levels, (std::vector<int>{0, 0, 0, 1, 2}));
+  EXPECT_EQ(ctl.ThinkingCuts(), 3u);
+  const std::vector<ThinkingChange> changes = ctl.RecentThinkingChanges();
+  ASSERT_EQ(changes.size(), 3u);
+  EXPECT_EQ(changes[0].from, 1.0);
+  EXPECT_EQ(changes[0].to, 0.5);
+  EXPECT_EQ(changes[0].reason, "ttfa p95 3000.0 ms > 1.00 x target 1000.0 ms");
+  EXPECT_EQ(ctl.RecentEvents().front().from, Level::kNormal) << "then the ladder";
+
+  Controller plain(ThinkingConfig(), {}, 0);
+  plain.Tick(0, ThinkingClass("chat", 3000, 0));
+  EXPECT_EQ(LevelOf(plain, "chat"), 1);
+  EXPECT_EQ(ThinkingScaleOf(plain, "chat"), 1.0);
+
+  SloConfig off = ThinkingConfig();
+  off.ladder.min_thinking_scale = 1.0;  // the rung turned off
+  Controller no_rung(off, {}, 0);
+  no_rung.Tick(0, ThinkingClass("chat", 3000, 40));
+  EXPECT_EQ(LevelOf(no_rung, "chat"), 1);
+}
+
+// Recovery undoes the cuts in reverse: the level comes down first, then the thinking grows
+// back one doubling per recover_ticks healthy ticks and dwell.
+TEST(ControllerThinkingTest, HealthyTicksRestoreTheLevelThenTheThinking) {
+  Controller ctl(ThinkingConfig(), {}, 0);
+  for (int k = 0; k < 4; ++k) ctl.Tick(k * kTickUs, ThinkingClass("chat", 3000, 40));
+  ASSERT_EQ(LevelOf(ctl, "chat"), 1);
+  ASSERT_EQ(ThinkingScaleOf(ctl, "chat"), 0.125);
+  std::vector<std::pair<int, double>> path;
+  for (int k = 4; k < 40; ++k) {
+    ctl.Tick(k * kTickUs, ThinkingClass("chat", 500, 40));
+    const std::pair<int, double> now{LevelOf(ctl, "chat"), ThinkingScaleOf(ctl, "chat")};
+    if (path.empty() || path.back() != now) path.push_back(now);
+  }
+  const std::vector<std::pair<int, double>> expected = {
+      {1, 0.125}, {0, 0.125}, {0, 0.25}, {0, 0.5}, {0, 1.0}};
+  EXPECT_EQ(path, expected);
+  EXPECT_EQ(ctl.ThinkingRestores(), 3u);
+}
+
+// Nothing in flight and no sample: the thinking budget is whole again after recover_ticks
+// idle ticks, like a level.
+TEST(ControllerThinkingTest, AnIdleClassGetsItsWholeThinkingBack) {
+  Controller ctl(ThinkingConfig(), {}, 0);
+  ctl.Tick(0, ThinkingClass("chat", 3000, 40));
+  ctl.Tick(kTickUs, ThinkingClass("chat", 3000, 40));
+  ASSERT_EQ(ThinkingScaleOf(ctl, "chat"), 0.25);
+  std::vector<double> scales;
+  for (int k = 2; k < 7; ++k) {
+    TrackerSnapshot idle = ThinkingClass("chat", 3000, 40);
+    idle.live_requests = 0;
+    idle.by_class.back().last_record_us = 0;
+    idle.by_class.back().since_change.emplace();  // nothing since the last change
+    ctl.Tick(k * kTickUs, idle);
+    scales.push_back(ThinkingScaleOf(ctl, "chat"));
+  }
+  EXPECT_EQ(scales, (std::vector<double>{0.25, 0.25, 1.0, 1.0, 1.0}));
+}
+
 }  // namespace
 }  // namespace lifeline::slo

@@ -248,7 +248,7 @@ TEST(SloConfigTest, EveryErrorNamesKeyAndLine) {
       {"preferred not array", "[batching]\npreferred_batch_sizes = 8\n", "batching.preferred_batch_sizes: expected an array", 2},
       {"window bucket too small", "[window]\nbucket_ms = 10\n", "window.bucket_ms: value 10 is outside [100, 600000]", 2},
       {"bad class name", "[classes.\"Bad Name\"]\nttft_p95_ms = 1\n", "classes.Bad Name: class names", 1},
-      {"class without first-token budget", "[classes.x]\ntpot_p95_ms = 20\n", "classes.x: needs ttft_p95_ms or e2e_p95_ms", 1},
+      {"class without first-token budget", "[classes.x]\ntpot_p95_ms = 20\n", "classes.x: needs ttft_p95_ms, ttfa_p95_ms or e2e_p95_ms", 1},
       {"target negative", "[classes.chat]\nttft_p95_ms = -1\n", "classes.chat.ttft_p95_ms: value -1 is outside [0, 3600000]", 2},
       {"target too large", "[classes.chat]\n\nttft_p95_ms = 4e6\n", "classes.chat.ttft_p95_ms", 3},
       {"unknown class key", "[classes.chat]\nttft = 1\n", "classes.chat.ttft: unknown key", 2},
