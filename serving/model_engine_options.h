@@ -1,7 +1,8 @@
 // The options of one served model (ModelEngineOptions) and its optional draft model
 // (DraftModelSpec): what `lifeline serve` builds from its flags and ModelEngine::Create takes.
-// In a header of their own so that the parts of the engine can read them without the
-// ModelEngine class.
+// Apart from model_engine.h because both halves of an engine read them: the front
+// (ModelEngine: name, queue bound, default max_tokens, chat template) and the engine loop
+// (EngineLoop: KV budget, step caps, threads, calibration, speculation).
 #pragma once
 
 #include <chrono>
@@ -40,7 +41,7 @@ struct ModelEngineOptions {
   // distinct prompt until the whole kv_memory_bytes pool is resident. < 0: unlimited.
   int64_t prefix_cache_reserve_tokens = 4096;
   // Before serving, time prefill steps of a few sizes and a decode step on the engine
-  // thread and feed them to SloHooks::speeds (model_engine_calibrate.cpp), so admission
+  // thread and feed them to SloHooks::speeds (engine_loop_calibrate.cpp), so admission
   // predicts from the first request on. Off: the estimate starts with the first requests.
   bool calibrate = false;
   // Speculative decoding by prompt lookup (scheduler/draft.h): drafted tokens per decode,
