@@ -76,7 +76,7 @@ namespace lifeline {
 struct SchedulerConfig {
   int32_t n_blocks = 0;                 // KV pool size, blocks (>= 1)
   // Defaults for the scheduler's own tests and tools; a ModelEngine always sets these from
-  // its options (serving/model_engine.h, whose defaults `serve`'s flags take).
+  // its options (serving/model_engine_options.h, whose defaults `serve`'s flags take).
   int32_t max_running = 64;             // sequences per step (>= 1)
   int64_t max_step_tokens = 512;        // tokens per step (>= 1); keep >= max_running
   int32_t max_waiting = 256;            // queued requests (>= 1)

@@ -1,23 +1,24 @@
-// ModelEngine: one loaded model served by one engine-loop thread.
+// ModelEngine: one loaded model served by one engine loop -- the front of that loop, the
+// LocalModel that EngineService calls on its threads.
 //
-//   HTTP thread: Prepare() renders the chat template, tokenizes, trims, checks the context,
-//   sampler and stop limits; the caller decides admission on the prepared size;
+//   Caller's (HTTP) thread: Prepare() renders the chat template, tokenizes, trims, checks the
+//   context, sampler and stop limits; the caller decides admission on the prepared size;
 //   EnqueuePrepared() applies the decision's max_tokens cap, checks the queue bound and
 //   pushes the request into the inbox -- every refusal is answered on this thread, before
 //   anything is queued (Submit() is both steps without admission). Cancel() pushes a cancel
-//   message.
-//   Engine thread: drain inbox -> load the SLO knobs (batch limits, batching window, class
-//   levels) -> stop started requests past their deadline at level >= truncate ->
-//   Scheduler::Schedule -> LlamaModel::Eval over the plan's ragged batch (with the block
-//   tables of the scheduler's prefix-cached block manager, the KV store's one free list)
-//   -> sample / detokenize / stop-match per sequence -> events to each request's sink ->
-//   Scheduler::Update. Exactly
-//   one terminal event per accepted request. At level >= trim_context, Prepare drops old chat
-//   turns of requests that allow it before the prompt is counted (docs/slo.md).
+//   message. Load() reads the queue counters and the load the loop published for its last
+//   step. At level >= trim_context, Prepare drops old chat turns of requests that allow it
+//   before the prompt is counted (docs/slo.md).
+//   Engine thread: the EngineLoop this front owns (serving/engine_loop.h) drains the inbox and
+//   runs the steps; exactly one terminal event per accepted request.
+//   The two halves share only EngineShared (serving/engine_shared.h), which says who writes
+//   and who reads each of its fields.
 //
-// Ownership: owns the model, tokenizer, KV context, compute pool, scheduler and thread.
-// Thread-safety: Submit, Cancel, Healthy, Snapshot and MetricsText may be called from any
-// thread; everything else runs on the engine thread.
+// Ownership: owns the model, tokenizer, chat template, the request-preparation context, the
+// options, EngineShared and the EngineLoop (which owns the KV context, compute pool, scheduler
+// and thread, and borrows the model, the options and EngineShared: it is destroyed first).
+// Thread-safety: every LocalModel method (Prepare, EnqueuePrepared, Submit, Cancel, Load,
+// Healthy, Snapshot, Tokenize, ...) may be called from any thread; AttachSlo before Start.
 // Failure: construction errors are Status values (KV budget too small, bad options); request
 // refusals are server::ApiError values (400 / 429); a forward-pass failure fails the
 // requests of that step with a 500 error event, and the loop goes on. A model file that
@@ -28,32 +29,24 @@
 // the file goes to stderr. Restarting the server loads the new file.
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <functional>
-#include <future>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <span>
 #include <string>
-#include <thread>
-#include <unordered_map>
 #include <variant>
+#include <vector>
 
 #include "base/status.h"
-#include "engine/kernels/compute_pool.h"
-#include "engine/model/llama_context.h"
 #include "engine/model/llama_model.h"
 #include "engine/tokenizer/tokenizer.h"
-#include "scheduler/scheduler.h"
 #include "server/engine_api.h"
 #include "serving/chat_setup.h"
+#include "serving/engine_loop.h"
+#include "serving/engine_shared.h"
 #include "serving/local_model.h"
-#include "serving/model_drafter.h"
+#include "serving/model_engine_live.h"
+#include "serving/model_engine_options.h"
 #include "serving/request_prep.h"
 #include "serving/request_timing.h"
 #include "slo/admission.h"
@@ -62,53 +55,9 @@
 
 namespace lifeline::serving {
 
-struct ModelEngineOptions {
-  std::string name = "default";
-  int threads = 2;                     // compute threads of this model's pool
-  std::vector<int> pin_cpus;           // empty: unpinned; else >= threads CPU ids (ComputePool)
-  int64_t n_ctx = 0;                   // positions per sequence; 0 -> min(train ctx, 4096)
-  uint64_t kv_memory_bytes = 512ull << 20;  // K/V pool budget
-  KvType kv_type = KvType::kF16;
-  int32_t max_running = 16;            // sequences per step
-  int64_t max_step_tokens = 256;       // tokens per step (decodes + prefill chunks)
-  int32_t max_waiting = 64;            // queued requests before 429
-  int32_t default_max_tokens = 256;    // when a request gives no max_tokens
-  ChatTemplateChoice chat_template;    // {preset, file}; both "" = the GGUF's (else chatml)
-  // How chat answers split into reasoning and answer: "auto" (from the chat template),
-  // "none", or a format name (toolcall::ReasoningFormatName).
-  std::string reasoning_format = "auto";
-  std::chrono::milliseconds heartbeat_stale{2000};  // Healthy() false when older
-  // Released prompt prefixes the prefix cache keeps (as whole KV blocks) before new requests
-  // reuse their blocks rather than touch KV memory never used before: resident KV memory
-  // then levels off at the peak of blocks in use plus this, instead of growing with every
-  // distinct prompt until the whole kv_memory_bytes pool is resident. < 0: unlimited.
-  int64_t prefix_cache_reserve_tokens = 4096;
-  // Before serving, time prefill steps of a few sizes and a decode step on the engine
-  // thread and feed them to SloHooks::speeds (model_engine_calibrate.cpp), so admission
-  // predicts from the first request on. Off: the estimate starts with the first requests.
-  bool calibrate = false;
-  // Speculative decoding by prompt lookup (scheduler/draft.h): drafted tokens per decode,
-  // 0 = off; and the most verification tokens (decodes + drafts) a step may carry, above
-  // which drafting stops because the step turns compute-bound. Off for models whose
-  // sliding-window layers keep their own KV (a rejected draft would have advanced it).
-  int32_t spec_tokens = 0;
-  int64_t spec_step_tokens = SchedulerKnobs{}.spec_step_tokens;
-  // Draft at every decode the step's caps allow, whatever the passes and the draft cost (no
-  // cost model): for measuring acceptance and verification cost, not for serving.
-  bool spec_always = false;
-};
-
-// A draft model for speculative decoding (`serve --draft`): its weights and tokenizer (which
-// must match the target's vocabulary, serving/model_drafter.h). Empty: prompt lookup.
-struct DraftModelSpec {
-  std::unique_ptr<LlamaModel> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-};
-
-
 class ModelEngine final : public LocalModel {
  public:
-  struct Live;                 // one choice's engine-thread state (model_engine_live.h)
+  using Live = LiveChoice;     // one choice's engine-thread state (model_engine_live.h)
   using Group = RequestGroup;  // one accepted request: its choices, sink and usage (ditto)
 
   // With a draft model, speculation (options.spec_tokens > 0) drafts with it instead of
@@ -121,10 +70,11 @@ class ModelEngine final : public LocalModel {
   ModelEngine(const ModelEngine&) = delete;
   ModelEngine& operator=(const ModelEngine&) = delete;
 
-  // Starts the engine thread; with options.calibrate, returns once the calibration steps
-  // ran (admission then predicts from the first request on).
+  // Starts the engine loop's thread; with options.calibrate, returns once the calibration
+  // steps ran (admission then predicts from the first request on).
   void Start() override;
-  // Ends every live request with a terminal error ("shutting_down") and joins the thread.
+  // Ends every live request with a terminal error ("shutting_down") and joins the loop's
+  // thread (EngineLoop::Stop).
   void Stop() override;
 
   // A request goes in three steps, on the caller's thread: Prepare (render, tokenize, trim
@@ -149,18 +99,19 @@ class ModelEngine final : public LocalModel {
                                          server::GenerationRequest request,
                                          server::GenerationSink sink,
                                          const SubmitSlo* slo = nullptr);
-  // Before Start().
-  void AttachSlo(SloHooks hooks) override { slo_ = std::move(hooks); }
+  // Before Start(): the front and the loop each keep a copy.
+  void AttachSlo(SloHooks hooks) override;
   // Prompt tokens accepted and not yet scheduled (for admission's queue estimate).
-  int64_t QueuedPromptTokens() const { return queued_prompt_tokens_.load(); }
-  int64_t QueuedRequests() const { return accepted_not_started_.load(); }
+  int64_t QueuedPromptTokens() const { return shared_.queued_prompt_tokens.load(); }
+  int64_t QueuedRequests() const { return shared_.accepted_not_started.load(); }
   // Accepted requests not yet ended (queued or running).
-  int64_t OpenRequests() const override { return open_requests_.load(); }
+  int64_t OpenRequests() const override { return shared_.open_requests.load(); }
   // The work ahead of a request arriving at `now_us` (steady clock, us), for admission's
   // TTFT prediction: the queue above, plus what the engine thread publishes at each step
   // (running prefill left, decoding sequences, the step token budget, the estimated end of
-  // the step in flight). A handful of relaxed atomic loads; the fields may come from
-  // adjacent steps, which is fine for an estimate.
+  // the step in flight). The step's values come from one publication (EngineShared::load);
+  // the queue counters are separate atomic loads and may be a step apart from them, which is
+  // fine for an estimate.
   slo::QueueLoad Load(int64_t now_us) const override;
   void Cancel(server::RequestHandle handle) override;
 
@@ -194,12 +145,6 @@ class ModelEngine final : public LocalModel {
       const server::DetokenizeRequest& req) const override;
 
  private:
-  struct Message {  // inbox entry
-    server::RequestHandle handle = 0;
-    std::shared_ptr<Group> group;             // null for a cancel
-    std::vector<std::unique_ptr<Live>> lives; // the choices to schedule now
-  };
-
   ModelEngine(std::unique_ptr<LlamaModel> model, std::unique_ptr<Tokenizer> tokenizer,
               const ModelEngineOptions& options);
   // Level >= trim_context: drops the oldest turns between the system message(s) and the last
@@ -210,70 +155,7 @@ class ModelEngine final : public LocalModel {
   // The context-trim budget of a request (docs/slo.md): ladder.trim_to_tokens, lowered to
   // what the TTFT budget leaves at the measured prefill speed behind the queued prompts.
   int64_t TrimBudgetTokens(const SubmitSlo& slo, const server::GenerationRequest& req) const;
-  // Level >= truncate: ends started choices whose deadline has passed, as "length".
-  void StopAtDeadlines(int64_t now_us);
-  // Queued (never scheduled) choices that can no longer meet their TTFT budget: ended with
-  // 429 slo_late, or marked late and kept (SubmitSlo::serve_late).
-  void ActOnLate(Clock::time_point now);
   Clock::time_point SloNow() const { return slo_.clock ? slo_.clock() : Clock::now(); }
-  // A choice the scheduler finished as completed: its last text, then kChoiceDone (several
-  // choices) and, when it was the last one open, the request's terminal kDone.
-  void Complete(Live& live, const Request& r);
-  static nlohmann::json ChoiceLifeline(const Live& live, const Request& r);
-  // Ends the whole request with `error` (once); its other choices are cancelled.
-  void FailGroup(Live& live, server::GenerationEvent error);
-  // Queue and sequence bookkeeping of a choice that leaves the engine (idempotent).
-  void Retire(Live& live);
-  // Hands a choice to the scheduler; false (and the request failed) when it refuses.
-  bool Enqueue(std::unique_ptr<Live> live);
-  // Choices waiting for their prompt's first choice to fill the prefix cache.
-  void ReleaseDeferred(Group& group, int32_t prompt_index);
-  void Loop();
-  // Times prefill steps of several sizes and one decode step into slo_.speeds (before the
-  // first request; engine thread).
-  void Calibrate();
-  // Idle, with a stale speed estimate (and options.calibrate): one timed prefill step on
-  // scratch KV blocks, so the estimate follows the machine's current co-load.
-  void MaybeRefreshSpeed();
-  // Speculation's cost model (Scheduler::SetSpecCost): the time of a decode pass of 1 ..
-  // spec_step_tokens tokens, timed at start (with speculation on); then each decode-only step
-  // the engine runs goes to Scheduler::ObserveSpecCost.
-  void CalibrateSpeculation();
-  void ObserveSpecCost(const StepPlan& plan, double eval_ms);
-  void ApplyKnobs();
-  // Latency samples: TTFT and queue time at the request's first token (so the controller
-  // sees them about one TTFT after arrival, not one end-to-end time), the rest at the end.
-  // Each sample is recorded once per request.
-  void RecordFirstToken(Live& live);
-  void RecordFinished(const Live& live);
-  // After the plan is built: publishes the step's load (running prefill / decode counts, the
-  // slot cap, the decode interval, the step budget and the estimated end of the step about to
-  // be evaluated from `eval_start`) as one value on load_board_.
-  void PublishStepLoad(const StepPlan& plan, Clock::time_point eval_start);
-  // Nothing runs: the running counts and the step estimate go to zero (published).
-  void PublishIdleLoad();
-  void DrainInbox();
-  bool Step();
-  // Step's parts: terminal events of cancelled / expired / preempted choices; the ragged
-  // batch through each choice's block table; sampling and events per choice; the
-  // scheduler's verdicts.
-  void ApplyPlanEnds(const StepPlan& plan);
-  void BuildBatch(const StepPlan& plan, std::vector<BatchToken>* batch, std::vector<SeqKv>* kv,
-                  std::vector<Live*>* entry_live);
-  std::vector<StepResult> ProcessOutputs(const StepPlan& plan, const std::vector<Live*>& entry_live,
-                                         const Status& eval_status, Clock::time_point t_step0,
-                                         Clock::time_point t_eval0, Clock::time_point t_eval1);
-  void ApplyFinished(std::vector<Request> finished);
-  void ObserveDecodeInterval(const StepPlan& plan, Clock::time_point t_step0);
-  void ObserveSpeeds(const StepPlan& plan, size_t batch_tokens, Clock::time_point t_eval0,
-                     Clock::time_point t_eval1);
-  void PublishSnapshot();
-  // Every request ends with one 503-class error event (ErrorKind::kUnavailable) of `code`.
-  void FailAll(const std::string& code, const std::string& message);
-  // The model's file changed under it: log, fail everything, refuse from now on.
-  void FailModel(const Status& why);
-  // GgufFile::Integrity, at most every 500 ms unless `now` (after a forward pass).
-  bool CheckFile(bool now);
 
   ModelEngineOptions options_;
   std::unique_ptr<LlamaModel> model_;
@@ -282,57 +164,13 @@ class ModelEngine final : public LocalModel {
   PrepContext prep_;                                 // set by Create
   std::string chat_template_note_;                   // ResolvedChatTemplate::fallback_note
   int64_t n_ctx_ = 0;
-  int64_t capacity_tokens_ = 0;  // whole KV pool, positions
+  SloHooks slo_;  // set before Start, then read-only (the loop has its own copy)
 
-  // Engine-thread state.
-  std::unique_ptr<LlamaContext> ctx_;
-  std::unique_ptr<ComputePool> pool_;
-  std::unique_ptr<Scheduler> scheduler_;
-  ModelDrafter* drafter_ = nullptr;  // the scheduler's drafter when it is a draft model
-  double step_draft_ms_ = 0;         // the draft model's time in this step's scheduling
-  std::unordered_map<RequestId, std::unique_ptr<Live>> live_;           // by scheduler id
-  std::unordered_map<server::RequestHandle, std::shared_ptr<Group>> groups_;
-  std::vector<float> logits_;  // [max_running + spec_step_tokens, n_vocab]: rows that sample
-  // Prompts whose first choice sampled this step: their waiting choices start after Update.
-  std::vector<std::pair<std::shared_ptr<Group>, int32_t>> release_;
-
-  // Shared with other threads.
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Message> inbox_;
-  bool stop_ = false;
-  std::atomic<int64_t> accepted_not_started_{0};  // in the inbox or waiting (for the 429 bound)
-  std::atomic<int64_t> heartbeat_ns_{0};
-  std::promise<void> calibrated_;  // set by the engine thread after Calibrate()
-  std::atomic<bool> failed_{false};  // the model's file changed under it (FailModel)
-  mutable std::mutex failure_mu_;
-  std::string failure_;              // why (under failure_mu_)
-  Clock::time_point file_checked_{};  // engine thread: last Integrity() check
-  std::atomic<int64_t> queued_prompt_tokens_{0};
-  std::atomic<int64_t> queued_decode_tokens_{0};  // max_tokens of the queued choices
-  // Accepted requests whose terminal event has not gone out; lowered just before it does,
-  // so a client never sees its answer while admission still counts the request.
-  std::atomic<int64_t> open_requests_{0};
-  // The step's load: built on the engine thread (step_load_) and published once per step
-  // (and when the engine goes idle) as one value that Submit threads read (Load).
-  StepLoad step_load_;
-  Board<StepLoad> load_board_;
-  Clock::time_point last_decode_step_{};                 // engine thread only
-  SloHooks slo_;
-  uint64_t knobs_version_ = 0;  // engine thread: last applied Knobs::version
-  std::shared_ptr<const slo::Knobs> knobs_now_;  // engine thread: loaded at step start
-  int64_t window_wait_us_ = 0;  // engine thread: the last plan's batching-window hold
-  int64_t deadline_stops_ = 0;  // engine thread
-  int64_t late_shed_ = 0;       // engine thread: requests ended as late (EngineSnapshot)
-  int64_t late_served_ = 0;     // engine thread: requests served although late
-  int64_t speed_refreshes_ = 0; // engine thread: idle speed refreshes (EngineSnapshot)
-  int64_t prompt_tokens_ = 0;       // engine thread: EngineSnapshot::prompt_tokens
-  int64_t generation_tokens_ = 0;   // engine thread: EngineSnapshot::generation_tokens
-  int32_t spec_tokens_ = 0;           // drafted tokens per decode in effect (0: off)
-  std::atomic<int64_t> context_trims_{0};
-  mutable std::mutex snapshot_mu_;
-  EngineSnapshot snapshot_;
-  std::thread thread_;
+  // What the front and the loop both touch; declared before loop_, which borrows it.
+  EngineShared shared_;
+  // Set by Create; declared last, so it is destroyed (its thread joined) before everything
+  // it borrows.
+  std::unique_ptr<EngineLoop> loop_;
 };
 
 }  // namespace lifeline::serving

@@ -1,23 +1,32 @@
-// Engine-thread state of one accepted request (Group) and of each of its choices (Live),
-// shared by model_engine.cpp (admission, inbox, terminal events) and model_engine_step.cpp
-// (the step). Internal to serving/.
+// The books of one accepted request (RequestGroup) and of each of its choices (LiveChoice).
+// The front (ModelEngine::EnqueuePrepared, model_engine.cpp) builds them on the caller's
+// thread and hands them over through the inbox (EngineShared); from then on only the engine
+// loop (EngineLoop, engine_loop*.cpp) touches them. Internal to serving/.
 //
 // A request has prompts x n choices; each choice is one scheduler request (one sequence).
-// Choices after the first of a prompt wait (Group::deferred) until that first one has been
-// prefilled, so they find the prompt's full blocks in the prefix cache instead of computing
-// them again. The request ends visibly once: a kDone after its last choice completed, or the
-// first kError (the other choices are then cancelled and end silently).
+// Choices after the first of a prompt wait (RequestGroup::deferred) until that first one has
+// been prefilled, so they find the prompt's full blocks in the prefix cache instead of
+// computing them again. The request ends visibly once: a kDone after its last choice
+// completed, or the first kError (the other choices are then cancelled and end silently).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/model/kv_blocks.h"
+#include "scheduler/request.h"
+#include "server/engine_api.h"
 #include "serving/choice_output.h"
-#include "serving/model_engine.h"
+#include "serving/local_model.h"
+#include "serving/request_prep.h"
+#include "serving/request_timing.h"
 
 namespace lifeline::serving {
+
+struct LiveChoice;
 
 struct RequestGroup {
   server::RequestHandle handle = 0;
@@ -29,7 +38,7 @@ struct RequestGroup {
   bool first_recorded = false;   // TTFT and queue samples went to the tracker
   server::Usage usage;           // prompts counted once; completion tokens of every choice
   std::vector<RequestId> ids;    // scheduler ids of the choices handed to the scheduler
-  std::vector<std::unique_ptr<ModelEngine::Live>> deferred;  // waiting for their prompt's first
+  std::vector<std::unique_ptr<LiveChoice>> deferred;  // waiting for their prompt's first
   PreparedRequest prepared;      // what the choices' outputs are built from
   nlohmann::json truncation;     // the first truncated choice's `lifeline` object (or null)
   bool reasoning_cut = false;    // a choice's thinking was ended at its budget
@@ -40,22 +49,22 @@ struct RequestGroup {
   int64_t spec_accepted = 0;     // ... and the ones the model sampled (timings)
 };
 
-struct ModelEngine::Live {
-  std::shared_ptr<Group> group;
+struct LiveChoice {
+  std::shared_ptr<RequestGroup> group;
   int32_t index = 0;             // choice index in the response
   int32_t prompt_index = 0;
   std::vector<int32_t> prompt;   // [n_prompt] token ids
   std::string echo_text;         // sent before the first token (completions' echo)
   int64_t max_tokens = 0;
   int64_t requested_max_tokens = 0;  // before the SLO ladder's cap
-  int64_t queued_tokens = 0;     // what this choice added to queued_prompt_tokens_
-  int64_t queued_decode = 0;     // what it added to queued_decode_tokens_ (its max_tokens)
+  int64_t queued_tokens = 0;     // what this choice added to EngineShared::queued_prompt_tokens
+  int64_t queued_decode = 0;     // ... and to queued_decode_tokens (its max_tokens)
   std::optional<int64_t> deadline_us;
   std::optional<ChoiceOutput> out;
   RequestTiming timing;
   RequestId id = 0;
   SeqId seq = -1;          // model-side sequence while admitted
-  bool queued = false;     // counted in accepted_not_started_ (until scheduled or retired)
+  bool queued = false;     // counted in accepted_not_started (until scheduled or retired)
   bool retired = false;
   int64_t generated = 0;   // tokens appended
   int64_t cached_tokens = 0;
@@ -71,7 +80,7 @@ struct ModelEngine::Live {
   bool budget_is_deadline = false;  // the budget is the request's own deadline_ms
   bool late = false;
   double enqueued_age_ms = 0;  // its age when it was queued (admission had decided)
-  ModelEngine::Trim trim;         // context trimmed at Submit (turns > 0)
+  ContextTrim trim;            // context trimmed at Prepare (turns > 0)
 };
 
 }  // namespace lifeline::serving

@@ -1,4 +1,4 @@
-// ModelEngine::Calibrate: before serving, time a few prefill steps of different sizes and one
+// EngineLoop::Calibrate: before serving, time a few prefill steps of different sizes and one
 // decode step on the engine thread, so admission's speed estimate (slo::SpeedEstimator) has
 // a fixed cost and a per-token slope from the first request on, instead of extrapolating
 // whatever the first, usually tiny, request measured (a 5-token prompt's time is mostly fixed
@@ -15,7 +15,7 @@
 #include <numeric>
 #include <vector>
 
-#include "serving/model_engine.h"
+#include "serving/engine_loop.h"
 
 namespace lifeline::serving {
 
@@ -40,9 +40,9 @@ std::vector<int32_t> FirstBlocks(int64_t n_positions) {
 
 }  // namespace
 
-void ModelEngine::Calibrate() {
+void EngineLoop::Calibrate() {
   if (slo_.speeds == nullptr) return;
-  const int64_t n_vocab = model_->config().n_vocab;
+  const int64_t n_vocab = model_.config().n_vocab;
   const int64_t max_tokens =
       std::min<int64_t>({256, options_.max_step_tokens, n_ctx_ - 1, capacity_tokens_ - 1});
   if (max_tokens < 1 || n_vocab < 2) return;
@@ -58,17 +58,17 @@ void ModelEngine::Calibrate() {
     }
     SeqKv kv{seq, blocks, 0};
     auto t0 = Clock::now();
-    Status s = model_->Eval(batch, std::span<const SeqKv>(&kv, 1), *ctx_, *pool_, logits_);
+    Status s = model_.Eval(batch, std::span<const SeqKv>(&kv, 1), *ctx_, *pool_, logits_);
     if (s.ok() && decode) {
       const BatchToken next{1, n, seq, true};
       kv.n_tokens = n;
       t0 = Clock::now();
-      s = model_->Eval(std::span<const BatchToken>(&next, 1), std::span<const SeqKv>(&kv, 1),
+      s = model_.Eval(std::span<const BatchToken>(&next, 1), std::span<const SeqKv>(&kv, 1),
                        *ctx_, *pool_, logits_);
     }
     if (s.ok()) ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     (void)ctx_->ReleaseSequence(seq);
-    heartbeat_ns_.store(Clock::now().time_since_epoch().count());
+    shared_.heartbeat_ns.store(Clock::now().time_since_epoch().count());
     return ms;
   };
   if (run(1, false) < 0) return;  // warm-up: first touches of weights and scratch
@@ -92,10 +92,10 @@ void ModelEngine::Calibrate() {
 // once the estimate has gone stale (admission.speed_stale_ms without a measurement), time one
 // prefill step of kRefreshTokens on scratch KV blocks: SpeedEstimator rescales its whole fit
 // by that step's ratio to the stale prediction. A few tens of ms every few seconds.
-void ModelEngine::MaybeRefreshSpeed() {
+void EngineLoop::MaybeRefreshSpeed() {
   if (slo_.speeds == nullptr || !options_.calibrate || !slo_.speeds->Stale(NowUs())) return;
   constexpr int64_t kRefreshTokens = 32;
-  const int64_t n_vocab = model_->config().n_vocab;
+  const int64_t n_vocab = model_.config().n_vocab;
   const int64_t n = std::min<int64_t>({kRefreshTokens, options_.max_step_tokens, n_ctx_ - 1});
   if (n < 1 || n_vocab < 2) return;
   const std::span<const BlockId> table = scheduler_->AllocateScratch(n);
@@ -108,11 +108,11 @@ void ModelEngine::MaybeRefreshSpeed() {
   }
   const SeqKv kv{seq, blocks, 0};
   const auto t0 = Clock::now();
-  const Status s = model_->Eval(batch, std::span<const SeqKv>(&kv, 1), *ctx_, *pool_, logits_);
+  const Status s = model_.Eval(batch, std::span<const SeqKv>(&kv, 1), *ctx_, *pool_, logits_);
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   (void)ctx_->ReleaseSequence(seq);
   scheduler_->FreeScratch();
-  heartbeat_ns_.store(Clock::now().time_since_epoch().count());
+  shared_.heartbeat_ns.store(Clock::now().time_since_epoch().count());
   if (s.ok()) {
     slo_.speeds->ObservePrefill(n, ms, NowUs());
     ++speed_refreshes_;
@@ -120,13 +120,13 @@ void ModelEngine::MaybeRefreshSpeed() {
   }
 }
 
-void ModelEngine::CalibrateSpeculation() {
+void EngineLoop::CalibrateSpeculation() {
   if (drafter_ != nullptr) drafter_->Calibrate();
   if (options_.spec_always) return;  // no cost model: every decode is drafted
   const int64_t cap = std::min<int64_t>(options_.spec_step_tokens, 16);
   constexpr int64_t kContext = 32;  // positions before the timed passes (attention reads them)
   constexpr int kRepeats = 5;
-  const int64_t n_vocab = model_->config().n_vocab;
+  const int64_t n_vocab = model_.config().n_vocab;
   if (kContext + cap > n_ctx_ || kContext + cap > capacity_tokens_ || n_vocab < 2) return;
   if (static_cast<int64_t>(logits_.size()) < cap * n_vocab) return;
   const std::vector<int32_t> blocks = FirstBlocks(kContext + cap);
@@ -137,7 +137,7 @@ void ModelEngine::CalibrateSpeculation() {
     batch.push_back({static_cast<int32_t>(1 + p % (n_vocab - 1)), p, seq, p == kContext - 1});
   }
   std::vector<double> cost;
-  if (model_->Eval(batch, std::span<const SeqKv>(&kv, 1), *ctx_, *pool_, logits_).ok()) {
+  if (model_.Eval(batch, std::span<const SeqKv>(&kv, 1), *ctx_, *pool_, logits_).ok()) {
     kv.n_tokens = kContext;
     for (int64_t n = 1; n <= cap; ++n) {
       batch.clear();
@@ -145,7 +145,7 @@ void ModelEngine::CalibrateSpeculation() {
       std::vector<double> ms;
       for (int r = 0; r < kRepeats; ++r) {
         const auto t0 = Clock::now();
-        if (!model_->Eval(batch, std::span<const SeqKv>(&kv, 1), *ctx_, *pool_, logits_).ok()) break;
+        if (!model_.Eval(batch, std::span<const SeqKv>(&kv, 1), *ctx_, *pool_, logits_).ok()) break;
         ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
       }
       if (ms.size() != kRepeats) break;
@@ -154,12 +154,12 @@ void ModelEngine::CalibrateSpeculation() {
     }
   }
   (void)ctx_->ReleaseSequence(seq);
-  heartbeat_ns_.store(Clock::now().time_since_epoch().count());
+  shared_.heartbeat_ns.store(Clock::now().time_since_epoch().count());
   if (static_cast<int64_t>(cost.size()) != cap) return;  // no model: drafts as if passes were free
   scheduler_->SetSpecCost(std::move(cost));
 }
 
-void ModelEngine::ObserveSpecCost(const StepPlan& plan, double eval_ms) {
+void EngineLoop::ObserveSpecCost(const StepPlan& plan, double eval_ms) {
   for (const StepEntry& e : plan.entries) {
     if (!e.is_decode) return;  // a prefill chunk's step says nothing about decode passes
   }

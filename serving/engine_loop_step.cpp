@@ -1,14 +1,16 @@
-// ModelEngine's engine-loop thread: one step = drain the inbox -> load the SLO knobs ->
-// Schedule -> the batch through LlamaModel::Eval -> each choice's output (ChoiceOutput) ->
-// Scheduler::Update -> terminal events. The request-side books (Group / Live) are in
-// model_engine_live.h; admission and terminal events in model_engine.cpp.
+// EngineLoop's thread: one step = drain the inbox -> load the SLO knobs -> the deadline stop
+// and late requests -> Schedule -> the batch through LlamaModel::Eval -> each choice's output
+// (ChoiceOutput) -> Scheduler::Update -> terminal events -> the step's load and counters
+// published to the front (EngineShared). The request-side books (RequestGroup / LiveChoice)
+// are in model_engine_live.h; the inbox drained into the scheduler and the terminal events
+// in engine_loop.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <utility>
 
-#include "serving/model_engine.h"
+#include "serving/engine_loop.h"
 #include "serving/model_engine_live.h"
 
 namespace lifeline::serving {
@@ -28,7 +30,7 @@ using server::MakeError;
 
 }  // namespace
 
-void ModelEngine::StopAtDeadlines(int64_t now_us) {
+void EngineLoop::StopAtDeadlines(int64_t now_us) {
   if (knobs_now_ == nullptr) return;  // no control plane: level 0 for every class
   std::vector<RequestId> due;
   for (const auto& [id, live] : live_) {
@@ -54,7 +56,7 @@ void ModelEngine::StopAtDeadlines(int64_t now_us) {
   }
 }
 
-void ModelEngine::ActOnLate(Clock::time_point now) {
+void EngineLoop::ActOnLate(Clock::time_point now) {
   const int64_t now_us = std::chrono::duration_cast<std::chrono::microseconds>(
                              now.time_since_epoch()).count();
   std::vector<RequestId> late;
@@ -126,7 +128,7 @@ void ModelEngine::ActOnLate(Clock::time_point now) {
   }
 }
 
-void ModelEngine::ApplyPlanEnds(const StepPlan& plan) {
+void EngineLoop::ApplyPlanEnds(const StepPlan& plan) {
   for (const Request& r : plan.cancelled) {
     auto it = live_.find(r.id);
     if (it == live_.end()) continue;
@@ -161,7 +163,7 @@ void ModelEngine::ApplyPlanEnds(const StepPlan& plan) {
 
 // The plan's block tables go to Eval as they are: the scheduler's BlockManager owns them (and
 // every block of the KV store), so the engine keeps no books of its own.
-void ModelEngine::BuildBatch(const StepPlan& plan, std::vector<BatchToken>* batch,
+void EngineLoop::BuildBatch(const StepPlan& plan, std::vector<BatchToken>* batch,
                              std::vector<SeqKv>* kv, std::vector<Live*>* entry_live) {
   batch->reserve(static_cast<size_t>(plan.n_tokens));
   kv->reserve(plan.entries.size());
@@ -174,9 +176,9 @@ void ModelEngine::BuildBatch(const StepPlan& plan, std::vector<BatchToken>* batc
     (*entry_live)[i] = &live;
     if (live.queued) {  // a choice leaves the queue bound the first time it is scheduled
       live.queued = false;
-      accepted_not_started_.fetch_sub(1);
-      queued_prompt_tokens_.fetch_sub(live.queued_tokens);
-      queued_decode_tokens_.fetch_sub(live.queued_decode);
+      shared_.accepted_not_started.fetch_sub(1);
+      shared_.queued_prompt_tokens.fetch_sub(live.queued_tokens);
+      shared_.queued_decode_tokens.fetch_sub(live.queued_decode);
     }
     if (const Request* r = scheduler_->Find(e.id)) live.cached_tokens = r->n_cached_tokens;
     if (live.seq < 0) live.seq = ctx_->NewSequence();
@@ -190,7 +192,7 @@ void ModelEngine::BuildBatch(const StepPlan& plan, std::vector<BatchToken>* batc
   }
 }
 
-void ModelEngine::ObserveSpeeds(const StepPlan& plan, size_t batch_tokens,
+void EngineLoop::ObserveSpeeds(const StepPlan& plan, size_t batch_tokens,
                                 Clock::time_point t_eval0, Clock::time_point t_eval1) {
   if (slo_.speeds == nullptr) return;
   // Speeds for admission: a pure-decode step times one token per sequence; a step with
@@ -212,7 +214,7 @@ void ModelEngine::ObserveSpeeds(const StepPlan& plan, size_t batch_tokens,
 // step), so it is how fast running slots free: admission's slot wait (slo/admission.h) reads
 // its moving average. The calibrated decode step (one sequence, nothing else) is several
 // times shorter than a step of 16 decodes beside a prefill chunk.
-void ModelEngine::ObserveDecodeInterval(const StepPlan& plan, Clock::time_point t_step0) {
+void EngineLoop::ObserveDecodeInterval(const StepPlan& plan, Clock::time_point t_step0) {
   bool has_decode = false;
   for (const StepEntry& e : plan.entries) has_decode |= e.is_decode;
   if (!has_decode) {
@@ -229,7 +231,7 @@ void ModelEngine::ObserveDecodeInterval(const StepPlan& plan, Clock::time_point 
   last_decode_step_ = t_step0;
 }
 
-std::vector<StepResult> ModelEngine::ProcessOutputs(const StepPlan& plan,
+std::vector<StepResult> EngineLoop::ProcessOutputs(const StepPlan& plan,
                                                     const std::vector<Live*>& entry_live,
                                                     const Status& eval_status,
                                                     Clock::time_point t_step0,
@@ -237,7 +239,7 @@ std::vector<StepResult> ModelEngine::ProcessOutputs(const StepPlan& plan,
                                                     Clock::time_point t_eval1) {
   std::vector<StepResult> results;
   results.reserve(plan.entries.size());
-  const int64_t n_vocab = model_->config().n_vocab;
+  const int64_t n_vocab = model_.config().n_vocab;
   int64_t logit_row = 0;
   for (size_t i = 0; i < plan.entries.size(); ++i) {
     const StepEntry& e = plan.entries[i];
@@ -320,7 +322,7 @@ std::vector<StepResult> ModelEngine::ProcessOutputs(const StepPlan& plan,
   return results;
 }
 
-void ModelEngine::ApplyFinished(std::vector<Request> finished) {
+void EngineLoop::ApplyFinished(std::vector<Request> finished) {
   for (Request& r : finished) {
     auto it = live_.find(r.id);
     if (it == live_.end()) continue;
@@ -338,7 +340,7 @@ void ModelEngine::ApplyFinished(std::vector<Request> finished) {
   }
 }
 
-bool ModelEngine::Step() {
+bool EngineLoop::Step() {
   const auto t_step0 = Clock::now();
   StopAtDeadlines(NowUs());
   ActOnLate(SloNow());
@@ -358,7 +360,7 @@ bool ModelEngine::Step() {
   BuildBatch(plan, &batch, &kv, &entry_live);
   const auto t_eval0 = Clock::now();
   PublishStepLoad(plan, t_eval0);
-  const Status eval_status = model_->Eval(batch, kv, *ctx_, *pool_, logits_);
+  const Status eval_status = model_.Eval(batch, kv, *ctx_, *pool_, logits_);
   const auto t_eval1 = Clock::now();
   // Outputs computed from a file that changed under us are never sent.
   if (!CheckFile(/*now=*/true)) return true;
@@ -376,7 +378,7 @@ bool ModelEngine::Step() {
   return true;
 }
 
-void ModelEngine::ApplyKnobs() {
+void EngineLoop::ApplyKnobs() {
   if (slo_.speeds != nullptr) {
     // The batching window's slack check needs the time a prompt token takes to prefill.
     if (auto f = slo_.speeds->prefill_fit()) {
@@ -401,31 +403,7 @@ void ModelEngine::ApplyKnobs() {
   if (scheduler_->SetKnobs(k).ok()) step_load_.max_running = k.max_running;
 }
 
-slo::QueueLoad ModelEngine::Load(int64_t now_us) const {
-  slo::QueueLoad l;
-  l.queued_requests = static_cast<int32_t>(accepted_not_started_.load());
-  l.queued_prefill_tokens = queued_prompt_tokens_.load();
-  l.queued_decode_tokens = queued_decode_tokens_.load();
-  l.open_requests = open_requests_.load();
-  // One step's values, all from the same publication.
-  const std::shared_ptr<const StepLoad> step = load_board_.Load();
-  if (step == nullptr) return l;
-  l.running_prefill_tokens = step->running_prefill_tokens;
-  l.running_decodes = step->running_decodes;
-  l.step_token_budget = step->step_token_budget;
-  l.max_running = step->max_running;
-  l.running_sequences = step->running_sequences;
-  l.running_decode_tokens_left = step->running_decode_tokens_left;
-  l.running_decode_min_left = step->running_decode_min_left;
-  l.decode_interval_ms = step->decode_interval_ms;
-  // Past the estimate (the step overran, or it ended) nothing is added.
-  if (step->step_end_estimate_us > now_us) {
-    l.step_left_ms = static_cast<double>(step->step_end_estimate_us - now_us) / 1000.0;
-  }
-  return l;
-}
-
-void ModelEngine::PublishStepLoad(const StepPlan& plan, Clock::time_point eval_start) {
+void EngineLoop::PublishStepLoad(const StepPlan& plan, Clock::time_point eval_start) {
   std::unordered_map<RequestId, int64_t> planned_end;
   planned_end.reserve(plan.entries.size());
   bool has_prefill = false;
@@ -443,7 +421,7 @@ void ModelEngine::PublishStepLoad(const StepPlan& plan, Clock::time_point eval_s
     decode_min_left = std::min(decode_min_left, left);
   };
   for (const auto& [id, live] : live_) {
-    if (live->queued) continue;  // still in queued_prompt_tokens_
+    if (live->queued) continue;  // still in EngineShared::queued_prompt_tokens
     const Request* r = scheduler_->Find(id);
     if (r == nullptr || r->finished()) continue;
     if (r->running()) ++holding_slots;
@@ -479,20 +457,20 @@ void ModelEngine::PublishStepLoad(const StepPlan& plan, Clock::time_point eval_s
   const int64_t start_us = std::chrono::duration_cast<std::chrono::microseconds>(
                                eval_start.time_since_epoch()).count();
   step_load_.step_end_estimate_us = est_ms > 0 ? start_us + static_cast<int64_t>(est_ms * 1000.0) : 0;
-  load_board_.Publish(std::make_shared<const StepLoad>(step_load_));
+  shared_.load.Publish(std::make_shared<const StepLoad>(step_load_));
 }
 
-void ModelEngine::PublishIdleLoad() {
+void EngineLoop::PublishIdleLoad() {
   step_load_.running_prefill_tokens = 0;
   step_load_.running_decodes = 0;
   step_load_.running_sequences = 0;
   step_load_.running_decode_tokens_left = 0;
   step_load_.running_decode_min_left = 0;
   step_load_.step_end_estimate_us = 0;
-  load_board_.Publish(std::make_shared<const StepLoad>(step_load_));
+  shared_.load.Publish(std::make_shared<const StepLoad>(step_load_));
 }
 
-void ModelEngine::RecordFirstToken(Live& live) {
+void EngineLoop::RecordFirstToken(Live& live) {
   Group& g = *live.group;
   if (slo_.tracker == nullptr || g.first_recorded) return;
   g.first_recorded = true;
@@ -504,7 +482,7 @@ void ModelEngine::RecordFirstToken(Live& live) {
   slo_.tracker->RecordRequest(cls, options_.name, NowUs(), s);
 }
 
-void ModelEngine::RecordFinished(const Live& live) {
+void EngineLoop::RecordFinished(const Live& live) {
   if (slo_.tracker == nullptr) return;
   const RequestTiming& tm = live.timing;
   const auto now = Clock::now();
@@ -534,59 +512,60 @@ void ModelEngine::RecordFinished(const Live& live) {
   slo_.tracker->RecordRequest(cls, options_.name, NowUs(), s);
 }
 
-void ModelEngine::PublishSnapshot() {
+void EngineLoop::PublishSnapshot() {
   const SchedulerStats st = scheduler_->stats();
   const BlockManagerStats bs = scheduler_->block_manager().stats();
-  std::lock_guard<std::mutex> lock(snapshot_mu_);
-  snapshot_.waiting = st.waiting;
-  snapshot_.running = st.running;
-  snapshot_.kv_blocks_free = static_cast<int32_t>(scheduler_->block_manager().n_available());
-  snapshot_.kv_blocks_touched = bs.blocks_touched;
-  snapshot_.prefix_hit_tokens = bs.prefix_hit_tokens;
-  snapshot_.prefix_lookup_tokens = bs.prefix_lookup_tokens;
-  snapshot_.preemptions = st.preemptions;
-  snapshot_.spec_drafted = st.spec_drafted;
-  snapshot_.spec_accepted = st.spec_accepted;
-  snapshot_.steps = st.steps;
-  snapshot_.live_requests = static_cast<int64_t>(groups_.size());
-  snapshot_.window_waits = st.window_waits;
-  snapshot_.max_queue_delay_us = scheduler_->knobs().max_queue_delay_us;
-  snapshot_.context_trims = context_trims_.load();
-  snapshot_.deadline_stops = deadline_stops_;
-  snapshot_.late_shed = late_shed_;
-  snapshot_.late_served = late_served_;
-  snapshot_.speed_refreshes = speed_refreshes_;
-  snapshot_.prompt_tokens = prompt_tokens_;
-  snapshot_.generation_tokens = generation_tokens_;
+  std::lock_guard<std::mutex> lock(shared_.snapshot_mu);
+  shared_.snapshot.waiting = st.waiting;
+  shared_.snapshot.running = st.running;
+  shared_.snapshot.kv_blocks_free = static_cast<int32_t>(scheduler_->block_manager().n_available());
+  shared_.snapshot.kv_blocks_touched = bs.blocks_touched;
+  shared_.snapshot.prefix_hit_tokens = bs.prefix_hit_tokens;
+  shared_.snapshot.prefix_lookup_tokens = bs.prefix_lookup_tokens;
+  shared_.snapshot.preemptions = st.preemptions;
+  shared_.snapshot.spec_drafted = st.spec_drafted;
+  shared_.snapshot.spec_accepted = st.spec_accepted;
+  shared_.snapshot.steps = st.steps;
+  shared_.snapshot.live_requests = static_cast<int64_t>(groups_.size());
+  shared_.snapshot.window_waits = st.window_waits;
+  shared_.snapshot.max_queue_delay_us = scheduler_->knobs().max_queue_delay_us;
+  shared_.snapshot.context_trims = shared_.context_trims.load();
+  shared_.snapshot.deadline_stops = deadline_stops_;
+  shared_.snapshot.late_shed = late_shed_;
+  shared_.snapshot.late_served = late_served_;
+  shared_.snapshot.speed_refreshes = speed_refreshes_;
+  shared_.snapshot.prompt_tokens = prompt_tokens_;
+  shared_.snapshot.generation_tokens = generation_tokens_;
 }
 
-void ModelEngine::Loop() {
+void EngineLoop::Loop() {
   if (options_.calibrate) Calibrate();
   if (spec_tokens_ > 0) CalibrateSpeculation();
   calibrated_.set_value();
   for (;;) {
-    heartbeat_ns_.store(Clock::now().time_since_epoch().count());
-    if (failed_.load() || !CheckFile(/*now=*/false)) {
+    shared_.heartbeat_ns.store(Clock::now().time_since_epoch().count());
+    if (shared_.failed.load() || !CheckFile(/*now=*/false)) {
       // A failed model answers every request with its error and computes nothing.
-      FailAll("model_failed", "model '" + options_.name + "' failed: " + Failure());
-      std::unique_lock<std::mutex> lock(mu_);
-      if (stop_) break;
-      cv_.wait_for(lock, std::chrono::milliseconds(250), [&] { return stop_ || !inbox_.empty(); });
+      FailAll("model_failed", "model '" + options_.name + "' failed: " + shared_.Failure());
+      std::unique_lock<std::mutex> lock(shared_.mu);
+      if (shared_.stop) break;
+      shared_.cv.wait_for(lock, std::chrono::milliseconds(250),
+                          [&] { return shared_.stop || !shared_.inbox.empty(); });
       continue;
     }
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (stop_) break;
-      if (inbox_.empty() && live_.empty()) {
+      std::unique_lock<std::mutex> lock(shared_.mu);
+      if (shared_.stop) break;
+      if (shared_.inbox.empty() && live_.empty()) {
         lock.unlock();
         MaybeRefreshSpeed();
         lock.lock();
-        if (stop_) break;
-        if (!inbox_.empty()) continue;
+        if (shared_.stop) break;
+        if (!shared_.inbox.empty()) continue;
         // Idle: wake at least every 250 ms to keep the heartbeat fresh.
-        cv_.wait_for(lock, std::chrono::milliseconds(250),
-                     [&] { return stop_ || !inbox_.empty(); });
-        if (stop_) break;
+        shared_.cv.wait_for(lock, std::chrono::milliseconds(250),
+                            [&] { return shared_.stop || !shared_.inbox.empty(); });
+        if (shared_.stop) break;
         continue;
       }
     }
@@ -606,8 +585,8 @@ void ModelEngine::Loop() {
       const auto wait = window_wait_us_ > 0
                             ? std::chrono::microseconds(std::min<int64_t>(window_wait_us_, 50'000))
                             : std::chrono::microseconds(1000);
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, wait, [&] { return stop_ || !inbox_.empty(); });
+      std::unique_lock<std::mutex> lock(shared_.mu);
+      shared_.cv.wait_for(lock, wait, [&] { return shared_.stop || !shared_.inbox.empty(); });
     }
   }
   FailAll("shutting_down", "the server is shutting down");
