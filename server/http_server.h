@@ -3,11 +3,15 @@
 // server/router.h and streams tokens from an EngineApi.
 //
 // Limits (ServerLimits, all configurable, defaults below) are enforced before work starts:
-// header bytes -> 431; Content-Length above max_body_bytes -> 413 before the body is read (a
-// chunked body is cut off at the same limit while reading); connections above max_connections
-// get 503 and are closed; a header or body not complete within its deadline -> 408; an idle
-// keep-alive connection is closed; a write that makes no progress within write_timeout
-// closes the connection (and cancels its request).
+// header bytes -> 431; Content-Length above max_body_bytes -> 413 before the body is read; a
+// chunked body is counted as it arrives, framing included (http_framing.h): all of it above
+// max_body_bytes -> 413, one chunk-size line or trailer line above max_framing_line_bytes or
+// a trailer section above max_trailer_bytes -> 400 framing_too_large (an element that long
+// is not content a client meant to send: a smaller body would not help, so not 413), each
+// closing the connection; connections above max_connections get 503 and are closed; a
+// header or body not complete within its deadline -> 408; an idle keep-alive connection is
+// closed; a write that makes no progress within write_timeout closes the connection (and
+// cancels its request).
 //
 // Every generation request the engine accepts ends visibly exactly once: a JSON response, an
 // HTTP error, or for a stream that already began a terminal `data: {"error":...}` event with
@@ -41,7 +45,12 @@ namespace lifeline::server {
 
 struct ServerLimits {
   size_t max_header_bytes = 16 * 1024;         // request line + headers; above -> 431
-  size_t max_body_bytes = 1024 * 1024;         // above -> 413
+  size_t max_body_bytes = 1024 * 1024;         // above -> 413 (a chunked body's framing counts)
+  // One chunk-size line (size digits, extensions, CRLF) or trailer field line -> 400. A size
+  // line needs at most 18 bytes; 4 KiB leaves room for any extension a client has a use for
+  // (Node allows 16 KiB of extensions per message, and the OpenAI SDKs and curl send none).
+  size_t max_framing_line_bytes = 4 * 1024;
+  size_t max_trailer_bytes = 8 * 1024;         // a chunked body's trailer section -> 400
   int max_connections = 512;                   // above -> 503 + close
   std::chrono::milliseconds header_read_timeout{10'000};  // first byte .. end of headers -> 408
   std::chrono::milliseconds body_read_timeout{30'000};    // end of headers .. end of body -> 408

@@ -46,6 +46,10 @@ using Clock = std::chrono::steady_clock;
 using ErrorCode = boost::system::error_code;
 
 constexpr size_t kReadChunkBytes = 4096;
+// One read of a request body. The read buffer holds at most one unfinished framing element
+// (max_framing_line_bytes, max_trailer_bytes) plus this: chunk data goes straight into the
+// body string, and no element grows past its cap because each byte is counted on arrival.
+constexpr size_t kBodyReadBytes = 16 * 1024;
 // After an error response we stop reading requests but drain what the client still sends for
 // a moment, so closing does not reset the connection before the client has read the answer.
 constexpr auto kLingerTime = std::chrono::milliseconds(500);
@@ -129,6 +133,9 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(limits_.max_header_bytes));
     parser_->body_limit(limits_.max_body_bytes);
+    body_limit_bytes_ = limits_.max_body_bytes;
+    body_limit_name_ = "max_body_bytes";
+    meter_.reset();
     read_timed_out_ = false;
     cors_.clear();
     head_ = false;
@@ -230,10 +237,77 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
       Send("HTTP/1.1 100 Continue\r\n\r\n");
     }
     if (parser_->is_done()) return HandleRequest();
+    ReadBody();
+  }
+
+  // The body is read here rather than by http::async_read so that each received byte of a
+  // chunked body passes the meter (http_framing.h) before the parser may hold it: Beast
+  // keeps a whole chunk-size line or trailer section in the buffer, with no limit.
+  void ReadBody() {
     phase_ = Phase::kBody;
     ArmReadDeadline(limits_.body_read_timeout);
-    http::async_read(socket_, buffer_, *parser_,
-                     [self = shared_from_this()](ErrorCode ec, size_t) { self->OnBody(ec); });
+    parser_->eager(true);
+    if (parser_->chunked()) {
+      ChunkedLimits cl;
+      cl.max_body_bytes = body_limit_bytes_;
+      cl.body_limit_name = body_limit_name_;
+      cl.max_framing_line_bytes = limits_.max_framing_line_bytes;
+      cl.max_trailer_bytes = limits_.max_trailer_bytes;
+      meter_.emplace(std::move(cl));
+      // What the header read already took in is the body's start.
+      if (auto err = MeterReceived(buffer_.size())) return RefuseBody(*err);
+    }
+    ParseBody();
+  }
+
+  // Counts the last `n` bytes of buffer_, just received.
+  std::optional<ApiError> MeterReceived(size_t n) {
+    if (!meter_ || n == 0) return std::nullopt;
+    const auto data = buffer_.data();
+    const std::string_view all(static_cast<const char*>(data.data()), data.size());
+    return meter_->Feed(all.substr(all.size() - n));
+  }
+
+  void RefuseBody(const ApiError& error) {
+    DisarmReadDeadline();
+    RespondAndClose(error);
+  }
+
+  void ParseBody() {
+    while (buffer_.size() > 0) {
+      ErrorCode ec;
+      const size_t used = parser_->put(buffer_.data(), ec);
+      buffer_.consume(used);
+      if (ec == http::error::need_more) break;
+      if (ec) return OnBody(ec);
+      if (parser_->is_done()) return OnBody({});
+      if (used == 0) break;
+    }
+    // The parser keeps at most the unfinished element: the CRLF before a size line and the
+    // line, or the last chunk's line and the trailers, plus the rest of the last read. If it
+    // wants more after the meter saw the whole body, or holds more than that, it reads the
+    // framing differently from the meter (Beast 1.74 runs an unclosed quoted extension value
+    // on across lines, waiting for a quote): refused, rather than buffered without a bound.
+    const size_t max_unparsed_bytes = 2 + limits_.max_framing_line_bytes +
+                                      limits_.max_trailer_bytes + kBodyReadBytes;
+    if (meter_ && (meter_->done() || buffer_.size() > max_unparsed_bytes)) {
+      return RefuseBody(InvalidRequestError(
+          "", "malformed chunked body: the framing cannot be parsed", "bad_http_request"));
+    }
+    socket_.async_read_some(buffer_.prepare(kBodyReadBytes),
+                            [self = shared_from_this()](ErrorCode ec, size_t n) {
+                              self->OnBodyRead(ec, n);
+                            });
+  }
+
+  void OnBodyRead(ErrorCode ec, size_t n) {
+    if (phase_ == Phase::kClosed) return;
+    buffer_.commit(n);
+    if (auto err = MeterReceived(n)) return RefuseBody(*err);
+    // The client closed before the body was complete.
+    if (ec == net::error::eof) return OnBody(http::error::partial_message);
+    if (ec) return OnBody(ec);
+    ParseBody();
   }
 
   // RFC 9112 6.1 / 6.3 (http_framing.h): refused before a body byte is read, and the
@@ -280,8 +354,8 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     }
     if (ec == http::error::body_limit) {
       return RespondAndClose(MakeError(ErrorKind::kPayloadTooLarge, "body_too_large",
-                                       "request body exceeds max_body_bytes = " +
-                                           std::to_string(limits_.max_body_bytes)));
+                                       "request body exceeds " + body_limit_name_ + " = " +
+                                           std::to_string(body_limit_bytes_)));
     }
     if (ec == http::error::end_of_stream || ec == net::error::eof ||
         ec == http::error::partial_message || ec == net::error::connection_reset ||
@@ -871,6 +945,11 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
   beast::flat_buffer buffer_;
   std::array<char, kReadChunkBytes> raw_buf_{};
   std::optional<http::request_parser<http::string_body>> parser_;
+  // This request's body cap and the limit's name for its 413 (max_body_bytes, or lower for
+  // a request without a valid API key); the chunked framing meter while a chunked body is read.
+  uint64_t body_limit_bytes_ = 0;
+  std::string body_limit_name_;
+  std::optional<ChunkedBodyMeter> meter_;
   RequestTimeline timeline_;
   bool raw_reading_ = false;
   bool cancel_raw_for_parse_ = false;
