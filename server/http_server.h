@@ -13,6 +13,12 @@
 // closed; a write that makes no progress within write_timeout closes the connection (and
 // cancels its request).
 //
+// With API keys, the key is checked from the header alone: a protected route without a
+// valid key is answered 401 before any body byte is read (and when a body was announced the
+// connection closes, discarding at most max_unauthenticated_body_bytes of it); a request
+// without a valid key to a public route (health, readiness, the page) or to no route may
+// send at most max_unauthenticated_body_bytes of body (413 above).
+//
 // Every generation request the engine accepts ends visibly exactly once: a JSON response, an
 // HTTP error, or for a stream that already began a terminal `data: {"error":...}` event with
 // no [DONE]. A client that disconnects, stops reading (pending stream bytes above
@@ -51,6 +57,9 @@ struct ServerLimits {
   // (Node allows 16 KiB of extensions per message, and the OpenAI SDKs and curl send none).
   size_t max_framing_line_bytes = 4 * 1024;
   size_t max_trailer_bytes = 8 * 1024;         // a chunked body's trailer section -> 400
+  // With API keys: the most body bytes read from a request without a valid key (a public
+  // route's body above it -> 413), and the most discarded after a 401 before closing.
+  size_t max_unauthenticated_body_bytes = 64 * 1024;
   int max_connections = 512;                   // above -> 503 + close
   std::chrono::milliseconds header_read_timeout{10'000};  // first byte .. end of headers -> 408
   std::chrono::milliseconds body_read_timeout{30'000};    // end of headers .. end of body -> 408
@@ -59,6 +68,10 @@ struct ServerLimits {
   size_t max_stream_buffer_bytes = 1024 * 1024;  // queued, unwritten bytes of one stream
   std::chrono::milliseconds heartbeat_interval{5'000};    // SSE comment after this silence
   std::chrono::milliseconds drain_timeout{10'000};        // Stop(): wait for in-flight requests
+  // After an answer that closes the connection, unread input is discarded for this long (at
+  // most 4 MiB; max_unauthenticated_body_bytes for a client without a valid key) before the
+  // close, so that the close does not reset the connection before the client read the answer.
+  std::chrono::milliseconds linger_timeout{500};
   int retry_after_s = 1;                       // Retry-After on 503s the server makes itself
   int socket_send_buffer_bytes = 0;            // SO_SNDBUF per connection; 0 = OS default
 };

@@ -3,6 +3,7 @@
 // back-pressure accounting. Everything of one connection runs on its strand (the socket's
 // executor), so the Session's fields need no locks; engine events arrive through a sink that
 // posts onto that strand.
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -51,8 +52,9 @@ constexpr size_t kReadChunkBytes = 4096;
 // body string, and no element grows past its cap because each byte is counted on arrival.
 constexpr size_t kBodyReadBytes = 16 * 1024;
 // After an error response we stop reading requests but drain what the client still sends for
-// a moment, so closing does not reset the connection before the client has read the answer.
-constexpr auto kLingerTime = std::chrono::milliseconds(500);
+// a moment (ServerLimits::linger_timeout), so closing does not reset the connection before
+// the client has read the answer; at most this much, or max_unauthenticated_body_bytes from
+// a client without a valid API key.
 constexpr size_t kLingerMaxBytes = 4 * 1024 * 1024;
 
 std::string_view View(beast::string_view s) { return {s.data(), s.size()}; }
@@ -140,6 +142,8 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     cors_.clear();
     head_ = false;
     request_id_.clear();
+    auth_error_.reset();
+    authenticated_ = core_->options.api_keys.empty();
     if (raw_reading_) {
       // The disconnect monitor of the previous exchange is still reading. If it already
       // buffered a pipelined request, stop it and parse; otherwise it becomes the idle wait.
@@ -177,7 +181,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     if (phase_ == Phase::kClosed) return;
     if (phase_ == Phase::kLinger) {
       linger_bytes_ += n;
-      if (ec || read_timed_out_ || linger_bytes_ > kLingerMaxBytes) return CloseSocket();
+      if (ec || read_timed_out_ || linger_bytes_ >= linger_max_bytes_) return CloseSocket();
       return StartRawRead();
     }
     if (n > 0) {
@@ -232,6 +236,30 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     timeline_.headers_read = Clock::now();
     const auto& req = parser_->get();
     if (auto err = CheckFraming(req)) return RespondAndClose(*err);
+    NoteRequestContext(req);
+    // The API key is judged from the header alone, before any body byte is read: a client
+    // without one makes the server read (and hold) no body for a route it may not use. With
+    // a body announced, the 401 closes the connection (the body is not read; lingering
+    // discards at most max_unauthenticated_body_bytes of it); without one, the connection
+    // stays usable as for any other answer (HandleRequest).
+    const RouteMatch match =
+        MatchRoute(View(req.method_string()), OriginFormTarget(View(req.target())));
+    if (auth_error_ && match.spec && !match.spec->public_access && !parser_->is_done()) {
+      keep_alive_ = false;
+      return RespondUnauthorized(match.label);
+    }
+    // A public route (or none) is open to a client without a key, its body much less so.
+    if (auth_error_ && limits_.max_unauthenticated_body_bytes < body_limit_bytes_) {
+      body_limit_bytes_ = limits_.max_unauthenticated_body_bytes;
+      body_limit_name_ = "max_unauthenticated_body_bytes";
+      parser_->body_limit(body_limit_bytes_);
+      if (const auto length = parser_->content_length(); length && *length > body_limit_bytes_) {
+        return RespondAndClose(MakeError(
+            ErrorKind::kPayloadTooLarge, "body_too_large",
+            "request body of " + std::to_string(*length) + " bytes exceeds " + body_limit_name_ +
+                " = " + std::to_string(body_limit_bytes_) + " (a request without a valid API key)"));
+      }
+    }
     auto expect = req.find(http::field::expect);
     if (expect != req.end() && beast::iequals(expect->value(), "100-continue")) {
       Send("HTTP/1.1 100 Continue\r\n\r\n");
@@ -322,6 +350,29 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
                                  req.find(http::field::content_length) != req.end());
   }
 
+  // What the answer depends on that the header already says: keep-alive, HTTP/1.0, CORS,
+  // and whether the request carries a valid API key (never judged from trailers).
+  template <class Request>
+  void NoteRequestContext(const Request& req) {
+    keep_alive_ = req.keep_alive() && !core_->draining.load();
+    http10_ = req.version() < 11;
+    std::optional<std::string_view> origin;
+    if (auto it = req.find(http::field::origin); it != req.end()) origin = View(it->value());
+    cors_ = CorsHeaders(origin, core_->options.cors_allowed_origins);
+    std::vector<std::string_view> auth;
+    for (const auto& field : req) {
+      if (field.name() == http::field::authorization) auth.push_back(View(field.value()));
+    }
+    auth_error_ = CheckApiKey(core_->options.api_keys, auth);
+    authenticated_ = !auth_error_.has_value();
+  }
+
+  void RespondUnauthorized(std::string_view label) {
+    HttpResponse r = ErrorResponse(*auth_error_);
+    r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    Respond(std::move(r), label);
+  }
+
   template <class Request>
   void NoteRequestHead(const Request& req) {
     head_ = req.method() == http::verb::head;
@@ -371,11 +422,9 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
   void HandleRequest() {
     timeline_.body_read = Clock::now();
     auto req = parser_->release();
-    keep_alive_ = req.keep_alive() && !core_->draining.load();
-    http10_ = req.version() < 11;
+    keep_alive_ = keep_alive_ && !core_->draining.load();
     std::optional<std::string_view> origin;
     if (auto it = req.find(http::field::origin); it != req.end()) origin = View(it->value());
-    cors_ = CorsHeaders(origin, core_->options.cors_allowed_origins);
     const std::string method(View(req.method_string()));
     // RFC 9112 3.2.2: a server must accept the absolute form (what a client sends to a
     // proxy) and serve it as its path.
@@ -397,17 +446,9 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
         if (!match.allow.empty()) r.headers.emplace_back("Allow", match.allow);
         return Respond(std::move(r), match.label);
       }
-      if (!match.spec->public_access) {
-        std::vector<std::string_view> auth;
-        for (const auto& field : req) {
-          if (field.name() == http::field::authorization) auth.push_back(View(field.value()));
-        }
-        if (auto err = CheckApiKey(core_->options.api_keys, auth)) {
-          HttpResponse r = ErrorResponse(*err);
-          r.headers.emplace_back("WWW-Authenticate", "Bearer");
-          return Respond(std::move(r), match.label);
-        }
-      }
+      // The key was judged from the header (OnHeader); a request that got here without one
+      // had no body to refuse unread.
+      if (!match.spec->public_access && auth_error_) return RespondUnauthorized(match.label);
       EngineApi& engine = *core_->engine;
       std::optional<std::string_view> content_type;
       if (auto it = req.find(http::field::content_type); it != req.end()) {
@@ -895,7 +936,12 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     socket_.shutdown(tcp::socket::shutdown_send, ec);
     if (ec) return CloseSocket();
     linger_bytes_ = 0;
-    ArmReadDeadline(kLingerTime);
+    // A client without a valid key gets no more of the server's reading than the body it
+    // could have sent to a public route.
+    linger_max_bytes_ = authenticated_ ? kLingerMaxBytes
+                                       : std::min(kLingerMaxBytes,
+                                                  limits_.max_unauthenticated_body_bytes);
+    ArmReadDeadline(limits_.linger_timeout);
     if (!raw_reading_) StartRawRead();
   }
 
@@ -950,6 +996,10 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
   uint64_t body_limit_bytes_ = 0;
   std::string body_limit_name_;
   std::optional<ChunkedBodyMeter> meter_;
+  // CheckApiKey's verdict on this request's header (nullopt: a valid key, or none needed);
+  // authenticated_ false until a header with a valid key (or no keys configured) was read.
+  std::optional<ApiError> auth_error_;
+  bool authenticated_ = false;
   RequestTimeline timeline_;
   bool raw_reading_ = false;
   bool cancel_raw_for_parse_ = false;
@@ -958,6 +1008,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
   uint64_t write_gen_ = 0;
   uint64_t heartbeat_gen_ = 0;
   size_t linger_bytes_ = 0;
+  size_t linger_max_bytes_ = kLingerMaxBytes;
 
   bool keep_alive_ = true;
   bool http10_ = false;
