@@ -70,6 +70,22 @@ std::optional<ApiError> CheckTransferEncoding(const std::vector<std::string_view
   return std::nullopt;
 }
 
+std::optional<ApiError> CheckHost(size_t host_lines, int http_version) {
+  // RFC 9112 3.2: a server MUST answer 400 to an HTTP/1.1 request without Host and to any
+  // request with more than one Host line (two Hosts are how a request is routed one way by
+  // a proxy and another way here).
+  if (host_lines > 1) {
+    return MakeError(ErrorKind::kInvalidRequest, "bad_host",
+                     std::to_string(host_lines) +
+                         " Host header lines: a request has at most one (RFC 9112 3.2)");
+  }
+  if (host_lines == 0 && http_version >= 11) {
+    return MakeError(ErrorKind::kInvalidRequest, "bad_host",
+                     "an HTTP/1.1 request without a Host header (RFC 9112 3.2)");
+  }
+  return std::nullopt;
+}
+
 namespace {
 
 int HexValue(char c) {

@@ -6,6 +6,8 @@
 //     take as framing while a proxy in front of it does (identity, xchunked, gzip, "chunked,
 //     identity", chunked with Content-Length) is how a hidden second request is smuggled in.
 //   - TransferCodings: the coding list, trimmed, lower-cased, empty elements skipped.
+//   - CheckHost (RFC 9112 3.2): an HTTP/1.1 request carries exactly one Host field line, any
+//     request at most one; HTTP/1.0 may omit it.
 //   - ChunkedBodyMeter (RFC 9112 7.1): counts a chunked body's bytes as they arrive, before
 //     the parser buffers them, so that no framing element (a chunk-size line with its
 //     extensions, a trailer field line, the trailer section) can make the connection hold
@@ -16,7 +18,7 @@
 //
 // Ownership: none (pure functions; a meter owns its counters). Thread-safety: functions from
 // any thread, a meter from one. Failure: an ApiError naming the header value or the limit
-// (400 bad_transfer_encoding, 501 unsupported_transfer_coding, 400
+// (400 bad_transfer_encoding, 501 unsupported_transfer_coding, 400 bad_host, 400
 // framing_too_large, 400 bad_http_request, 413 body_too_large).
 #pragma once
 
@@ -36,6 +38,10 @@ std::vector<std::string> TransferCodings(std::string_view value);
 // header); `http_version`: 10 or 11; `has_content_length`: a Content-Length field is present.
 std::optional<ApiError> CheckTransferEncoding(const std::vector<std::string_view>& te_values,
                                               int http_version, bool has_content_length);
+
+// `host_lines`: how many Host field lines the request has. 400 bad_host for none in
+// HTTP/1.1 (`http_version` 11) and for more than one in any version.
+std::optional<ApiError> CheckHost(size_t host_lines, int http_version);
 
 struct ChunkedLimits {
   // Every byte of the chunked body, from the first chunk-size digit to the CRLF that ends the

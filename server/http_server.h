@@ -11,7 +11,7 @@
 // closing the connection; connections above max_connections get 503 and are closed; a
 // header or body not complete within its deadline -> 408; an idle keep-alive connection is
 // closed; a write that makes no progress within write_timeout closes the connection (and
-// cancels its request).
+// cancels its request). An HTTP/1.1 request without Host, or any with two, is 400 bad_host.
 //
 // With API keys, the key is checked from the header alone: a protected route without a
 // valid key is answered 401 before any body byte is read (and when a body was announced the

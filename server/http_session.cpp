@@ -236,6 +236,12 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     timeline_.headers_read = Clock::now();
     const auto& req = parser_->get();
     if (auto err = CheckFraming(req)) return RespondAndClose(*err);
+    // RFC 9112 3.2, before the body is read (closing: the body is never parsed as a request).
+    size_t host_lines = 0;
+    for (const auto& field : req) host_lines += field.name() == http::field::host;
+    if (auto err = CheckHost(host_lines, static_cast<int>(req.version()))) {
+      return RespondAndClose(*err);
+    }
     NoteRequestContext(req);
     // The API key is judged from the header alone, before any body byte is read: a client
     // without one makes the server read (and hold) no body for a route it may not use. With

@@ -11,11 +11,11 @@
 // Invariants (abort when violated): every refusal is an ApiError with a status in
 // [400, 599] and a message; a request the framing rules accept and that parsed completely
 // has a body no larger than the body limit; a chunked request is only accepted with
-// Transfer-Encoding exactly "chunked"; the meter and the parser agree on where a chunked
-// body ends: a body the parser finishes is one the meter finished at the same byte, and
-// framing the meter calls malformed is never a finished body, so that no byte of a body
-// reaches the parser uncounted (a body the meter ended that the parser still reads is
-// refused by the connection, as here).
+// Transfer-Encoding exactly "chunked"; an accepted HTTP/1.1 request has exactly one Host;
+// the meter and the parser agree on where a chunked body ends: a body the parser finishes
+// is one the meter finished at the same byte, and framing the meter calls malformed is
+// never a finished body, so that no byte of a body reaches the parser uncounted (a body the
+// meter ended that the parser still reads is refused by the connection, as here).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -134,6 +134,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // reads it.
     Parse(parser, rest, &used, &ec);
     bool refused = false;
+    if (parser.is_header_done() && !ec) {
+      size_t hosts = 0;
+      for (const auto& f : parser.get()) hosts += f.name() == http::field::host;
+      const int version = static_cast<int>(parser.get().version());
+      const std::optional<ApiError> host = CheckHost(hosts, version);
+      CheckError(host);
+      Check(host || hosts == 1 || version < 11, "an HTTP/1.1 request without one Host accepted");
+      Check(host || hosts <= 1, "a request with two Hosts accepted");
+      refused = host.has_value();
+    }
     std::optional<ChunkedBodyMeter> meter;
     std::optional<ApiError> meter_error;
     size_t meter_used = 0;
@@ -160,8 +170,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
               "the parser finished a chunked body the meter did not end at the same byte");
       }
     }
-    // The connection stops at a meter's refusal, and when the parser still wants bytes of a
-    // body the meter saw end (http_session.cpp ParseBody): the parser never gets the rest.
+    // The connection stops at a refused Host, at a meter's refusal, and when the parser
+    // still wants bytes of a body the meter saw end (http_session.cpp ParseBody): the parser
+    // never gets the rest.
     refused = refused || meter_error.has_value() ||
               (meter && meter->done() && !parser.is_done() && !ec);
     if (parser.is_header_done()) Serve(parser.get(), parser.is_done() && !ec && !refused);

@@ -172,6 +172,10 @@ def http_seeds():
     write("http", "chunk_bad_crlf", chunked + "2\r\n{}x\r\n0\r\n\r\n")
     # Beast reads an unclosed quoted extension value on past the line's end; the meter does not.
     write("http", "chunk_unclosed_quote", chunked + "2;q=\"x\r\n{}\r\n0\r\n\r\n" + hidden)
+    # Host (RFC 9112 3.2): none in HTTP/1.1, two, none in HTTP/1.0.
+    write("http", "host_missing_and_double",
+          "GET /health HTTP/1.1\r\n\r\nGET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
+    write("http", "host_http10", "GET /health HTTP/1.0\r\n\r\n")
 
 
 # --- OpenAI request bodies (byte 0: 0 completions, 1 chat, 2 infill) --------------------------

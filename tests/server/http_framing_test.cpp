@@ -128,6 +128,48 @@ TEST_F(ServerTest, AbsoluteFormTargetsAreServedLikeOriginForm) {
   ASSERT_TRUE(WaitIdle());
 }
 
+// RFC 9112 3.2: an HTTP/1.1 request without Host, or any request with two, is a 400 before
+// its body is read, and the connection closes (before: served 200; two Hosts are how a proxy
+// and this server can be made to route one request differently).
+TEST_F(ServerTest, HostIsRequiredOnceInHttp11AndNeverTwice) {
+  struct Case {
+    std::string name, request;
+    int status;
+  };
+  const std::string hidden = "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::vector<Case> cases = {
+      {"1.1 without Host", "GET /health HTTP/1.1\r\n\r\n", 400},
+      {"1.1 with two", "GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400},
+      {"1.1 with two, same value", "GET /health HTTP/1.1\r\nHost: a\r\nhost: a\r\n\r\n", 400},
+      {"1.0 with two", "GET /health HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n", 400},
+      {"a body behind a missing Host",
+       "POST /v1/completions HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: " +
+           std::to_string(hidden.size()) + "\r\n\r\n" + hidden,
+       400},
+      {"1.0 without Host", "GET /health HTTP/1.0\r\n\r\n", 200},
+      {"1.1 with one", "GET /health HTTP/1.1\r\nHost: a\r\n\r\n", 200},
+      {"1.1 with an empty one", "GET /health HTTP/1.1\r\nHost:\r\n\r\n", 200},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    TestClient client(server_->port());
+    ASSERT_TRUE(client.Send(c.request));
+    auto reply = client.ReadResponse(3s);
+    ASSERT_TRUE(reply);
+    if (c.status == 200) {
+      EXPECT_EQ(reply->status, 200) << reply->body;
+      continue;
+    }
+    const nlohmann::json e = ExpectErrorBody(*reply, 400);
+    EXPECT_EQ(e["code"], "bad_host");
+    EXPECT_NE(e["message"].get<std::string>().find("RFC 9112 3.2"), std::string::npos);
+    EXPECT_TRUE(reply->closed);
+    EXPECT_TRUE(client.WaitForClose(3s));
+    EXPECT_EQ(client.raw().find("\"object\":\"list\""), std::string::npos) << client.raw();
+  }
+  EXPECT_EQ(engine_.accepted(), 0);
+}
+
 // ---- Chunked framing caps ------------------------------------------------------------------
 
 const std::string kChunkedHead =
