@@ -560,11 +560,13 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
                                                     limits_.retry_after_s)),
                      label);
     }
-    if (!engine.Ready()) {
-      const std::string why = engine.NotReadyReason();
-      return Respond(ErrorResponse(UnavailableError(
-                         why.empty() ? "engine is not ready" : "engine is not ready: " + why,
-                         "not_ready", limits_.retry_after_s)),
+    // An engine that can say why it is not ready (a model whose file changed under it) knows
+    // which model failed: it refuses that model's requests itself with the documented 503
+    // model_failed and serves its other models. Only an unready engine that cannot say why
+    // (nothing loaded yet, a stalled loop) is refused here, as not_ready.
+    if (!engine.Ready() && engine.NotReadyReason().empty()) {
+      return Respond(ErrorResponse(UnavailableError("engine is not ready", "not_ready",
+                                                    limits_.retry_after_s)),
                      label);
     }
     if (auto err = CheckContentType(content_type)) return Respond(ErrorResponse(*err), label);
