@@ -24,10 +24,13 @@
 // no [DONE]. A client that disconnects, stops reading (pending stream bytes above
 // max_stream_buffer_bytes or write deadline) or is cut off by Stop() has its request
 // cancelled (EngineApi::Cancel exactly once) and counted in the ledger (server_metrics.h).
-// Note: end-of-stream on the read side while a request runs counts as a disconnect, so a
-// client that half-closes (shutdown(SHUT_WR)) after its request is treated as gone; HTTP
-// clients do not do that, and the rejected alternative (ignoring EOF) would leave a vanished
-// client's request running until its next write fails.
+// A client that half-closes (shutdown(SHUT_WR)) after a complete request gets its answer:
+// end-of-stream on the read side is not a disconnect. A client that closed the whole socket
+// sends the same FIN, so the server then probes it (an HTTP/1.1 `100 Continue` interim
+// response, or an SSE comment once a stream began; a client must accept either): a closed
+// socket answers that with a reset, and a reset or a failed write cancels the request as
+// client_disconnect. An HTTP/1.0 request before its answer began cannot be probed; a client
+// that closed is then found at the first write.
 //
 // Ownership: owns the I/O threads, sockets and metrics; borrows the EngineApi, which must
 // outlive the server (its sinks become no-ops once Stop() returns). Thread-safety: Start and

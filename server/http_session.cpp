@@ -47,6 +47,8 @@ using Clock = std::chrono::steady_clock;
 using ErrorCode = boost::system::error_code;
 
 constexpr size_t kReadChunkBytes = 4096;
+// The probe sent to a client that half-closed during a request (OnPeerEof).
+constexpr std::string_view kInterimContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 // One read of a request body. The read buffer holds at most one unfinished framing element
 // (max_framing_line_bytes, max_trailer_bytes) plus this: chunk data goes straight into the
 // body string, and no element grows past its cap because each byte is counted on arrival.
@@ -127,6 +129,55 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
   enum class Phase { kIdle, kHeader, kBody, kExchange, kResponding, kLinger, kClosed };
   enum class AfterWrite { kNothing, kNextRequest, kLingerClose };
 
+  // ---- The peer while a request runs ---------------------------------------------------
+
+  // The client ended its side after a complete request. That is what a client does that
+  // half-closes (shutdown(SHUT_WR)) and waits for its answer, and also what a client that
+  // closed the whole socket looks like: both send a FIN. The request goes on and the server
+  // reads no more; it asks which one it is by sending something the client must accept
+  // anyway: a `100 Continue` interim response (RFC 9110 15.2: a client must parse 1xx
+  // responses it did not expect), or an SSE comment once the stream began. A socket that
+  // was closed answers data with a reset, which the error wait below sees and cancels on. An
+  // HTTP/1.0 request before its answer began cannot be asked (no 1xx for HTTP/1.0): a client
+  // that closed is then found at the first write.
+  void OnPeerEof() {
+    peer_eof_ = true;
+    if (phase_ == Phase::kExchange) {
+      if (head_sent_) {
+        SendFrame(kSseHeartbeat);
+      } else if (!http10_) {
+        Send(kInterimContinue);
+      }
+    }
+    WatchPeer();
+  }
+
+  // While a request runs: a read that notices EOF or a reset, or after EOF a wait for the
+  // socket's error (a reset; reads would only repeat the EOF).
+  void WatchPeer() {
+    if (phase_ == Phase::kClosed) return;
+    if (!peer_eof_) {
+      if (!raw_reading_) StartRawRead();
+      return;
+    }
+    if (peer_wait_armed_) return;
+    peer_wait_armed_ = true;
+    socket_.async_wait(tcp::socket::wait_error,
+                       [self = shared_from_this()](ErrorCode ec) { self->OnPeerWait(ec); });
+  }
+
+  void OnPeerWait(ErrorCode ec) {
+    peer_wait_armed_ = false;
+    if (phase_ == Phase::kClosed) return;
+    if (!ec && PeerReset(socket_.native_handle())) {
+      if (exchange_ && !exchange_->finished) return Abort(CancelReason::kClientDisconnect);
+      return CloseSocket();
+    }
+    // Woken without a reset (or the wait was cancelled): keep watching while a request runs;
+    // a failed write still ends it otherwise.
+    if (phase_ == Phase::kExchange) WatchPeer();
+  }
+
   // ---- Reading requests ----------------------------------------------------------------
 
   void ReadRequest(bool fresh) {
@@ -162,6 +213,8 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
       ReadHeader();
       return;
     }
+    // The client half-closed and every request it sent has been answered.
+    if (peer_eof_) return CloseSocket();
     ArmReadDeadline(fresh ? limits_.header_read_timeout : limits_.idle_timeout);
     StartRawRead();
   }
@@ -191,8 +244,11 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
       }
     }
     if (phase_ == Phase::kExchange || phase_ == Phase::kResponding) {
+      // End of stream after a complete request: the client half-closed (or closed), see
+      // OnPeerEof.
+      if (ec == net::error::eof) return OnPeerEof();
       if (ec) {
-        // EOF or reset while the request runs: the client is gone.
+        // A reset while the request runs: the client is gone.
         if (phase_ == Phase::kExchange) return Abort(CancelReason::kClientDisconnect);
         return CloseSocket();
       }
@@ -268,7 +324,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     }
     auto expect = req.find(http::field::expect);
     if (expect != req.end() && beast::iequals(expect->value(), "100-continue")) {
-      Send("HTTP/1.1 100 Continue\r\n\r\n");
+      Send(kInterimContinue);
     }
     if (parser_->is_done()) return HandleRequest();
     ReadBody();
@@ -621,7 +677,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     self_ref_ = shared_from_this();  // the engine's events need us alive; dropped at the end
     phase_ = Phase::kExchange;
     last_send_ = Clock::now();
-    if (!raw_reading_) StartRawRead();  // notice a disconnect while we wait
+    WatchPeer();  // notice a disconnect while we wait
     if (exchange_->stream) ArmHeartbeat();
   }
 
@@ -1016,6 +1072,8 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
   uint64_t write_gen_ = 0;
   uint64_t heartbeat_gen_ = 0;
   size_t linger_bytes_ = 0;
+  bool peer_eof_ = false;        // the client ended its sending side (half-close or close)
+  bool peer_wait_armed_ = false;  // an async_wait for the socket's error is pending
   size_t linger_max_bytes_ = kLingerMaxBytes;
 
   bool keep_alive_ = true;
