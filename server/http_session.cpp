@@ -3,6 +3,7 @@
 // back-pressure accounting. Everything of one connection runs on its strand (the socket's
 // executor), so the Session's fields need no locks; engine events arrive through a sink that
 // posts onto that strand.
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -46,9 +47,16 @@ using Clock = std::chrono::steady_clock;
 using ErrorCode = boost::system::error_code;
 
 constexpr size_t kReadChunkBytes = 4096;
+// The probe sent to a client that half-closed during a request (OnPeerEof).
+constexpr std::string_view kInterimContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+// One read of a request body. The read buffer holds at most one unfinished framing element
+// (max_framing_line_bytes, max_trailer_bytes) plus this: chunk data goes straight into the
+// body string, and no element grows past its cap because each byte is counted on arrival.
+constexpr size_t kBodyReadBytes = 16 * 1024;
 // After an error response we stop reading requests but drain what the client still sends for
-// a moment, so closing does not reset the connection before the client has read the answer.
-constexpr auto kLingerTime = std::chrono::milliseconds(500);
+// a moment (ServerLimits::linger_timeout), so closing does not reset the connection before
+// the client has read the answer; at most this much, or max_unauthenticated_body_bytes from
+// a client without a valid API key.
 constexpr size_t kLingerMaxBytes = 4 * 1024 * 1024;
 
 std::string_view View(beast::string_view s) { return {s.data(), s.size()}; }
@@ -121,6 +129,55 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
   enum class Phase { kIdle, kHeader, kBody, kExchange, kResponding, kLinger, kClosed };
   enum class AfterWrite { kNothing, kNextRequest, kLingerClose };
 
+  // ---- The peer while a request runs ---------------------------------------------------
+
+  // The client ended its side after a complete request. That is what a client does that
+  // half-closes (shutdown(SHUT_WR)) and waits for its answer, and also what a client that
+  // closed the whole socket looks like: both send a FIN. The request goes on and the server
+  // reads no more; it asks which one it is by sending something the client must accept
+  // anyway: a `100 Continue` interim response (RFC 9110 15.2: a client must parse 1xx
+  // responses it did not expect), or an SSE comment once the stream began. A socket that
+  // was closed answers data with a reset, which the error wait below sees and cancels on. An
+  // HTTP/1.0 request before its answer began cannot be asked (no 1xx for HTTP/1.0): a client
+  // that closed is then found at the first write.
+  void OnPeerEof() {
+    peer_eof_ = true;
+    if (phase_ == Phase::kExchange) {
+      if (head_sent_) {
+        SendFrame(kSseHeartbeat);
+      } else if (!http10_) {
+        Send(kInterimContinue);
+      }
+    }
+    WatchPeer();
+  }
+
+  // While a request runs: a read that notices EOF or a reset, or after EOF a wait for the
+  // socket's error (a reset; reads would only repeat the EOF).
+  void WatchPeer() {
+    if (phase_ == Phase::kClosed) return;
+    if (!peer_eof_) {
+      if (!raw_reading_) StartRawRead();
+      return;
+    }
+    if (peer_wait_armed_) return;
+    peer_wait_armed_ = true;
+    socket_.async_wait(tcp::socket::wait_error,
+                       [self = shared_from_this()](ErrorCode ec) { self->OnPeerWait(ec); });
+  }
+
+  void OnPeerWait(ErrorCode ec) {
+    peer_wait_armed_ = false;
+    if (phase_ == Phase::kClosed) return;
+    if (!ec && PeerReset(socket_.native_handle())) {
+      if (exchange_ && !exchange_->finished) return Abort(CancelReason::kClientDisconnect);
+      return CloseSocket();
+    }
+    // Woken without a reset (or the wait was cancelled): keep watching while a request runs;
+    // a failed write still ends it otherwise.
+    if (phase_ == Phase::kExchange) WatchPeer();
+  }
+
   // ---- Reading requests ----------------------------------------------------------------
 
   void ReadRequest(bool fresh) {
@@ -129,10 +186,15 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(limits_.max_header_bytes));
     parser_->body_limit(limits_.max_body_bytes);
+    body_limit_bytes_ = limits_.max_body_bytes;
+    body_limit_name_ = "max_body_bytes";
+    meter_.reset();
     read_timed_out_ = false;
     cors_.clear();
     head_ = false;
     request_id_.clear();
+    auth_error_.reset();
+    authenticated_ = core_->options.api_keys.empty();
     if (raw_reading_) {
       // The disconnect monitor of the previous exchange is still reading. If it already
       // buffered a pipelined request, stop it and parse; otherwise it becomes the idle wait.
@@ -151,6 +213,8 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
       ReadHeader();
       return;
     }
+    // The client half-closed and every request it sent has been answered.
+    if (peer_eof_) return CloseSocket();
     ArmReadDeadline(fresh ? limits_.header_read_timeout : limits_.idle_timeout);
     StartRawRead();
   }
@@ -170,7 +234,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     if (phase_ == Phase::kClosed) return;
     if (phase_ == Phase::kLinger) {
       linger_bytes_ += n;
-      if (ec || read_timed_out_ || linger_bytes_ > kLingerMaxBytes) return CloseSocket();
+      if (ec || read_timed_out_ || linger_bytes_ >= linger_max_bytes_) return CloseSocket();
       return StartRawRead();
     }
     if (n > 0) {
@@ -180,8 +244,11 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
       }
     }
     if (phase_ == Phase::kExchange || phase_ == Phase::kResponding) {
+      // End of stream after a complete request: the client half-closed (or closed), see
+      // OnPeerEof.
+      if (ec == net::error::eof) return OnPeerEof();
       if (ec) {
-        // EOF or reset while the request runs: the client is gone.
+        // A reset while the request runs: the client is gone.
         if (phase_ == Phase::kExchange) return Abort(CancelReason::kClientDisconnect);
         return CloseSocket();
       }
@@ -225,15 +292,112 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     timeline_.headers_read = Clock::now();
     const auto& req = parser_->get();
     if (auto err = CheckFraming(req)) return RespondAndClose(*err);
+    // RFC 9112 3.2, before the body is read (closing: the body is never parsed as a request).
+    size_t host_lines = 0;
+    for (const auto& field : req) host_lines += field.name() == http::field::host;
+    if (auto err = CheckHost(host_lines, static_cast<int>(req.version()))) {
+      return RespondAndClose(*err);
+    }
+    NoteRequestContext(req);
+    // The API key is judged from the header alone, before any body byte is read: a client
+    // without one makes the server read (and hold) no body for a route it may not use. With
+    // a body announced, the 401 closes the connection (the body is not read; lingering
+    // discards at most max_unauthenticated_body_bytes of it); without one, the connection
+    // stays usable as for any other answer (HandleRequest).
+    const RouteMatch match =
+        MatchRoute(View(req.method_string()), OriginFormTarget(View(req.target())));
+    if (auth_error_ && match.spec && !match.spec->public_access && !parser_->is_done()) {
+      keep_alive_ = false;
+      return RespondUnauthorized(match.label);
+    }
+    // A public route (or none) is open to a client without a key, its body much less so.
+    if (auth_error_ && limits_.max_unauthenticated_body_bytes < body_limit_bytes_) {
+      body_limit_bytes_ = limits_.max_unauthenticated_body_bytes;
+      body_limit_name_ = "max_unauthenticated_body_bytes";
+      parser_->body_limit(body_limit_bytes_);
+      if (const auto length = parser_->content_length(); length && *length > body_limit_bytes_) {
+        return RespondAndClose(MakeError(
+            ErrorKind::kPayloadTooLarge, "body_too_large",
+            "request body of " + std::to_string(*length) + " bytes exceeds " + body_limit_name_ +
+                " = " + std::to_string(body_limit_bytes_) + " (a request without a valid API key)"));
+      }
+    }
     auto expect = req.find(http::field::expect);
     if (expect != req.end() && beast::iequals(expect->value(), "100-continue")) {
-      Send("HTTP/1.1 100 Continue\r\n\r\n");
+      Send(kInterimContinue);
     }
     if (parser_->is_done()) return HandleRequest();
+    ReadBody();
+  }
+
+  // The body is read here rather than by http::async_read so that each received byte of a
+  // chunked body passes the meter (http_framing.h) before the parser may hold it: Beast
+  // keeps a whole chunk-size line or trailer section in the buffer, with no limit.
+  void ReadBody() {
     phase_ = Phase::kBody;
     ArmReadDeadline(limits_.body_read_timeout);
-    http::async_read(socket_, buffer_, *parser_,
-                     [self = shared_from_this()](ErrorCode ec, size_t) { self->OnBody(ec); });
+    parser_->eager(true);
+    if (parser_->chunked()) {
+      ChunkedLimits cl;
+      cl.max_body_bytes = body_limit_bytes_;
+      cl.body_limit_name = body_limit_name_;
+      cl.max_framing_line_bytes = limits_.max_framing_line_bytes;
+      cl.max_trailer_bytes = limits_.max_trailer_bytes;
+      meter_.emplace(std::move(cl));
+      // What the header read already took in is the body's start.
+      if (auto err = MeterReceived(buffer_.size())) return RefuseBody(*err);
+    }
+    ParseBody();
+  }
+
+  // Counts the last `n` bytes of buffer_, just received.
+  std::optional<ApiError> MeterReceived(size_t n) {
+    if (!meter_ || n == 0) return std::nullopt;
+    const auto data = buffer_.data();
+    const std::string_view all(static_cast<const char*>(data.data()), data.size());
+    return meter_->Feed(all.substr(all.size() - n));
+  }
+
+  void RefuseBody(const ApiError& error) {
+    DisarmReadDeadline();
+    RespondAndClose(error);
+  }
+
+  void ParseBody() {
+    while (buffer_.size() > 0) {
+      ErrorCode ec;
+      const size_t used = parser_->put(buffer_.data(), ec);
+      buffer_.consume(used);
+      if (ec == http::error::need_more) break;
+      if (ec) return OnBody(ec);
+      if (parser_->is_done()) return OnBody({});
+      if (used == 0) break;
+    }
+    // The parser keeps at most the unfinished element: the CRLF before a size line and the
+    // line, or the last chunk's line and the trailers, plus the rest of the last read. If it
+    // wants more after the meter saw the whole body, or holds more than that, it reads the
+    // framing differently from the meter (Beast 1.74 runs an unclosed quoted extension value
+    // on across lines, waiting for a quote): refused, rather than buffered without a bound.
+    const size_t max_unparsed_bytes = 2 + limits_.max_framing_line_bytes +
+                                      limits_.max_trailer_bytes + kBodyReadBytes;
+    if (meter_ && (meter_->done() || buffer_.size() > max_unparsed_bytes)) {
+      return RefuseBody(InvalidRequestError(
+          "", "malformed chunked body: the framing cannot be parsed", "bad_http_request"));
+    }
+    socket_.async_read_some(buffer_.prepare(kBodyReadBytes),
+                            [self = shared_from_this()](ErrorCode ec, size_t n) {
+                              self->OnBodyRead(ec, n);
+                            });
+  }
+
+  void OnBodyRead(ErrorCode ec, size_t n) {
+    if (phase_ == Phase::kClosed) return;
+    buffer_.commit(n);
+    if (auto err = MeterReceived(n)) return RefuseBody(*err);
+    // The client closed before the body was complete.
+    if (ec == net::error::eof) return OnBody(http::error::partial_message);
+    if (ec) return OnBody(ec);
+    ParseBody();
   }
 
   // RFC 9112 6.1 / 6.3 (http_framing.h): refused before a body byte is read, and the
@@ -246,6 +410,29 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     }
     return CheckTransferEncoding(te, static_cast<int>(req.version()),
                                  req.find(http::field::content_length) != req.end());
+  }
+
+  // What the answer depends on that the header already says: keep-alive, HTTP/1.0, CORS,
+  // and whether the request carries a valid API key (never judged from trailers).
+  template <class Request>
+  void NoteRequestContext(const Request& req) {
+    keep_alive_ = req.keep_alive() && !core_->draining.load();
+    http10_ = req.version() < 11;
+    std::optional<std::string_view> origin;
+    if (auto it = req.find(http::field::origin); it != req.end()) origin = View(it->value());
+    cors_ = CorsHeaders(origin, core_->options.cors_allowed_origins);
+    std::vector<std::string_view> auth;
+    for (const auto& field : req) {
+      if (field.name() == http::field::authorization) auth.push_back(View(field.value()));
+    }
+    auth_error_ = CheckApiKey(core_->options.api_keys, auth);
+    authenticated_ = !auth_error_.has_value();
+  }
+
+  void RespondUnauthorized(std::string_view label) {
+    HttpResponse r = ErrorResponse(*auth_error_);
+    r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    Respond(std::move(r), label);
   }
 
   template <class Request>
@@ -280,8 +467,8 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     }
     if (ec == http::error::body_limit) {
       return RespondAndClose(MakeError(ErrorKind::kPayloadTooLarge, "body_too_large",
-                                       "request body exceeds max_body_bytes = " +
-                                           std::to_string(limits_.max_body_bytes)));
+                                       "request body exceeds " + body_limit_name_ + " = " +
+                                           std::to_string(body_limit_bytes_)));
     }
     if (ec == http::error::end_of_stream || ec == net::error::eof ||
         ec == http::error::partial_message || ec == net::error::connection_reset ||
@@ -297,11 +484,9 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
   void HandleRequest() {
     timeline_.body_read = Clock::now();
     auto req = parser_->release();
-    keep_alive_ = req.keep_alive() && !core_->draining.load();
-    http10_ = req.version() < 11;
+    keep_alive_ = keep_alive_ && !core_->draining.load();
     std::optional<std::string_view> origin;
     if (auto it = req.find(http::field::origin); it != req.end()) origin = View(it->value());
-    cors_ = CorsHeaders(origin, core_->options.cors_allowed_origins);
     const std::string method(View(req.method_string()));
     // RFC 9112 3.2.2: a server must accept the absolute form (what a client sends to a
     // proxy) and serve it as its path.
@@ -323,17 +508,9 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
         if (!match.allow.empty()) r.headers.emplace_back("Allow", match.allow);
         return Respond(std::move(r), match.label);
       }
-      if (!match.spec->public_access) {
-        std::vector<std::string_view> auth;
-        for (const auto& field : req) {
-          if (field.name() == http::field::authorization) auth.push_back(View(field.value()));
-        }
-        if (auto err = CheckApiKey(core_->options.api_keys, auth)) {
-          HttpResponse r = ErrorResponse(*err);
-          r.headers.emplace_back("WWW-Authenticate", "Bearer");
-          return Respond(std::move(r), match.label);
-        }
-      }
+      // The key was judged from the header (OnHeader); a request that got here without one
+      // had no body to refuse unread.
+      if (!match.spec->public_access && auth_error_) return RespondUnauthorized(match.label);
       EngineApi& engine = *core_->engine;
       std::optional<std::string_view> content_type;
       if (auto it = req.find(http::field::content_type); it != req.end()) {
@@ -439,11 +616,13 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
                                                     limits_.retry_after_s)),
                      label);
     }
-    if (!engine.Ready()) {
-      const std::string why = engine.NotReadyReason();
-      return Respond(ErrorResponse(UnavailableError(
-                         why.empty() ? "engine is not ready" : "engine is not ready: " + why,
-                         "not_ready", limits_.retry_after_s)),
+    // An engine that can say why it is not ready (a model whose file changed under it) knows
+    // which model failed: it refuses that model's requests itself with the documented 503
+    // model_failed and serves its other models. Only an unready engine that cannot say why
+    // (nothing loaded yet, a stalled loop) is refused here, as not_ready.
+    if (!engine.Ready() && engine.NotReadyReason().empty()) {
+      return Respond(ErrorResponse(UnavailableError("engine is not ready", "not_ready",
+                                                    limits_.retry_after_s)),
                      label);
     }
     if (auto err = CheckContentType(content_type)) return Respond(ErrorResponse(*err), label);
@@ -498,7 +677,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     self_ref_ = shared_from_this();  // the engine's events need us alive; dropped at the end
     phase_ = Phase::kExchange;
     last_send_ = Clock::now();
-    if (!raw_reading_) StartRawRead();  // notice a disconnect while we wait
+    WatchPeer();  // notice a disconnect while we wait
     if (exchange_->stream) ArmHeartbeat();
   }
 
@@ -821,7 +1000,12 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     socket_.shutdown(tcp::socket::shutdown_send, ec);
     if (ec) return CloseSocket();
     linger_bytes_ = 0;
-    ArmReadDeadline(kLingerTime);
+    // A client without a valid key gets no more of the server's reading than the body it
+    // could have sent to a public route.
+    linger_max_bytes_ = authenticated_ ? kLingerMaxBytes
+                                       : std::min(kLingerMaxBytes,
+                                                  limits_.max_unauthenticated_body_bytes);
+    ArmReadDeadline(limits_.linger_timeout);
     if (!raw_reading_) StartRawRead();
   }
 
@@ -871,6 +1055,15 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
   beast::flat_buffer buffer_;
   std::array<char, kReadChunkBytes> raw_buf_{};
   std::optional<http::request_parser<http::string_body>> parser_;
+  // This request's body cap and the limit's name for its 413 (max_body_bytes, or lower for
+  // a request without a valid API key); the chunked framing meter while a chunked body is read.
+  uint64_t body_limit_bytes_ = 0;
+  std::string body_limit_name_;
+  std::optional<ChunkedBodyMeter> meter_;
+  // CheckApiKey's verdict on this request's header (nullopt: a valid key, or none needed);
+  // authenticated_ false until a header with a valid key (or no keys configured) was read.
+  std::optional<ApiError> auth_error_;
+  bool authenticated_ = false;
   RequestTimeline timeline_;
   bool raw_reading_ = false;
   bool cancel_raw_for_parse_ = false;
@@ -879,6 +1072,9 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
   uint64_t write_gen_ = 0;
   uint64_t heartbeat_gen_ = 0;
   size_t linger_bytes_ = 0;
+  bool peer_eof_ = false;        // the client ended its sending side (half-close or close)
+  bool peer_wait_armed_ = false;  // an async_wait for the socket's error is pending
+  size_t linger_max_bytes_ = kLingerMaxBytes;
 
   bool keep_alive_ = true;
   bool http10_ = false;

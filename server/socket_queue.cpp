@@ -21,4 +21,11 @@ bool PeerStoppedReading(int fd, bool write_pending) {
   return info.tcpi_unacked == 0 && (KernelQueuedBytes(fd) > 0 || write_pending);
 }
 
+bool PeerReset(int fd) {
+  tcp_info info{};
+  socklen_t len = sizeof info;
+  if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return false;
+  return info.tcpi_state == TCP_CLOSE;
+}
+
 }  // namespace lifeline::server

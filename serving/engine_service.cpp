@@ -432,7 +432,11 @@ server::SubmitResult EngineService::SubmitLocal(
       *routed = true;
       return {};
     }
-    if (!early.probe && early.action == slo::Action::kShed) {
+    // A model whose file changed under it is not load that may pass: Prepare refuses it
+    // with the documented 503 model_failed, naming the file, rather than model_not_ready.
+    const bool failed =
+        early.shed_cause == slo::ShedCause::kNotReady && !engine->Failure().empty();
+    if (!early.probe && early.action == slo::Action::kShed && !failed) {
       outcomes_.Count(cls, m.name, slo::OutcomeCounters::OutcomeOf(early));
       return server::SubmitResult::Reject(Shed(early, cls, m.name));
     }

@@ -69,6 +69,17 @@ void HttpTestClient::Close() {
   fd_ = -1;
 }
 
+void HttpTestClient::ShutdownWrite() {
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
+}
+
+void HttpTestClient::CloseWithReset() {
+  if (fd_ < 0) return;
+  linger l{1, 0};
+  ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+  Close();
+}
+
 bool HttpTestClient::Send(std::string_view bytes) {
   if (fd_ < 0) return false;
   while (!bytes.empty()) {

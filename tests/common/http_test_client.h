@@ -59,6 +59,10 @@ class HttpTestClient {
   // Reads until the server closes; true if it did within the timeout.
   bool WaitForClose(std::chrono::milliseconds timeout);
   void Close();
+  // shutdown(SHUT_WR): the server sees end of stream, and this client can still read.
+  void ShutdownWrite();
+  // Closes with SO_LINGER 0: the kernel sends a reset instead of a FIN.
+  void CloseWithReset();
   // Everything received so far, undecoded.
   const std::string& raw() const { return raw_; }
 

@@ -3,13 +3,19 @@
 // (http_framing.h: Transfer-Encoding, smuggling), the absolute-form target, the route table,
 // the API-key and X-Request-Id checks, CORS, Content-Type, and the generation / token
 // endpoints' body validation (openai.h). Pipelined requests in one input are parsed one
-// after another, as the connection does. Built by -DLIFELINE_FUZZ=ON and, over its
-// committed corpus, by the default test run (Fuzz.http.Corpus).
+// after another, as the connection does. A chunked body also goes through the framing meter
+// (ChunkedBodyMeter) that the connection runs before the parser sees a byte. Built by
+// -DLIFELINE_FUZZ=ON and, over its committed corpus, by the default test run
+// (Fuzz.http.Corpus).
 //
 // Invariants (abort when violated): every refusal is an ApiError with a status in
 // [400, 599] and a message; a request the framing rules accept and that parsed completely
 // has a body no larger than the body limit; a chunked request is only accepted with
-// Transfer-Encoding exactly "chunked".
+// Transfer-Encoding exactly "chunked"; an accepted HTTP/1.1 request has exactly one Host;
+// the meter and the parser agree on where a chunked body ends: a body the parser finishes
+// is one the meter finished at the same byte, and framing the meter calls malformed is
+// never a finished body, so that no byte of a body reaches the parser uncounted (a body the
+// meter ended that the parser still reads is refused by the connection, as here).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -35,6 +41,8 @@ using namespace lifeline::server;
 
 constexpr size_t kHeaderLimit = 16 * 1024;
 constexpr size_t kBodyLimit = 64 * 1024;
+constexpr size_t kFramingLineLimit = 4 * 1024;
+constexpr size_t kTrailerLimit = 8 * 1024;
 
 using lifeline::fuzz::Check;
 
@@ -100,6 +108,21 @@ void Serve(const http::request<http::string_body>& req, bool complete) {
 
 }  // namespace
 
+// Puts rest[*used..] into the parser until it is done, stops (not eager: after the header),
+// needs more than there is, or fails; the last real error in *ec.
+void Parse(http::request_parser<http::string_body>& parser, std::string_view rest, size_t* used,
+           boost::system::error_code* ec) {
+  while (!parser.is_done()) {
+    const size_t n = parser.put(boost::asio::buffer(rest.data() + *used, rest.size() - *used), *ec);
+    *used += n;
+    if (*ec == http::error::need_more) {
+      *ec = {};
+      return;
+    }
+    if (*ec || n == 0 || (!parser.eager() && parser.is_header_done())) return;
+  }
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const lifeline::fuzz::GrowthScope growth(size, "http");
   std::string_view rest(reinterpret_cast<const char*>(data), size);
@@ -107,28 +130,55 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     http::request_parser<http::string_body> parser;
     parser.header_limit(static_cast<uint32_t>(kHeaderLimit));
     parser.body_limit(kBodyLimit);
-    parser.eager(true);
     boost::system::error_code ec;
     size_t used = 0;
-    bool header_seen = false;
-    while (!parser.is_done()) {
-      const size_t n = parser.put(boost::asio::buffer(rest.data() + used, rest.size() - used), ec);
-      used += n;
-      if (ec == http::error::need_more) {
-        ec = {};
-        if (used >= rest.size()) break;
-        if (n == 0) break;
-        continue;
-      }
-      if (ec) break;
-      if (parser.is_header_done() && !header_seen) header_seen = true;
-      if (n == 0 && !parser.is_done()) break;
+    // The header alone first, so that the body's first byte is known, as the connection
+    // reads it.
+    Parse(parser, rest, &used, &ec);
+    bool refused = false;
+    if (parser.is_header_done() && !ec) {
+      size_t hosts = 0;
+      for (const auto& f : parser.get()) hosts += f.name() == http::field::host;
+      const int version = static_cast<int>(parser.get().version());
+      const std::optional<ApiError> host = CheckHost(hosts, version);
+      CheckError(host);
+      Check(host || hosts == 1 || version < 11, "an HTTP/1.1 request without one Host accepted");
+      Check(host || hosts <= 1, "a request with two Hosts accepted");
+      refused = host.has_value();
     }
-    if (used >= rest.size() && !parser.is_done() && !ec) {
+    std::optional<ChunkedBodyMeter> meter;
+    std::optional<ApiError> meter_error;
+    size_t meter_used = 0;
+    const size_t body_start = used;
+    if (!refused && parser.is_header_done() && !ec && !parser.is_done() && parser.chunked()) {
+      ChunkedLimits limits;
+      limits.max_body_bytes = kBodyLimit;
+      limits.max_framing_line_bytes = kFramingLineLimit;
+      limits.max_trailer_bytes = kTrailerLimit;
+      meter.emplace(limits);
+      meter_error = meter->Feed(rest.substr(body_start), &meter_used);
+      CheckError(meter_error);
+    }
+    if (!refused && parser.is_header_done() && !ec && !parser.is_done()) {
+      parser.eager(true);
+      Parse(parser, rest, &used, &ec);
+    }
+    if (used >= rest.size() && parser.is_header_done() && !parser.is_done() && !ec) {
       parser.put_eof(ec);
     }
-    if (parser.is_header_done()) Serve(parser.get(), parser.is_done() && !ec);
-    if (!parser.is_done() || ec) break;
+    if (meter && (!meter_error || meter_error->code == "bad_http_request")) {
+      if (parser.is_done()) {
+        Check(!meter_error && meter->done() && used - body_start == meter_used,
+              "the parser finished a chunked body the meter did not end at the same byte");
+      }
+    }
+    // The connection stops at a refused Host, at a meter's refusal, and when the parser
+    // still wants bytes of a body the meter saw end (http_session.cpp ParseBody): the parser
+    // never gets the rest.
+    refused = refused || meter_error.has_value() ||
+              (meter && meter->done() && !parser.is_done() && !ec);
+    if (parser.is_header_done()) Serve(parser.get(), parser.is_done() && !ec && !refused);
+    if (!parser.is_done() || ec || refused) break;
     // A refused framing closes the connection: nothing after it is parsed.
     const auto& req = parser.get();
     std::vector<std::string_view> te;

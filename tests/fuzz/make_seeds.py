@@ -161,6 +161,21 @@ def http_seeds():
     write("http", "huge_content_length",
           "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n{}")
     write("http", "folded_header", "GET /health HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n")
+    # Chunked framing elements (the meter's caps): extensions, trailers, leading zeros, an
+    # extension past max_framing_line_bytes, then a pipelined request after a trailer.
+    chunked = ("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               "Transfer-Encoding: chunked\r\n\r\n")
+    write("http", "chunk_extensions_and_trailers",
+          chunked + "%x;a=b;q=\"c d\"\r\n%s\r\n0000;last\r\nX-Sum: 1\r\nX-B: 2\r\n\r\n"
+          % (len(body), body) + hidden)
+    write("http", "chunk_extension_over_cap", chunked + "1;a=" + "e" * 5000 + "\r\nx\r\n0\r\n\r\n")
+    write("http", "chunk_bad_crlf", chunked + "2\r\n{}x\r\n0\r\n\r\n")
+    # Beast reads an unclosed quoted extension value on past the line's end; the meter does not.
+    write("http", "chunk_unclosed_quote", chunked + "2;q=\"x\r\n{}\r\n0\r\n\r\n" + hidden)
+    # Host (RFC 9112 3.2): none in HTTP/1.1, two, none in HTTP/1.0.
+    write("http", "host_missing_and_double",
+          "GET /health HTTP/1.1\r\n\r\nGET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
+    write("http", "host_http10", "GET /health HTTP/1.0\r\n\r\n")
 
 
 # --- OpenAI request bodies (byte 0: 0 completions, 1 chat, 2 infill) --------------------------

@@ -250,13 +250,16 @@ TEST_F(TruncatedModelTest, ATruncatedModelFileFailsItsModelNotTheProcess) {
   auto next = Post("/v1/completions", GreedyCompletion("Once", 4));
   ASSERT_TRUE(next);
   EXPECT_EQ(next->status, 503) << next->body;
+  EXPECT_EQ(ErrorField(*next, "code"), "model_failed") << next->body;
   EXPECT_NE(server().StderrText().find(path_), std::string::npos) << server().StderrText();
   EXPECT_TRUE(server().running());
   // TearDown: ledger reconciled, SIGTERM exits 0.
 }
 
 // Overwritten in place (same size, new bytes): before, every request failed with 500
-// engine_error while /ready said 200. Now the model fails as a whole and says why.
+// engine_error while /ready said 200. Now the model fails as a whole and says why, and a
+// request that arrives after the failure gets the documented 503 model_failed (before this
+// too: 503 not_ready, the server's generic refusal, once /ready had turned 503).
 TEST_F(TruncatedModelTest, AModelFileRewrittenInPlaceFailsItsModel) {
   ASSERT_EQ(Post("/v1/completions", GreedyCompletion("Once", 4))->status, 200);
   {
@@ -268,13 +271,26 @@ TEST_F(TruncatedModelTest, AModelFileRewrittenInPlaceFailsItsModel) {
     ASSERT_EQ(::futimens(fd, times), 0);
     ::close(fd);
   }
-  auto r = Post("/v1/completions", GreedyCompletion("Once", 4));
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 503) << r->body;
-  auto ready = Get("/ready");
-  ASSERT_TRUE(ready);
+  // The idle engine checks its file twice a second: wait for it to notice, so that the
+  // request below is a new one to a failed model, not one in flight when it failed.
+  std::optional<HttpReply> ready;
+  const auto deadline = Clock::now() + 20s;
+  do {
+    ready = Get("/ready");
+    ASSERT_TRUE(ready);
+    if (ready->status == 503) break;
+    std::this_thread::sleep_for(20ms);
+  } while (Clock::now() < deadline);
   EXPECT_EQ(ready->status, 503);
   EXPECT_NE(ready->body.find("modified in place"), std::string::npos) << ready->body;
+  for (const bool stream : {false, true}) {
+    SCOPED_TRACE(stream);
+    auto r = Post("/v1/completions", GreedyCompletion("Once", 4, stream));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 503) << r->body;
+    EXPECT_EQ(ErrorField(*r, "code"), "model_failed") << r->body;
+    EXPECT_NE(ErrorField(*r, "message").find("modified in place"), std::string::npos) << r->body;
+  }
 }
 
 class NoMmapModelTest : public TruncatedModelTest {

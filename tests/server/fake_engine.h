@@ -40,10 +40,15 @@ class FakeEngine final : public EngineApi {
 
   void SetScript(FakeScript script);
   void SetReady(bool ready);
+  // As a real engine reports a model whose file changed under it: Ready() false,
+  // NotReadyReason() naming the model, and its requests refused with 503 model_failed (the
+  // other models are served).
+  void FailModel(std::string model, std::string why);
   void SetModels(std::vector<ModelInfo> models);
 
   std::vector<ModelInfo> Models() const override;
   bool Ready() const override;
+  std::string NotReadyReason() const override;
   SubmitResult Submit(GenerationRequest request, GenerationSink sink) override;
   void Cancel(RequestHandle handle) override;
   std::string MetricsText() const override;
@@ -100,6 +105,8 @@ class FakeEngine final : public EngineApi {
   std::condition_variable cv_;
   bool stop_ = false;
   bool ready_ = true;
+  std::string failed_model_;  // "" = none
+  std::string failed_why_;
   FakeScript script_;
   std::vector<ModelInfo> models_;
   std::map<RequestHandle, Job> jobs_;

@@ -39,14 +39,30 @@ std::vector<ModelInfo> FakeEngine::Models() const {
   return models_;
 }
 
+void FakeEngine::FailModel(std::string model, std::string why) {
+  std::lock_guard lock(mu_);
+  failed_model_ = std::move(model);
+  failed_why_ = std::move(why);
+}
+
 bool FakeEngine::Ready() const {
   std::lock_guard lock(mu_);
-  return ready_;
+  return ready_ && failed_model_.empty();
+}
+
+std::string FakeEngine::NotReadyReason() const {
+  std::lock_guard lock(mu_);
+  return failed_model_.empty() ? std::string()
+                               : "model '" + failed_model_ + "' failed: " + failed_why_;
 }
 
 SubmitResult FakeEngine::Submit(GenerationRequest request, GenerationSink sink) {
   std::lock_guard lock(mu_);
   submitted_.push_back(request);
+  if (!failed_model_.empty() && request.model == failed_model_) {
+    return SubmitResult::Reject(MakeError(ErrorKind::kUnavailable, "model_failed",
+                                          "model '" + failed_model_ + "' failed: " + failed_why_));
+  }
   if (script_.reject) return SubmitResult::Reject(*script_.reject);
   const RequestHandle h = next_handle_++;
   Job job;

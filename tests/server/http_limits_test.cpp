@@ -202,6 +202,102 @@ TEST_F(ServerTest, DisconnectWhileWaitingForFirstTokenCancels) {
   EXPECT_EQ(server_->Ledger().cancelled, 1u);
 }
 
+// A client that half-closes (shutdown(SHUT_WR)) after a complete request still wants its
+// answer: end of stream on the read side is not a disconnect (before: cancelled as
+// client_disconnect, the connection closed without an answer). The first token comes 200 ms
+// after the request so that the server has seen the half-close before it answers.
+TEST_F(ServerTest, AHalfClosedClientGetsItsAnswer) {
+  FakeScript slow;
+  slow.first_token_delay = 200ms;
+  engine_.SetScript(slow);
+  {
+    SCOPED_TRACE("non-streamed");
+    TestClient c(server_->port());
+    ASSERT_TRUE(c.Send(PostRequest("/v1/completions", R"({"prompt":"x"})")));
+    c.ShutdownWrite();
+    auto reply = c.ReadResponse(5s);
+    ASSERT_TRUE(reply);
+    EXPECT_EQ(reply->status, 200) << reply->body;
+    EXPECT_EQ(reply->Json()["choices"][0]["text"], "Hello, world");
+    EXPECT_TRUE(c.WaitForClose(5s));  // nothing more can come: the server closes
+  }
+  {
+    SCOPED_TRACE("streamed");
+    TestClient c(server_->port());
+    ASSERT_TRUE(c.Send(PostRequest("/v1/completions", kStream)));
+    c.ShutdownWrite();
+    auto reply = c.ReadResponse(5s);
+    ASSERT_TRUE(reply);
+    EXPECT_EQ(reply->status, 200);
+    auto events = SseEvents(reply->body);
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events.back(), "[DONE]");
+  }
+  {
+    SCOPED_TRACE("two pipelined requests");
+    TestClient c(server_->port());
+    ASSERT_TRUE(c.Send(PostRequest("/v1/completions", R"({"prompt":"x"})") +
+                       PostRequest("/v1/completions", R"({"prompt":"y"})")));
+    c.ShutdownWrite();
+    for (int i = 0; i < 2; ++i) {
+      auto reply = c.ReadResponse(5s);
+      ASSERT_TRUE(reply) << i;
+      EXPECT_EQ(reply->status, 200) << reply->body;
+    }
+    EXPECT_TRUE(c.WaitForClose(5s));
+  }
+  {
+    SCOPED_TRACE("HTTP/1.0");
+    const std::string body = R"({"prompt":"x"})";
+    TestClient c(server_->port());
+    ASSERT_TRUE(c.Send("POST /v1/completions HTTP/1.0\r\nContent-Type: application/json\r\n"
+                       "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
+    c.ShutdownWrite();
+    auto reply = c.ReadResponse(5s);
+    ASSERT_TRUE(reply);
+    EXPECT_EQ(reply->status, 200) << reply->body;
+  }
+  ASSERT_TRUE(WaitIdle());
+  const LedgerSnapshot l = server_->Ledger();
+  EXPECT_EQ(l.accepted, 5u);
+  EXPECT_EQ(l.completed, 5u);
+  EXPECT_EQ(l.cancelled, 0u);
+}
+
+// A client really gone is still cancelled: one that closed its socket (a FIN, like a
+// half-close) answers the server's probe with a reset, and so does one that half-closed and
+// then reset the connection.
+TEST_F(ServerTest, AClientGoneAfterItsRequestIsStillCancelled) {
+  FakeScript slow;
+  slow.first_token_delay = 5s;
+  engine_.SetScript(slow);
+  for (const bool stream : {false, true}) {
+    SCOPED_TRACE(stream);
+    const int before = engine_.total_cancels();
+    {
+      TestClient c(server_->port());
+      ASSERT_TRUE(c.Send(PostRequest("/v1/completions", stream ? kStream : R"({"prompt":"x"})")));
+      ASSERT_TRUE(engine_.WaitFor([&] { return engine_.accepted() == before + 1; }));
+    }  // close(): a FIN, then a reset for the server's probe
+    EXPECT_TRUE(engine_.WaitFor([&] { return engine_.total_cancels() == before + 1; }, 3s));
+  }
+  {
+    const int before = engine_.total_cancels();
+    TestClient c(server_->port());
+    ASSERT_TRUE(c.Send(PostRequest("/v1/completions", R"({"prompt":"x"})")));
+    c.ShutdownWrite();
+    // The server asks with an interim response the client is bound to accept...
+    ASSERT_TRUE(c.ReadUntil("HTTP/1.1 100 Continue\r\n\r\n", 3s));
+    EXPECT_EQ(engine_.total_cancels(), before);
+    c.CloseWithReset();  // ...and a reset is a client gone
+    EXPECT_TRUE(engine_.WaitFor([&] { return engine_.total_cancels() == before + 1; }, 3s));
+  }
+  ASSERT_TRUE(WaitIdle());
+  const LedgerSnapshot l = server_->Ledger();
+  EXPECT_EQ(l.cancelled_by_reason.at("client_disconnect"), 3u);
+  ExpectLedgerReconciles();
+}
+
 TEST_F(ServerTest, RepeatedDisconnectsAtEveryPhaseReconcile) {
   // Phases: before the first token (stream and non-stream), mid-stream, and right after the
   // request is sent. Then a normal request must still be served.

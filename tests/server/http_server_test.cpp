@@ -264,6 +264,37 @@ TEST_F(ServerTest, EngineNotReady) {
   EXPECT_EQ(ok->status, 200);
 }
 
+// A model whose file changed under the server: its new requests get the documented 503
+// model_failed from the engine, not a generic not_ready from the server, and the engine's
+// other models stay served (before: every generation request was 503 not_ready while
+// /ready said why).
+TEST_F(ServerTest, AFailedModelsRequestsGetModelFailedAndOtherModelsAreServed) {
+  engine_.FailModel("fake-model", "its file was modified in place");
+  auto ready = Roundtrip(GetRequest("/ready"));
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ExpectErrorBody(*ready, 503)["type"], "unavailable");
+  EXPECT_NE(ready->body.find("modified in place"), std::string::npos) << ready->body;
+  for (const bool stream : {false, true}) {
+    SCOPED_TRACE(stream);
+    auto failed = Roundtrip(PostRequest(
+        "/v1/completions", stream ? R"({"prompt":"x","stream":true})" : kCompletion));
+    ASSERT_TRUE(failed);
+    const json e = ExpectErrorBody(*failed, 503);
+    EXPECT_EQ(e["code"], "model_failed");
+    EXPECT_EQ(e["type"], "unavailable");
+    EXPECT_NE(e["message"].get<std::string>().find("fake-model"), std::string::npos);
+  }
+  auto other = Roundtrip(PostRequest("/v1/completions", R"({"prompt":"x","model":"fake-light"})"));
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 200) << other->body;
+  // An engine that is not ready and cannot say why is still refused by the server.
+  engine_.FailModel("", "");
+  engine_.SetReady(false);
+  auto unready = Roundtrip(PostRequest("/v1/completions", kCompletion));
+  ASSERT_TRUE(unready);
+  EXPECT_EQ(ExpectErrorBody(*unready, 503)["code"], "not_ready");
+}
+
 TEST_F(ServerTest, EngineRejectionKeepsItsStatusAndRetryAfter) {
   FakeScript script;
   script.reject = ApiError{429, "overloaded", "queue_full", "queue is full (64 waiting)", "", 2};

@@ -78,11 +78,27 @@ class FakeModel final : public serving::LocalModel {
                  server::MakeError(server::ErrorKind::kUnavailable, "shutting_down", "stopping")));
     }
   }
-  bool Healthy() const override { return true; }
-  std::string Failure() const override { return {}; }
+  // As ModelEngine when its file changed under it: unhealthy, saying why, and refusing in
+  // Prepare with 503 model_failed.
+  void Fail(std::string why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    failure_ = std::move(why);
+  }
+  bool Healthy() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return failure_.empty();
+  }
+  std::string Failure() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return failure_;
+  }
 
   std::variant<serving::PreparedSubmit, server::ApiError> Prepare(
       server::GenerationRequest request, const serving::SubmitSlo* slo) override {
+    if (std::string why = Failure(); !why.empty()) {
+      return server::MakeError(server::ErrorKind::kUnavailable, "model_failed",
+                               "model '" + name_ + "' failed: " + why);
+    }
     serving::PreparedSubmit p;
     p.prompt_tokens = prompt_tokens_;
     p.max_tokens = request.max_tokens.value_or(256);
@@ -191,6 +207,7 @@ class FakeModel final : public serving::LocalModel {
   serving::SloHooks hooks_;
   mutable std::mutex mu_;
   slo::QueueLoad load_;
+  std::string failure_;  // "" = healthy
   std::map<server::RequestHandle, Open_> open_;
 };
 

@@ -296,5 +296,29 @@ TEST_F(ServiceSloTest, ALateRequestMovesToTheLighterMember) {
   EXPECT_EQ(ev2[0].error.code, "slo_late");
 }
 
+// A model whose file changed under the server: its new requests get the documented 503
+// model_failed naming the change (before: 503 model_not_ready from admission, "shedding
+// load: model not ready; retry after 1 s", as if it were load that may pass). In a cascade
+// an unready member still routes to the next one, failed or not.
+TEST_F(ServiceSloTest, AFailedModelsNewRequestsGetModelFailed) {
+  Build({"heavy", "light"}, {"heavy", "light"});
+  models_[1]->Fail("model file 'light.gguf' was modified in place while in use");
+  EXPECT_FALSE(service_->Ready());
+  EXPECT_NE(service_->NotReadyReason().find("modified in place"), std::string::npos);
+  const server::SubmitResult r = Submit("light");
+  ASSERT_FALSE(r.accepted());
+  EXPECT_EQ(r.error->http_status, 503);
+  EXPECT_EQ(r.error->code, "model_failed");
+  EXPECT_NE(r.error->message.find("modified in place"), std::string::npos) << r.error->message;
+  EXPECT_EQ(r.error->retry_after_s, 0) << "not load: a retry does not help";
+  // The healthy member is served; a failed heavy member routes to the light one.
+  EXPECT_TRUE(Submit("heavy").accepted());
+  models_[1]->Fail("");
+  models_[0]->Fail("model file 'heavy.gguf' was truncated");
+  const server::SubmitResult routed = Submit("heavy");
+  ASSERT_TRUE(routed.accepted());
+  EXPECT_EQ(routed.served_model, "light");
+}
+
 }  // namespace
 }  // namespace lifeline::serving
