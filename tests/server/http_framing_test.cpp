@@ -289,7 +289,7 @@ TEST(ChunkedBodyMeterTest, EachFramingElementAndTheWholeBodyHaveACap) {
 }
 
 TEST(ChunkedBodyMeterTest, MalformedFramingIsRefusedWhereItIsSeen) {
-  for (const std::string bad : {std::string("x\r\n"), std::string(";a\r\n"),
+  for (const std::string& bad : {std::string("x\r\n"), std::string(";a\r\n"),
                                 std::string("1\rx"), std::string("1\r\nab"),
                                 std::string("1\r\na\rx"), std::string("0\r\nX: 1\r\r"),
                                 std::string(17, 'f') + "\r\n"}) {
