@@ -357,9 +357,15 @@ void EngineLoop::Complete(Live& live, const Request& r) {
     if (!g->late.is_null()) ext["late"] = g->late;
     if (g->prepared.reasoning != nullptr) {
       // The thinking: what it cost and whether its budget ended it (docs/reasoning.md).
+      const PreparedRequest& pr = g->prepared;
       ext["reasoning"] = {{"tokens", g->usage.reasoning_tokens},
                           {"budget_tokens", live.out->reasoning_budget_tokens()},
+                          {"requested_budget_tokens", pr.reasoning_requested_tokens},
+                          {"budget_source", pr.reasoning_budget_source},
                           {"cut", g->reasoning_cut}};
+      if (!pr.reasoning_shortened_by.empty()) {
+        ext["reasoning"]["shortened_by"] = pr.reasoning_shortened_by;
+      }
     }
     if (live.trim.turns > 0) {
       ext["context_trim"] = {{"turns", live.trim.turns},

@@ -389,7 +389,10 @@ server::SubmitResult EngineService::SubmitLocal(
   ctx.priority = budget.priority;
   ctx.ttft_budget_ms = budget.ttft_budget_ms;
   ctx.budget_is_deadline = budget.deadline_ms && budget.ttft_budget_ms >= *budget.deadline_ms;
-  if (const slo::SloClass* c = slo_config_.FindClass(cls)) ctx.serve_late = c->serve_late;
+  if (const slo::SloClass* c = slo_config_.FindClass(cls)) {
+    ctx.serve_late = c->serve_late;
+    ctx.thinking = c->thinking;
+  }
   if (budget.e2e_budget_ms) {
     ctx.deadline_us = std::chrono::duration_cast<std::chrono::microseconds>(
                           first_byte.time_since_epoch()).count() +
@@ -398,6 +401,7 @@ server::SubmitResult EngineService::SubmitLocal(
   slo::SpeedEstimator& speeds = *speeds_[m.local_index];
   slo::PredictionAudit& audit = *audits_[m.local_index];
   const auto knobs = controller_->knobs();
+  ctx.thinking.scale = knobs->ThinkingScaleOf(cls, m.name);
   // The admission request of a prompt of `prompt_tokens` against the model's load at `now_us`.
   auto admission = [&](int64_t prompt_tokens, int64_t max_tokens, int64_t now_us) {
     slo::AdmissionRequest ar;
@@ -489,11 +493,13 @@ server::SubmitResult EngineService::SubmitLocal(
     std::lock_guard<std::mutex> lock(mu_);
     owner_[handle] = flight;
   }
+  const std::string thinking_shortened_by = p.thinking_shortened_by;
   auto err = engine->EnqueuePrepared(std::move(p), handle, Wrap(handle, flight, sink),
                                      decision.max_tokens_cap, decision.cap_reason);
   if (!err) {
     outcomes_.Count(cls, m.name, "admitted");
     if (decision.max_tokens_cap) outcomes_.Count(cls, m.name, "truncated");
+    if (thinking_shortened_by == "slo") outcomes_.Count(cls, m.name, "thinking_shortened");
     if (decision.probe) outcomes_.Count(cls, m.name, "probe");
     return server::SubmitResult::Accept(handle, m.name);
   }

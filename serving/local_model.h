@@ -23,6 +23,7 @@
 
 #include "base/board.h"
 #include "server/engine_api.h"
+#include "slo/slo_config.h"
 #include "serving/request_timing.h"
 #include "slo/admission.h"
 #include "slo/controller.h"
@@ -87,6 +88,8 @@ struct SubmitSlo {
   // ttft_budget_ms is the request's own deadline_ms: a late request ends with the
   // documented 503 deadline_exceeded instead (its deadline cannot be met), not a 429.
   bool budget_is_deadline = false;
+  // The class's thinking budgets, scaled by the ladder's thinking rung (ThinkingPolicy).
+  slo::ThinkingPolicy thinking;
 };
 
 // What an engine loop publishes for admission once per step, as one consistent value
@@ -123,6 +126,8 @@ struct PreparedSubmit {
   ContextTrim trim;
   std::optional<int64_t> deadline_us;
   std::optional<SubmitSlo> slo;
+  // The thinking budget was lowered: "slo" (the ladder's thinking rung), "class_max"; "" not.
+  std::string thinking_shortened_by;
 };
 
 class LocalModel {

@@ -266,6 +266,8 @@ std::variant<ModelEngine::Prepared, ApiError> ModelEngine::Prepare(server::Gener
   }
   out.timing.Charge(&out.timing.tokenize_ms, Clock::now());
   if (auto err = CheckPromptLimits(prep_, req, &prep)) return std::move(*err);
+  ApplyThinkingPolicy(slo != nullptr ? slo->thinking : slo::ThinkingPolicy{}, req, &prep);
+  out.thinking_shortened_by = prep.reasoning_shortened_by;
   out.prompt_tokens = prep.prompt_tokens_total();
   out.max_tokens = prep.max_tokens;
 

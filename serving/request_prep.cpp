@@ -57,33 +57,6 @@ std::vector<int32_t> MarkerIds(const Tokenizer& tok, toolcall::ToolCallFormat fo
   return ids;
 }
 
-// The thinking budget the request asks for: thinking_budget_tokens exactly, else its
-// reasoning_effort's, else none when chat_template_kwargs.enable_thinking is false (a
-// template without the switch then still cannot think), else unset (the class decides).
-void ResolveAskedBudget(const ReasoningSetup& setup, const server::GenerationRequest& req,
-                        PreparedRequest* out) {
-  out->reasoning_budget_asked = true;
-  if (req.thinking_budget_tokens) {
-    out->reasoning_budget_tokens = std::max<int64_t>(-1, *req.thinking_budget_tokens);
-    return;
-  }
-  static constexpr std::string_view kEfforts[] = {"minimal", "low", "medium", "high"};
-  for (size_t i = 0; i < 4; ++i) {
-    if (req.reasoning_effort == kEfforts[i]) {
-      out->reasoning_budget_tokens = setup.effort_budget_tokens[i];
-      return;
-    }
-  }
-  const auto& kw = req.chat_template_kwargs;
-  if (kw.is_object() && kw.contains("enable_thinking") && kw["enable_thinking"].is_boolean() &&
-      !kw["enable_thinking"].get<bool>()) {
-    out->reasoning_budget_tokens = 0;
-    return;
-  }
-  out->reasoning_budget_asked = false;
-  out->reasoning_budget_tokens = -1;
-}
-
 }  // namespace
 
 std::shared_ptr<const grammar::GrammarVocab> BuildGrammarVocab(const Tokenizer& tok,
@@ -362,7 +335,6 @@ std::optional<ApiError> PrepareRequest(const PrepContext& ctx,
     if (ctx.reasoning != nullptr) {
       out->reasoning = ctx.reasoning;
       out->starts_in_reasoning = toolcall::StartsInReasoning(ctx.reasoning->format, text);
-      ResolveAskedBudget(*ctx.reasoning, req, out);
     }
     out->prompts.push_back({EncodePromptText(ctx, true, text), ""});
   } else {
@@ -446,6 +418,46 @@ std::optional<ApiError> PrepareRequest(const PrepContext& ctx,
   }
   if (auto err = LazyCallGrammar(ctx, req, out)) return err;
   return std::nullopt;
+}
+
+void ApplyThinkingPolicy(const slo::ThinkingPolicy& policy, const server::GenerationRequest& req,
+                         PreparedRequest* out) {
+  if (out->reasoning == nullptr) return;
+  int64_t asked = policy.default_budget_tokens;
+  std::string source = asked >= 0 ? "class" : "none";
+  static constexpr std::string_view kEfforts[] = {"minimal", "low", "medium", "high"};
+  const auto& kw = req.chat_template_kwargs;
+  if (req.thinking_budget_tokens) {
+    asked = std::max<int64_t>(-1, *req.thinking_budget_tokens);
+    source = "request";
+  } else if (!req.reasoning_effort.empty()) {
+    for (size_t i = 0; i < 4; ++i) {
+      if (req.reasoning_effort == kEfforts[i]) asked = policy.effort_budget_tokens[i];
+    }
+    source = "effort";
+  } else if (kw.is_object() && kw.contains("enable_thinking") &&
+             kw["enable_thinking"].is_boolean() && !kw["enable_thinking"].get<bool>()) {
+    // A template without the switch then still cannot think.
+    asked = 0;
+    source = "enable_thinking";
+  }
+  out->reasoning_requested_tokens = asked;
+  out->reasoning_budget_source = source;
+  out->reasoning_shortened_by.clear();
+  int64_t budget = asked;
+  if (policy.max_budget_tokens >= 0 && (budget < 0 || budget > policy.max_budget_tokens)) {
+    budget = policy.max_budget_tokens;
+    out->reasoning_shortened_by = "class_max";
+  }
+  if (policy.scale < 1.0 && budget != 0) {
+    const int64_t base = budget >= 0 ? budget : out->max_tokens;
+    const auto scaled = static_cast<int64_t>(static_cast<double>(base) * std::max(0.0, policy.scale));
+    if (budget < 0 || scaled < budget) {
+      budget = scaled;
+      out->reasoning_shortened_by = "slo";
+    }
+  }
+  out->reasoning_budget_tokens = budget;
 }
 
 }  // namespace lifeline::serving

@@ -36,6 +36,7 @@
 #include "engine/toolcall/reasoning.h"
 #include "server/engine_api.h"
 #include "serving/request_timing.h"
+#include "slo/slo_config.h"
 
 namespace lifeline::serving {
 
@@ -51,8 +52,6 @@ struct ReasoningSetup {
   // prefix of (or starts with) the opening marker. With a grammar on the answer, these stay
   // allowed until the answer starts (the grammar applies to the answer, not the thinking).
   std::vector<std::pair<int32_t, std::string>> start_pieces;
-  // Budgets of reasoning_effort minimal / low / medium / high, in tokens (-1: unlimited).
-  int32_t effort_budget_tokens[4] = {0, 512, 2048, 8192};
 };
 
 std::shared_ptr<const ReasoningSetup> BuildReasoningSetup(const Tokenizer& tokenizer,
@@ -104,12 +103,16 @@ struct PreparedRequest {
   std::string grammar_trigger;
   // Chat with a thinking model: the output splits into reasoning and answer (null: all
   // answer). starts_in_reasoning: the prompt opened the thinking block (R1's "<think>\n").
-  // reasoning_budget_tokens: thinking tokens before the close is forced (-1: unlimited), as the
-  // request asked; the engine may lower it (class ceiling, the SLO ladder).
+  // reasoning_budget_tokens: thinking tokens before the close is forced (-1: unlimited), set
+  // by ApplyThinkingPolicy: what was asked (reasoning_requested_tokens, from
+  // reasoning_budget_source), lowered by the class ceiling or the SLO rung
+  // (reasoning_shortened_by "class_max" / "slo"; "" when not lowered).
   std::shared_ptr<const ReasoningSetup> reasoning;
   bool starts_in_reasoning = false;
   int64_t reasoning_budget_tokens = -1;
-  bool reasoning_budget_asked = false;  // the request set it (else the class default applies)
+  int64_t reasoning_requested_tokens = -1;
+  std::string reasoning_budget_source = "none";  // request | effort | enable_thinking | class | none
+  std::string reasoning_shortened_by;
 
   int32_t n_choices() const { return static_cast<int32_t>(prompts.size()) * n; }
   int64_t prompt_tokens_total() const;
@@ -144,6 +147,14 @@ std::vector<int32_t> EncodePromptText(const PrepContext& ctx, bool is_chat,
 std::optional<server::ApiError> PrepareRequest(const PrepContext& ctx,
                                                const server::GenerationRequest& req,
                                                PreparedRequest* out, RequestTiming* timing);
+
+// The thinking budget of a prepared chat request with a reasoning setup (else nothing):
+// thinking_budget_tokens, else reasoning_effort's entry of the policy, else 0 when
+// chat_template_kwargs.enable_thinking is false, else the policy's default; at most the
+// policy's ceiling; then times the policy's scale (the SLO ladder's thinking rung), an
+// unlimited budget being taken as max_tokens. Call after CheckPromptLimits.
+void ApplyThinkingPolicy(const slo::ThinkingPolicy& policy, const server::GenerationRequest& req,
+                         PreparedRequest* out);
 
 // Checks prompt + max_tokens against the context and the KV pool, and fills out->max_tokens
 // (the request's, or the default bounded by the context).

@@ -48,6 +48,10 @@ Pressure PressureOfStats(const SloClass& cls, const std::array<WindowStats, kMet
   for (const WindowStats& w : window) p.window_samples = std::max(p.window_samples, w.count);
   p.thinks = window[static_cast<size_t>(Metric::kThink)].count > 0 ||
              (in_flight != nullptr && in_flight->thinking > 0);
+  p.think_drain_ms = window[static_cast<size_t>(Metric::kThink)].p95_ms;
+  if (in_flight != nullptr && !in_flight->unanswered_ages_ms.empty()) {
+    p.think_drain_ms = std::max(p.think_drain_ms, in_flight->unanswered_ages_ms.front());
+  }
   const std::pair<Metric, std::optional<double>> targets[] = {
       {Metric::kTtft, cls.ttft_p95_ms}, {Metric::kTtfa, cls.ttfa_p95_ms},
       {Metric::kE2e, cls.e2e_p95_ms}, {Metric::kTpot, cls.tpot_p95_ms}};
@@ -205,6 +209,7 @@ void Controller::Transition(const SloClass& cls, const std::string& model, int64
   out->events.push_back(std::move(e));
   st->level = to;
   st->changed_us = now_us;
+  st->level_changed_us = now_us;
   st->healthy_ticks = 0;
 }
 
@@ -247,7 +252,7 @@ bool Controller::StepClass(const SloClass& cls, const std::string& model, int64_
       if (may_shorten) {
         // The thinking rung first: shorter thinking brings the answer sooner without cutting
         // any answer; the level rises only once the thinking is as short as it may get.
-        return StepThinking(cls, model, now_us,
+        return StepThinking(cls, model, now_us, p.think_drain_ms,
                             std::max(lp.min_thinking_scale, st->thinking_scale / 2),
                             Fmt("%s p95 %.1f ms > %.2f x target %.1f ms",
                                 MetricName(p.metric).data(), p.p95_ms, lp.enter_ratio,
@@ -285,7 +290,7 @@ bool Controller::RecoverIdle(const SloClass& cls, const std::string& model, int6
   if (st->idle_ticks < lp.recover_ticks) return false;
   if (st->level == Level::kNormal) {
     if (st->thinking_scale >= 1.0) return false;
-    return StepThinking(cls, model, now_us, 1.0,
+    return StepThinking(cls, model, now_us, 0, 1.0,
                         Fmt("no request in flight (idle) for %d ticks", st->idle_ticks), st,
                         out);
   }
@@ -313,7 +318,8 @@ bool Controller::Recover(const SloClass& cls, const std::string& model, int64_t 
   const char* where = since_transition ? " since the last transition" : "";
   if (level == 0) {
     // Normal again: the thinking grows back, one doubling per recovery.
-    return StepThinking(cls, model, now_us, std::min(1.0, st->thinking_scale * 2),
+    return StepThinking(cls, model, now_us, p.think_drain_ms,
+                        std::min(1.0, st->thinking_scale * 2),
                         p.has_signal ? Fmt("%s p95 %.1f ms < %.2f x target %.1f ms%s for %d ticks",
                                            MetricName(p.metric).data(), p.p95_ms,
                                            lp.recover_ratio, p.target_ms, where, ticks)
@@ -332,7 +338,8 @@ bool Controller::Recover(const SloClass& cls, const std::string& model, int64_t 
 }
 
 bool Controller::StepThinking(const SloClass& cls, const std::string& model, int64_t now_us,
-                              double to, std::string reason, ClassState* st, TickResult* out) {
+                              double drain_ms, double to, std::string reason,
+                              ClassState* st, TickResult* out) {
   if (to == st->thinking_scale) return false;
   ThinkingChange c;
   c.at_us = now_us;
@@ -348,9 +355,14 @@ bool Controller::StepThinking(const SloClass& cls, const std::string& model, int
   }
   out->thinking_changes.push_back(std::move(c));
   st->thinking_scale = to;
-  // Like a transition: the next move is judged on samples newer than this one, after a
-  // dwell, so one burst does not halve the thinking all the way down.
-  st->changed_us = now_us;
+  // Like a transition, the next move is judged on samples newer than this one -- but a
+  // budget applies only to requests admitted from now on, and those already thinking answer
+  // up to one thinking time later at the old budget. So the change counts as made once they
+  // have drained (now + Pressure::think_drain_ms, at most a minute): their slow answers
+  // are not taken for the new budget's, which would halve again and then raise the level
+  // before the first cut had any effect.
+  const auto drain_us = static_cast<int64_t>(std::clamp(drain_ms, 0.0, 60'000.0) * 1000.0);
+  st->changed_us = now_us + drain_us;
   st->healthy_ticks = 0;
   return true;
 }
@@ -497,7 +509,7 @@ std::vector<ClassStatus> Controller::ClassStatuses() const {
   std::vector<ClassStatus> out;
   for (const auto& [key, st] : classes_) {
     out.push_back(ClassStatus{key.first, key.second, st.level,
-                              st.changed_us.value_or(started_us_), st.healthy_ticks, st.last,
+                              st.level_changed_us.value_or(started_us_), st.healthy_ticks, st.last,
                               st.margin_scale, st.idle_ticks, st.thinking_scale});
   }
   return out;

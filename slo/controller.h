@@ -80,6 +80,9 @@ struct Pressure {
   // Its requests think (thinking models): a thinking time in the window, or one thinking
   // now. The thinking rung acts only then.
   bool thinks = false;
+  // How long the requests admitted so far may still take to answer: the window's P95
+  // thinking time, or the oldest request in flight without an answer if older (0: none).
+  double think_drain_ms = 0;
 };
 Pressure PressureOf(const SloClass& cls, const SeriesSnapshot* series, int64_t min_samples);
 // `in_flight`, when given, adds the thin-window rule: with fewer than min_samples samples, a
@@ -241,7 +244,10 @@ class Controller {
  private:
   struct ClassState {
     Level level = Level::kNormal;
-    std::optional<int64_t> changed_us;  // last transition; none yet: no wait to raise
+    // The last transition or thinking-rung move (a thinking move counts from when the
+    // requests admitted before it have drained); none yet: no wait to raise.
+    std::optional<int64_t> changed_us;
+    std::optional<int64_t> level_changed_us;  // the last level transition (status)
     int32_t healthy_ticks = 0;
     Pressure last;
     double margin_scale = 1.0;
@@ -250,7 +256,8 @@ class Controller {
   };
   // The thinking rung: halves (down) or doubles (up) the thinking scale; true if it moved.
   bool StepThinking(const SloClass& cls, const std::string& model, int64_t now_us,
-                    double to, std::string reason, ClassState* st, TickResult* out);
+                    double drain_ms, double to, std::string reason, ClassState* st,
+                    TickResult* out);
   using Key = std::pair<std::string, std::string>;  // (class, model)
   // The closed-loop admission margin (AdmissionParams::max_margin_scale); true if it changed.
   bool StepMargin(const Pressure& p, ClassState* st) const;

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,24 @@ class FakeModel final : public serving::LocalModel {
   void FirstToken(server::RequestHandle h) {
     Record(h, /*first=*/true);
     Emit(h, server::GenerationEvent::Token("x", 1));
+  }
+  // A thinking model: its first token is thinking (a reasoning-only event, no answer yet);
+  // Answer later gives the answer's first text and the tracker TTFA and thinking-time samples.
+  void Think(server::RequestHandle h) {
+    Record(h, /*first=*/true);
+    server::GenerationEvent ev = server::GenerationEvent::Token("", 1);
+    ev.reasoning = "hmm";
+    Emit(h, std::move(ev));
+  }
+  void Answer(server::RequestHandle h) {
+    RecordAnswer(h);
+    Emit(h, server::GenerationEvent::Token("x", 2));
+  }
+  // What the service asked of an enqueued request (its class, thinking policy, ...).
+  std::optional<serving::SubmitSlo> SloOf(server::RequestHandle h) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = open_.find(h);
+    return it == open_.end() ? std::nullopt : it->second.slo;
   }
   // Ends it with one done event; false when it is not open.
   bool Finish(server::RequestHandle h) {
@@ -114,6 +133,7 @@ class FakeModel final : public serving::LocalModel {
     std::lock_guard<std::mutex> lock(mu_);
     open_[h] = Open_{std::move(sink), cap, prepared.timing.first_byte,
                      prepared.slo ? prepared.slo->slo_class : std::string("interactive")};
+    open_[h].slo = prepared.slo;
     return std::nullopt;
   }
   void Cancel(server::RequestHandle h) override {
@@ -155,7 +175,28 @@ class FakeModel final : public serving::LocalModel {
     serving::Clock::time_point first_byte;
     std::string slo_class;
     bool first_recorded = false;
+    std::optional<serving::SubmitSlo> slo;
+    double first_token_ms = -1;
   };
+  void RecordAnswer(server::RequestHandle h) {
+    if (hooks_.tracker == nullptr || !hooks_.clock) return;
+    const serving::Clock::time_point now = hooks_.clock();
+    std::string cls;
+    slo::RequestSample s;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = open_.find(h);
+      if (it == open_.end()) return;
+      const double age_ms =
+          std::chrono::duration<double, std::milli>(now - it->second.first_byte).count();
+      s.ttfa_ms = age_ms;
+      if (it->second.first_token_ms >= 0) s.think_ms = age_ms - it->second.first_token_ms;
+      cls = it->second.slo_class;
+    }
+    const int64_t now_us =
+        std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count();
+    hooks_.tracker->RecordRequest(cls, name_, now_us, s);
+  }
   // TTFT at the first token, e2e at the end (a TTFT too when none was recorded).
   void Record(server::RequestHandle h, bool first) {
     if (hooks_.tracker == nullptr || !hooks_.clock) return;
@@ -169,6 +210,7 @@ class FakeModel final : public serving::LocalModel {
       const double age_ms =
           std::chrono::duration<double, std::milli>(now - it->second.first_byte).count();
       if (!it->second.first_recorded) s.ttft_ms = age_ms;
+      if (first && !it->second.first_recorded) it->second.first_token_ms = age_ms;
       if (!first) s.e2e_ms = age_ms;
       if (first && it->second.first_recorded) return;
       it->second.first_recorded = true;

@@ -320,5 +320,62 @@ TEST_F(ServiceSloTest, AFailedModelsNewRequestsGetModelFailed) {
   EXPECT_EQ(routed.served_model, "light");
 }
 
+// A thinking model under a TTFA target (docs/reasoning.md). Each request thinks from its
+// first token and answers after 3 s x its thinking scale: TTFA is over the 1 s target while
+// TTFT is fine. The thinking rung halves the budgets new requests get -- the level stays
+// normal and no answer is capped while it does -- and once shortened thinking brings TTFA
+// under target, the ladder never rises and the thinking grows back.
+TEST_F(ServiceSloTest, TheThinkingRungShortensThinkingBeforeAnyAnswerIsCut) {
+  slo::SloConfig config = slo::DefaultSloConfig();
+  for (slo::SloClass& c : config.classes) {
+    if (c.name == "interactive") c.ttfa_p95_ms = 1000;
+  }
+  config.ladder.raise_interval_ms = 1000;
+  config.ladder.min_thinking_scale = 0.25;
+  Build({"r1"}, {}, config);
+  FakeModel& r1 = *models_[0];
+  struct Pending {
+    server::RequestHandle h;
+    int64_t answer_at_us;
+  };
+  std::vector<Pending> pending;
+  std::vector<double> scales_seen;
+  int max_level = 0;
+  bool capped = false;
+  for (int t = 0; t < 300; ++t) {  // 60 s, 5 requests per second
+    const server::SubmitResult r = Submit("r1");
+    ASSERT_TRUE(r.accepted()) << r.error->message;
+    const std::optional<SubmitSlo> slo = r1.SloOf(r.handle);
+    ASSERT_TRUE(slo.has_value());
+    const double scale = slo->thinking.scale;
+    if (scales_seen.empty() || scales_seen.back() != scale) scales_seen.push_back(scale);
+    capped |= r1.CapOf(r.handle).has_value();
+    r1.Think(r.handle);
+    pending.push_back({r.handle, clock_.Now() + static_cast<int64_t>(3'000'000 * scale)});
+    Tick();
+    for (auto it = pending.begin(); it != pending.end();) {
+      if (it->answer_at_us > clock_.Now()) {
+        ++it;
+        continue;
+      }
+      r1.Answer(it->h);
+      r1.Finish(it->h);
+      it = pending.erase(it);
+    }
+    max_level = std::max(max_level, Level("r1"));
+  }
+  ASSERT_GE(scales_seen.size(), 3u);
+  EXPECT_EQ(scales_seen[0], 1.0);
+  EXPECT_EQ(scales_seen[1], 0.5);
+  EXPECT_EQ(scales_seen[2], 0.25) << "halved down to the floor";
+  EXPECT_EQ(max_level, 0) << "shorter thinking was enough: no answer was capped";
+  EXPECT_FALSE(capped);
+  EXPECT_GE(service_->controller().ThinkingCuts(), 2u);
+  EXPECT_GE(service_->controller().ThinkingRestores(), 1u)
+      << "with TTFA back under target the thinking grows back";
+  EXPECT_NE(service_->MetricsText().find("lifeline_ttfa_seconds_count{class=\"interactive\""),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace lifeline::serving

@@ -732,7 +732,8 @@ TrackerSnapshot ThinkingClass(const std::string& cls, double ttfa_p95_ms, uint64
   SeriesSnapshot row = Row(cls, "", Metric::kTtfa, ttfa_p95_ms, 100);
   WindowStats& think = row.window[static_cast<size_t>(Metric::kThink)];
   think.count = thinking;
-  think.p95_ms = think.p50_ms = think.p99_ms = think.mean_ms = thinking > 0 ? 2000 : 0;
+  // One tick of thinking: a cut counts as made one tick after it (Controller::StepThinking).
+  think.p95_ms = think.p50_ms = think.p99_ms = think.mean_ms = thinking > 0 ? 200 : 0;
   s.by_class.push_back(std::move(row));
   return s;
 }

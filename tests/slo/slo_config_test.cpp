@@ -220,6 +220,38 @@ TEST(SloConfigTest, WithoutPresetsOnlyFileClasses) {
   EXPECT_NE(bad.status().message().find("default_class"), std::string::npos);
 }
 
+// A thinking class: a TTFA target alone gives the first-token budget, and the thinking
+// budgets come from the file.
+TEST(SloConfigTest, ThinkingClassTargetsAndBudgets) {
+  auto r = ParseSloConfig(
+      "default_class = \"think\"\n[classes.think]\nttfa_p95_ms = 2000\n"
+      "reasoning_budget_tokens = 256\nmax_reasoning_budget_tokens = 1024\n"
+      "reasoning_effort_tokens = { minimal = 0, low = 64, medium = 256, high = 1024 }\n"
+      "[ladder]\nmin_thinking_scale = 0.25\n",
+      "x.toml");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const SloClass* c = r->FindClass("think");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->ttfa_p95_ms, 2000);
+  EXPECT_EQ(c->thinking.default_budget_tokens, 256);
+  EXPECT_EQ(c->thinking.max_budget_tokens, 1024);
+  EXPECT_EQ(c->thinking.effort_budget_tokens, (std::array<int64_t, 4>{0, 64, 256, 1024}));
+  EXPECT_EQ(r->ladder.min_thinking_scale, 0.25);
+  auto budget = Resolve(*r, RequestSloFields{"think", "", std::nullopt, false});
+  ASSERT_TRUE(budget.ok());
+  EXPECT_EQ(budget->ttft_budget_ms, 2000);
+
+  auto bad = ParseSloConfig("[classes.x]\nttfa_p95_ms = 100\nreasoning_effort_tokens = 3\n",
+                            "x.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("classes.x.reasoning_effort_tokens"), std::string::npos)
+      << bad.status().message();
+  auto unknown = ParseSloConfig(
+      "[classes.x]\nttfa_p95_ms = 100\nreasoning_effort_tokens = { extreme = 1 }\n", "x.toml");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("extreme"), std::string::npos);
+}
+
 struct BadCase {
   const char* name;
   const char* toml;
