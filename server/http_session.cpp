@@ -769,6 +769,9 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
       if (std::string cut = ex.assembler->TruncatedReasons(); !cut.empty()) {
         r.headers.emplace_back("X-Lifeline-Truncated", cut);
       }
+      if (std::string th = ThinkingHeader(timings); !th.empty()) {
+        r.headers.emplace_back("X-Lifeline-Thinking", th);
+      }
       return Respond(std::move(r), ex.route_label);
     }
     EnsureStreamHead();

@@ -89,6 +89,38 @@ std::string ServerTimingHeader(const json& timings) {
     if (!out.empty()) out += ", ";
     out += name + ";dur=" + FormatMs(ms);
   }
+  // Milestones, not phases: the first token and the first answer token (a thinking model's
+  // answer starts after its thinking), from the first request byte.
+  if (auto lat = timings.find("latency"); lat != timings.end() && lat->is_object()) {
+    for (const char* key : {"ttft", "ttfa"}) {
+      auto v = lat->find(std::string(key) + "_ms");
+      if (v == lat->end() || !v->is_number() || !std::isfinite(v->get<double>()) ||
+          v->get<double>() < 0) {
+        continue;
+      }
+      if (!out.empty()) out += ", ";
+      out += std::string(key) + ";dur=" + FormatMs(v->get<double>());
+    }
+  }
+  return out;
+}
+
+std::string ThinkingHeader(const json& timings) {
+  if (!timings.is_object()) return {};
+  auto ext = timings.find("lifeline");
+  if (ext == timings.end() || !ext->is_object()) return {};
+  auto r = ext->find("reasoning");
+  if (r == ext->end() || !r->is_object()) return {};
+  std::string out = "tokens=" + std::to_string(r->value("tokens", int64_t{0})) +
+                    "; budget=" + std::to_string(r->value("budget_tokens", int64_t{-1}));
+  if (const int64_t asked = r->value("requested_budget_tokens", int64_t{-1});
+      asked != r->value("budget_tokens", int64_t{-1})) {
+    out += "; requested=" + std::to_string(asked);
+  }
+  if (auto by = r->find("shortened_by"); by != r->end() && by->is_string()) {
+    out += "; shortened-by=" + by->get<std::string>();
+  }
+  if (r->value("cut", false)) out += "; cut";
   return out;
 }
 

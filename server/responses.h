@@ -38,5 +38,9 @@ inline constexpr std::string_view kSseHeartbeat = ": keep-alive\n\n";
 // numeric member named `<name>_ms`, in key order; names are reduced to RFC 7230 token
 // characters. Empty when none.
 std::string ServerTimingHeader(const nlohmann::json& timings);
+// X-Lifeline-Thinking of a thinking model's answer, from timings.lifeline.reasoning:
+// "tokens=N; budget=B[; requested=R][; shortened-by=slo|class_max][; cut]" (budget -1:
+// unlimited; cut: the budget ended the thinking); "" when the answer had no thinking split.
+std::string ThinkingHeader(const nlohmann::json& timings);
 
 }  // namespace lifeline::server

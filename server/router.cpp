@@ -170,8 +170,8 @@ namespace {
 
 // Response headers a browser script may read (CORS hides the rest).
 constexpr std::string_view kExposedHeaders =
-    "X-Request-Id, X-Served-Model, Server-Timing, Retry-After, X-Lifeline-Truncated, ETag, "
-    "X-Lifeline-Now-Ms";
+    "X-Request-Id, X-Served-Model, Server-Timing, Retry-After, X-Lifeline-Truncated, "
+    "X-Lifeline-Thinking, ETag, X-Lifeline-Now-Ms";
 // Request headers a preflight always allows: the API's own and the OpenAI SDK's.
 constexpr std::string_view kAllowedHeaders =
     "Authorization, Content-Type, X-Request-Id, X-SLO-Class, X-User-Role, If-None-Match";

@@ -47,6 +47,7 @@ json LadderJson(const ClassStatus& st, const TrackerSnapshot& snap, int64_t now_
             {"healthy_ticks", st.healthy_ticks},
             {"idle_ticks", st.idle_ticks},
             {"admission_margin_scale", st.margin_scale},
+            {"thinking_scale", st.thinking_scale},
             {"pressure", PressureJson(st.last)}};
   const SeriesSnapshot* row =
       st.model.empty() ? snap.FindClass(st.slo_class) : snap.Find(st.slo_class, st.model);
@@ -264,6 +265,20 @@ nlohmann::json SloStatusJson(const Controller& controller, const TrackerSnapshot
   for (size_t i = first; i < events.size(); ++i) ev.push_back(EventJson(events[i], now_us));
   j["events_total"] = controller.EventsTotal();
   j["events"] = std::move(ev);
+  // The thinking rung's moves (docs/reasoning.md), newest last.
+  const std::vector<ThinkingChange> thinking = controller.RecentThinkingChanges();
+  const size_t first_thinking = thinking.size() > max_events ? thinking.size() - max_events : 0;
+  json th = json::array();
+  for (size_t i = first_thinking; i < thinking.size(); ++i) {
+    const ThinkingChange& t = thinking[i];
+    th.push_back({{"age_ms", static_cast<double>(now_us - t.at_us) / 1000.0},
+                  {"class", t.slo_class},
+                  {"model", t.model},
+                  {"from", t.from},
+                  {"to", t.to},
+                  {"reason", t.reason}});
+  }
+  j["thinking_changes"] = std::move(th);
   return j;
 }
 
@@ -326,6 +341,21 @@ std::string SloPrometheusText(const Controller& controller, const TrackerSnapsho
                                {"from", LevelName(t.from)}, {"to", LevelName(t.to)}}),
                  static_cast<double>(t.count));
   }
+  prom::Family(&out, "lifeline_slo_thinking_scale", "gauge",
+               "The thinking rung: thinking budgets are multiplied by this, by class and model "
+               "(1: not shortened).");
+  for (const ClassStatus& s : statuses) {
+    prom::Sample(&out, "lifeline_slo_thinking_scale",
+                 s.model.empty() ? Labels({{"class", s.slo_class}})
+                                 : Labels({{"class", s.slo_class}, {"model", s.model}}),
+                 s.thinking_scale);
+  }
+  prom::Family(&out, "lifeline_slo_thinking_changes_total", "counter",
+               "Moves of the thinking rung: shortened (down) or restored (up).");
+  prom::Sample(&out, "lifeline_slo_thinking_changes_total", Labels({{"direction", "down"}}),
+               static_cast<double>(controller.ThinkingCuts()));
+  prom::Sample(&out, "lifeline_slo_thinking_changes_total", Labels({{"direction", "up"}}),
+               static_cast<double>(controller.ThinkingRestores()));
   const std::shared_ptr<const Knobs> knobs = controller.knobs();
   prom::Family(&out, "lifeline_batch_max_running", "gauge",
                    "Adaptive limit of running sequences per step, by model.");

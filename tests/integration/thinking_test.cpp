@@ -94,6 +94,9 @@ TEST_F(ThinkingTest, TheBudgetEndsTheThinkingAndTheAnswerFollows) {
   EXPECT_EQ(lifeline["budget_tokens"], 8);
   EXPECT_EQ(lifeline["cut"], true);
   EXPECT_EQ(lifeline["tokens"], thought);
+  EXPECT_EQ(r->Header("x-lifeline-thinking"),
+            "tokens=" + std::to_string(thought) + "; budget=8; cut");
+  EXPECT_NE(r->Header("server-timing").find("ttfa;dur="), std::string::npos);
   const json& latency = body["timings"]["latency"];
   EXPECT_GT(latency["ttfa_ms"].get<double>(), latency["ttft_ms"].get<double>())
       << "the answer starts after the thinking";

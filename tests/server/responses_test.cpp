@@ -48,6 +48,29 @@ TEST(ServerTiming, LayersFirstSummingToTheTotal) {
   EXPECT_EQ(ServerTimingHeader(remote).rfind("network;dur=1, service;dur=2, compute;dur=40", 0), 0u);
 }
 
+// TTFT and TTFA ride as milestones after the phases; an unset one (-1) is left out.
+TEST(ServerTiming, FirstTokenAndFirstAnswerTokenMilestones) {
+  const json t = {{"queue_ms", 1}, {"latency", {{"ttft_ms", 12.5}, {"ttfa_ms", 410}}}};
+  EXPECT_EQ(ServerTimingHeader(t), "queue;dur=1, ttft;dur=12.5, ttfa;dur=410");
+  const json none = {{"latency", {{"ttft_ms", 3}, {"ttfa_ms", -1}}}};
+  EXPECT_EQ(ServerTimingHeader(none), "ttft;dur=3");
+}
+
+TEST(ThinkingHeader, SaysWhatTheThinkingCostAndWhoShortenedIt) {
+  EXPECT_EQ(ThinkingHeader(json::object()), "");
+  EXPECT_EQ(ThinkingHeader(json{{"lifeline", {{"truncated", true}}}}), "");
+  const json plain = {{"lifeline",
+                       {{"reasoning",
+                         {{"tokens", 40}, {"budget_tokens", -1}, {"requested_budget_tokens", -1},
+                          {"cut", false}}}}}};
+  EXPECT_EQ(ThinkingHeader(plain), "tokens=40; budget=-1");
+  const json cut = {{"lifeline",
+                     {{"reasoning",
+                       {{"tokens", 130}, {"budget_tokens", 125}, {"requested_budget_tokens", 500},
+                        {"shortened_by", "slo"}, {"cut", true}}}}}};
+  EXPECT_EQ(ThinkingHeader(cut), "tokens=130; budget=125; requested=500; shortened-by=slo; cut");
+}
+
 TEST(HttpMessage, SerializeResponseExactBytes) {
   HttpResponse r;
   r.status = 404;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "serving/local_model.h"
+#include "serving/request_prep.h"
 
 namespace lifeline::testing {
 
@@ -43,6 +44,8 @@ class FakeModel final : public serving::LocalModel {
     Record(h, /*first=*/true);
     Emit(h, server::GenerationEvent::Token("x", 1));
   }
+  // Its chat template implies a thinking format: Prepare resolves thinking budgets.
+  void SetThinks(bool thinks) { thinks_ = thinks; }
   // A thinking model: its first token is thinking (a reasoning-only event, no answer yet);
   // Answer later gives the answer's first text and the tracker TTFA and thinking-time samples.
   void Think(server::RequestHandle h) {
@@ -123,6 +126,15 @@ class FakeModel final : public serving::LocalModel {
     p.max_tokens = request.max_tokens.value_or(256);
     p.timing.first_byte = request.timeline.first_byte;
     if (slo != nullptr) p.slo = *slo;
+    if (thinks_) {
+      // As ModelEngine::Prepare does for a model with a reasoning format.
+      serving::PreparedRequest prep;
+      prep.reasoning = std::make_shared<serving::ReasoningSetup>();
+      prep.max_tokens = p.max_tokens;
+      serving::ApplyThinkingPolicy(slo != nullptr ? slo->thinking : slo::ThinkingPolicy{},
+                                   request, &prep);
+      p.thinking_shortened_by = prep.reasoning_shortened_by;
+    }
     return p;
   }
   std::optional<server::ApiError> EnqueuePrepared(serving::PreparedSubmit prepared,
@@ -251,6 +263,7 @@ class FakeModel final : public serving::LocalModel {
   slo::QueueLoad load_;
   std::string failure_;  // "" = healthy
   std::map<server::RequestHandle, Open_> open_;
+  bool thinks_ = false;
 };
 
 }  // namespace lifeline::testing

@@ -334,6 +334,7 @@ TEST_F(ServiceSloTest, TheThinkingRungShortensThinkingBeforeAnyAnswerIsCut) {
   config.ladder.min_thinking_scale = 0.25;
   Build({"r1"}, {}, config);
   FakeModel& r1 = *models_[0];
+  r1.SetThinks(true);
   struct Pending {
     server::RequestHandle h;
     int64_t answer_at_us;
@@ -373,8 +374,15 @@ TEST_F(ServiceSloTest, TheThinkingRungShortensThinkingBeforeAnyAnswerIsCut) {
   EXPECT_GE(service_->controller().ThinkingCuts(), 2u);
   EXPECT_GE(service_->controller().ThinkingRestores(), 1u)
       << "with TTFA back under target the thinking grows back";
-  EXPECT_NE(service_->MetricsText().find("lifeline_ttfa_seconds_count{class=\"interactive\""),
+  const std::string metrics = service_->MetricsText();
+  EXPECT_NE(metrics.find("lifeline_ttfa_seconds_count{class=\"interactive\""), std::string::npos);
+  EXPECT_NE(metrics.find("lifeline_slo_thinking_changes_total{direction=\"down\"}"),
             std::string::npos);
+  EXPECT_NE(metrics.find("outcome=\"thinking_shortened\""), std::string::npos);
+  const nlohmann::json status = service_->SloStatus();
+  ASSERT_FALSE(status["thinking_changes"].empty());
+  EXPECT_EQ(status["thinking_changes"][0]["to"], 0.5);
+  EXPECT_EQ(status["thinking_changes"][0]["model"], "r1");
 }
 
 }  // namespace
