@@ -1,6 +1,7 @@
 #include "serving/engine_service.h"
 
 #include <chrono>
+#include <cmath>
 #include <limits>
 
 #include "base/prometheus.h"
@@ -472,6 +473,24 @@ server::SubmitResult EngineService::SubmitLocal(
     return server::SubmitResult::Reject(Shed(decision, cls, m.name));
   }
 
+  // 2b. A thinking request under a TTFA budget thinks only what fits: the room between its
+  // predicted first token and the TTFA budget, at the time a token takes under the current
+  // load -- instead of being refused, or answering late.
+  bool thinking_fitted = false;
+  if (p.thinks && budget.ttfa_budget_ms && decision.predicted.ttft_ms) {
+    const double per_token_ms = ar.load.decode_interval_ms > 0
+                                    ? ar.load.decode_interval_ms
+                                    : speeds.decode_ms_per_token().value_or(0);
+    if (per_token_ms > 0) {
+      const double room_ms = *budget.ttfa_budget_ms - *decision.predicted.ttft_ms;
+      const auto fit = static_cast<int64_t>(std::max(0.0, std::floor(room_ms / per_token_ms)));
+      if (p.thinking_budget_tokens < 0 || fit < p.thinking_budget_tokens) {
+        p.thinking_budget_cap = fit;
+        thinking_fitted = true;
+      }
+    }
+  }
+
   // 3. Enqueue, with the ladder's max_tokens cap.
   auto flight = std::make_shared<InFlight>();
   flight->member = &m;
@@ -499,7 +518,9 @@ server::SubmitResult EngineService::SubmitLocal(
   if (!err) {
     outcomes_.Count(cls, m.name, "admitted");
     if (decision.max_tokens_cap) outcomes_.Count(cls, m.name, "truncated");
-    if (thinking_shortened_by == "slo") outcomes_.Count(cls, m.name, "thinking_shortened");
+    if (thinking_shortened_by == "slo" || thinking_fitted) {
+      outcomes_.Count(cls, m.name, "thinking_shortened");
+    }
     if (decision.probe) outcomes_.Count(cls, m.name, "probe");
     return server::SubmitResult::Accept(handle, m.name);
   }

@@ -128,6 +128,12 @@ struct PreparedSubmit {
   std::optional<SubmitSlo> slo;
   // The thinking budget was lowered: "slo" (the ladder's thinking rung), "class_max"; "" not.
   std::string thinking_shortened_by;
+  // A thinking request (a chat request to a model with a reasoning format) and its budget
+  // after the class and the rung (-1 unlimited). Admission may set thinking_budget_cap: the
+  // thinking that fits the TTFA budget at the measured speed (EnqueuePrepared applies it).
+  bool thinks = false;
+  int64_t thinking_budget_tokens = -1;
+  std::optional<int64_t> thinking_budget_cap;
 };
 
 class LocalModel {

@@ -268,6 +268,8 @@ std::variant<ModelEngine::Prepared, ApiError> ModelEngine::Prepare(server::Gener
   if (auto err = CheckPromptLimits(prep_, req, &prep)) return std::move(*err);
   ApplyThinkingPolicy(slo != nullptr ? slo->thinking : slo::ThinkingPolicy{}, req, &prep);
   out.thinking_shortened_by = prep.reasoning_shortened_by;
+  out.thinks = prep.reasoning != nullptr;
+  out.thinking_budget_tokens = prep.reasoning_budget_tokens;
   out.prompt_tokens = prep.prompt_tokens_total();
   out.max_tokens = prep.max_tokens;
 
@@ -305,6 +307,15 @@ std::optional<ApiError> ModelEngine::EnqueuePrepared(Prepared prepared,
                                                      std::optional<int64_t> max_tokens_cap,
                                                      std::string cap_reason) {
   std::shared_ptr<Group> group = std::move(prepared.group);
+  if (prepared.thinking_budget_cap && group->prepared.reasoning != nullptr) {
+    // Admission: only this much thinking fits the TTFA budget (never raised).
+    int64_t& budget = group->prepared.reasoning_budget_tokens;
+    const int64_t cap = std::max<int64_t>(0, *prepared.thinking_budget_cap);
+    if (budget < 0 || cap < budget) {
+      budget = cap;
+      group->prepared.reasoning_shortened_by = "admission";
+    }
+  }
   const PreparedRequest& prep = group->prepared;
   const SubmitSlo* slo = prepared.slo ? &*prepared.slo : nullptr;
   int64_t max_tokens = prep.max_tokens;

@@ -608,6 +608,10 @@ Result<RequestBudget> Resolve(const SloConfig& config, const RequestSloFields& f
     b.e2e_budget_ms = *cls->e2e_p95_ms * multiplier;
   }
   if (cls->tpot_p95_ms) b.tpot_budget_ms = *cls->tpot_p95_ms * multiplier;
+  if (cls->ttfa_p95_ms) {
+    b.ttfa_budget_ms = *cls->ttfa_p95_ms * multiplier;
+    if (b.e2e_budget_ms) b.ttfa_budget_ms = std::min(*b.ttfa_budget_ms, *b.e2e_budget_ms);
+  }
   // The first-token budget: the TTFT target, else the TTFA target (the answer's first token
   // comes no earlier than the first token), else the e2e budget (a class has one of the
   // three, validated).

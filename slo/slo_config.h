@@ -196,6 +196,9 @@ struct RequestBudget {
   // End-to-end budget: the explicit deadline_ms, else the class e2e target x multiplier.
   std::optional<double> e2e_budget_ms;
   std::optional<double> tpot_budget_ms;  // class target x multiplier
+  // Time to the first answer token: the class TTFA target x multiplier, never later than the
+  // e2e budget (none without a TTFA target).
+  std::optional<double> ttfa_budget_ms;
   // The request's own deadline_ms (also e2e_budget_ms); none when the budget is the class's.
   std::optional<double> deadline_ms;
   bool allow_context_trim = false;

@@ -64,6 +64,18 @@ class FakeModel final : public serving::LocalModel {
     auto it = open_.find(h);
     return it == open_.end() ? std::nullopt : it->second.slo;
   }
+  // The thinking budget Prepare resolved for an enqueued request (-1 unlimited) and the cap
+  // admission set to fit its TTFA budget (nullopt: none).
+  int64_t ThinkingBudgetOf(server::RequestHandle h) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = open_.find(h);
+    return it == open_.end() ? -1 : it->second.thinking_budget_tokens;
+  }
+  std::optional<int64_t> ThinkingCapOf(server::RequestHandle h) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = open_.find(h);
+    return it == open_.end() ? std::nullopt : it->second.thinking_budget_cap;
+  }
   // Ends it with one done event; false when it is not open.
   bool Finish(server::RequestHandle h) {
     Record(h, /*first=*/false);
@@ -134,6 +146,8 @@ class FakeModel final : public serving::LocalModel {
       serving::ApplyThinkingPolicy(slo != nullptr ? slo->thinking : slo::ThinkingPolicy{},
                                    request, &prep);
       p.thinking_shortened_by = prep.reasoning_shortened_by;
+      p.thinks = true;
+      p.thinking_budget_tokens = prep.reasoning_budget_tokens;
     }
     return p;
   }
@@ -146,6 +160,8 @@ class FakeModel final : public serving::LocalModel {
     open_[h] = Open_{std::move(sink), cap, prepared.timing.first_byte,
                      prepared.slo ? prepared.slo->slo_class : std::string("interactive")};
     open_[h].slo = prepared.slo;
+    open_[h].thinking_budget_tokens = prepared.thinking_budget_tokens;
+    open_[h].thinking_budget_cap = prepared.thinking_budget_cap;
     return std::nullopt;
   }
   void Cancel(server::RequestHandle h) override {
@@ -189,6 +205,8 @@ class FakeModel final : public serving::LocalModel {
     bool first_recorded = false;
     std::optional<serving::SubmitSlo> slo;
     double first_token_ms = -1;
+    int64_t thinking_budget_tokens = -1;
+    std::optional<int64_t> thinking_budget_cap;
   };
   void RecordAnswer(server::RequestHandle h) {
     if (hooks_.tracker == nullptr || !hooks_.clock) return;

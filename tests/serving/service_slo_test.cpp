@@ -385,5 +385,58 @@ TEST_F(ServiceSloTest, TheThinkingRungShortensThinkingBeforeAnyAnswerIsCut) {
   EXPECT_EQ(status["thinking_changes"][0]["model"], "r1");
 }
 
+// Admission fits the thinking to the TTFA budget: a request that may think without limit
+// thinks only what the room between its predicted first token and the class's TTFA target
+// holds at the measured time per token; a budget already inside the room is left alone, and a
+// class without a TTFA target caps nothing.
+TEST_F(ServiceSloTest, AdmissionFitsTheThinkingBudgetToTheTtfaTarget) {
+  slo::SloConfig config = slo::DefaultSloConfig();
+  for (slo::SloClass& c : config.classes) {
+    if (c.name == "interactive") c.ttfa_p95_ms = 1000;
+  }
+  Build({"r1"}, {}, config);
+  FakeModel& r1 = *models_[0];
+  r1.SetThinks(true);
+  // 5 ms per decoded token (SetUp's fit); a 64-token prompt predicts ~16 ms to the first
+  // token: (1000 - 16) / 5 = 196 thinking tokens fit.
+  const server::SubmitResult open = Submit("r1");
+  ASSERT_TRUE(open.accepted()) << open.error->message;
+  EXPECT_EQ(r1.ThinkingBudgetOf(open.handle), -1) << "the request asked for no limit";
+  const std::optional<int64_t> cap = r1.ThinkingCapOf(open.handle);
+  ASSERT_TRUE(cap.has_value()) << "an unlimited think under a TTFA target is fitted";
+  EXPECT_GE(*cap, 180);
+  EXPECT_LE(*cap, 200);
+
+  // A budget already inside the room is not touched.
+  server::GenerationRequest small = Request("r1");
+  small.thinking_budget_tokens = 50;
+  sinks_.push_back(std::make_unique<Sink>());
+  const server::SubmitResult inside = service_->Submit(std::move(small), sinks_.back()->Fn());
+  ASSERT_TRUE(inside.accepted());
+  EXPECT_EQ(r1.ThinkingBudgetOf(inside.handle), 50);
+  EXPECT_FALSE(r1.ThinkingCapOf(inside.handle).has_value());
+
+  // Slower decoding (the engine's interval under load: 20 ms a token) fits fewer.
+  slo::QueueLoad load;
+  load.decode_interval_ms = 20;
+  r1.SetLoad(load);
+  const server::SubmitResult slow = Submit("r1");
+  ASSERT_TRUE(slow.accepted());
+  const std::optional<int64_t> slow_cap = r1.ThinkingCapOf(slow.handle);
+  ASSERT_TRUE(slow_cap.has_value());
+  EXPECT_LT(*slow_cap, *cap / 2);
+  EXPECT_GT(*slow_cap, 0);
+  EXPECT_NE(service_->MetricsText().find("outcome=\"thinking_shortened\""), std::string::npos);
+}
+
+TEST_F(ServiceSloTest, WithoutATtfaTargetAdmissionLeavesThinkingAlone) {
+  Build({"r1"});
+  FakeModel& r1 = *models_[0];
+  r1.SetThinks(true);
+  const server::SubmitResult r = Submit("r1");
+  ASSERT_TRUE(r.accepted());
+  EXPECT_FALSE(r1.ThinkingCapOf(r.handle).has_value());
+}
+
 }  // namespace
 }  // namespace lifeline::serving
