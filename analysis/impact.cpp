@@ -94,8 +94,18 @@ Result<std::vector<LatencySet>> LatencySets(const json& report, std::string_view
       if (err != "cancelled") ++s.failed;  // cancelled by an early stop: never finished
       continue;
     }
+    // TTFA as the bench counts it: ttfa_ms; without one, the TTFT of a request that did not
+    // think (or of a report from before the bench measured TTFA, whose TTFT was already the
+    // first answer token), and the e2e of one whose thinking never reached an answer.
     const char* key = metric == "e2e" ? "e2e_ms" : "ttft_ms";
-    json v = r.value(key, json(nullptr));
+    json v = nullptr;
+    if (metric == "ttfa") {
+      v = r.value("ttfa_ms", json(nullptr));
+      if (!v.is_null()) key = "ttfa_ms";
+      const json thought = r.value("reasoning_events", json(0));
+      if (v.is_null() && thought.is_number() && thought.get<double>() > 0) key = "e2e_ms";
+    }
+    if (v.is_null()) v = r.value(key, json(nullptr));
     if (v.is_null() && metric != "e2e") v = r.value("e2e_ms", json(nullptr));
     if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0) {
       return InvalidArgument(at + "." + key + ": expected a non-negative number");
@@ -128,7 +138,7 @@ Result<std::vector<LatencySet>> LatencySets(const json& report, std::string_view
 std::string ReportMetric(const json& report) {
   if (report.contains("config") && report["config"].is_object()) {
     const std::string m = report["config"].value("slo_metric", "ttft");
-    if (m == "e2e") return "e2e";
+    if (m == "e2e" || m == "ttfa") return m;
   }
   return "ttft";
 }
@@ -224,8 +234,8 @@ Result<ImpactReport> ComputeImpact(const json& report, std::string_view source,
   if (!m.decay && !m.abandon) return InvalidArgument("impact: give --fit and/or --threshold-fit");
   ImpactReport out;
   out.metric = o.metric.empty() ? ReportMetric(report) : o.metric;
-  if (out.metric != "ttft" && out.metric != "e2e") {
-    return InvalidArgument("--metric '" + out.metric + "': expected ttft or e2e");
+  if (out.metric != "ttft" && out.metric != "e2e" && out.metric != "ttfa") {
+    return InvalidArgument("--metric '" + out.metric + "': expected ttft, ttfa or e2e");
   }
   LL_ASSIGN_OR_RETURN(std::vector<LatencySet> sets, LatencySets(report, source, out.metric));
   std::optional<Expectation> fixed;

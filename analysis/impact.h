@@ -75,7 +75,7 @@ struct ImpactRow {
 };
 
 struct ImpactReport {
-  std::string metric;    // "ttft" or "e2e"
+  std::string metric;    // "ttft", "ttfa" or "e2e"
   std::string baseline;  // what the baseline is, in words
   std::vector<ImpactRow> rows;
 };

@@ -421,7 +421,7 @@ void AddImpact(CLI::App* parent, ImpactFlags* f) {
   c->add_option("--scenario", f->scenario, "Scenario of --threshold-fit (default: the report's "
                                            "SLO class, or the only one)");
   c->add_option("--baseline-report", f->baseline_report, "Compare against this report");
-  c->add_option("--metric", f->metric, "ttft or e2e (default: the report's slo_metric)");
+  c->add_option("--metric", f->metric, "ttft, ttfa or e2e (default: the report's slo_metric)");
   c->add_flag("--json", f->json, "Print JSON");
 }
 

@@ -50,6 +50,8 @@ struct BenchFlags {
   std::string extra_body;
   std::string api_key;
   std::string prompts_file;
+  std::optional<int64_t> thinking_budget;  // thinking_budget_tokens of every request
+  std::string reasoning_effort;            // reasoning_effort of every request
   double threshold_ms = 387;
   std::string slo_metric;  // "" = the default for the requests: ttft streamed, e2e not
   double timeout_s = 60;
@@ -101,7 +103,8 @@ Status ChooseSloMetric(const std::string& flag, lg::RunOptions* o) {
   if (flag.empty()) o->metric = lg::DefaultSloMetric(o->workload);
   else if (flag == "ttft") o->metric = lg::SloMetric::kTtft;
   else if (flag == "e2e") o->metric = lg::SloMetric::kE2e;
-  else return InvalidArgument("--slo-metric '" + flag + "': expected ttft or e2e");
+  else if (flag == "ttfa") o->metric = lg::SloMetric::kTtfa;
+  else return InvalidArgument("--slo-metric '" + flag + "': expected ttft, ttfa or e2e");
   return Status::Ok();
 }
 
@@ -156,8 +159,10 @@ Status BuildOptions(const BenchFlags& f, lg::RunOptions* o) {
     }
   }
   if (!f.prompts_file.empty()) {
-    LL_ASSIGN_OR_RETURN(w.prompts, lg::LoadPromptsFile(f.prompts_file));
+    LL_ASSIGN_OR_RETURN(w.prompts, lg::LoadPromptsFile(f.prompts_file, &w.prompt_thinking));
   }
+  w.thinking.budget_tokens = f.thinking_budget;
+  w.thinking.reasoning_effort = f.reasoning_effort;
   LL_RETURN_IF_ERROR(ChooseSloMetric(f.slo_metric, o));
   for (const std::string& t : f.targets) {
     LL_ASSIGN_OR_RETURN(lg::TargetSpec spec, lg::ParseTargetSpec("--target", t));
@@ -327,7 +332,8 @@ CommandFn RegisterBench(CLI::App& root) {
   cmd->add_option("--output-len", f->output_len, "max_tokens: N, uniform:LO:HI, normal:MEAN:SD")
       ->capture_default_str();
   cmd->add_option("--api", f->api, "completions or chat")->capture_default_str();
-  cmd->add_flag("--no-stream", f->no_stream, "Non-streaming requests (TTFT = whole response)");
+  cmd->add_flag("--no-stream", f->no_stream,
+                "Non-streaming requests (TTFT = TTFA = whole response)");
   cmd->add_flag("--no-usage", f->no_usage, "Do not send stream_options.include_usage");
   cmd->add_flag("--ignore-eos", f->ignore_eos, "Send ignore_eos: true (generate max_tokens)");
   cmd->add_option("--slo-class", f->slo_class, "X-SLO-Class header value");
@@ -336,10 +342,18 @@ CommandFn RegisterBench(CLI::App& root) {
   cmd->add_option("--header", f->headers, "Extra request header 'NAME: VALUE' (repeatable)");
   cmd->add_option("--extra-body", f->extra_body, "JSON object merged into every request body");
   cmd->add_option("--api-key", f->api_key, "Authorization: Bearer KEY");
-  cmd->add_option("--prompts", f->prompts_file, "Prompts file: one per line, or JSONL {\"prompt\": ...}");
+  cmd->add_option("--prompts", f->prompts_file,
+                  "Prompts file: one per line, or JSONL {\"prompt\": ...} (optionally with "
+                  "\"thinking_budget_tokens\" / \"reasoning_effort\" per line)");
+  cmd->add_option("--thinking-budget", f->thinking_budget,
+                  "Send thinking_budget_tokens N with every chat request (-1 unlimited, 0 no "
+                  "thinking)");
+  cmd->add_option("--reasoning-effort", f->reasoning_effort,
+                  "Send reasoning_effort with every chat request: minimal, low, medium, high");
   cmd->add_option("--threshold-ms", f->threshold_ms, "SLO threshold on the P95")->capture_default_str();
   cmd->add_option("--slo-metric", f->slo_metric,
-                  "ttft or e2e (default: ttft when requests stream, e2e with --no-stream)");
+                  "ttft, ttfa (first answer token, after any thinking) or e2e (default: ttft "
+                  "when requests stream, e2e with --no-stream)");
   cmd->add_option("--timeout", f->timeout_s, "Per-request timeout, seconds")->capture_default_str();
   cmd->add_option("--max-in-flight", f->max_in_flight, "Client cap on open requests")
       ->capture_default_str();

@@ -119,6 +119,9 @@ StreamChunk ParseStreamChunk(std::string_view data) {
           info.reasoning = r->get<std::string>();
           break;
         }
+        if (auto calls = delta->find("tool_calls"); calls != delta->end()) {
+          info.tool_calls = calls->is_array() && !calls->empty();
+        }
       }
       if (text != nullptr && !text->is_null()) {
         if (!text->is_string()) {

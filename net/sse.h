@@ -1,7 +1,8 @@
 // Server-sent events as both OpenAI-compatible clients read them (the remote cascade member
 // and the load generator): an incremental parser over response-body bytes (any split point,
 // LF / CRLF / CR line ends as the SSE specification allows, comments, multi-line data) and the
-// reading of one OpenAI streaming chunk (text, finish reason, model, usage, timings, error).
+// reading of one OpenAI streaming chunk (text, thinking, tool calls, finish reason, model, usage,
+// timings, error).
 //
 // Ownership: SseParser owns its partial-line buffer. Thread-safety: one parser per stream.
 // Failure: a line longer than the cap is a protocol error reported by Feed; a chunk that is
@@ -53,6 +54,9 @@ struct StreamChunk {
   // choices[0].delta.reasoning_content (llama.cpp, DeepSeek) or .reasoning (vLLM): a
   // thinking model's thinking
   std::string reasoning;
+  // choices[0].delta.tool_calls is a non-empty array: a piece of a streamed tool call (part
+  // of the answer, like text)
+  bool tool_calls = false;
   std::string finish_reason;
   int64_t prompt_tokens = -1;      // usage, when present (both >= 0)
   int64_t completion_tokens = -1;

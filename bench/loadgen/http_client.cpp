@@ -87,7 +87,7 @@ struct Conn : std::enable_shared_from_this<Conn> {
   std::array<char, 16384> chunk{};
   net::SseParser sse;
   std::vector<net::SseEvent> events;
-  Clock::time_point last_content;
+  StreamTokenTimes token_times;
   bool finished = false;
   bool malformed = false;
   std::string stream_error;
@@ -236,14 +236,7 @@ struct Conn : std::enable_shared_from_this<Conn> {
     if (c.prompt_tokens >= 0) x.prompt_tokens = c.prompt_tokens;
     if (c.completion_tokens >= 0) x.completion_tokens = c.completion_tokens;
     if (!c.timings.is_null()) x.timings = c.timings;
-    if (c.text.empty()) return;
-    if (x.content_events == 0) {
-      x.ttft_ms = MsSince(x.start, now);
-    } else {
-      x.itl_ms.push_back(MsSince(last_content, now));
-    }
-    last_content = now;
-    ++x.content_events;
+    token_times.Observe(c, MsSince(x.start, now), &x);
   }
 
   void OnMessageDone() {
@@ -260,10 +253,12 @@ struct Conn : std::enable_shared_from_this<Conn> {
     Finish("", "");
   }
 
-  // A non-streamed completion: the first token is only visible with the whole body.
+  // A non-streamed completion: the first token, thinking or answer, is only visible with the
+  // whole body, so TTFT and TTFA are both the time of the complete body.
   void FinishPlainBody() {
     const Clock::time_point now = Clock::now();
     x.ttft_ms = MsSince(x.start, now);
+    x.ttfa_ms = x.ttft_ms;
     const nlohmann::json j = nlohmann::json::parse(x.body, nullptr, false);
     if (j.is_object()) {
       if (x.served_model.empty() && j.contains("model") && j["model"].is_string()) {
@@ -274,15 +269,25 @@ struct Conn : std::enable_shared_from_this<Conn> {
       x.prompt_tokens = c.prompt_tokens;
       x.completion_tokens = c.completion_tokens;
       x.timings = c.timings;
-      if (!c.text.empty()) x.content_events = 1;
+      bool answer = !c.text.empty();
+      bool thinking = false;
       if (j.contains("choices") && j["choices"].is_array() && !j["choices"].empty()) {
         const auto& ch = j["choices"][0];
-        if (ch.contains("message") && ch["message"].is_object() &&
-            ch["message"].contains("content") && ch["message"]["content"].is_string() &&
-            !ch["message"]["content"].get_ref<const std::string&>().empty()) {
-          x.content_events = 1;
+        if (ch.is_object() && ch.contains("message") && ch["message"].is_object()) {
+          const auto& m = ch["message"];
+          auto non_empty_string = [&m](const char* key) {
+            auto it = m.find(key);
+            return it != m.end() && it->is_string() && !it->get_ref<const std::string&>().empty();
+          };
+          answer |= non_empty_string("content");
+          answer |= m.contains("tool_calls") && m["tool_calls"].is_array() &&
+                    !m["tool_calls"].empty();
+          thinking = non_empty_string("reasoning_content") || non_empty_string("reasoning");
         }
       }
+      x.answer_events = answer ? 1 : 0;
+      x.reasoning_events = thinking ? 1 : 0;
+      x.content_events = answer || thinking ? 1 : 0;
     }
     if (x.timings.is_null() && !x.server_timing.empty()) {
       x.timings = ParseServerTiming(x.server_timing);
@@ -362,6 +367,27 @@ size_t HttpLoop::in_flight() const { return impl_->conns.size(); }
 int64_t HttpLoop::ContentEvents(Handle h) const {
   auto it = impl_->conns.find(h);
   return it == impl_->conns.end() ? -1 : it->second->x.content_events;
+}
+
+int64_t HttpLoop::AnswerEvents(Handle h) const {
+  auto it = impl_->conns.find(h);
+  return it == impl_->conns.end() ? -1 : it->second->x.answer_events;
+}
+
+void StreamTokenTimes::Observe(const net::StreamChunk& c, double at_ms, HttpExchange* x) {
+  const bool answer = !c.text.empty() || c.tool_calls;
+  const bool thinking = !c.reasoning.empty();
+  if (!answer && !thinking) return;
+  if (x->content_events == 0) {
+    x->ttft_ms = at_ms;
+  } else {
+    x->itl_ms.push_back(at_ms - last_output_ms_);
+  }
+  if (answer && x->answer_events == 0) x->ttfa_ms = at_ms;
+  last_output_ms_ = at_ms;
+  ++x->content_events;
+  if (answer) ++x->answer_events;
+  if (thinking) ++x->reasoning_events;
 }
 
 HttpExchange FetchOnce(HttpRequestSpec spec) {

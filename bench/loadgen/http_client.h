@@ -5,8 +5,12 @@
 //
 //   dns_ms      resolve finished          connect_ms  TCP connect finished (after DNS)
 //   ttfb_ms     first response byte readable
-//   ttft_ms     first SSE event carrying content (non-streaming: the complete body)
-//   itl_ms      gap between consecutive content events (events read together have gap 0)
+//   ttft_ms     first SSE event carrying output: answer text, thinking (delta.reasoning_content,
+//               or vLLM's delta.reasoning) or a tool call (non-streaming: the complete body)
+//   ttfa_ms     first SSE event carrying answer: text or a tool call, i.e. the first token
+//               after any thinking; equal to ttft_ms when the server does not think
+//               (non-streaming: the complete body, like ttft_ms)
+//   itl_ms      gap between consecutive output events (events read together have gap 0)
 //   e2e_ms      last byte of the response (or the failure)
 //
 // Ownership: the loop owns its connections, timers and callbacks. Thread-safety: not
@@ -26,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "net/sse.h"
 #include "net/url.h"
 
 namespace lifeline::loadgen {
@@ -50,6 +55,7 @@ struct HttpExchange {
   double connect_ms = -1;
   double ttfb_ms = -1;
   double ttft_ms = -1;
+  double ttfa_ms = -1;  // -1: no answer event (a successful one then counts its e2e_ms)
   double e2e_ms = -1;
   std::vector<double> itl_ms;
   int http_status = 0;  // 0: no response head
@@ -65,7 +71,9 @@ struct HttpExchange {
   std::string served_model;     // X-Served-Model header, else the body's / chunks' `model`
   std::string server_timing;    // raw Server-Timing header
   std::string finish_reason;
-  int64_t content_events = 0;   // SSE events with non-empty text
+  int64_t content_events = 0;   // SSE events with output (text, thinking or a tool call)
+  int64_t answer_events = 0;    // of those, events with answer text or a tool call
+  int64_t reasoning_events = 0; // of those, events with thinking (an event may carry both)
   int64_t prompt_tokens = -1;   // from usage, when present
   int64_t completion_tokens = -1;
   nlohmann::json timings;       // the server's `timings` object (stream or body), else null
@@ -96,12 +104,28 @@ class HttpLoop {
   // the loop is destroyed (call it only when no exchange is in flight).
   void Stop();
   size_t in_flight() const;
-  // Content events seen so far by an in-flight exchange; -1 when `h` is not in flight.
+  // Output events (text, thinking or a tool call) seen so far by an in-flight exchange; -1
+  // when `h` is not in flight.
   int64_t ContentEvents(Handle h) const;
+  // The same for answer events (text or a tool call: thinking excluded).
+  int64_t AnswerEvents(Handle h) const;
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+};
+
+// How a stream's events become token times, apart from the socket so that tests can feed it
+// chunks at chosen times: TTFT at the first event with output (text, thinking or a tool call),
+// TTFA at the first with answer (text or a tool call), ITL between consecutive output events.
+// `at_ms` is the event's time from the exchange's start (the client passes the time the
+// socket read that carried it completed). Events without output change nothing here.
+class StreamTokenTimes {
+ public:
+  void Observe(const net::StreamChunk& c, double at_ms, HttpExchange* x);
+
+ private:
+  double last_output_ms_ = -1;
 };
 
 // One exchange on a private loop, blocking until it ends.

@@ -30,12 +30,32 @@ nlohmann::json NumOrNull(double v) { return v < 0 ? nlohmann::json(nullptr) : nl
 
 }  // namespace
 
-const char* SloMetricName(SloMetric m) { return m == SloMetric::kTtft ? "ttft" : "e2e"; }
+const char* SloMetricName(SloMetric m) {
+  switch (m) {
+    case SloMetric::kTtft: return "ttft";
+    case SloMetric::kTtfa: return "ttfa";
+    case SloMetric::kE2e: break;
+  }
+  return "e2e";
+}
+
+double TtftOrE2e(const RequestRecord& r) { return r.x.ttft_ms >= 0 ? r.x.ttft_ms : r.x.e2e_ms; }
+
+double TtfaOrE2e(const RequestRecord& r) {
+  if (r.x.ttfa_ms >= 0) return r.x.ttfa_ms;
+  // No answer event: without thinking either, the first token was the answer's (or there was
+  // none); after thinking only, the answer never came before the end.
+  return r.x.reasoning_events == 0 ? TtftOrE2e(r) : r.x.e2e_ms;
+}
 
 double RequestRecord::SloValue(SloMetric metric) const {
   if (!ok()) return std::numeric_limits<double>::infinity();
-  if (metric == SloMetric::kE2e || x.ttft_ms < 0) return x.e2e_ms;
-  return x.ttft_ms;
+  switch (metric) {
+    case SloMetric::kTtft: return TtftOrE2e(*this);
+    case SloMetric::kTtfa: return TtfaOrE2e(*this);
+    case SloMetric::kE2e: break;
+  }
+  return x.e2e_ms;
 }
 
 bool SplitLayers(const nlohmann::json& timings, double e2e_ms, double* network_ms,
@@ -118,9 +138,11 @@ nlohmann::json RecordJson(const RequestRecord& r) {
       {"connect_ms", NumOrNull(x.connect_ms)},
       {"ttfb_ms", NumOrNull(x.ttfb_ms)},
       {"ttft_ms", NumOrNull(x.ttft_ms)},
+      {"ttfa_ms", NumOrNull(x.ttfa_ms)},
       {"e2e_ms", NumOrNull(x.e2e_ms)},
       {"tpot_ms", NumOrNull(r.tpot_ms)},
       {"itl_ms", x.itl_ms},
+      {"reasoning_events", x.reasoning_events},
       {"layers", {{"network_ms", NumOrNull(r.network_ms)},
                   {"service_ms", NumOrNull(r.service_ms)},
                   {"compute_ms", NumOrNull(r.compute_ms)}}},

@@ -21,7 +21,9 @@
 
 namespace lifeline::loadgen {
 
-enum class SloMetric { kTtft, kE2e };
+// What a verdict judges: time to the first token (thinking included), end-to-end latency, or
+// time to the first answer token (after any thinking; equal to TTFT without thinking).
+enum class SloMetric { kTtft, kE2e, kTtfa };
 
 struct RequestRecord {
   int step = 0;        // index into RunData::steps
@@ -32,7 +34,7 @@ struct RequestRecord {
   double send_lag_ms = 0;   // actual - planned send time (client lateness)
   int64_t prompt_words = 0;
   int64_t max_tokens = 0;
-  int64_t output_tokens = -1;  // usage, else timings.tokens.generated, else content events
+  int64_t output_tokens = -1;  // usage, else timings.tokens.generated, else output events
   int64_t prompt_tokens = -1;  // usage, else timings.tokens.prompt
   double tpot_ms = -1;         // (e2e - ttft) / (output_tokens - 1); streamed, > 1 token
   double network_ms = -1;
@@ -42,7 +44,8 @@ struct RequestRecord {
 
   bool ok() const { return x.error.empty(); }
   // The SLO metric in ms; +inf for a failed request. A successful response without any
-  // content event uses its end-to-end time as TTFT.
+  // output event uses its end-to-end time as TTFT, and one without an answer event (e.g. its
+  // thinking ran to max_tokens) its end-to-end time as TTFA.
   double SloValue(SloMetric metric) const;
 };
 
@@ -56,6 +59,12 @@ bool SplitLayers(const nlohmann::json& timings, double e2e_ms, double* network_m
 
 nlohmann::json RecordJson(const RequestRecord& r);
 
-const char* SloMetricName(SloMetric m);
+const char* SloMetricName(SloMetric m);  // "ttft", "e2e", "ttfa"
+
+// TTFT and TTFA of a successful request as the reports count them: the measured time, else
+// (no output event; or thinking but no answer event) its end-to-end time. A request without
+// thinking has TTFA = TTFT.
+double TtftOrE2e(const RequestRecord& r);
+double TtfaOrE2e(const RequestRecord& r);
 
 }  // namespace lifeline::loadgen

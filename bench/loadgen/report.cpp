@@ -80,11 +80,38 @@ std::string ServedByText(const std::map<std::string, int64_t>& served_by) {
   return out;
 }
 
+// Whether a prompts file line asks for its own thinking budget or effort.
+bool PromptsSetThinking(const WorkloadSpec& w) {
+  for (const ThinkingParams& t : w.prompt_thinking) {
+    if (t.any()) return true;
+  }
+  return false;
+}
+
+// "Requests asked for thinking: thinking_budget_tokens 256, reasoning_effort low. TTFT counts
+// the first token, thinking included; TTFA the first answer token." ("" when none asked).
+std::string ThinkingText(const WorkloadSpec& w) {
+  std::string asked;
+  if (w.thinking.budget_tokens) {
+    asked += "thinking_budget_tokens " + std::to_string(*w.thinking.budget_tokens);
+  }
+  if (!w.thinking.reasoning_effort.empty()) {
+    asked += (asked.empty() ? "" : ", ") + std::string("reasoning_effort ") +
+             w.thinking.reasoning_effort;
+  }
+  if (PromptsSetThinking(w)) {
+    asked += (asked.empty() ? "" : "; ") + std::string("the prompts file sets its own per line");
+  }
+  if (asked.empty()) return "";
+  return "Requests asked for thinking: " + asked +
+         ". TTFT counts the first token, thinking included; TTFA the first answer token.";
+}
+
 // One target's requests of one step in one input class.
 struct ClassSample {
   std::vector<double> slo;           // SLO metric of every request; failed or cancelled: +inf
   std::vector<double> finished_slo;  // the same without the cancelled ones: what was measured
-  std::vector<double> ttft, e2e;     // successful requests
+  std::vector<double> ttft, ttfa, e2e;  // successful requests
   std::vector<int64_t> words, tokens;
 };
 
@@ -96,7 +123,8 @@ ClassSample SampleOfClass(const std::vector<const RequestRecord*>& records,
     c.slo.push_back(r->SloValue(metric));
     if (r->x.error != "cancelled") c.finished_slo.push_back(r->SloValue(metric));
     if (r->ok()) {
-      c.ttft.push_back(r->SloValue(SloMetric::kTtft));
+      c.ttft.push_back(TtftOrE2e(*r));
+      c.ttfa.push_back(TtfaOrE2e(*r));
       c.e2e.push_back(r->x.e2e_ms);
     }
     c.words.push_back(r->prompt_words);
@@ -142,6 +170,7 @@ VerdictRow BuildVerdictRow(const ReportInputs& in, int s, int k, size_t bucket,
   v.finished = static_cast<int64_t>(c.finished_slo.size());
   v.small_sample = SmallSampleForP95(v.finished);
   v.ttft_p95_ms = Percentile(c.ttft, 95);
+  v.ttfa_p95_ms = Percentile(c.ttfa, 95);
   v.e2e_p95_ms = Percentile(c.e2e, 95);
   v.target_ms = o.threshold_ms;
   v.pass = v.p95_ms <= o.threshold_ms;
@@ -202,14 +231,26 @@ double OfferedDurationS(const RunOptions& o, double load, const TargetStep& ts) 
   return std::max(ts.wall_s, o.duration_s);
 }
 
-std::string MetricLabel(SloMetric m) { return m == SloMetric::kTtft ? "TTFT" : "e2e"; }
+std::string MetricLabel(SloMetric m) {
+  switch (m) {
+    case SloMetric::kTtft: return "TTFT";
+    case SloMetric::kTtfa: return "TTFA";
+    case SloMetric::kE2e: break;
+  }
+  return "e2e";
+}
 
 std::string MetricChoiceText(const RunOptions& o) {
   const std::string name = MetricLabel(o.metric);
-  if (o.metric_from_flag) return "judged by " + name + " (set by --slo-metric)";
+  if (o.metric_from_flag) {
+    if (o.metric == SloMetric::kTtfa) {
+      return "judged by TTFA, the first answer token after any thinking (set by --slo-metric)";
+    }
+    return "judged by " + name + " (set by --slo-metric)";
+  }
   if (o.metric == SloMetric::kTtft) {
-    return "judged by TTFT, the default for streamed requests (--slo-metric e2e judges "
-           "end-to-end latency instead)";
+    return "judged by TTFT, the default for streamed requests (--slo-metric ttfa judges the "
+           "first answer token after any thinking, --slo-metric e2e end-to-end latency)";
   }
   return "judged by end-to-end latency, the default for non-streamed requests, whose first "
          "token arrives with the last (--slo-metric ttft overrides)";
@@ -221,7 +262,7 @@ TargetStepSummary SummarizeTargetStep(const std::vector<const RequestRecord*>& r
   TargetStepSummary s;
   s.wall_s = wall_s;
   s.offered_duration_s = offered_duration_s;
-  std::vector<double> ttft, tpot, itl, e2e, slo, net, svc, cmp;
+  std::vector<double> ttft, ttfa, tpot, itl, e2e, slo, net, svc, cmp;
   int64_t out_tokens = 0;
   for (const RequestRecord* r : records) {
     ++s.sent;
@@ -241,7 +282,8 @@ TargetStepSummary SummarizeTargetStep(const std::vector<const RequestRecord*>& r
     }
     ++s.ok;
     ++s.served_by[r->x.served_model];
-    ttft.push_back(r->x.ttft_ms >= 0 ? r->x.ttft_ms : r->x.e2e_ms);
+    ttft.push_back(TtftOrE2e(*r));
+    ttfa.push_back(TtfaOrE2e(*r));
     e2e.push_back(r->x.e2e_ms);
     if (r->tpot_ms >= 0) tpot.push_back(r->tpot_ms);
     itl.insert(itl.end(), r->x.itl_ms.begin(), r->x.itl_ms.end());
@@ -254,6 +296,7 @@ TargetStepSummary SummarizeTargetStep(const std::vector<const RequestRecord*>& r
     }
   }
   s.ttft = Summarize(ttft);
+  s.ttfa = Summarize(ttfa);
   s.tpot = Summarize(tpot);
   s.itl = Summarize(itl);
   s.e2e = Summarize(e2e);
@@ -329,10 +372,12 @@ Report BuildReport(const ReportInputs& in) {
       const TargetStepSummary& cur = rep.summaries[s * n_targets + k];
       if (!cur.ran) continue;
       auto ratio = [](double a, double b) { return b > 0 && std::isfinite(b) ? a / b : kNaN; };
-      rep.ratios.push_back({static_cast<int>(s), static_cast<int>(k),
-                            ratio(cur.ttft.p95, base.ttft.p95), ratio(cur.e2e.p95, base.e2e.p95),
-                            ratio(cur.output_tok_s, base.output_tok_s),
-                            ratio(cur.goodput_rps, base.goodput_rps)});
+      RatioRow row{static_cast<int>(s), static_cast<int>(k),
+                   ratio(cur.ttft.p95, base.ttft.p95), ratio(cur.e2e.p95, base.e2e.p95),
+                   ratio(cur.output_tok_s, base.output_tok_s),
+                   ratio(cur.goodput_rps, base.goodput_rps)};
+      row.ttfa_p95 = ratio(cur.ttfa.p95, base.ttfa.p95);
+      rep.ratios.push_back(row);
     }
   }
   return rep;
@@ -370,7 +415,8 @@ nlohmann::json ReportJson(const ReportInputs& in, const Report& rep) {
                          {"errors", s.errors}, {"http_429", s.http_429},
                          {"cancelled", s.cancelled}, {"errors_by_kind", s.errors_by_kind},
                          {"served_by", s.served_by},
-                         {"ttft_ms", SummaryJson(s.ttft)}, {"tpot_ms", SummaryJson(s.tpot)},
+                         {"ttft_ms", SummaryJson(s.ttft)}, {"ttfa_ms", SummaryJson(s.ttfa)},
+                         {"tpot_ms", SummaryJson(s.tpot)},
                          {"itl_ms", SummaryJson(s.itl)}, {"e2e_ms", SummaryJson(s.e2e)},
                          {"wall_s", s.wall_s}, {"throughput_rps", s.throughput_rps},
                          {"output_tok_s", s.output_tok_s}, {"goodput_rps", s.goodput_rps},
@@ -396,13 +442,15 @@ nlohmann::json ReportJson(const ReportInputs& in, const Report& rep) {
                         {"input_length", v.input_length}, {"requests", v.requests},
                         {"p95_ms", Num(v.p95_ms)}, {"target_ms", v.target_ms}, {"pass", v.pass},
                         {"finished", v.finished}, {"measured_p95_ms", Num(v.measured_p95_ms)},
-                        {"ttft_p95_ms", Num(v.ttft_p95_ms)}, {"e2e_p95_ms", Num(v.e2e_p95_ms)},
+                        {"ttft_p95_ms", Num(v.ttft_p95_ms)}, {"ttfa_p95_ms", Num(v.ttfa_p95_ms)},
+                        {"e2e_p95_ms", Num(v.e2e_p95_ms)},
                         {"stopped_early", v.stopped_early}, {"small_sample", v.small_sample}});
   }
   nlohmann::json ratios = nlohmann::json::array();
   for (const RatioRow& r : rep.ratios) {
     ratios.push_back({{"step", r.step}, {"target", r.target}, {"baseline", 0},
-                      {"ttft_p95", Num(r.ttft_p95)}, {"e2e_p95", Num(r.e2e_p95)},
+                      {"ttft_p95", Num(r.ttft_p95)}, {"ttfa_p95", Num(r.ttfa_p95)},
+                      {"e2e_p95", Num(r.e2e_p95)},
                       {"output_tok_s", Num(r.output_tok_s)}, {"goodput", Num(r.goodput)}});
   }
   nlohmann::json steps = nlohmann::json::array();
@@ -442,6 +490,11 @@ nlohmann::json ReportJson(const ReportInputs& in, const Report& rep) {
         {"output_tokens", w.output_tokens.ToString()},
         {"slo_class", w.slo_class},
         {"user_role", w.user_role},
+        {"thinking_budget_tokens", w.thinking.budget_tokens
+                                       ? nlohmann::json(*w.thinking.budget_tokens)
+                                       : nlohmann::json(nullptr)},
+        {"reasoning_effort", w.thinking.reasoning_effort},
+        {"prompt_thinking", PromptsSetThinking(w)},
         {"input_buckets_words", in.input_buckets}}},
       {"hardware", {{"cpu_model", in.hardware.cpu_model},
                     {"logical_cores", in.hardware.logical_cores}}},
@@ -467,6 +520,7 @@ std::string ReportMarkdown(const ReportInputs& in, const Report& rep) {
         ". Nearest-rank percentiles; failed requests count as infinitely slow. Hardware: " +
         Cell(in.hardware.cpu_model) + ", " + std::to_string(in.hardware.logical_cores) +
         " logical cores.\n\n";
+  if (const std::string t = ThinkingText(o.workload); !t.empty()) md += t + "\n\n";
   md += SummaryMarkdown(in, rep);
   md += "\n## Latency (ms, successful requests)\n\n";
   md += "| load | target | metric | P50 | P90 | P95 | P99 | max | n |\n";
@@ -476,7 +530,8 @@ std::string ReportMarkdown(const ReportInputs& in, const Report& rep) {
     const std::string head = "| " + LoadName(o.mode, s.load) + " | " +
                              Cell(o.targets[static_cast<size_t>(s.target)].label) + " | ";
     const std::pair<const char*, const LatencySummary*> rows[] = {
-        {"TTFT", &s.ttft}, {"TPOT", &s.tpot}, {"ITL", &s.itl}, {"e2e", &s.e2e}};
+        {"TTFT", &s.ttft}, {"TTFA", &s.ttfa}, {"TPOT", &s.tpot}, {"ITL", &s.itl},
+        {"e2e", &s.e2e}};
     for (const auto& [name, l] : rows) {
       md += head + name + " | " + FormatMs(l->p50) + " | " + FormatMs(l->p90) + " | " +
             FormatMs(l->p95) + " | " + FormatMs(l->p99) + " | " + FormatMs(l->max) + " | " +
@@ -531,12 +586,12 @@ std::string ReportMarkdown(const ReportInputs& in, const Report& rep) {
   }
   if (!rep.ratios.empty()) {
     md += "\n## Ratios against " + Cell(o.targets[0].label) + "\n\n";
-    md += "| load | target | TTFT P95 | e2e P95 | output tok/s | goodput |\n| --- | --- | ---: | ---: | ---: | ---: |\n";
+    md += "| load | target | TTFT P95 | TTFA P95 | e2e P95 | output tok/s | goodput |\n| --- | --- | ---: | ---: | ---: | ---: | ---: |\n";
     for (const RatioRow& r : rep.ratios) {
       auto x = [](double v) { return std::isfinite(v) ? Fmt("%.2fx", v) : std::string("-"); };
       md += "| " + LoadName(o.mode, in.run->steps[static_cast<size_t>(r.step)].load) + " | " +
             Cell(o.targets[static_cast<size_t>(r.target)].label) + " | " + x(r.ttft_p95) + " | " +
-            x(r.e2e_p95) + " | " + x(r.output_tok_s) + " | " + x(r.goodput) + " |\n";
+            x(r.ttfa_p95) + " | " + x(r.e2e_p95) + " | " + x(r.output_tok_s) + " | " + x(r.goodput) + " |\n";
     }
   }
   md += "\n## Targets\n\n| target | url | model | /v1/models | /v1/slo | degradation events |\n| --- | --- | --- | --- | --- | ---: |\n";

@@ -47,7 +47,9 @@ struct TargetStepSummary {
   // Successful requests by the model that served them (X-Served-Model, else the body's
   // `model`; "" when the server named none): shows how much a cascade routed elsewhere.
   std::map<std::string, int64_t> served_by;
-  LatencySummary ttft, tpot, itl, e2e;  // over successful requests (ITL: every gap)
+  // Over successful requests (ITL: every gap). TTFA: the first answer token, after any
+  // thinking (TTFT counts thinking tokens too); without thinking the two are equal.
+  LatencySummary ttft, ttfa, tpot, itl, e2e;
   double wall_s = 0;
   double throughput_rps = 0;  // successful requests / wall_s
   double output_tok_s = 0;    // output tokens of successful requests / wall_s
@@ -75,7 +77,8 @@ struct VerdictRow {
   int64_t finished = 0;      // requests not cancelled by an early stop
   double p95_ms = 0;         // SLO metric; +inf when the step stopped early
   double measured_p95_ms = 0;  // SLO metric over the finished requests, even if stopped early
-  double ttft_p95_ms = 0, e2e_p95_ms = 0;  // successful requests, whichever metric judges
+  // Successful requests, whichever metric judges.
+  double ttft_p95_ms = 0, ttfa_p95_ms = 0, e2e_p95_ms = 0;
   double target_ms = 0;
   bool pass = false;
   bool stopped_early = false;
@@ -86,6 +89,7 @@ struct RatioRow {
   int step = 0;
   int target = 0;  // compared with target 0 (the baseline)
   double ttft_p95 = 0, e2e_p95 = 0, output_tok_s = 0, goodput = 0;  // target / baseline
+  double ttfa_p95 = 0;
 };
 
 struct ReportInputs {
@@ -142,7 +146,7 @@ Report BuildReport(const ReportInputs& in);
 
 // The summary (report_summary.cpp): one answer per step from its target summaries
 // (step-major, as in Report::summaries); the Markdown section (one line per load, then a
-// table with TTFT and e2e P95 of every target); report.json's "summary_by_load".
+// table with TTFT, TTFA and e2e P95 of every target); report.json's "summary_by_load".
 std::vector<LoadAnswer> BuildAnswers(const ReportInputs& in,
                                      const std::vector<TargetStepSummary>& summaries);
 std::string SummaryMarkdown(const ReportInputs& in, const Report& report);
@@ -160,7 +164,7 @@ std::string LoadName(LoadMode mode, double load);  // "4 req/s" / "concurrency 8
 std::string FormatMs(double ms);                   // "12.3", "inf", "-"
 std::string FormatShare(int64_t part, int64_t whole);  // "25%", "-" when whole <= 0
 std::string TableCell(const std::string& s);       // a Markdown table cell ("-" when empty)
-std::string MetricLabel(SloMetric m);              // "TTFT" / "e2e"
+std::string MetricLabel(SloMetric m);              // "TTFT" / "e2e" / "TTFA"
 // The caveat beside a verdict on fewer than kMinRequestsForP95 finished requests.
 std::string SmallSampleText(int64_t finished);
 // Which metric the verdicts judge by and why: "--slo-metric" or the default for the requests.

@@ -108,30 +108,40 @@ std::vector<std::pair<double, double>> CdfPoints(std::vector<double> v) {
   return pts;
 }
 
-std::string CdfChart(const ReportInputs& in, bool ttft) {
+// The CDF of the first token: TTFT solid and TTFA (the first answer token) dashed, per target
+// and step; the two coincide for a server that does not think. Or of the end-to-end latency.
+std::string CdfChart(const ReportInputs& in, bool first_token) {
   SvgChart c;
-  c.title = std::string("Latency CDF: ") + (ttft ? "TTFT" : "end-to-end") + " (successful requests)";
-  c.x_label = ttft ? "TTFT (ms)" : "end-to-end (ms)";
+  c.title = first_token ? "Latency CDF: TTFT (solid) and TTFA, the first answer token (dashed), "
+                          "successful requests"
+                        : "Latency CDF: end-to-end (successful requests)";
+  c.x_label = first_token ? "TTFT / TTFA (ms)" : "end-to-end (ms)";
   c.y_label = "fraction of requests";
   const size_t n_targets = in.options->targets.size();
   for (size_t s = 0; s < in.run->steps.size(); ++s) {
     for (size_t k = 0; k < n_targets; ++k) {
       if (!in.run->steps[s].targets[k].ran) continue;
-      std::vector<double> v;
+      std::vector<double> v, answer;
       for (const RequestRecord& r : in.run->records) {
         if (r.step != static_cast<int>(s) || r.target != static_cast<int>(k) || !r.ok()) continue;
-        v.push_back(ttft && r.x.ttft_ms >= 0 ? r.x.ttft_ms : r.x.e2e_ms);
+        v.push_back(first_token ? TtftOrE2e(r) : r.x.e2e_ms);
+        answer.push_back(TtfaOrE2e(r));
       }
       // Kept in the legend when nothing succeeded, so that every target shows in every chart.
       std::string name = SeriesName(in, static_cast<int>(s), static_cast<int>(k));
       if (v.empty()) name += " (no successful requests)";
-      c.series.push_back({name, SeriesColor(s * n_targets + k), CdfPoints(std::move(v)), true,
-                          false});
+      const std::string color = SeriesColor(s * n_targets + k);
+      c.series.push_back({name, color, CdfPoints(std::move(v)), true, false});
+      if (!first_token) continue;
+      SvgSeries ttfa{name + " TTFA", color, CdfPoints(std::move(answer)), true, false};
+      ttfa.dashed = true;
+      c.series.push_back(std::move(ttfa));
     }
   }
-  const bool metric_matches = (in.options->metric == SloMetric::kTtft) == ttft;
-  if (metric_matches) {
-    c.v_lines.emplace_back(in.options->threshold_ms, "SLO threshold");
+  const SloMetric m = in.options->metric;
+  if (first_token ? m != SloMetric::kE2e : m == SloMetric::kE2e) {
+    c.v_lines.emplace_back(in.options->threshold_ms,
+                           "SLO threshold (" + MetricLabel(m) + ")");
   }
   return RenderChart(c);
 }

@@ -121,10 +121,11 @@ std::string SummaryRow(const ReportInputs& in, const TargetStepSummary& s) {
   const double thr = in.options->threshold_ms;
   std::string row = "| " + LoadName(in.options->mode, s.load) + " | " +
                     TableCell(Label(in, s.target)) + " | " + VerdictCell(s, thr) + " | ";
-  if (!s.ran) return row + "- | - | - | - | - | - | - | - | - |\n";
+  if (!s.ran) return row + "- | - | - | - | - | - | - | - | - | - |\n";
   char rates[64];
   std::snprintf(rates, sizeof rates, "%.2f | %.2f", s.goodput_rps, s.smooth_goodput_rps);
-  return row + FormatMs(s.ttft.p95) + " | " + FormatMs(s.e2e.p95) + " | " + JudgedCell(s) +
+  return row + FormatMs(s.ttft.p95) + " | " + FormatMs(s.ttfa.p95) + " | " + FormatMs(s.e2e.p95) +
+         " | " + JudgedCell(s) +
          " | " + MarginCell(s, thr) + " | " + FinishedOfPlanned(s) + " | " +
          std::to_string(s.errors) + " (" + FormatShare(s.errors, s.finished) + ") | " + rates +
          " | " + (s.small_sample ? SmallSampleText(s.finished) : std::string("-")) + " |\n";
@@ -164,10 +165,11 @@ std::vector<LoadAnswer> BuildAnswers(const ReportInputs& in,
 std::string SummaryMarkdown(const ReportInputs& in, const Report& rep) {
   std::string md;
   for (const LoadAnswer& a : rep.answers) md += "- " + a.text + "\n";
-  md += "\n| load | target | verdict | TTFT P95 ms | e2e P95 ms | judged " + P95Name(in) +
+  md += "\n| load | target | verdict | TTFT P95 ms | TTFA P95 ms | e2e P95 ms | judged " +
+        P95Name(in) +
         " ms | vs threshold ms | finished | errors | goodput req/s | smooth goodput req/s | "
         "caveat |\n";
-  md += "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
+  md += "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
   for (const TargetStepSummary& s : rep.summaries) md += SummaryRow(in, s);
   return md;
 }

@@ -187,7 +187,11 @@ class StepRunner {
     int64_t n = 0;
     for (const auto& [h, started] : t.in_flight) {
       if (MsBetween(started, now) <= o_.threshold_ms) continue;
-      if (o_.metric == SloMetric::kE2e || loop_.ContentEvents(h) == 0) ++n;
+      // Past the threshold and the metric's event not seen yet: it can only come later.
+      const bool pending = o_.metric == SloMetric::kE2e    ? true
+                           : o_.metric == SloMetric::kTtfa ? loop_.AnswerEvents(h) == 0
+                                                           : loop_.ContentEvents(h) == 0;
+      if (pending) ++n;
     }
     return n;
   }
@@ -294,6 +298,7 @@ Status ValidateRunOptions(const RunOptions& o) {
   if (!(o.timeout_s > 0)) return InvalidArgument("--timeout: must be > 0 s");
   if (!(o.threshold_ms > 0)) return InvalidArgument("--threshold-ms: must be > 0");
   if (o.max_in_flight < 1) return InvalidArgument("--max-in-flight: must be >= 1");
+  LL_RETURN_IF_ERROR(ValidateWorkload(o.workload));
   const double closed_total = o.loads.back() * static_cast<double>(o.targets.size());
   if (o.mode == LoadMode::kConcurrency && closed_total > static_cast<double>(o.max_in_flight)) {
     return InvalidArgument("--max-in-flight " + std::to_string(o.max_in_flight) +

@@ -60,14 +60,57 @@ Result<TargetSpec> ParseTargetSpec(const std::string& flag, const std::string& t
   return t;
 }
 
+Status ValidateThinking(const std::string& where, const ThinkingParams& t) {
+  if (t.budget_tokens && (*t.budget_tokens < -1 || *t.budget_tokens > 2147483647)) {
+    return InvalidArgument(where + ": thinking budget " + std::to_string(*t.budget_tokens) +
+                           " is out of range: -1 (unlimited), 0 (no thinking) or up to "
+                           "2147483647 tokens");
+  }
+  const std::string& e = t.reasoning_effort;
+  if (!e.empty() && e != "minimal" && e != "low" && e != "medium" && e != "high") {
+    return InvalidArgument(where + ": reasoning effort '" + e +
+                           "': expected minimal, low, medium or high");
+  }
+  return Status::Ok();
+}
+
+Status ValidateWorkload(const WorkloadSpec& w) {
+  LL_RETURN_IF_ERROR(ValidateThinking("--thinking-budget / --reasoning-effort", w.thinking));
+  if (!w.prompt_thinking.empty() && w.prompt_thinking.size() != w.prompts.size()) {
+    return InvalidArgument("--prompts: " + std::to_string(w.prompt_thinking.size()) +
+                           " thinking entries for " + std::to_string(w.prompts.size()) +
+                           " prompts");
+  }
+  if (w.api == Api::kChat) return Status::Ok();
+  if (w.thinking.any()) {
+    return InvalidArgument("--thinking-budget / --reasoning-effort: chat fields; add --api chat "
+                           "(servers refuse them on completions)");
+  }
+  for (const ThinkingParams& t : w.prompt_thinking) {
+    if (t.any()) {
+      return InvalidArgument("--prompts: a line sets thinking_budget_tokens or "
+                             "reasoning_effort, chat fields; add --api chat");
+    }
+  }
+  return Status::Ok();
+}
+
 PlannedRequest PlanRequest(const WorkloadSpec& w, uint64_t seed, int step, int64_t index) {
   Rng rng(MixSeed(seed, static_cast<uint64_t>(step), static_cast<uint64_t>(index)));
   PlannedRequest r;
   r.index = index;
   r.max_tokens = w.output_tokens.Sample(rng);
+  r.thinking = w.thinking;
   if (!w.prompts.empty()) {
-    r.prompt = w.prompts[static_cast<size_t>(rng.UniformInt(0, static_cast<int64_t>(w.prompts.size()) - 1))];
+    const size_t pick =
+        static_cast<size_t>(rng.UniformInt(0, static_cast<int64_t>(w.prompts.size()) - 1));
+    r.prompt = w.prompts[pick];
     r.prompt_words = CountWords(r.prompt);
+    if (pick < w.prompt_thinking.size()) {
+      const ThinkingParams& own = w.prompt_thinking[pick];
+      if (own.budget_tokens) r.thinking.budget_tokens = own.budget_tokens;
+      if (!own.reasoning_effort.empty()) r.thinking.reasoning_effort = own.reasoning_effort;
+    }
     return r;
   }
   r.prompt_words = w.prompt_words.Sample(rng);
@@ -103,6 +146,8 @@ std::string RequestBody(const WorkloadSpec& w, const TargetSpec& target, const P
   if (w.ignore_eos) body["ignore_eos"] = true;
   if (w.slo_in_body && !w.slo_class.empty()) body["slo_class"] = w.slo_class;
   if (w.slo_in_body && !w.user_role.empty()) body["user_role"] = w.user_role;
+  if (r.thinking.budget_tokens) body["thinking_budget_tokens"] = *r.thinking.budget_tokens;
+  if (!r.thinking.reasoning_effort.empty()) body["reasoning_effort"] = r.thinking.reasoning_effort;
   if (w.extra_body.is_object()) {
     for (auto it = w.extra_body.begin(); it != w.extra_body.end(); ++it) body[it.key()] = *it;
   }
@@ -125,7 +170,8 @@ HttpRequestSpec RequestSpec(const WorkloadSpec& w, const TargetSpec& target,
   return s;
 }
 
-Result<std::vector<std::string>> LoadPromptsFile(const std::string& path) {
+Result<std::vector<std::string>> LoadPromptsFile(const std::string& path,
+                                                 std::vector<ThinkingParams>* thinking) {
   constexpr size_t kMaxPrompts = 1'000'000;
   std::ifstream in(path);
   if (!in) return NotFound("--prompts '" + path + "': cannot open");
@@ -145,13 +191,27 @@ Result<std::vector<std::string>> LoadPromptsFile(const std::string& path) {
           break;
         }
       }
+      const std::string where = "--prompts '" + path + "' line " + std::to_string(line_no);
       if (prompt.empty()) {
-        return InvalidArgument("--prompts '" + path + "' line " + std::to_string(line_no) +
-                               ": JSON line needs a non-empty string \"prompt\" or \"text\"");
+        return InvalidArgument(where + ": JSON line needs a non-empty string \"prompt\" or \"text\"");
       }
+      ThinkingParams own;
+      if (auto b = j.find("thinking_budget_tokens"); b != j.end()) {
+        if (!b->is_number_integer()) {
+          return InvalidArgument(where + ": \"thinking_budget_tokens\" must be an integer");
+        }
+        own.budget_tokens = b->get<int64_t>();
+      }
+      if (auto e = j.find("reasoning_effort"); e != j.end()) {
+        if (!e->is_string()) return InvalidArgument(where + ": \"reasoning_effort\" must be a string");
+        own.reasoning_effort = e->get<std::string>();
+      }
+      LL_RETURN_IF_ERROR(ValidateThinking(where, own));
       out.push_back(std::move(prompt));
+      if (thinking != nullptr) thinking->push_back(std::move(own));
     } else {
       out.push_back(t);
+      if (thinking != nullptr) thinking->emplace_back();
     }
     if (out.size() > kMaxPrompts) {
       return InvalidArgument("--prompts '" + path + "': more than 1000000 prompts");

@@ -3,6 +3,9 @@
 // i is a pure function of (seed, step, i), so every target receives identical requests and a
 // fixed seed reproduces the run's schedule and prompts.
 //
+// A thinking model's requests may carry `thinking_budget_tokens` / `reasoning_effort` (chat
+// only): set for every request by the workload, or per prompt by a JSONL prompts file.
+//
 // Prompt lengths are counted in words (the client cannot tokenize for an arbitrary server);
 // the server's usage.prompt_tokens is recorded next to it when the server reports it.
 //
@@ -12,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +44,18 @@ Result<TargetSpec> ParseTargetSpec(const std::string& flag, const std::string& t
 
 enum class Api { kCompletions, kChat };
 
+// What a request asks of a thinking model; unset fields are not sent. Lifeline and llama.cpp
+// read `thinking_budget_tokens`, OpenAI-style servers `reasoning_effort`; both are chat fields.
+struct ThinkingParams {
+  std::optional<int64_t> budget_tokens;  // thinking_budget_tokens: -1 unlimited, 0 none, N
+  std::string reasoning_effort;          // "" (not sent), minimal, low, medium or high
+  bool any() const { return budget_tokens.has_value() || !reasoning_effort.empty(); }
+};
+
+// Budget in [-1, 2147483647], effort one of minimal / low / medium / high; errors start with
+// `where` (a flag, or a prompts file and line).
+Status ValidateThinking(const std::string& where, const ThinkingParams& t);
+
 struct WorkloadSpec {
   Api api = Api::kCompletions;
   LengthDist prompt_words{LengthDist::Kind::kFixed, 32, 0};
@@ -54,7 +70,16 @@ struct WorkloadSpec {
   std::vector<std::pair<std::string, std::string>> headers;  // extra, verbatim
   nlohmann::json extra_body = nlohmann::json::object();      // merged into every body
   std::vector<std::string> prompts;  // from --prompts; empty = generated words
+  ThinkingParams thinking;           // --thinking-budget / --reasoning-effort: every request
+  // Per prompt, from a JSONL prompts file's "thinking_budget_tokens" / "reasoning_effort":
+  // each set field overrides `thinking` for the requests that draw that prompt. Empty, or one
+  // entry per prompt.
+  std::vector<ThinkingParams> prompt_thinking;
 };
+
+// Thinking fields only where the body can carry them: chat requests (servers refuse them on
+// completions). Errors name the flag or the prompts file.
+Status ValidateWorkload(const WorkloadSpec& w);
 
 // One request as planned (identical for every target).
 struct PlannedRequest {
@@ -62,6 +87,7 @@ struct PlannedRequest {
   int64_t prompt_words = 0;
   int64_t max_tokens = 0;
   std::string prompt;
+  ThinkingParams thinking;  // the workload's, with the drawn prompt's own fields over it
 };
 
 PlannedRequest PlanRequest(const WorkloadSpec& w, uint64_t seed, int step, int64_t index);
@@ -78,8 +104,11 @@ HttpRequestSpec RequestSpec(const WorkloadSpec& w, const TargetSpec& target,
                             const PlannedRequest& r, double timeout_s);
 
 // One prompt per non-empty line; a line starting with '{' is JSON with a string "prompt" (or
-// "text"). At most 1,000,000 prompts.
-Result<std::vector<std::string>> LoadPromptsFile(const std::string& path);
+// "text"), and optionally "thinking_budget_tokens" (integer) and "reasoning_effort" (string),
+// checked by ValidateThinking. At most 1,000,000 prompts. With `thinking`, one entry per
+// prompt is appended to it (empty for plain lines and lines without those fields).
+Result<std::vector<std::string>> LoadPromptsFile(const std::string& path,
+                                                 std::vector<ThinkingParams>* thinking = nullptr);
 
 // Number of whitespace-separated words.
 int64_t CountWords(const std::string& text);

@@ -13,6 +13,7 @@
 //   - bad values are 400s naming the field.
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <unistd.h>
 
@@ -177,6 +178,36 @@ TEST_F(ThinkingTest, AResponseFormatConstrainsTheAnswerNotTheThinking) {
   if (body["choices"][0]["finish_reason"] == "stop") {
     EXPECT_FALSE(json::parse(content, nullptr, false).is_discarded()) << content;
   }
+}
+
+// The load generator against the thinking model: it sends the thinking budget, sees the
+// streamed thinking as the first tokens and the answer after them, and judges by TTFA.
+TEST_F(ThinkingTest, TheBenchMeasuresTtfaAfterTheThinking) {
+  const std::filesystem::path out = dir_ / "bench";
+  const std::string cmd = testing::LifelineBinary() + " bench --target http://127.0.0.1:" +
+                          std::to_string(port()) +
+                          ",model=r1,label=r1 --api chat --thinking-budget 6 --output-len 14 "
+                          "--rate 20 --requests 3 --seed 1 --slo-metric ttfa "
+                          "--threshold-ms 600000 --extra-body '{\"temperature\":0}' "
+                          "--progress never --out " + out.string() + " > " +
+                          (dir_ / "bench.log").string() + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream in(out / "report.json");
+  const json j = json::parse(in, nullptr, false);
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j["config"]["slo_metric"], "ttfa");
+  EXPECT_EQ(j["config"]["thinking_budget_tokens"], 6);
+  ASSERT_EQ(j["requests"].size(), 3u);
+  for (const json& r : j["requests"]) {
+    ASSERT_TRUE(r["error"].is_null()) << r.dump();
+    EXPECT_GE(r["reasoning_events"].get<int64_t>(), 1) << r.dump();
+    ASSERT_TRUE(r["ttfa_ms"].is_number()) << r.dump();
+    // The answer comes after the thinking (equal when one socket read carried both: a tiny
+    // model decodes faster than the client reads).
+    EXPECT_GE(r["ttfa_ms"].get<double>(), r["ttft_ms"].get<double>()) << r.dump();
+    EXPECT_LE(r["ttfa_ms"].get<double>(), r["e2e_ms"].get<double>());
+  }
+  EXPECT_EQ(j["verdicts"][0]["p95_ms"], j["verdicts"][0]["ttfa_p95_ms"]);
 }
 
 TEST_F(ThinkingTest, BadReasoningFieldsAreRefusedByName) {

@@ -86,6 +86,81 @@ TEST(Client, StreamTimingsMatchTheScript) {
   EXPECT_NEAR(r.tpot_ms, (x.e2e_ms - x.ttft_ms) / 3, 1e-9);
 }
 
+// A chat chunk's delta as an SSE event (thinking in reasoning_content, or answer content).
+std::string DeltaEvent(const std::string& delta_json) {
+  return R"(data: {"model":"r1","choices":[{"index":0,"delta":)" + delta_json +
+         R"(,"finish_reason":null}]})" + "\n\n";
+}
+
+TEST(Client, ThinkingThenAnswerGivesTtftAndTtfaApart) {
+  // Thinking at 80 ms and 40 ms later, the answer 120 ms after that: TTFT is the first
+  // thinking token (80), TTFA the first answer token (80 + 40 + 120 = 240).
+  ScriptServer server([&](const std::string&) {
+    Script s;
+    s.steps = {{0, SseHead()},
+               {80, ChunkFrame(DeltaEvent(R"({"role":"assistant","reasoning_content":"Hm"})"))},
+               {40, ChunkFrame(DeltaEvent(R"({"reasoning_content":" ok"})"))},
+               {120, ChunkFrame(DeltaEvent(R"({"content":"Blue."})"))},
+               {0, ChunkFrame(DeltaEvent("{}")) + ChunkFrame("data: [DONE]\n\n") + "0\r\n\r\n"}};
+    return s;
+  });
+  HttpRequestSpec spec = Post(server);
+  spec.path = "/v1/chat/completions";
+  const HttpExchange x = FetchOnce(spec);
+  ASSERT_EQ(x.error, "") << x.error_detail;
+  EXPECT_GE(x.ttft_ms, 79);
+  EXPECT_LT(x.ttft_ms, 80 + kSlackMs);
+  EXPECT_GE(x.ttfa_ms, 239);
+  EXPECT_LT(x.ttfa_ms, 240 + kSlackMs);
+  EXPECT_EQ(x.content_events, 3);
+  EXPECT_EQ(x.reasoning_events, 2);
+  EXPECT_EQ(x.answer_events, 1);
+  ASSERT_EQ(x.itl_ms.size(), 2u) << "gaps between every output event, thinking included";
+}
+
+TEST(StreamTokenTimes, ToolCallsAreAnswerAndEmptyEventsNothing) {
+  HttpExchange x;
+  StreamTokenTimes t;
+  net::StreamChunk empty;
+  t.Observe(empty, 5, &x);  // the role-only first delta
+  EXPECT_EQ(x.ttft_ms, -1);
+  net::StreamChunk thinking;
+  thinking.reasoning = "let me see";
+  t.Observe(thinking, 10, &x);
+  net::StreamChunk call = net::ParseStreamChunk(
+      R"({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"f"}}]}}]})");
+  ASSERT_TRUE(call.tool_calls);
+  t.Observe(call, 25, &x);
+  t.Observe(thinking, 30, &x);  // an answer already came: TTFA stays
+  EXPECT_EQ(x.ttft_ms, 10);
+  EXPECT_EQ(x.ttfa_ms, 25);
+  EXPECT_EQ(x.itl_ms, (std::vector<double>{15, 5}));
+  EXPECT_EQ(x.content_events, 3);
+  EXPECT_EQ(x.answer_events, 1);
+  EXPECT_EQ(x.reasoning_events, 2);
+  // vLLM names the thinking "reasoning".
+  EXPECT_EQ(net::ParseStreamChunk(
+                R"({"choices":[{"index":0,"delta":{"reasoning":"x"}}]})").reasoning, "x");
+}
+
+TEST(Client, NonStreamedThinkingCountsTtftAndTtfaAtTheBody) {
+  ScriptServer server([](const std::string&) {
+    return Script{{{30, JsonResponse(200, "OK",
+                                     R"({"model":"r1","choices":[{"index":0,"message":)"
+                                     R"({"role":"assistant","reasoning_content":"hm",)"
+                                     R"("content":"Blue."},"finish_reason":"stop"}]})")}}};
+  });
+  HttpRequestSpec spec = Post(server);
+  spec.body = R"({"messages":[{"role":"user","content":"x"}]})";
+  spec.path = "/v1/chat/completions";
+  const HttpExchange x = FetchOnce(spec);
+  ASSERT_EQ(x.error, "") << x.error_detail;
+  EXPECT_GE(x.ttft_ms, 29);
+  EXPECT_EQ(x.ttfa_ms, x.ttft_ms);
+  EXPECT_EQ(x.reasoning_events, 1);
+  EXPECT_EQ(x.answer_events, 1);
+}
+
 TEST(Client, TooManyRequestsIsRecorded) {
   ScriptServer server([](const std::string&) {
     return Script{{{0, JsonResponse(429, "Too Many Requests",

@@ -438,9 +438,9 @@ TEST(SummaryFirst, SaysWhichTargetToShipAndByHowMuchTheOthersMiss) {
   EXPECT_LT(summary, md.find("## Latency"));
   EXPECT_LT(md.find("- " + a.text), md.find("## Latency")) << md;
   // The table: both TTFT and e2e P95 for every target, the measured P95 of the stopped one.
-  EXPECT_NE(md.find("| 2 req/s | m110 | PASS | 140 | 300 | 140 | -247 | 20 of 20 requests | 0 (0%) |"),
+  EXPECT_NE(md.find("| 2 req/s | m110 | PASS | 140 | 140 | 300 | 140 | -247 | 20 of 20 requests | 0 (0%) |"),
             std::string::npos) << md;
-  EXPECT_NE(md.find("| 2 req/s | m1b | FAIL | 1102 | 1500 | inf (stopped early; measured 1102) | "
+  EXPECT_NE(md.find("| 2 req/s | m1b | FAIL | 1102 | 1102 | 1500 | inf (stopped early; measured 1102) | "
                     "+715 | 12 of 50 requests | 0 (0%) |"), std::string::npos) << md;
   const nlohmann::json j = ReportJson(f.in, rep);
   ASSERT_EQ(j["summary_by_load"].size(), 1u);
@@ -640,6 +640,58 @@ TEST(Svg, NiceTicksAndEscaping) {
   SvgChart empty;
   empty.title = "t";
   EXPECT_NE(RenderChart(empty).find("no data"), std::string::npos);
+}
+
+// A thinking model's request: first token (thinking) at `ttft`, first answer token at `ttfa`
+// (-1: its thinking ran to the end without an answer).
+RequestRecord Thought(double ttft, double ttfa, double e2e, int step = 0, int target = 0) {
+  RequestRecord r = Ok(ttft, e2e, 10, step, target);
+  r.x.ttfa_ms = ttfa;
+  r.x.reasoning_events = 6;
+  return r;
+}
+
+TEST(Ttfa, TheFirstAnswerTokenAfterThinkingElseTtftElseE2e) {
+  const RequestRecord thought = Thought(100, 400, 1000);
+  EXPECT_EQ(thought.SloValue(SloMetric::kTtft), 100);
+  EXPECT_EQ(thought.SloValue(SloMetric::kTtfa), 400);
+  // Thinking that never reached an answer: the answer came no earlier than the end.
+  EXPECT_EQ(Thought(100, -1, 1000).SloValue(SloMetric::kTtfa), 1000);
+  // No thinking and no separate answer time (a server that does not think): TTFA = TTFT.
+  EXPECT_EQ(Ok(120, 900, 5).SloValue(SloMetric::kTtfa), 120);
+  EXPECT_TRUE(std::isinf(Failed("http_status", 429).SloValue(SloMetric::kTtfa)));
+}
+
+TEST(Ttfa, JudgedByTtfaTheVerdictReadsTheAnswerNotTheThinking) {
+  // Twenty requests: the first token at 100 ms for all (thinking), the answer at 300 ms for
+  // eighteen and at 900 ms for two. TTFT passes 387 ms; TTFA's P95 (19th of 20) is 900.
+  std::vector<RequestRecord> recs;
+  for (int i = 0; i < 18; ++i) recs.push_back(Thought(100, 300, 1000));
+  recs.push_back(Thought(100, 900, 1500));
+  recs.push_back(Thought(100, 900, 1500));
+  OneStep f(2, 20, 10, recs);
+  f.o.metric = SloMetric::kTtfa;
+  f.o.metric_from_flag = true;
+  const Report rep = BuildReport(f.in);
+  ASSERT_EQ(rep.summaries.size(), 1u);
+  EXPECT_EQ(rep.summaries[0].ttft.p95, 100);
+  EXPECT_EQ(rep.summaries[0].ttfa.p95, 900);
+  ASSERT_EQ(rep.verdicts.size(), 1u);
+  EXPECT_EQ(rep.verdicts[0].p95_ms, 900);
+  EXPECT_FALSE(rep.verdicts[0].pass);
+  EXPECT_EQ(rep.verdicts[0].ttft_p95_ms, 100);
+  EXPECT_EQ(rep.verdicts[0].ttfa_p95_ms, 900);
+  const nlohmann::json j = ReportJson(f.in, rep);
+  EXPECT_EQ(j["config"]["slo_metric"], "ttfa");
+  EXPECT_EQ(j["summaries"][0]["ttfa_ms"]["p95"], 900);
+  EXPECT_EQ(j["requests"][0]["ttfa_ms"], 300);
+  EXPECT_EQ(j["requests"][0]["reasoning_events"], 6);
+  const std::string md = ReportMarkdown(f.in, rep);
+  EXPECT_NE(md.find("judged by TTFA"), std::string::npos) << md;
+  EXPECT_NE(md.find("| TTFA | 300 |"), std::string::npos) << md;
+  // Judged by TTFT the same run passes: the thinking's first token came fast.
+  f.o.metric = SloMetric::kTtft;
+  EXPECT_TRUE(BuildReport(f.in).verdicts[0].pass);
 }
 
 }  // namespace

@@ -167,6 +167,81 @@ TEST(PromptsFile, LinesAndJsonl) {
   EXPECT_FALSE(LoadPromptsFile(path).ok());
 }
 
+TEST(Thinking, FlagsAndPromptLinesReachTheBody) {
+  WorkloadSpec w;
+  w.api = Api::kChat;
+  w.thinking.budget_tokens = 256;
+  w.thinking.reasoning_effort = "low";
+  w.prompts = {"a", "b"};
+  ThinkingParams own;
+  own.budget_tokens = 0;  // this prompt asks for no thinking
+  w.prompt_thinking = {ThinkingParams{}, own};
+  ASSERT_TRUE(ValidateWorkload(w).ok());
+  TargetSpec t;
+  bool saw_a = false, saw_b = false;
+  for (int64_t i = 0; i < 64 && !(saw_a && saw_b); ++i) {
+    const PlannedRequest r = PlanRequest(w, 7, 0, i);
+    const nlohmann::json b = nlohmann::json::parse(RequestBody(w, t, r));
+    EXPECT_EQ(b["reasoning_effort"], "low");
+    if (r.prompt == "a") {
+      saw_a = true;
+      EXPECT_EQ(b["thinking_budget_tokens"], 256);
+    } else {
+      saw_b = true;
+      EXPECT_EQ(b["thinking_budget_tokens"], 0) << "the line's own budget wins";
+    }
+  }
+  EXPECT_TRUE(saw_a && saw_b);
+  // Nothing is sent when nothing was asked.
+  WorkloadSpec plain;
+  plain.api = Api::kChat;
+  const nlohmann::json b = nlohmann::json::parse(RequestBody(plain, t, PlanRequest(plain, 1, 0, 0)));
+  EXPECT_FALSE(b.contains("thinking_budget_tokens"));
+  EXPECT_FALSE(b.contains("reasoning_effort"));
+}
+
+TEST(Thinking, BadValuesAndCompletionsAreRefusedByName) {
+  WorkloadSpec w;
+  w.thinking.budget_tokens = 16;  // completions: servers refuse chat fields there
+  Status s = ValidateWorkload(w);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("--api chat"), std::string::npos) << s.message();
+  w.api = Api::kChat;
+  w.thinking.budget_tokens = -2;
+  s = ValidateWorkload(w);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("--thinking-budget"), std::string::npos) << s.message();
+  w.thinking.budget_tokens = -1;
+  w.thinking.reasoning_effort = "extreme";
+  s = ValidateWorkload(w);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("'extreme'"), std::string::npos) << s.message();
+
+  const std::string path =
+      ::testing::TempDir() + "/thinking_prompts_" + std::to_string(::getpid()) + ".jsonl";
+  {
+    std::ofstream out(path);
+    out << "{\"prompt\": \"p\", \"thinking_budget_tokens\": 32, \"reasoning_effort\": \"high\"}\n"
+           "plain\n";
+  }
+  std::vector<ThinkingParams> per_line;
+  auto p = LoadPromptsFile(path, &per_line);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(per_line.size(), 2u);
+  EXPECT_EQ(per_line[0].budget_tokens, 32);
+  EXPECT_EQ(per_line[0].reasoning_effort, "high");
+  EXPECT_FALSE(per_line[1].any());
+  {
+    std::ofstream out(path);
+    out << "ok\n{\"prompt\": \"p\", \"thinking_budget_tokens\": \"many\"}\n";
+  }
+  auto bad = LoadPromptsFile(path, &per_line);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("line 2"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("thinking_budget_tokens"), std::string::npos);
+  std::remove(path.c_str());
+}
+
 TEST(Header, ParseAndReject) {
   auto h = ParseHeader("--header", "X-A:  b c ");
   ASSERT_TRUE(h.ok());
