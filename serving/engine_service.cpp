@@ -145,7 +145,8 @@ std::vector<slo::InFlightRequest> EngineService::InFlightRequests() const {
   for (const auto& [handle, f] : owner_) {
     out.push_back(slo::InFlightRequest{f->slo_class, f->member->name, f->first_byte_us,
                                        f->first_token.load(std::memory_order_relaxed),
-                                       f->first_answer.load(std::memory_order_relaxed)});
+                                       f->first_answer.load(std::memory_order_relaxed),
+                                       f->thinks});
   }
   return out;
 }
@@ -496,6 +497,8 @@ server::SubmitResult EngineService::SubmitLocal(
   flight->member = &m;
   flight->slo_class = cls;
   flight->first_byte_us = UsOf(first_byte);
+  flight->thinks = p.thinks && p.thinking_budget_tokens != 0 &&
+                   p.thinking_budget_cap.value_or(1) != 0;
   if (decision.predicted.raw_service_ms) {
     flight->raw_service_ms = *decision.predicted.raw_service_ms;
     flight->correction = ar.prediction_correction;

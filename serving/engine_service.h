@@ -124,6 +124,7 @@ class EngineService final : public server::EngineApi {
     int64_t first_byte_us = 0;          // steady clock, us
     std::atomic<bool> first_token{false};
     std::atomic<bool> first_answer{false};  // answer text out (thinking models: after it)
+    bool thinks = false;  // admitted to think (set before it is shared)
     // Admission's prediction (local members): the raw service time, the correction in force
     // and the time elapsed at the decision; raw_service_ms 0: nothing to audit.
     double raw_service_ms = 0;

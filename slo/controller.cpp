@@ -46,8 +46,11 @@ Pressure PressureOfStats(const SloClass& cls, const std::array<WindowStats, kMet
                          int64_t min_samples, const InFlightStats* in_flight) {
   Pressure p;
   for (const WindowStats& w : window) p.window_samples = std::max(p.window_samples, w.count);
+  // A class thinks once a request of it thought, or one in flight is thinking or was admitted
+  // to think: the first reading under pressure may come before any request began thinking,
+  // and must pick the thinking rung all the same.
   p.thinks = window[static_cast<size_t>(Metric::kThink)].count > 0 ||
-             (in_flight != nullptr && in_flight->thinking > 0);
+             (in_flight != nullptr && (in_flight->thinking > 0 || in_flight->to_think > 0));
   p.think_drain_ms = window[static_cast<size_t>(Metric::kThink)].p95_ms;
   if (in_flight != nullptr && !in_flight->unanswered_ages_ms.empty()) {
     p.think_drain_ms = std::max(p.think_drain_ms, in_flight->unanswered_ages_ms.front());

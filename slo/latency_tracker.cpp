@@ -127,6 +127,7 @@ struct Ages {
   std::vector<double> waiting_ms;  // no first token yet: TTFT lower bounds
   std::vector<double> all_ms;      // every one: e2e lower bounds
   std::vector<double> unanswered_ms;  // no answer text yet (thinking or waiting): TTFA bounds
+  int64_t to_think = 0;               // of those, admitted to think
 };
 
 InFlightStats StatsOfAges(Ages ages) {
@@ -141,6 +142,7 @@ InFlightStats StatsOfAges(Ages ages) {
     return v;
   };
   st.thinking = std::max<int64_t>(0, static_cast<int64_t>(ages.unanswered_ms.size()) - st.waiting);
+  st.to_think = ages.to_think;
   st.waiting_ages_ms = top(std::move(ages.waiting_ms));
   st.ages_ms = top(std::move(ages.all_ms));
   st.unanswered_ages_ms = top(std::move(ages.unanswered_ms));
@@ -192,6 +194,10 @@ TrackerSnapshot LatencyTracker::Snapshot(int64_t now_us, const SnapshotOptions& 
     if (!r.first_answer) {
       a.unanswered_ms.push_back(age_ms);
       c.unanswered_ms.push_back(age_ms);
+      if (r.thinks) {
+        ++a.to_think;
+        ++c.to_think;
+      }
     }
   }
   const Ages no_ages;

@@ -68,6 +68,9 @@ struct InFlightStats {
   // answer text (waiting or thinking: lower bounds of their TTFA), descending.
   int64_t thinking = 0;
   std::vector<double> unanswered_ages_ms;
+  // Admitted to think (a thinking model, a budget above 0) and not yet answering, whether
+  // still waiting or thinking: the class thinks before any of its requests has begun to.
+  int64_t to_think = 0;
 };
 
 // One request in flight, as the owner of the models sees it (serving/engine_service.cpp).
@@ -77,6 +80,7 @@ struct InFlightRequest {
   int64_t first_byte_us = 0;  // same clock as the snapshot's now_us
   bool first_token = false;   // its first token is out (its TTFT is already recorded)
   bool first_answer = false;  // its first answer text is out (a thinking model's comes later)
+  bool thinks = false;        // admitted to think (a thinking model, a budget above 0)
 };
 
 struct SeriesSnapshot {

@@ -93,6 +93,16 @@ ReasoningDelta ReasoningSplitter::Finish() {
   return out;
 }
 
+// Appends `text` to the reasoning less its trailing whitespace (dropped when `last`: the
+// block ends there), and returns how much of `text` was used (the held whitespace is not).
+size_t ReasoningSplitter::Emit(std::string_view text, bool last, ReasoningDelta* out) {
+  size_t end = text.size();
+  while (end > 0 && IsSpace(text[end - 1])) --end;
+  out->reasoning.append(text.substr(0, end));
+  if (end > 0) reasoning_started_ = true;
+  return last ? text.size() : end;
+}
+
 void ReasoningSplitter::Run(bool final, ReasoningDelta* out) {
   for (;;) {
     switch (state_) {
@@ -116,16 +126,25 @@ void ReasoningSplitter::Run(bool final, ReasoningDelta* out) {
         continue;
       }
       case State::kReasoning: {
+        // The reasoning is trimmed at both ends, as llama.cpp's parser does: whitespace before
+        // its first character is dropped, and whitespace is held until a character follows it
+        // (before the close, or at the end, it is dropped). So a stream releases exactly what
+        // the whole answer holds, and a forced close ("\n</think>") adds nothing to it.
+        if (!reasoning_started_) {
+          pending_.erase(0, LeadingSpace(pending_));
+          if (pending_.empty()) return;
+        }
         const size_t close = pending_.find(m_.close);
         if (close != std::string::npos) {
-          out->reasoning.append(pending_, 0, close);
+          Emit(std::string_view(pending_).substr(0, close), /*final=*/true, out);
           pending_.erase(0, close + m_.close.size());
           state_ = State::kAfterClose;
           continue;
         }
         const size_t keep = final ? 0 : HeldSuffix(pending_, m_.close);
-        out->reasoning.append(pending_, 0, pending_.size() - keep);
-        pending_.erase(0, pending_.size() - keep);
+        const size_t used = Emit(std::string_view(pending_).substr(0, pending_.size() - keep),
+                                 final, out);
+        pending_.erase(0, final ? pending_.size() : used);
         return;
       }
       case State::kAfterClose: {

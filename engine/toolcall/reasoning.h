@@ -80,10 +80,12 @@ class ReasoningSplitter {
     kContent,     // the answer
   };
   void Run(bool final, ReasoningDelta* out);
+  size_t Emit(std::string_view text, bool last, ReasoningDelta* out);
 
   ReasoningMarkers m_;
   State state_;
   bool saw_reasoning_ = false;
+  bool reasoning_started_ = false;  // a non-space reasoning character was released
   std::string pending_;  // held back: may still be (part of) a marker
 };
 

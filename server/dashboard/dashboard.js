@@ -128,11 +128,12 @@
     for (const c of (s.slo && s.slo.classes) || []) {
       const models = {};
       for (const [m, series] of Object.entries(c.by_model || {})) {
-        models[m] = { ttft: stat(series, 'ttft', 'p95_ms'), e2e: stat(series, 'e2e', 'p95_ms') };
+        models[m] = { ttft: stat(series, 'ttft', 'p95_ms'), ttfa: stat(series, 'ttfa', 'p95_ms'),
+                      e2e: stat(series, 'e2e', 'p95_ms') };
       }
-      p.classes[c.name] = { level: c.level, models,
-                            ttft: { p95: stat(c.live, 'ttft', 'p95_ms'), p99: stat(c.live, 'ttft', 'p99_ms') },
-                            e2e: { p95: stat(c.live, 'e2e', 'p95_ms'), p99: stat(c.live, 'e2e', 'p99_ms') } };
+      const quantiles = (metric) => ({ p95: stat(c.live, metric, 'p95_ms'), p99: stat(c.live, metric, 'p99_ms') });
+      p.classes[c.name] = { level: c.level, models, thinking: thinkingScale(c, null),
+                            ttft: quantiles('ttft'), ttfa: quantiles('ttfa'), e2e: quantiles('e2e') };
     }
     let tokens = 0;
     for (const m of s.models || []) {
@@ -254,6 +255,7 @@
       badge.title = `at this level for ${(c.level_age_ms / 1000).toFixed(0)} s`;
       tr.append(h('td', {}, badge));
       latencyCells(tr, k, c.live, c.targets, c.name, null);
+      thinkingCells(tr, k, c.live, thinkingScale(c, null));
       tr.append(numCell(k + '/samples', c.live ? Math.max(c.live.ttft.count, c.live.e2e.count) : null, 0));
       rows.push(tr);
       for (const [model, series] of Object.entries(c.by_model || {})) {
@@ -261,6 +263,7 @@
         const mr = h('tr', { class: 'model' });
         mr.append(h('td', {}, model), h('td'));
         latencyCells(mr, mk, series, c.targets, c.name, model);
+        thinkingCells(mr, mk, series, thinkingScale(c, model));
         mr.append(numCell(mk + '/samples', Math.max(series.ttft.count, series.e2e.count), 0));
         rows.push(mr);
       }
@@ -269,8 +272,29 @@
     byId('idle-classes').textContent = idle.length ? 'No traffic yet: ' + idle.map((c) => c.name).join(', ') : '';
   }
 
+  // The share of the thinking budget the rung grants a (class, model) ladder now, or the
+  // lowest over the class's ladders (model null); 1 when no ladder says otherwise.
+  function thinkingScale(c, model) {
+    const ladders = (c.ladders || []).filter((l) => model === null || l.model === model);
+    const scales = ladders.map((l) => l.thinking_scale).filter((v) => typeof v === 'number');
+    return scales.length ? Math.min(...scales) : 1;
+  }
+
+  function scaleText(v) { return v >= 1 ? 'full' : '× ' + fmt(v, 3).replace(/\.?0+$/, ''); }
+
+  function thinkingCells(tr, k, live, scale) {
+    const st = live && live.think && live.think.count > 0 ? live.think : null;
+    tr.append(numCell(`${k}/think/p95`, st ? st.p95_ms : null, 1));
+    const td = h('td', { 'data-k': `${k}/thinking_scale`, 'data-v': scale }, scaleText(scale));
+    if (scale < 1) {
+      td.classList.add('over');
+      td.title = 'the thinking rung shortens new requests\' thinking budgets to this share';
+    }
+    tr.append(td);
+  }
+
   function latencyCells(tr, k, live, targets, cls, model) {
-    for (const metric of ['ttft', 'e2e']) {
+    for (const metric of ['ttft', 'ttfa', 'e2e']) {
       const target = targets[metric + '_p95_ms'];
       const st = live && live[metric] && live[metric].count > 0 ? live[metric] : null;
       for (const q of ['p95', 'p99']) {
@@ -300,7 +324,7 @@
       const card = h('div', { class: 'card', 'data-chart-class': c.name });
       const marks = eventMarks(s, c.name);
       const pts = history.filter((p) => p.classes[c.name]);
-      for (const [metric, label] of [['ttft', 'TTFT'], ['e2e', 'end-to-end']]) {
+      for (const [metric, label] of [['ttft', 'TTFT'], ['ttfa', 'TTFA (first answer token)'], ['e2e', 'end-to-end']]) {
         const target = c.targets[metric + '_p95_ms'];
         const series = [
           { name: 'P95', color: COLORS[0], points: pts.map((p) => [p.t, p.classes[c.name][metric].p95]) },
@@ -312,6 +336,10 @@
         }
         const hasData = series.some((sr) => sr.points.some((p) => p[1] !== null));
         if (target === null && !hasData) continue;
+        // TTFA differs from TTFT only for requests that think: its chart is shown when the
+        // class has a TTFA target or its requests thought.
+        const thought = c.live && c.live.think && c.live.think.count > 0;
+        if (metric === 'ttfa' && target === null && !thought) continue;
         card.append(h('h3', {}, `${c.name}: ${label} (ms)` + (target === null ? ', no target' : `, target ${fmt(target, 1)} ms`)));
         const hlines = target === null ? [] : [{ v: target, color: '#c62828', label: 'target ' + fmt(target, 1) }];
         card.append(lineChart({ series, hlines, marks, span, height: 130 }));
@@ -319,6 +347,11 @@
       card.append(h('h3', {}, `${c.name}: ladder level`));
       card.append(lineChart({ series: [{ name: 'level', color: '#b76e00', points: pts.map((p) => [p.t, p.classes[c.name].level]), step: true }],
                               marks, span, height: 100, yMax: 4, yLabels: LEVELS }));
+      if (pts.some((p) => p.classes[c.name].thinking < 1)) {
+        card.append(h('h3', {}, `${c.name}: thinking budget granted (share of each request's)`));
+        card.append(lineChart({ series: [{ name: 'thinking', color: COLORS[3], points: pts.map((p) => [p.t, p.classes[c.name].thinking]), step: true }],
+                                marks, span, height: 100, yMax: 1 }));
+      }
       cards.push(card);
     }
     box.replaceChildren(...cards);
@@ -335,18 +368,31 @@
 
   function eventUnixMs(e) { return state.unix_ms - (state.slo.now_ms - e.at_ms); }
 
+  // The ladder's transitions and the thinking rung's moves, newest first.
   function renderEvents(s) {
     const body = document.querySelector('#events tbody');
-    const events = ((s.slo && s.slo.events) || []).slice().reverse();
-    body.replaceChildren(...events.map((e) => {
-      const tr = h('tr', { 'data-k': 'event', 'data-class': e.class, 'data-from': e.from, 'data-to': e.to, 'data-at-ms': e.at_ms });
-      tr.append(h('td', {}, new Date(eventUnixMs(e)).toLocaleTimeString()), h('td', {}, e.class),
-                h('td', {}, e.from), h('td', {}, h('span', { class: 'badge l' + e.to_level }, e.to)),
-                h('td', {}, e.reason), h('td', {}, e.p95_ms === null ? '–' : fmt(e.p95_ms, 1) + ' ms'),
-                h('td', {}, e.target_ms === null ? '–' : fmt(e.target_ms, 1) + ' ms'));
-      return tr;
-    }));
-    if (!events.length) body.replaceChildren(h('tr', {}, h('td', { colspan: 7 }, 'No ladder transitions yet.')));
+    const rows = ((s.slo && s.slo.events) || []).map((e) => ({ t: eventUnixMs(e), tr: eventRow(e) }));
+    for (const c of (s.slo && s.slo.thinking_changes) || []) {
+      const t = s.unix_ms - c.age_ms;
+      const tr = h('tr', { 'data-k': 'thinking-change', 'data-class': c.class, 'data-model': c.model, 'data-from': c.from, 'data-to': c.to });
+      tr.append(h('td', {}, new Date(t).toLocaleTimeString()), h('td', {}, `${c.class} / ${c.model}`),
+                h('td', {}, 'thinking ' + scaleText(c.from)),
+                h('td', {}, h('span', { class: 'badge ' + (c.to < c.from ? 'l1' : 'l0') }, 'thinking ' + scaleText(c.to))),
+                h('td', {}, c.reason), h('td', {}, '–'), h('td', {}, '–'));
+      rows.push({ t, tr });
+    }
+    rows.sort((a, b) => b.t - a.t);
+    body.replaceChildren(...rows.map((r) => r.tr));
+    if (!rows.length) body.replaceChildren(h('tr', {}, h('td', { colspan: 7 }, 'No ladder transitions yet.')));
+  }
+
+  function eventRow(e) {
+    const tr = h('tr', { 'data-k': 'event', 'data-class': e.class, 'data-from': e.from, 'data-to': e.to, 'data-at-ms': e.at_ms });
+    tr.append(h('td', {}, new Date(eventUnixMs(e)).toLocaleTimeString()), h('td', {}, e.class),
+              h('td', {}, e.from), h('td', {}, h('span', { class: 'badge l' + e.to_level }, e.to)),
+              h('td', {}, e.reason), h('td', {}, e.p95_ms === null ? '–' : fmt(e.p95_ms, 1) + ' ms'),
+              h('td', {}, e.target_ms === null ? '–' : fmt(e.target_ms, 1) + ' ms'));
+    return tr;
   }
 
   function renderEngines(s) {

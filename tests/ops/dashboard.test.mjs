@@ -5,7 +5,8 @@
 //   - the page asks for the API key (the state answers 401 without it) and goes live with it;
 //   - under load the class's level badge leaves "normal" and the ladder event appears in the
 //     events table; after the load stops the level returns to "normal" with its event;
-//   - the numbers shown (levels, P95/P99 of TTFT and e2e per class and per model, targets)
+//   - the numbers shown (levels, P95/P99 of TTFT, TTFA and e2e per class and per model,
+//     targets, the thinking P95 and the thinking rung's share)
 //     equal GET /v1/slo's within one refresh: /v1/slo is read before and after the page's
 //     values, the page must hold a snapshot newer than the first read, and whenever both
 //     reads agree the page must show exactly those values (as data-v, and as text rounded to
@@ -137,7 +138,14 @@ function expectedValues(status) {
     if (!c.live && c.level === 0) continue;  // a class without traffic is only listed
     const k = `class/${c.name}`;
     out[`${k}/level`] = c.level;
-    for (const metric of ['ttft', 'e2e']) {
+    const scale = (model) => Math.min(1, ...c.ladders.filter((l) => model === null || l.model === model).map((l) => l.thinking_scale));
+    out[`${k}/thinking_scale`] = scale(null);
+    out[`${k}/think/p95`] = stat(c.live, 'think', 'p95');
+    for (const [model, series] of Object.entries(c.by_model)) {
+      out[`${k}/model/${model}/thinking_scale`] = scale(model);
+      out[`${k}/model/${model}/think/p95`] = stat(series, 'think', 'p95');
+    }
+    for (const metric of ['ttft', 'ttfa', 'e2e']) {
       out[`${k}/${metric}/target`] = c.targets[`${metric}_p95_ms`];
       for (const q of ['p95', 'p99']) {
         out[`${k}/${metric}/${q}`] = stat(c.live, metric, q);
@@ -172,6 +180,11 @@ async function compareOnce(page) {
     assert.ok(got, `the page shows ${key}`);
     if (key.endsWith('/level')) {
       assert.equal(Number(got.v), want, key);
+      continue;
+    }
+    if (key.endsWith('/thinking_scale')) {
+      assert.equal(Number(got.v), want, key);
+      assert.equal(got.text, want >= 1 ? 'full' : '× ' + String(want), key);
       continue;
     }
     if (want === null) {

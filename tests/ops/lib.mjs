@@ -71,17 +71,22 @@ export async function launchBrowser(puppeteer) {
 // what the clients saw.
 // `body`: fields merged into every request, or a function of the request's ordinal returning
 // them (to vary the prompt, e.g. so the prefix cache cannot serve it).
-export function startLoad(url, { concurrency = 8, headers = {}, body = {} } = {}) {
+// `endpoint`: the path (default /v1/completions; chat bodies need /v1/chat/completions and
+// their own `messages`, which `body` supplies).
+export function startLoad(url, { concurrency = 8, headers = {}, body = {}, endpoint = '/v1/completions' } = {}) {
   const tally = { sent: 0, ok: 0, status: {}, failures: [], responses: [] };
   let running = true;
   const worker = async () => {
     while (running) {
       tally.sent++;
       try {
-        const r = await fetch(url + '/v1/completions', {
+        const r = await fetch(url + endpoint, {
           method: 'POST',
           headers: { 'Content-Type': 'application/json', ...headers },
-          body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 64, temperature: 0.8,
+          body: JSON.stringify({ ...(endpoint.includes('/chat/')
+                                        ? { messages: [{ role: 'user', content: 'Once upon a time' }] }
+                                        : { prompt: 'Once upon a time' }),
+                                 max_tokens: 64, temperature: 0.8,
                                  ...(typeof body === 'function' ? body(tally.sent) : body) }),
         });
         const text = await r.text();

@@ -385,6 +385,27 @@ TEST_F(ServiceSloTest, TheThinkingRungShortensThinkingBeforeAnyAnswerIsCut) {
   EXPECT_EQ(status["thinking_changes"][0]["model"], "r1");
 }
 
+// Under load the first pressure reading may come before any request of a thinking class has
+// begun to think (all still waiting): the requests admitted to think already say the class
+// thinks, so the rung halves the thinking instead of raising the level.
+TEST_F(ServiceSloTest, TheThinkingRungActsBeforeAnyRequestHasBegunToThink) {
+  slo::SloConfig config = slo::DefaultSloConfig();
+  for (slo::SloClass& c : config.classes) {
+    if (c.name == "interactive") {
+      c.ttft_p95_ms = 60000;
+      c.ttfa_p95_ms = 1000;
+    }
+  }
+  Build({"r1"}, {}, config);
+  FakeModel& r1 = *models_[0];
+  r1.SetThinks(true);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(Submit("r1").accepted());
+  for (int t = 0; t < 15 && service_->controller().ThinkingCuts() == 0; ++t) Tick();  // 3 s
+  EXPECT_GE(service_->controller().ThinkingCuts(), 1u)
+      << "waiting requests past the TTFA target, admitted to think: the thinking rung";
+  EXPECT_EQ(Level("r1"), 0) << "no answer is cut while the thinking can be shortened";
+}
+
 // Admission fits the thinking to the TTFA budget: a request that may think without limit
 // thinks only what the room between its predicted first token and the class's TTFA target
 // holds at the measured time per token; a budget already inside the room is left alone, and a

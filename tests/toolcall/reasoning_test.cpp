@@ -117,11 +117,11 @@ struct Case {
 const std::vector<Case>& Cases() {
   static const std::vector<Case> cases = {
       // Qwen3 / QwQ: the model opens and closes; the blank lines after the close are dropped.
-      {RF::kThinkTags, false, "<think>\nLet me add.\n</think>\n\n4", "\nLet me add.\n", "4"},
+      {RF::kThinkTags, false, "<think>\nLet me add.\n</think>\n\n4", "Let me add.", "4"},
       // Leading whitespace before the opening marker.
       {RF::kThinkTags, false, "\n <think>x</think>y", "x", "y"},
       // R1: the prompt opened it; the output only closes.
-      {RF::kThinkTags, true, "Hmm, 2+2.\n</think>\n\nThe answer is 4.", "Hmm, 2+2.\n",
+      {RF::kThinkTags, true, "Hmm, 2+2.\n</think>\n\nThe answer is 4.", "Hmm, 2+2.",
        "The answer is 4."},
       // Cut off at max_tokens inside the thinking: all of it is reasoning.
       {RF::kThinkTags, true, "Still thinking about </thi", "Still thinking about </thi", ""},
@@ -134,16 +134,19 @@ const std::vector<Case>& Cases() {
       {RF::kThinkTags, false, "<think>call it</think>\n<tool_call>{\"name\":\"f\"}</tool_call>",
        "call it", "<tool_call>{\"name\":\"f\"}</tool_call>"},
       // An empty closed block (thinking disabled by the model itself).
-      {RF::kThinkTags, false, "<think>\n\n</think>\n\nHi!", "\n\n", "Hi!"},
+      {RF::kThinkTags, false, "<think>\n\n</think>\n\nHi!", "", "Hi!"},
       // Magistral.
       {RF::kBracketThink, false, "[THINK]draft[/THINK]Answer.", "draft", "Answer."},
       // Granite 3.2.
-      {RF::kGranite, false, "Here is my thought process: ok Here is my response: Done.", " ok ",
+      {RF::kGranite, false, "Here is my thought process: ok Here is my response: Done.", "ok",
        "Done."},
       // No format: everything is answer, even a marker.
       {RF::kNone, true, "<think>x</think>y", "", "<think>x</think>y"},
       // UTF-8 around the markers.
       {RF::kThinkTags, false, "<think>Ünï 𝄞</think>\nÉté ✓", "Ünï 𝄞", "Été ✓"},
+      // The reasoning is trimmed at both ends (llama.cpp strips it); whitespace inside stays.
+      {RF::kThinkTags, true, "\n  a\n\n b \n</think>c", "a\n\n b", "c"},
+      {RF::kThinkTags, true, " \n ", "", ""},
       // Whitespace only.
       {RF::kThinkTags, false, " \n", "", " \n"},
   };
@@ -178,13 +181,14 @@ TEST(ReasoningSplitter, EveryChunkBoundarySplitsTheSame) {
 }
 
 // What is released as soon as it can be: reasoning before its close arrives, the answer from
-// its first byte; only a possible marker prefix waits.
+// its first byte; only a possible marker prefix and trailing whitespace wait (the reasoning is
+// trimmed at both ends, as llama.cpp's parser trims it).
 TEST(ReasoningSplitter, ReleasesEverythingThatCannotBeAMarker) {
   ReasoningSplitter s(RF::kThinkTags, false);
   ReasoningDelta d = s.Feed("<thi");
   EXPECT_TRUE(d.reasoning.empty() && d.content.empty());
   d = s.Feed("nk>step one, </th");
-  EXPECT_EQ(d.reasoning, "step one, ");
+  EXPECT_EQ(d.reasoning, "step one,") << "the space waits: it is dropped if the close follows";
   EXPECT_TRUE(s.in_reasoning());
   d = s.Feed("ink> \n");
   EXPECT_TRUE(d.reasoning.empty() && d.content.empty());
