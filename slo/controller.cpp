@@ -84,6 +84,7 @@ Pressure PressureOfStats(const SloClass& cls, const std::array<WindowStats, kMet
     // to min_samples with the fastest possible values (0): its P95 is then the k_top-th
     // largest value, and if the k_top-th oldest request in flight is past the target, every
     // completion of the window has its P95 over target.
+    if (w.count > 0) p.thin = true;
     if (in_flight == nullptr || metric == Metric::kTpot) continue;
     const std::vector<double>& ages = metric == Metric::kTtft   ? in_flight->waiting_ages_ms
                                       : metric == Metric::kTtfa ? in_flight->unanswered_ages_ms
@@ -238,7 +239,8 @@ bool Controller::StepClass(const SloClass& cls, const std::string& model, int64_
     // own samples: recover as from a healthy tick (below).
     const bool fresh_ok = (level > 0 || st->thinking_scale < 1.0) && fresh != nullptr &&
                           (fresh->window_samples == 0 ||
-                           (fresh->has_signal && fresh->ratio < lp.recover_ratio));
+                           (fresh->has_signal && !fresh->thin &&
+                            fresh->ratio < lp.recover_ratio));
     if (!fresh_ok) {
       st->healthy_ticks = 0;
       const bool may_shorten =
@@ -273,14 +275,16 @@ bool Controller::StepClass(const SloClass& cls, const std::string& model, int64_
   if (p.has_signal && p.ratio >= lp.recover_ratio) {
     const bool fresh_ok = (level > 0 || st->thinking_scale < 1.0) && fresh != nullptr &&
                           (fresh->window_samples == 0 ||
-                           (fresh->has_signal && fresh->ratio < lp.recover_ratio));
+                           (fresh->has_signal && !fresh->thin &&
+                            fresh->ratio < lp.recover_ratio));
     if (fresh_ok) return Recover(cls, model, now_us, *fresh, /*since_transition=*/true, st, out);
     st->healthy_ticks = 0;  // inside the hysteresis band: hold
     return false;
   }
-  if (!p.has_signal && p.window_samples > 0) {
-    // Traffic, but too few samples to judge: hold. Counting it healthy made the level fall
-    // and rise again under sustained overload whenever samples came in slowly.
+  if ((!p.has_signal && p.window_samples > 0) || p.thin) {
+    // Traffic, but too few samples to judge (all metrics, or one of the targeted ones): hold.
+    // Counting it healthy made the level fall and rise again under sustained overload
+    // whenever samples came in slowly. (A thin tick neither counts nor resets the count.)
     return false;
   }
   return Recover(cls, model, now_us, p, /*since_transition=*/false, st, out);

@@ -80,6 +80,11 @@ struct Pressure {
   // Its requests think (thinking models): a thinking time in the window, or one thinking
   // now. The thinking rung acts only then.
   bool thinks = false;
+  // Some targeted metric has samples, but fewer than min_samples and no verdict from the
+  // requests in flight: the pressure (read on the other metrics) cannot call it healthy. A
+  // TTFA counted at the answer lags the TTFT of the same requests; recovering on TTFT alone
+  // gave a thinking class its whole budget back while its TTFA was still over target.
+  bool thin = false;
   // How long the requests admitted so far may still take to answer: the window's P95
   // thinking time, or the oldest request in flight without an answer if older (0: none).
   double think_drain_ms = 0;

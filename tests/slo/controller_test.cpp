@@ -803,6 +803,39 @@ TEST(ControllerThinkingTest, HealthyTicksRestoreTheLevelThenTheThinking) {
   EXPECT_EQ(ctl.ThinkingRestores(), 3u);
 }
 
+// TTFA is counted when the answer comes, after the TTFT of the same requests: a window with
+// plenty of fast TTFTs and only a few TTFAs is no evidence that the answers come in time. The
+// thinking stays short until TTFA itself has min_samples under target (an overload run gave
+// the whole budget back on TTFT alone while TTFA was at twice its target).
+TEST(ControllerThinkingTest, AThinTtfaWindowDoesNotRestoreTheThinking) {
+  SloConfig config = ThinkingConfig();
+  for (SloClass& cls : config.classes) {
+    if (cls.name == "chat") cls.ttft_p95_ms = 1000;
+  }
+  Controller ctl(config, {}, 0);
+  ctl.Tick(0, ThinkingClass("chat", 3000, 40));
+  ASSERT_EQ(ThinkingScaleOf(ctl, "chat"), 0.5);
+  for (int k = 1; k < 30; ++k) {
+    TrackerSnapshot s = ThinkingClass("chat", 500, 40);
+    SeriesSnapshot& row = s.by_class.back();
+    WindowStats& ttft = row.window[static_cast<size_t>(Metric::kTtft)];
+    ttft.count = 100;
+    ttft.p95_ms = ttft.p50_ms = ttft.p99_ms = ttft.mean_ms = 100;
+    row.window[static_cast<size_t>(Metric::kTtfa)].count = 5;  // < min_samples
+    ctl.Tick(k * kTickUs, s);
+    ASSERT_EQ(ThinkingScaleOf(ctl, "chat"), 0.5) << "tick " << k;
+  }
+  // Enough TTFA samples under target: the thinking grows back.
+  for (int k = 30; k < 40; ++k) {
+    TrackerSnapshot s = ThinkingClass("chat", 500, 40);
+    WindowStats& ttft = s.by_class.back().window[static_cast<size_t>(Metric::kTtft)];
+    ttft.count = 100;
+    ttft.p95_ms = 100;
+    ctl.Tick(k * kTickUs, s);
+  }
+  EXPECT_EQ(ThinkingScaleOf(ctl, "chat"), 1.0);
+}
+
 // Nothing in flight and no sample: the thinking budget is whole again after recover_ticks
 // idle ticks, like a level.
 TEST(ControllerThinkingTest, AnIdleClassGetsItsWholeThinkingBack) {
