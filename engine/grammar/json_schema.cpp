@@ -17,6 +17,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/grammar/numeric_range.h"
+
 namespace lifeline::grammar {
 namespace {
 
@@ -26,7 +28,8 @@ const std::set<std::string>& KnownKeywords() {
   static const std::set<std::string> k = {
       "type", "properties", "required", "additionalProperties", "items", "minItems",
       "maxItems", "enum", "const", "anyOf", "allOf", "$ref", "$defs", "definitions",
-      "format", "minLength", "maxLength",
+      "format", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
+      "exclusiveMaximum",
       // Annotations: no effect on the text.
       "description", "title", "default", "examples", "$schema", "$id", "$comment",
       "deprecated", "readOnly", "writeOnly"};
@@ -204,6 +207,7 @@ class Converter {
         return Array(s, path, hint, depth);
       if (s.contains("minLength") || s.contains("maxLength") || s.contains("format"))
         return String(s, path);
+      if (HasBounds(s)) return Bounded(s, path, /*integer=*/false);
       return Primitive("value");
     }
     if (type->is_array()) {
@@ -228,9 +232,61 @@ class Converter {
     if (name == "object") return Object(s, path, hint, depth);
     if (name == "array") return Array(s, path, hint, depth);
     if (name == "string") return String(s, path);
+    if ((name == "number" || name == "integer") && HasBounds(s))
+      return Bounded(s, path, name == "integer");
     if (name == "number" || name == "integer" || name == "boolean" || name == "null")
       return Primitive(name);
     return Err(type_path, "unknown type '" + name + "'");
+  }
+
+  static bool HasBounds(const OJson& s) {
+    return s.contains("minimum") || s.contains("maximum") || s.contains("exclusiveMinimum") ||
+           s.contains("exclusiveMaximum");
+  }
+
+  // minimum / maximum / exclusiveMinimum / exclusiveMaximum as an exact grammar
+  // (numeric_range.h). Integers: any numeric bounds (rounded inward). Numbers: integer-valued
+  // inclusive bounds, written without exponent; fractional or exclusive bounds on a number
+  // are refused by name (their exact grammar is not built). Bounds past 16 digits are the
+  // primitives' own limit.
+  Result<std::string> Bounded(const OJson& s, const std::string& path, bool integer) {
+    constexpr double kMax = static_cast<double>(kMaxDecimalMagnitude);
+    int64_t lo = -kMaxDecimalMagnitude, hi = kMaxDecimalMagnitude;
+    struct Keyword {
+      const char* key;
+      bool is_min, exclusive;
+    };
+    for (const auto& [key, is_min, exclusive] :
+         {Keyword{"minimum", true, false}, Keyword{"maximum", false, false},
+          Keyword{"exclusiveMinimum", true, true}, Keyword{"exclusiveMaximum", false, true}}) {
+      auto it = s.find(key);
+      if (it == s.end()) continue;
+      const std::string at = path + "." + key;
+      if (!it->is_number()) return Err(at, "expected a number");
+      const double v = it->get<double>();
+      if (!std::isfinite(v)) return Err(at, "expected a finite number");
+      if (!integer && (exclusive || v != std::floor(v))) {
+        return Err(at, "only integer-valued minimum / maximum are supported for type number");
+      }
+      double bound = is_min ? (exclusive ? std::floor(v) + 1 : std::ceil(v))
+                            : (exclusive ? std::ceil(v) - 1 : std::floor(v));
+      bound = std::clamp(bound, -kMax - 1, kMax + 1);
+      if (is_min) {
+        lo = std::max(lo, static_cast<int64_t>(std::max(bound, -kMax)));
+        if (bound > kMax) return Err(at, "above the largest number written (16 digits)");
+      } else {
+        hi = std::min(hi, static_cast<int64_t>(std::min(bound, kMax)));
+        if (bound < -kMax) return Err(at, "below the smallest number written (16 digits)");
+      }
+    }
+    if (lo > hi) {
+      return Err(path, std::string("no ") + (integer ? "integer" : "number") +
+                           " lies between the minimum and the maximum");
+    }
+    const std::string body = integer ? IntegerRangeGbnf(lo, hi) : NumberRangeGbnf(lo, hi);
+    bytes_ += static_cast<int64_t>(body.size());
+    if (bytes_ > o_.max_grammar_bytes) return TooBig();
+    return body + " " + Primitive("space");
   }
 
   Result<std::string> AnyOf(const OJson& s, const std::string& path, const std::string& hint,
@@ -239,7 +295,8 @@ class Converter {
     if (!list.is_array() || list.empty())
       return Err(path + ".anyOf", "expected a non-empty array of schemas");
     for (const char* k : {"type", "properties", "items", "format", "minLength", "maxLength",
-                          "minItems", "maxItems", "required", "additionalProperties", "allOf"}) {
+                          "minItems", "maxItems", "required", "additionalProperties", "allOf",
+                          "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
       if (s.contains(k)) return Err(path + "." + k, "not supported alongside anyOf");
     }
     std::string alts;

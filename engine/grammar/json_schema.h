@@ -6,7 +6,10 @@
 //   may be left out), additionalProperties false / true / a schema (absent: extra properties of
 //   any value when !strict, none when strict); items, minItems, maxItems; enum and const of any
 //   JSON value; anyOf; allOf with one member; $ref to local JSON pointers ("#", "#/$defs/X",
-//   "#/definitions/X", any "#/..."), recursion included; string minLength / maxLength; format
+//   "#/definitions/X", any "#/..."), recursion included; string minLength / maxLength;
+//   integer minimum / maximum / exclusiveMinimum / exclusiveMaximum (any numeric bound,
+//   rounded inward) and number minimum / maximum (integer-valued bounds; the bounded number
+//   is written without exponent), both as exact digit grammars (numeric_range.h); format
 //   date, time, date-time, uuid enforced, other formats accepted as plain strings;
 //   description, title, default, examples, $schema, $id, $comment, deprecated, readOnly,
 //   writeOnly ignored. A schema without type is inferred from its keywords, else any value.
@@ -18,7 +21,7 @@
 // Rule names: every rule starts with rule_prefix and the schema's top rule is
 // `<rule_prefix>root`, so several schemas can be combined into one grammar.
 //
-// Failure: InvalidArgument naming the JSON path, e.g. "schema.properties.age.minimum: not
+// Failure: InvalidArgument naming the JSON path, e.g. "schema.properties.age.multipleOf: not
 // supported"; ResourceExhausted when the grammar would exceed max_grammar_bytes or nesting
 // exceeds max_depth. Left recursion through $ref (e.g. {"$ref": "#"}) is reported by ParseGbnf.
 // Thread-safety: pure functions.

@@ -193,6 +193,15 @@ std::string Check(const OJson& root, const OJson& s, const nlohmann::json& v,
         if (!e.empty()) return e;
       }
   }
+  if (v.is_number()) {
+    const double x = v.get<double>();
+    if (s.contains("minimum") && x < s["minimum"].get<double>()) return at + ": below minimum";
+    if (s.contains("maximum") && x > s["maximum"].get<double>()) return at + ": above maximum";
+    if (s.contains("exclusiveMinimum") && x <= s["exclusiveMinimum"].get<double>())
+      return at + ": not above exclusiveMinimum";
+    if (s.contains("exclusiveMaximum") && x >= s["exclusiveMaximum"].get<double>())
+      return at + ": not below exclusiveMaximum";
+  }
   if (v.is_string()) {
     size_t n = CodePoints(v.get<std::string>());
     if (s.contains("minLength") && n < s["minLength"].get<size_t>()) return at + ": too short";

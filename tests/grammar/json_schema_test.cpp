@@ -35,15 +35,15 @@ const char* kPerson = R"({"type": "object", "properties": {
   "required": ["name"]})";
 
 // Keywords the grammar does not enforce: refused by default, skipped on request (the grammar
-// then admits a superset: every integer, though the schema says >= 3).
+// then admits a superset: any string, though the pattern says a+). minimum is enforced.
 TEST(JsonSchema, UnknownKeywordsRefusedOrSkipped) {
   const std::string schema = R"({"type":"object","properties":{"n":{"type":"integer","minimum":3},
       "s":{"type":"string","pattern":"^a+$"}},"required":["n","s"]})";
-  EXPECT_NE(SchemaError(schema).find("properties.n.minimum"), std::string::npos) << SchemaError(schema);
+  EXPECT_NE(SchemaError(schema).find("properties.s.pattern"), std::string::npos) << SchemaError(schema);
   JsonSchemaOptions lenient;
   lenient.ignore_unknown_keywords = true;
-  ExpectDocs(schema, {R"({"n": 1, "s": "b"})", R"({"n": 5, "s": "aa"})"},
-             {R"({"n": "1", "s": "b"})", R"({"n": 1})"}, lenient);
+  ExpectDocs(schema, {R"({"n": 3, "s": "b"})", R"({"n": 5, "s": "aa"})"},
+             {R"({"n": "3", "s": "b"})", R"({"n": 3})", R"({"n": 2, "s": "a"})"}, lenient);
   // Structure errors are still errors.
   EXPECT_NE(SchemaError(R"({"type":"object","properties":[]})", lenient), "OK");
 }
@@ -142,6 +142,87 @@ TEST(JsonSchema, NumbersAndIntegers) {
              {"12345678901234567", "1.12345678901234567", "1e100"});
 }
 
+// minimum / maximum as an exact grammar: every integer in a window around each bound, and
+// random ones, is accepted exactly when it lies in the range (checked here by arithmetic, not
+// by the converter), for ranges within one digit count, across digit counts and signs.
+TEST(JsonSchema, IntegerBoundsAcceptExactlyTheRange) {
+  std::mt19937_64 rng(7);
+  std::vector<std::pair<int64_t, int64_t>> ranges = {
+      {0, 0}, {0, 9}, {1, 9}, {3, 7}, {0, 10}, {7, 123}, {10, 99}, {99, 100}, {-5, 5}, {-120, -7},
+      {-1, 0}, {1999, 2031}, {123, 45678}, {-999, 1000}, {5, 5}, {-9007199254740991, 9007199254740991}};
+  for (int i = 0; i < 40; ++i) {
+    const int64_t span = static_cast<int64_t>(rng() % 2000000) - 1000000;
+    const int64_t lo = static_cast<int64_t>(rng() % 2000000) - 1000000;
+    ranges.emplace_back(std::min(lo, lo + span), std::max(lo, lo + span));
+  }
+  for (const auto& [lo, hi] : ranges) {
+    const std::string schema = "{\"type\":\"integer\",\"minimum\":" + std::to_string(lo) +
+                               ",\"maximum\":" + std::to_string(hi) + "}";
+    auto g = SchemaGrammar(schema);
+    ASSERT_NE(g, nullptr) << schema;
+    std::set<int64_t> probes;
+    for (int64_t b : {lo, hi, int64_t{0}, int64_t{9}, int64_t{10}, int64_t{-10}, int64_t{99},
+                      int64_t{100}, int64_t{999}, int64_t{1000}}) {
+      for (int64_t d = -12; d <= 12; ++d) probes.insert(b + d);
+    }
+    for (int k = 0; k < 200; ++k) {
+      const uint64_t width = static_cast<uint64_t>(hi - lo) + 41;
+      probes.insert(lo - 20 + static_cast<int64_t>(rng() % width));
+    }
+    for (int64_t v : probes) {
+      const bool in = v >= lo && v <= hi;
+      ASSERT_EQ(Matches(g, std::to_string(v)), in) << schema << " value " << v;
+    }
+    EXPECT_FALSE(Matches(g, "-0")) << schema;
+    EXPECT_FALSE(Matches(g, "0" + std::to_string(std::max<int64_t>(lo, 1)))) << "leading zero";
+    EXPECT_FALSE(Matches(g, std::to_string(lo) + ".0")) << schema;
+  }
+}
+
+TEST(JsonSchema, IntegerBoundsExclusiveFractionalAndOneSided) {
+  ExpectDocs(R"({"type":"integer","exclusiveMinimum":2,"exclusiveMaximum":5})", {"3", "4"},
+             {"2", "5", "1", "6", "-3", "3.5"});
+  ExpectDocs(R"({"type":"integer","minimum":1.5,"maximum":4.5})", {"2", "3", "4"}, {"1", "5"});
+  ExpectDocs(R"({"type":"integer","minimum":0})", {"0", "7", "1234567890123456"},
+             {"-1", "-0", "12345678901234567"});
+  ExpectDocs(R"({"type":"integer","maximum":-1})", {"-1", "-1234567890123456"}, {"0", "5", "-0"});
+  // zod's z.number().int(): the safe-integer bounds.
+  ExpectDocs(R"({"type":"integer","minimum":-9007199254740991,"maximum":9007199254740991})",
+             {"0", "42", "-7", "9007199254740991", "-9007199254740991"},
+             {"9007199254740992", "-9007199254740992", "1.5", "1e3"});
+  // Bounds without a type: a number.
+  ExpectDocs(R"({"minimum":1,"maximum":2})", {"1", "1.5", "2", "2.000"}, {"0.5", "2.5", "\"1\""});
+}
+
+// Numbers between integer bounds: a fraction anywhere below the maximum, only zeros at it.
+TEST(JsonSchema, NumberBoundsAcceptExactlyTheRange) {
+  for (const auto& [lo, hi] : std::vector<std::pair<int, int>>{{0, 1}, {0, 100}, {-3, 2}, {-10, -2}, {5, 5}, {-1, 0}}) {
+    const std::string schema = "{\"type\":\"number\",\"minimum\":" + std::to_string(lo) +
+                               ",\"maximum\":" + std::to_string(hi) + "}";
+    auto g = SchemaGrammar(schema);
+    ASSERT_NE(g, nullptr) << schema;
+    for (int tenths = (lo - 2) * 10; tenths <= (hi + 2) * 10; ++tenths) {
+      const double v = tenths / 10.0;
+      const bool in = v >= lo && v <= hi;
+      char text[32];
+      std::snprintf(text, sizeof text, "%.1f", v);
+      std::string t = text;
+      if (t == "-0.0") t = "0.0";
+      ASSERT_EQ(Matches(g, t), in) << schema << " value " << t;
+      if (tenths % 10 == 0) {
+        const std::string whole = std::to_string(tenths / 10);
+        ASSERT_EQ(Matches(g, whole), in) << schema << " value " << whole;
+      }
+    }
+    // The bound farther from zero takes only zeros after its point.
+    const int edge = std::abs(hi) >= std::abs(lo) ? hi : lo;
+    EXPECT_TRUE(Matches(g, std::to_string(edge) + ".000")) << schema;
+    EXPECT_FALSE(Matches(g, std::to_string(edge) + ".001")) << schema;
+    EXPECT_FALSE(Matches(g, std::to_string(lo) + "e0")) << "no exponent under bounds";
+  }
+  ExpectDocs(R"({"type":"number","minimum":0})", {"0", "0.5", "1234.25"}, {"-0.5", "-1"});
+}
+
 TEST(JsonSchema, StringsEscapesAndControlCharacters) {
   ExpectDocs(R"({"type":"string"})",
              {R"("")", R"("a\u00e9b")", R"("\n\t\"\\\/\b\f\r")", "\"日本\"", "\"\x7F\"",
@@ -175,8 +256,15 @@ TEST(JsonSchema, WhitespaceIsBounded) {
 }
 
 TEST(JsonSchema, ErrorsNameTheJsonPath) {
-  EXPECT_EQ(SchemaError(R"({"type":"object","properties":{"age":{"type":"integer","minimum":0}}})"),
-            "invalid_argument: schema.properties.age.minimum: not supported");
+  EXPECT_EQ(SchemaError(R"({"type":"object","properties":{"age":{"type":"integer","multipleOf":2}}})"),
+            "invalid_argument: schema.properties.age.multipleOf: not supported");
+  EXPECT_EQ(SchemaError(R"({"type":"number","exclusiveMinimum":0})"),
+            "invalid_argument: schema.exclusiveMinimum: only integer-valued minimum / maximum are "
+            "supported for type number");
+  EXPECT_EQ(SchemaError(R"({"type":"integer","minimum":5,"maximum":4.5})"),
+            "invalid_argument: schema: no integer lies between the minimum and the maximum");
+  EXPECT_EQ(SchemaError(R"({"type":"integer","minimum":"1"})"),
+            "invalid_argument: schema.minimum: expected a number");
   EXPECT_EQ(SchemaError(R"({"type":"string","pattern":"^a"})"),
             "invalid_argument: schema.pattern: not supported");
   EXPECT_EQ(SchemaError(R"({"oneOf":[{"type":"string"}]})"),

@@ -107,6 +107,36 @@ test('chat.completions.parse with a strict json_schema gives a schema-valid obje
   assertPerson(JSON.parse(msg.content));
 });
 
+// zod's z.number().int() writes the safe-integer bounds, and .min() / .max() their own: a
+// strict schema with numeric bounds is served, and the answer keeps them.
+test('a strict json_schema with integer and number bounds (as zod writes them) is kept', async () => {
+  const schema = {
+    type: 'object',
+    properties: {
+      id: { type: 'integer', minimum: -9007199254740991, maximum: 9007199254740991 },
+      age: { type: 'integer', minimum: 18, maximum: 99 },
+      score: { type: 'number', minimum: 0, maximum: 10 },
+    },
+    required: ['id', 'age', 'score'],
+    additionalProperties: false,
+  };
+  for (const seed of [1, 2, 3]) {
+    const r = await client.chat.completions.parse({
+      model: 'stories',
+      messages: [{ role: 'user', content: 'A record, please.' }],
+      temperature: 1,
+      seed,
+      max_tokens: 200,
+      response_format: { type: 'json_schema', json_schema: { name: 'record', strict: true, schema } },
+    });
+    assert.equal(r.choices[0].finish_reason, 'stop');
+    const v = r.choices[0].message.parsed;
+    assert.ok(Number.isInteger(v.id) && Math.abs(v.id) <= 9007199254740991, JSON.stringify(v));
+    assert.ok(Number.isInteger(v.age) && v.age >= 18 && v.age <= 99, JSON.stringify(v));
+    assert.ok(typeof v.score === 'number' && v.score >= 0 && v.score <= 10, JSON.stringify(v));
+  }
+});
+
 test('json_object mode answers one JSON object (or its start, when max_tokens cuts it)', async () => {
   for (const temperature of [0, 1]) {
     const r = await client.chat.completions.create({
