@@ -30,23 +30,28 @@ Wrapper WrapperFor(ToolCallFormat format) {
   return {"{\"name\": \"", "\", \"arguments\": ", "}"};
 }
 
-// The root rule: how calls are wrapped and joined.
+// The root rule: how calls are wrapped and joined. Parallel calls are at most
+// kMaxParallelToolCalls: a small model under a forced call otherwise repeated calls until
+// max_tokens cut the list, and a cut list parses as no call at all.
 std::string RootRule(ToolCallFormat format, bool parallel) {
+  const std::string more = "{0," + std::to_string(kMaxParallelToolCalls - 1) + "}";
   switch (format) {
     case ToolCallFormat::kHermes:
-      return parallel ? "tool-call ( \"\\n\" tool-call )*" : "tool-call";
+      return parallel ? "tool-call ( \"\\n\" tool-call )" + more : "tool-call";
     case ToolCallFormat::kLlama3Json:
-      return parallel ? "tool-call ( \"; \" tool-call )*" : "tool-call";
+      return parallel ? "tool-call ( \"; \" tool-call )" + more : "tool-call";
     case ToolCallFormat::kMistralNemo:
-      return parallel ? "\"[TOOL_CALLS][\" tool-call ( \", \" tool-call )* \"]\""
+      return parallel ? "\"[TOOL_CALLS][\" tool-call ( \", \" tool-call )" + more + " \"]\""
                       : "\"[TOOL_CALLS][\" tool-call \"]\"";
     case ToolCallFormat::kMistralArgs:
-      return parallel ? "tool-call+" : "tool-call";
+      return parallel ? "tool-call{1," + std::to_string(kMaxParallelToolCalls) + "}"
+                      : "tool-call";
     case ToolCallFormat::kGeneric:
     case ToolCallFormat::kNone:
       break;
   }
-  return parallel ? "tool-call | \"[\" tool-call ( \", \" tool-call )* \"]\"" : "tool-call";
+  return parallel ? "tool-call | \"[\" tool-call ( \", \" tool-call )" + more + " \"]\""
+                  : "tool-call";
 }
 
 // The names a GBNF text defines ("name ::= ..." at the start of a line).
@@ -137,7 +142,8 @@ Result<std::string> ToolCallGbnf(ToolCallFormat format, const std::vector<ToolSp
   std::string g;
   g += "# Forced tool call: format " + std::string(ToolCallFormatName(format)) + ", " +
        std::to_string(chosen.size()) + " function(s), " +
-       (parallel_tool_calls ? "one or more calls" : "one call") + "\n";
+       (parallel_tool_calls ? "1 to " + std::to_string(kMaxParallelToolCalls) + " calls"
+                           : std::string("one call")) + "\n";
   g += "root ::= " + RootRule(format, parallel_tool_calls) + "\n";
   g += "tool-call ::= " + alternatives + "\n";
   g += per_tool;

@@ -1,7 +1,8 @@
 // ToolCallGbnf: the grammar (llama.cpp's GBNF dialect, start rule `root`) that enforces
 // tool_choice "required" (a call to any of the tools) or a named function: the model can
 // write nothing but the format's call wrapper around a function name and arguments matching
-// that function's `parameters` schema. One call, or one or more with parallel_tool_calls.
+// that function's `parameters` schema. One call, or 1 to kMaxParallelToolCalls with
+// parallel_tool_calls (bounded: a forced call otherwise repeated until max_tokens cut it).
 //
 // What each format's grammar makes the model write (ARGS: the schema's rule; these are the
 // texts the chat templates render for a call, so a model sees its trained format):
@@ -40,6 +41,9 @@
 #include "engine/toolcall/tools.h"
 
 namespace lifeline::toolcall {
+
+// The most calls one forced answer may make with parallel_tool_calls.
+inline constexpr int kMaxParallelToolCalls = 8;
 
 using SchemaToGbnf = std::function<Result<std::string>(const nlohmann::ordered_json& schema,
                                                        const std::string& rule_prefix)>;

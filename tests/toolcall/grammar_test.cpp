@@ -123,6 +123,34 @@ TEST(ToolCallGbnf, HermesParallel) {
   EXPECT_FALSE(g.Accepts(""));
 }
 
+// Parallel calls are bounded: kMaxParallelToolCalls calls are a sentence, one more is not (a
+// small model under a forced call repeated calls until max_tokens cut the list, and a cut
+// list parses as no call).
+TEST(ToolCallGbnf, ParallelCallsAreBounded) {
+  const int n = kMaxParallelToolCalls;
+  struct Shape {
+    F format;
+    std::string call, sep, open, close;
+  };
+  const Shape shapes[] = {
+      {F::kHermes, "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>", "\n", "", ""},
+      {F::kLlama3Json, "{\"name\": \"get_time\", \"parameters\": {}}", "; ", "", ""},
+      {F::kMistralArgs, "[TOOL_CALLS]get_time[ARGS]{}", "", "", ""},
+      {F::kGeneric, "{\"name\": \"get_time\", \"arguments\": {}}", ", ", "[", "]"},
+  };
+  for (const Shape& sh : shapes) {
+    auto g = Build(sh.format, Required(), true);
+    auto calls = [&](int k) {
+      std::string t = sh.open;
+      for (int i = 0; i < k; ++i) t += (i ? sh.sep : "") + sh.call;
+      return t + sh.close;
+    };
+    EXPECT_TRUE(g.Accepts(calls(2))) << calls(2);
+    EXPECT_TRUE(g.Accepts(calls(n))) << calls(n);
+    EXPECT_FALSE(g.Accepts(calls(n + 1))) << calls(n + 1);
+  }
+}
+
 TEST(ToolCallGbnf, Llama3NamedFunction) {
   std::string text;
   auto g = Build(F::kLlama3Json, Named("add"), false, &text);
