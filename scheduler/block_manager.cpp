@@ -130,6 +130,18 @@ void BlockManager::Uncache(BlockId block) {
   b.tokens.clear();
 }
 
+std::vector<uint64_t> BlockManager::ChainHashes(std::span<const int32_t> tokens,
+                                               int64_t max_blocks) const {
+  std::vector<uint64_t> out;
+  const int64_t n = std::min<int64_t>(max_blocks, static_cast<int64_t>(tokens.size()) / kKvBlockTokens);
+  uint64_t h = kRootBlockHash;
+  for (int64_t i = 0; i < n; ++i) {
+    h = hash_fn_(h, tokens.subspan(static_cast<size_t>(i * kKvBlockTokens), kKvBlockTokens));
+    out.push_back(h);
+  }
+  return out;
+}
+
 BlockId BlockManager::TakeBlock() {
   BlockId id;
   const bool fresh_left = next_fresh_ < n_blocks();
@@ -146,6 +158,10 @@ BlockId BlockManager::TakeBlock() {
     lru_.pop_front();
     // Note: descendants of an evicted block keep their entries but become unreachable (their
     // parent entry id is never issued again); they age out of the LRU list like any other.
+    if (on_evict_) {
+      const Block& b = blocks_[static_cast<size_t>(id)];
+      on_evict_(id, b.hash, b.tokens);
+    }
     Uncache(id);
     ++evictions_;
   }

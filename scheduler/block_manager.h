@@ -43,6 +43,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <span>
 #include <unordered_map>
@@ -92,6 +93,20 @@ class BlockManager {
   // Evictable blocks the prefix cache may keep before allocations reuse them rather than
   // take fresh (never used) blocks; < 0: unlimited (fresh blocks always first).
   void SetCacheReserve(int64_t blocks) { cache_reserve_blocks_ = blocks; }
+
+  // Called with each cached block an allocation evicts, before the block is handed out again
+  // (a tier below the pool copies it: block_tier.h): its id, chain hash and token ids.
+  using EvictionObserver =
+      std::function<void(BlockId block, uint64_t hash, std::span<const int32_t> tokens)>;
+  void SetEvictionObserver(EvictionObserver observer) { on_evict_ = std::move(observer); }
+  // The chain hashes of the first `max_blocks` full blocks of `tokens` (fewer when `tokens`
+  // holds fewer full blocks), with this manager's hash function.
+  std::vector<uint64_t> ChainHashes(std::span<const int32_t> tokens, int64_t max_blocks) const;
+  // The most leading blocks of `n_tokens` tokens a match may cover (the copy-on-write rule:
+  // never the last token).
+  static int64_t MaxPrefixBlocks(int64_t n_tokens) {
+    return n_tokens > 0 ? (n_tokens - 1) / kKvBlockTokens : 0;
+  }
 
   int32_t n_blocks() const { return static_cast<int32_t>(blocks_.size()); }
   // false: prefixes are never matched (every sequence computes from position 0), for models
@@ -194,6 +209,7 @@ class BlockManager {
   int64_t prefix_lookup_tokens_ = 0;
   int64_t prefix_hit_tokens_ = 0;
   int64_t evictions_ = 0;
+  EvictionObserver on_evict_;
 };
 
 }  // namespace lifeline

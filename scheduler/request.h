@@ -68,6 +68,8 @@ struct Request {
   int64_t n_computed = 0;       // positions [0, n_computed) hold K/V
   int64_t n_cached_tokens = 0;  // positions served by the prefix cache at the last admission
   int64_t n_cached_tokens_total = 0;  // summed over admissions (recomputes included)
+  int64_t n_restored_tokens = 0;  // of n_cached_tokens, restored from the tier below the pool
+  int64_t n_restored_tokens_total = 0;
   int64_t n_preemptions = 0;
   int64_t spec_drafted = 0;     // speculation: tokens drafted for this request ...
   int64_t spec_accepted = 0;    // ... and accepted (generated without a step of their own)

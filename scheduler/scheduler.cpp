@@ -415,6 +415,35 @@ int64_t Scheduler::WindowWaitUs(int64_t now_us) const {
   return remaining_us;
 }
 
+void Scheduler::SetBlockTier(BlockTier* tier) {
+  tier_ = tier;
+  if (tier == nullptr) {
+    blocks_.SetEvictionObserver(nullptr);
+    return;
+  }
+  blocks_.SetEvictionObserver([tier](BlockId block, uint64_t hash,
+                                     std::span<const int32_t> tokens) {
+    tier->OnEvict(block, hash, tokens);
+  });
+}
+
+int64_t Scheduler::TierRun(std::span<const int32_t> tokens, int64_t pool_blocks,
+                           std::vector<uint64_t>* hashes) const {
+  if (tier_ == nullptr) return 0;
+  const int64_t max_blocks = BlockManager::MaxPrefixBlocks(static_cast<int64_t>(tokens.size()));
+  if (pool_blocks >= max_blocks) return 0;
+  *hashes = blocks_.ChainHashes(tokens, max_blocks);
+  int64_t run = 0;
+  for (int64_t b = pool_blocks; b < max_blocks; ++b) {
+    if (!tier_->Holds((*hashes)[static_cast<size_t>(b)],
+                      tokens.subspan(static_cast<size_t>(b * kKvBlockTokens), kKvBlockTokens))) {
+      break;
+    }
+    ++run;
+  }
+  return run;
+}
+
 void Scheduler::AdmitWaiting(int64_t now_us, StepPlan* plan) {
   // Note: a step that had to preempt for lack of blocks admits nobody; admitting would only
   // hand the just-freed blocks to a newcomer and preempt again next step.
@@ -434,19 +463,41 @@ void Scheduler::AdmitWaiting(int64_t now_us, StepPlan* plan) {
     }
     Request& r = live_.at(id);
     const PrefixProbe probe = blocks_.ProbePrefix(r.tokens);
-    const int64_t n = std::min(r.n_tokens() - probe.n_tokens, budget_tokens_);
-    const int64_t need = KvBlocksFor(probe.n_tokens + n) - probe.n_blocks;
+    // The prefix may continue in the tier below the pool: those blocks are restored, not
+    // computed (they still need pool blocks).
+    std::vector<uint64_t> hashes;
+    const int64_t tier_blocks = TierRun(r.tokens, probe.n_blocks, &hashes);
+    const int64_t reused = probe.n_tokens + tier_blocks * kKvBlockTokens;
+    const int64_t n = std::min(r.n_tokens() - reused, budget_tokens_);
+    const int64_t need = KvBlocksFor(reused + n) - probe.n_blocks;
     // Attaching evictable hits takes them off the list an allocation could draw from.
     if (need > blocks_.n_available() - probe.n_unreferenced) break;  // strict queue order
     Result<int64_t> cached = blocks_.MatchPrefix(id, r.tokens);
     LL_CHECK(cached.ok() && *cached == probe.n_tokens);
-    LL_CHECK(blocks_.Allocate(id, *cached + n));
+    LL_CHECK(blocks_.Allocate(id, reused + n));
     EraseFrom(waiting_, id);
     waiting_tokens_ -= r.n_tokens();
     running_.push_back(id);
-    r.n_computed = *cached;
-    r.n_cached_tokens = *cached;
-    r.n_cached_tokens_total += *cached;
+    // Restore in chain order; the first refusal ends the run (the rest is computed).
+    int64_t restored = 0;
+    for (int64_t j = 0; j < tier_blocks; ++j) {
+      const int64_t b = probe.n_blocks + j;
+      const std::span<const int32_t> block_tokens(r.tokens.data() + b * kKvBlockTokens,
+                                                  kKvBlockTokens);
+      const BlockId into = blocks_.Table(id)[static_cast<size_t>(b)];
+      if (!tier_->Restore(hashes[static_cast<size_t>(b)], block_tokens, into)) {
+        ++stats_.tier_restore_failures;
+        break;
+      }
+      LL_CHECK(blocks_.CommitFullBlock(id, block_tokens).ok());
+      ++restored;
+    }
+    stats_.tier_restored_blocks += restored;
+    r.n_restored_tokens = restored * kKvBlockTokens;
+    r.n_restored_tokens_total += r.n_restored_tokens;
+    r.n_computed = *cached + r.n_restored_tokens;
+    r.n_cached_tokens = r.n_computed;
+    r.n_cached_tokens_total += r.n_computed;
     r.state = RunningState(r);
     AddEntry(r, n, /*is_decode=*/false, plan);
   }

@@ -67,6 +67,7 @@
 
 #include "base/status.h"
 #include "scheduler/block_manager.h"
+#include "scheduler/block_tier.h"
 #include "scheduler/draft.h"
 #include "scheduler/queue_policy.h"
 #include "scheduler/request.h"
@@ -180,6 +181,8 @@ struct SchedulerStats {
   int64_t window_held_steps = 0;  // Schedule calls whose admission the window held
   int64_t spec_drafted = 0;       // drafted tokens sent for verification
   int64_t spec_accepted = 0;      // of those, sampled by the model (tokens gained)
+  int64_t tier_restored_blocks = 0;   // prefix blocks copied back from the tier (block_tier.h)
+  int64_t tier_restore_failures = 0;  // restores the tier refused (then computed)
 };
 
 class Scheduler {
@@ -229,6 +232,11 @@ class Scheduler {
   // Ignored without a table or beyond its length.
   void ObserveSpecCost(int64_t n_tokens, double ms);
   void SetQueuePolicy(std::unique_ptr<QueuePolicy> policy);
+  // A prefix-cache tier below the pool (borrowed; nullptr: none). Cached blocks the pool
+  // evicts are offered to it, and at admission a prompt's prefix continues from it past the
+  // blocks the pool still holds: those blocks are restored, not computed (they count as
+  // cached tokens, and as restored tokens).
+  void SetBlockTier(BlockTier* tier);
   const QueuePolicy& queue_policy() const { return *policy_; }
 
   // KV blocks for a measurement outside any request (the engine's idle speed refresh): a
@@ -298,6 +306,10 @@ class Scheduler {
   double prefill_us_per_token_ = 0;
   std::vector<double> spec_cost_ms_;  // SetSpecCost
   std::unique_ptr<Drafter> drafter_;  // SetDrafter; prompt lookup by default
+  BlockTier* tier_ = nullptr;         // SetBlockTier
+  // Consecutive blocks after the pool's `pool_blocks` that the tier holds for `tokens`.
+  int64_t TierRun(std::span<const int32_t> tokens, int64_t pool_blocks,
+                  std::vector<uint64_t>* hashes) const;
   bool window_held_last_step_ = false;
 
   SchedulerStats stats_;

@@ -156,6 +156,30 @@ uint8_t* KvStorage::HeadRow(const std::vector<uint8_t*>& bufs, uint64_t row_byte
   return bufs[static_cast<size_t>(layer)] + offset;
 }
 
+// Within a layer's K (or V) buffer a block is one contiguous run: [head][slot][row] of
+// kKvBlockTokens x row_bytes bytes at block x that size.
+void KvStorage::CopyBlockOut(int32_t block, uint8_t* dst) const {
+  LL_CHECK(block >= 0 && block < shape_.n_blocks);
+  const uint64_t kb = kKvBlockTokens * k_row_bytes_, vb = kKvBlockTokens * v_row_bytes_;
+  for (int64_t l = 0; l < shape_.n_layer; ++l) {
+    std::memcpy(dst, k_[static_cast<size_t>(l)] + static_cast<uint64_t>(block) * kb, kb);
+    dst += kb;
+    std::memcpy(dst, v_[static_cast<size_t>(l)] + static_cast<uint64_t>(block) * vb, vb);
+    dst += vb;
+  }
+}
+
+void KvStorage::CopyBlockIn(int32_t block, const uint8_t* src) {
+  LL_CHECK(block >= 0 && block < shape_.n_blocks);
+  const uint64_t kb = kKvBlockTokens * k_row_bytes_, vb = kKvBlockTokens * v_row_bytes_;
+  for (int64_t l = 0; l < shape_.n_layer; ++l) {
+    std::memcpy(k_[static_cast<size_t>(l)] + static_cast<uint64_t>(block) * kb, src, kb);
+    src += kb;
+    std::memcpy(v_[static_cast<size_t>(l)] + static_cast<uint64_t>(block) * vb, src, vb);
+    src += vb;
+  }
+}
+
 KvStorage::HeadLayout KvStorage::KHead(int64_t layer, int64_t head) const {
   return {HeadRow(k_, k_row_bytes_, k_head_bytes_, layer, 0, 0, head),
           kKvBlockTokens * k_row_bytes_, static_cast<uint64_t>(k_head_bytes_)};

@@ -78,6 +78,15 @@ class KvStorage {
   HeadLayout KHead(int64_t layer, int64_t head) const;
   HeadLayout VHead(int64_t layer, int64_t head) const;
 
+  // One block's K and V over every layer as one opaque run of block_bytes() bytes (layer 0 K,
+  // layer 0 V, layer 1 K, ...), in the storage type: what a prefix-cache tier below the pool
+  // keeps of an evicted block and copies back into another block id (serving/kv_tier.h).
+  uint64_t block_bytes() const {
+    return static_cast<uint64_t>(shape_.n_layer) * kKvBlockTokens * (k_row_bytes_ + v_row_bytes_);
+  }
+  void CopyBlockOut(int32_t block, uint8_t* dst) const;
+  void CopyBlockIn(int32_t block, const uint8_t* src);
+
   // Bytes of one token's K / V over all heads, and of one head's row.
   uint64_t k_row_bytes() const { return k_row_bytes_; }
   uint64_t v_row_bytes() const { return v_row_bytes_; }

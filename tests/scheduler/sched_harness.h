@@ -39,11 +39,19 @@ class FakeKv {
   std::string Apply(const StepEntry& e, std::span<const int32_t> expected,
                     const BlockManager& bm);
 
- private:
   struct Slot {
     int32_t token = -1;
     int64_t pos = -1;
   };
+  // One block's contents, as a tier below the pool copies them out and back in.
+  struct BlockImage {
+    std::vector<Slot> slots;
+    uint64_t prefix_fp = 0;
+  };
+  BlockImage Save(BlockId block) const;
+  void Load(BlockId block, const BlockImage& image);
+
+ private:
   std::vector<Slot> slots_;          // [n_blocks * kKvBlockTokens]
   std::vector<uint64_t> prefix_fp_;  // [n_blocks] fingerprint of the tokens before the block
 };
@@ -58,6 +66,7 @@ class Harness {
   explicit Harness(const SchedulerConfig& config, int64_t step_us = 1000);
 
   Scheduler& sched() { return *sched_; }
+  FakeKv& kv() { return kv_; }
   int64_t now_us() const { return now_us_; }
   void Advance(int64_t us) { now_us_ += us; }
 

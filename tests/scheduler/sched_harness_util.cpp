@@ -22,6 +22,20 @@ FakeKv::FakeKv(int32_t n_blocks)
     : slots_(static_cast<size_t>(n_blocks) * static_cast<size_t>(kKvBlockTokens)),
       prefix_fp_(static_cast<size_t>(n_blocks), 0) {}
 
+FakeKv::BlockImage FakeKv::Save(BlockId block) const {
+  BlockImage im;
+  const auto first = slots_.begin() + static_cast<std::ptrdiff_t>(block) * kKvBlockTokens;
+  im.slots.assign(first, first + kKvBlockTokens);
+  im.prefix_fp = prefix_fp_[static_cast<size_t>(block)];
+  return im;
+}
+
+void FakeKv::Load(BlockId block, const BlockImage& im) {
+  std::copy(im.slots.begin(), im.slots.end(),
+            slots_.begin() + static_cast<std::ptrdiff_t>(block) * kKvBlockTokens);
+  prefix_fp_[static_cast<size_t>(block)] = im.prefix_fp;
+}
+
 std::string FakeKv::Apply(const StepEntry& e, std::span<const int32_t> expected,
                           const BlockManager& bm) {
   const int64_t b_tokens = kKvBlockTokens;
