@@ -66,6 +66,7 @@ struct ServeFlags {
   int64_t remote_timeout_ms = 300000;
   bool no_mmap = false;                // read model files into memory instead of mapping them
   int64_t prefix_cache_reserve_tokens = 4096;  // ModelEngineOptions; -1: unlimited
+  int64_t prefix_cache_ram_mib = 0;  // the prefix cache's RAM tier per model; 0: off
 };
 
 // Drafted tokens per decode when --draft is given without --speculate.
@@ -279,6 +280,10 @@ int RunServe(ServeFlags f) {
     if (Status s = server::CheckCorsOrigin(origin); !s.ok()) return Fail(s);
   }
   if (f.kv_memory_mib < 1) return Fail(InvalidArgument("--kv-memory: must be >= 1 MiB"));
+  if (f.prefix_cache_ram_mib < 0 || f.prefix_cache_ram_mib > (int64_t{1} << 30)) {
+    return Fail(InvalidArgument("--prefix-cache-ram: " + std::to_string(f.prefix_cache_ram_mib) +
+                                " MiB outside [0, 1073741824]"));
+  }
   if (Status s = CheckChatTemplateChoice(f.chat_template); !s.ok()) return Fail(s);
   if (f.remote_connect_timeout_ms < 1 || f.remote_connect_timeout_ms > 3'600'000) {
     return Fail(InvalidArgument("--remote-connect-timeout-ms: must be in [1, 3600000]"));
@@ -348,6 +353,7 @@ int RunServe(ServeFlags f) {
     o.reasoning_format = f.reasoning_format;
     o.calibrate = true;  // admission's speed estimate from the first request on
     o.prefix_cache_reserve_tokens = f.prefix_cache_reserve_tokens;
+    o.prefix_cache_ram_bytes = static_cast<uint64_t>(f.prefix_cache_ram_mib) << 20;
     o.spec_tokens = f.speculate;
     o.spec_step_tokens = f.spec_step_tokens;
     o.spec_always = f.spec_always;
@@ -511,6 +517,11 @@ CommandFn RegisterServe(CLI::App& root) {
   cmd->add_option("--prefix-cache-reserve-tokens", f->prefix_cache_reserve_tokens,
                   "Released prompt tokens the prefix cache keeps before reusing their KV blocks "
                   "instead of touching new KV memory (-1: keep all until the pool is full)")
+      ->capture_default_str();
+  cmd->add_option("--prefix-cache-ram", f->prefix_cache_ram_mib,
+                  "MiB of host RAM per model for the prefix cache's second tier: KV blocks the "
+                  "pool evicts are kept there and restored (copied, not recomputed) when their "
+                  "prefix returns (0: off)")
       ->capture_default_str();
   cmd->add_flag("--no-mmap", f->no_mmap,
                 "Read model files into memory instead of mapping them: later changes to the "

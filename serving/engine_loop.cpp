@@ -138,6 +138,10 @@ Result<std::unique_ptr<EngineLoop>> EngineLoop::Create(LlamaModel& model,
   // Higher priority first, then earliest deadline (requests without one last), then arrival.
   scfg.queue_order = QueueOrder::kEdfWithinPriority;
   LL_ASSIGN_OR_RETURN(e->scheduler_, Scheduler::Create(scfg));
+  if (scfg.prefix_caching && options.prefix_cache_ram_bytes > 0) {
+    e->kv_tier_ = std::make_unique<HostKvTier>(&e->ctx_->kv(), options.prefix_cache_ram_bytes);
+    e->scheduler_->SetBlockTier(e->kv_tier_.get());
+  }
   if (options.spec_tokens < 0 || options.spec_tokens > kMaxSpecTokens) {
     return InvalidArgument("speculate: " + std::to_string(options.spec_tokens) +
                            " drafted tokens per decode outside [0, " +
@@ -330,7 +334,10 @@ void EngineLoop::Complete(Live& live, const Request& r) {
     g->reasoning_cut = g->reasoning_cut || live.out->reasoning_cut();
   }
   // Cached prompt tokens of each prompt's first choice (its siblings reuse that prompt).
-  if (live.index % g->prepared.n == 0) g->usage.cached_tokens += live.cached_tokens;
+  if (live.index % g->prepared.n == 0) {
+    g->usage.cached_tokens += live.cached_tokens;
+    g->restored_tokens += live.restored_tokens;
+  }
   const char* finish = FinishReasonText(r.finish_reason);
   nlohmann::json choice_lifeline = ChoiceLifeline(live, r);
   if (choice_lifeline["truncated"] == true && g->truncation.is_null()) {
@@ -345,6 +352,7 @@ void EngineLoop::Complete(Live& live, const Request& r) {
     shared_.open_requests.fetch_sub(1);  // before the event: the client must not see it first
     nlohmann::json timings = tm.ToJson(g->usage.prompt_tokens, g->usage.cached_tokens,
                                        g->usage.completion_tokens, live.preemptions);
+    timings["tokens"]["restored"] = g->restored_tokens;
     timings["spec_drafted"] = g->spec_drafted;
     timings["spec_accepted"] = g->spec_accepted;
     // The `lifeline` extension object: what the SLO ladder did to this request (any choice).

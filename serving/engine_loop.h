@@ -45,6 +45,7 @@
 #include "scheduler/scheduler.h"
 #include "server/engine_api.h"
 #include "serving/engine_shared.h"
+#include "serving/kv_tier.h"
 #include "serving/local_model.h"
 #include "serving/model_drafter.h"
 #include "serving/model_engine_live.h"
@@ -170,6 +171,7 @@ class EngineLoop {
   std::unique_ptr<LlamaContext> ctx_;
   std::unique_ptr<ComputePool> pool_;
   std::unique_ptr<Scheduler> scheduler_;  // after pool_: its drafter runs on the pool
+  std::unique_ptr<HostKvTier> kv_tier_;   // the scheduler's tier below the pool; may be null
   ModelDrafter* drafter_ = nullptr;  // the scheduler's drafter when it is a draft model
   double step_draft_ms_ = 0;         // the draft model's time in this step's scheduling
   std::unordered_map<RequestId, std::unique_ptr<Live>> live_;           // by scheduler id

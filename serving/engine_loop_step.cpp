@@ -180,7 +180,10 @@ void EngineLoop::BuildBatch(const StepPlan& plan, std::vector<BatchToken>* batch
       shared_.queued_prompt_tokens.fetch_sub(live.queued_tokens);
       shared_.queued_decode_tokens.fetch_sub(live.queued_decode);
     }
-    if (const Request* r = scheduler_->Find(e.id)) live.cached_tokens = r->n_cached_tokens;
+    if (const Request* r = scheduler_->Find(e.id)) {
+      live.cached_tokens = r->n_cached_tokens;
+      live.restored_tokens = r->n_restored_tokens;
+    }
     if (live.seq < 0) live.seq = ctx_->NewSequence();
     kv->push_back({live.seq, e.block_table, e.start_pos});
     for (int64_t p = e.start_pos; p < e.end_pos; ++p) {
@@ -522,6 +525,8 @@ void EngineLoop::PublishSnapshot() {
   shared_.snapshot.kv_blocks_touched = bs.blocks_touched;
   shared_.snapshot.prefix_hit_tokens = bs.prefix_hit_tokens;
   shared_.snapshot.prefix_lookup_tokens = bs.prefix_lookup_tokens;
+  shared_.snapshot.prefix_restored_tokens = st.tier_restored_blocks * kKvBlockTokens;
+  if (kv_tier_ != nullptr) shared_.snapshot.ram_tier = kv_tier_->Stats();
   shared_.snapshot.preemptions = st.preemptions;
   shared_.snapshot.spec_drafted = st.spec_drafted;
   shared_.snapshot.spec_accepted = st.spec_accepted;

@@ -685,6 +685,31 @@ std::string EngineService::MetricsText() const {
            static_cast<double>(snaps[i].prefix_lookup_tokens));
     Sample(&o, "lifeline_prefix_cache_tokens_total", Labels({{"model", m}, {"kind", "hit"}}),
            static_cast<double>(snaps[i].prefix_hit_tokens));
+    Sample(&o, "lifeline_prefix_cache_tokens_total",
+           Labels({{"model", m}, {"kind", "restored"}}),
+           static_cast<double>(snaps[i].prefix_restored_tokens));
+  }
+  // The prefix cache's RAM tier below the pool (serving/kv_tier.h).
+  Family(&o, "lifeline_prefix_tier_bytes", "gauge",
+         "Bytes of KV blocks held by the prefix cache's tier below the pool, and its capacity.");
+  Family(&o, "lifeline_prefix_tier_blocks_total", "counter",
+         "KV blocks the prefix cache's tier stored (evicted from the pool and kept), restored "
+         "into the pool, dropped for capacity, refused as corrupt.");
+  for (size_t i = 0; i < snaps.size(); ++i) {
+    const std::string& m = engines_[i]->name();
+    const KvTierStats& t = snaps[i].ram_tier;
+    Sample(&o, "lifeline_prefix_tier_bytes", Labels({{"model", m}, {"tier", "ram"}, {"kind", "held"}}),
+           static_cast<double>(t.bytes));
+    Sample(&o, "lifeline_prefix_tier_bytes",
+           Labels({{"model", m}, {"tier", "ram"}, {"kind", "capacity"}}),
+           static_cast<double>(t.capacity_bytes));
+    const std::pair<const char*, int64_t> events[] = {
+        {"stored", t.stored}, {"restored", t.restored}, {"dropped", t.dropped},
+        {"corrupt", t.corrupt}};
+    for (const auto& [event, n] : events) {
+      Sample(&o, "lifeline_prefix_tier_blocks_total",
+             Labels({{"model", m}, {"tier", "ram"}, {"event", event}}), static_cast<double>(n));
+    }
   }
   per_engine("lifeline_prompt_tokens_total", "counter",
              "Prompt tokens of accepted requests (each prompt once).",

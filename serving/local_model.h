@@ -23,6 +23,7 @@
 
 #include "base/board.h"
 #include "server/engine_api.h"
+#include "serving/kv_tier_stats.h"
 #include "slo/slo_config.h"
 #include "serving/request_timing.h"
 #include "slo/admission.h"
@@ -39,7 +40,9 @@ struct EngineSnapshot {
   int32_t kv_blocks_touched = 0;  // blocks ever used: the KV pool's resident part
   int64_t prefix_hit_tokens = 0;
   int64_t prefix_lookup_tokens = 0;
+  int64_t prefix_restored_tokens = 0;  // of the hits, restored from the RAM tier
   int64_t preemptions = 0;
+  KvTierStats ram_tier;                // the prefix cache's RAM tier (zeros when off)
   int64_t steps = 0;
   int64_t live_requests = 0;   // accepted and not yet terminated
   int64_t window_waits = 0;    // batching-window holds begun (SchedulerStats::window_waits)

@@ -42,6 +42,7 @@ struct RequestGroup {
   PreparedRequest prepared;      // what the choices' outputs are built from
   nlohmann::json truncation;     // the first truncated choice's `lifeline` object (or null)
   bool reasoning_cut = false;    // a choice's thinking was ended at its budget
+  int64_t restored_tokens = 0;   // of the cached prompt tokens, restored from the RAM tier
   // Set when a choice was queued past its TTFT budget and served anyway (on_late = "serve"):
   // {"late": true, "ttft_budget_ms", "waited_ms"}, disclosed in timings.lifeline.
   nlohmann::json late;
@@ -68,6 +69,7 @@ struct LiveChoice {
   bool retired = false;
   int64_t generated = 0;   // tokens appended
   int64_t cached_tokens = 0;
+  int64_t restored_tokens = 0;  // of cached_tokens, restored from the tier below the pool
   int64_t preemptions = 0;
   std::string slo_class;       // latency sample label
   int32_t priority = 0;

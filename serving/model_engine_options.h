@@ -40,6 +40,10 @@ struct ModelEngineOptions {
   // then levels off at the peak of blocks in use plus this, instead of growing with every
   // distinct prompt until the whole kv_memory_bytes pool is resident. < 0: unlimited.
   int64_t prefix_cache_reserve_tokens = 4096;
+  // The prefix cache's tier in host RAM below the pool (serving/kv_tier.h): blocks the pool
+  // evicts are kept here, up to this many bytes, and restored instead of recomputed when
+  // their prefix returns. 0: off. Models with sliding-window layers have no prefix cache.
+  uint64_t prefix_cache_ram_bytes = 0;
   // Before serving, time prefill steps of a few sizes and a decode step on the engine
   // thread and feed them to SloHooks::speeds (engine_loop_calibrate.cpp), so admission
   // predicts from the first request on. Off: the estimate starts with the first requests.

@@ -1,0 +1,100 @@
+#include "serving/kv_tier.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace lifeline::serving {
+
+uint64_t KvBlockChecksum(std::span<const uint8_t> bytes) {
+  uint64_t h = 1469598103934665603ull;
+  size_t i = 0;
+  for (; i + 8 <= bytes.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, bytes.data() + i, 8);
+    h = (h ^ w) * 1099511628211ull;
+  }
+  for (; i < bytes.size(); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  return h;
+}
+
+HostKvTier::HostKvTier(KvStorage* storage, uint64_t capacity_bytes)
+    : storage_(storage), capacity_bytes_(capacity_bytes), block_bytes_(storage->block_bytes()) {
+  stats_.capacity_bytes = capacity_bytes;
+}
+
+const HostKvTier::Entry* HostKvTier::Find(uint64_t hash, std::span<const int32_t> tokens) const {
+  auto it = entries_.find(hash);
+  if (it == entries_.end()) return nullptr;
+  const Entry& e = it->second;
+  if (!std::equal(tokens.begin(), tokens.end(), e.tokens.begin(), e.tokens.end())) return nullptr;
+  return &e;
+}
+
+void HostKvTier::Touch(Entry& e, uint64_t hash) {
+  lru_.erase(e.lru_pos);
+  e.lru_pos = lru_.insert(lru_.end(), hash);
+}
+
+void HostKvTier::Drop(std::unordered_map<uint64_t, Entry>::iterator it) {
+  lru_.erase(it->second.lru_pos);
+  entries_.erase(it);
+  stats_.bytes -= block_bytes_;
+  --stats_.entries;
+}
+
+void HostKvTier::OnEvict(BlockId block, uint64_t hash, std::span<const int32_t> tokens) {
+  if (block_bytes_ == 0 || block_bytes_ > capacity_bytes_) return;
+  if (auto it = entries_.find(hash); it != entries_.end()) {
+    // Already held (restored earlier and evicted again): same chain, same contents.
+    if (std::equal(tokens.begin(), tokens.end(), it->second.tokens.begin(),
+                   it->second.tokens.end())) {
+      Touch(it->second, hash);
+      return;
+    }
+    Drop(it);  // a hash collision with other tokens: the newer one wins
+  }
+  while (stats_.bytes + block_bytes_ > capacity_bytes_ && !lru_.empty()) {
+    Drop(entries_.find(lru_.front()));
+    ++stats_.dropped;
+  }
+  Entry e;
+  e.tokens.assign(tokens.begin(), tokens.end());
+  e.bytes = std::make_unique_for_overwrite<uint8_t[]>(block_bytes_);
+  storage_->CopyBlockOut(block, e.bytes.get());
+  e.checksum = KvBlockChecksum({e.bytes.get(), block_bytes_});
+  e.lru_pos = lru_.insert(lru_.end(), hash);
+  entries_.emplace(hash, std::move(e));
+  stats_.bytes += block_bytes_;
+  ++stats_.entries;
+  ++stats_.stored;
+}
+
+bool HostKvTier::Holds(uint64_t hash, std::span<const int32_t> tokens) const {
+  return Find(hash, tokens) != nullptr;
+}
+
+bool HostKvTier::Restore(uint64_t hash, std::span<const int32_t> tokens, BlockId into) {
+  auto it = entries_.find(hash);
+  if (it == entries_.end() || Find(hash, tokens) == nullptr) return false;
+  Entry& e = it->second;
+  if (KvBlockChecksum({e.bytes.get(), block_bytes_}) != e.checksum) {
+    Drop(it);
+    ++stats_.corrupt;
+    return false;
+  }
+  storage_->CopyBlockIn(into, e.bytes.get());
+  Touch(e, hash);
+  ++stats_.restored;
+  return true;
+}
+
+KvTierStats HostKvTier::Stats() const { return stats_; }
+
+bool HostKvTier::CorruptForTest(uint64_t hash) {
+  auto it = entries_.find(hash);
+  if (it == entries_.end() || block_bytes_ == 0) return false;
+  it->second.bytes[block_bytes_ / 2] ^= 0x5A;
+  return true;
+}
+
+}  // namespace lifeline::serving

@@ -1,0 +1,70 @@
+// HostKvTier: the prefix cache's second tier, in host RAM below the KV pool (the scheduler's
+// BlockTier, scheduler/block_tier.h). When the pool evicts a cached full block, the block's
+// K/V over every layer (KvStorage::CopyBlockOut: one opaque run in the pool's storage type)
+// is copied here, keyed by its chain hash and kept with its token ids and a checksum; when a
+// returning prompt's prefix continues past what the pool holds, the scheduler restores the
+// blocks from here into fresh pool blocks (a memcpy per block instead of a prefill of 16
+// positions). A conversation whose history was pushed out of the pool by other conversations
+// therefore comes back at copy speed, not at prefill speed.
+//
+// Bounded: at most capacity_bytes of block bytes (plus a small per-entry overhead); least
+// recently stored-or-restored entries go first, so a conversation that keeps returning keeps
+// its blocks. A restored block stays here too (it is in the pool again, but the next eviction
+// then costs nothing to keep). Restores compare the token ids and the checksum (a corrupted
+// entry is dropped and counted, never loaded).
+//
+// Ownership: borrows the KvStorage (the engine's, outliving the tier); owns its copies.
+// Thread-safety: none; the engine loop's thread calls everything (the scheduler calls
+// OnEvict / Holds / Restore from Schedule, Stats from the snapshot on the same thread).
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/model/kv_storage.h"
+#include "scheduler/block_tier.h"
+#include "serving/kv_tier_stats.h"
+
+namespace lifeline::serving {
+
+class HostKvTier final : public BlockTier {
+ public:
+  // capacity_bytes >= 0 (0 keeps nothing).
+  HostKvTier(KvStorage* storage, uint64_t capacity_bytes);
+
+  void OnEvict(BlockId block, uint64_t hash, std::span<const int32_t> tokens) override;
+  bool Holds(uint64_t hash, std::span<const int32_t> tokens) const override;
+  bool Restore(uint64_t hash, std::span<const int32_t> tokens, BlockId into) override;
+
+  KvTierStats Stats() const;
+  // Test hook: flips one byte of the entry's copy (a corrupted RAM page, as a disk tier's
+  // file could be); false when there is no such entry.
+  bool CorruptForTest(uint64_t hash);
+
+ private:
+  struct Entry {
+    std::vector<int32_t> tokens;
+    std::unique_ptr<uint8_t[]> bytes;
+    uint64_t checksum = 0;
+    std::list<uint64_t>::iterator lru_pos;  // in lru_, most recent at the back
+  };
+  const Entry* Find(uint64_t hash, std::span<const int32_t> tokens) const;
+  void Drop(std::unordered_map<uint64_t, Entry>::iterator it);
+  void Touch(Entry& e, uint64_t hash);
+
+  KvStorage* storage_;
+  uint64_t capacity_bytes_;
+  uint64_t block_bytes_;
+  std::unordered_map<uint64_t, Entry> entries_;
+  std::list<uint64_t> lru_;  // hashes, least recent first
+  KvTierStats stats_;
+};
+
+// A 64-bit checksum of a byte run (FNV-1a over 8-byte words, the tail byte by byte).
+uint64_t KvBlockChecksum(std::span<const uint8_t> bytes);
+
+}  // namespace lifeline::serving
