@@ -27,6 +27,7 @@
 #include "server/http_server.h"
 #include "server/router.h"
 #include "serving/engine_service.h"
+#include "serving/kv_disk_store.h"
 #include "serving/model_engine.h"
 #include "tools/make_model.h"
 
@@ -67,6 +68,8 @@ struct ServeFlags {
   bool no_mmap = false;                // read model files into memory instead of mapping them
   int64_t prefix_cache_reserve_tokens = 4096;  // ModelEngineOptions; -1: unlimited
   int64_t prefix_cache_ram_mib = 0;  // the prefix cache's RAM tier per model; 0: off
+  std::string prefix_cache_dir;      // its disk tier's folder; "": off
+  int64_t prefix_cache_disk_mib = 4096;
 };
 
 // Drafted tokens per decode when --draft is given without --speculate.
@@ -280,6 +283,11 @@ int RunServe(ServeFlags f) {
     if (Status s = server::CheckCorsOrigin(origin); !s.ok()) return Fail(s);
   }
   if (f.kv_memory_mib < 1) return Fail(InvalidArgument("--kv-memory: must be >= 1 MiB"));
+  if (f.prefix_cache_disk_mib < 1 || f.prefix_cache_disk_mib > (int64_t{1} << 30)) {
+    return Fail(InvalidArgument("--prefix-cache-disk-mib: " +
+                                std::to_string(f.prefix_cache_disk_mib) +
+                                " MiB outside [1, 1073741824]"));
+  }
   if (f.prefix_cache_ram_mib < 0 || f.prefix_cache_ram_mib > (int64_t{1} << 30)) {
     return Fail(InvalidArgument("--prefix-cache-ram: " + std::to_string(f.prefix_cache_ram_mib) +
                                 " MiB outside [0, 1073741824]"));
@@ -354,6 +362,9 @@ int RunServe(ServeFlags f) {
     o.calibrate = true;  // admission's speed estimate from the first request on
     o.prefix_cache_reserve_tokens = f.prefix_cache_reserve_tokens;
     o.prefix_cache_ram_bytes = static_cast<uint64_t>(f.prefix_cache_ram_mib) << 20;
+    o.prefix_cache_dir = f.prefix_cache_dir;
+    o.prefix_cache_disk_bytes = static_cast<uint64_t>(f.prefix_cache_disk_mib) << 20;
+    if (!f.prefix_cache_dir.empty()) o.model_file_identity = serving::ModelFileIdentity(path);
     o.spec_tokens = f.speculate;
     o.spec_step_tokens = f.spec_step_tokens;
     o.spec_always = f.spec_always;
@@ -522,6 +533,13 @@ CommandFn RegisterServe(CLI::App& root) {
                   "MiB of host RAM per model for the prefix cache's second tier: KV blocks the "
                   "pool evicts are kept there and restored (copied, not recomputed) when their "
                   "prefix returns (0: off)")
+      ->capture_default_str();
+  cmd->add_option("--prefix-cache-dir", f->prefix_cache_dir,
+                  "Folder for the prefix cache's disk tier: evicted KV blocks (and, at shutdown, "
+                  "the pool's cached ones) are written there and restored after a restart "
+                  "(one subfolder per model file and KV layout; \"\": off)");
+  cmd->add_option("--prefix-cache-disk-mib", f->prefix_cache_disk_mib,
+                  "MiB of block files the disk tier keeps per model (oldest deleted first)")
       ->capture_default_str();
   cmd->add_flag("--no-mmap", f->no_mmap,
                 "Read model files into memory instead of mapping them: later changes to the "

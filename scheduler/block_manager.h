@@ -108,6 +108,14 @@ class BlockManager {
     return n_tokens > 0 ? (n_tokens - 1) / kKvBlockTokens : 0;
   }
 
+  // Calls fn(block, hash, tokens) for every block in the prefix cache (in use or evictable):
+  // what a tier below the pool writes out at shutdown.
+  void ForEachCached(const EvictionObserver& fn) const {
+    for (size_t i = 0; i < blocks_.size(); ++i) {
+      if (blocks_[i].cached) fn(static_cast<BlockId>(i), blocks_[i].hash, blocks_[i].tokens);
+    }
+  }
+
   int32_t n_blocks() const { return static_cast<int32_t>(blocks_.size()); }
   // false: prefixes are never matched (every sequence computes from position 0), for models
   // whose cache holds per-sequence state beside the blocks (sliding-window layers).

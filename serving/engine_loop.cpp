@@ -138,8 +138,19 @@ Result<std::unique_ptr<EngineLoop>> EngineLoop::Create(LlamaModel& model,
   // Higher priority first, then earliest deadline (requests without one last), then arrival.
   scfg.queue_order = QueueOrder::kEdfWithinPriority;
   LL_ASSIGN_OR_RETURN(e->scheduler_, Scheduler::Create(scfg));
-  if (scfg.prefix_caching && options.prefix_cache_ram_bytes > 0) {
-    e->kv_tier_ = std::make_unique<HostKvTier>(&e->ctx_->kv(), options.prefix_cache_ram_bytes);
+  const bool disk_tier = !options.prefix_cache_dir.empty() && options.prefix_cache_disk_bytes > 0;
+  if (scfg.prefix_caching && (options.prefix_cache_ram_bytes > 0 || disk_tier)) {
+    KvStorage& kv_store = e->ctx_->kv();
+    std::unique_ptr<KvDiskStore> disk;
+    if (disk_tier) {
+      const uint64_t identity = ModelKvIdentity(
+          options.model_file_identity, static_cast<int>(kv_store.type()), kv_store.block_bytes());
+      LL_ASSIGN_OR_RETURN(disk, KvDiskStore::Open(options.prefix_cache_dir, identity,
+                                                  kv_store.block_bytes(),
+                                                  options.prefix_cache_disk_bytes));
+    }
+    e->kv_tier_ = std::make_unique<HostKvTier>(&kv_store, options.prefix_cache_ram_bytes,
+                                               std::move(disk));
     e->scheduler_->SetBlockTier(e->kv_tier_.get());
   }
   if (options.spec_tokens < 0 || options.spec_tokens > kMaxSpecTokens) {
@@ -215,6 +226,14 @@ void EngineLoop::Stop() {
   }
   shared_.cv.notify_all();
   if (thread_.joinable()) thread_.join();
+  // The pool's cached blocks go to the disk tier, so a restart finds these conversations.
+  if (kv_tier_ != nullptr && kv_tier_->disk() != nullptr) {
+    scheduler_->block_manager().ForEachCached(
+        [this](BlockId block, uint64_t hash, std::span<const int32_t> tokens) {
+          kv_tier_->Persist(block, hash, tokens, /*wait_for_room=*/true);
+        });
+    kv_tier_->Flush();
+  }
 }
 
 void EngineLoop::Retire(Live& live) {

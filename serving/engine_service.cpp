@@ -704,11 +704,26 @@ std::string EngineService::MetricsText() const {
            Labels({{"model", m}, {"tier", "ram"}, {"kind", "capacity"}}),
            static_cast<double>(t.capacity_bytes));
     const std::pair<const char*, int64_t> events[] = {
-        {"stored", t.stored}, {"restored", t.restored}, {"dropped", t.dropped},
-        {"corrupt", t.corrupt}};
+        {"stored", t.stored}, {"restored", t.restored - t.restored_from_disk},
+        {"dropped", t.dropped}, {"corrupt", t.corrupt}};
     for (const auto& [event, n] : events) {
       Sample(&o, "lifeline_prefix_tier_blocks_total",
              Labels({{"model", m}, {"tier", "ram"}, {"event", event}}), static_cast<double>(n));
+    }
+    if (t.disk_capacity_bytes == 0) continue;
+    Sample(&o, "lifeline_prefix_tier_bytes", Labels({{"model", m}, {"tier", "disk"}, {"kind", "held"}}),
+           static_cast<double>(t.disk_bytes));
+    Sample(&o, "lifeline_prefix_tier_bytes",
+           Labels({{"model", m}, {"tier", "disk"}, {"kind", "capacity"}}),
+           static_cast<double>(t.disk_capacity_bytes));
+    const std::pair<const char*, int64_t> disk_events[] = {
+        {"found_at_start", t.disk_found_at_start}, {"stored", t.disk_written},
+        {"restored", t.restored_from_disk},        {"dropped", t.disk_dropped},
+        {"corrupt", t.disk_rejected},              {"write_error", t.disk_write_errors},
+        {"queue_full", t.disk_queue_full}};
+    for (const auto& [event, n] : disk_events) {
+      Sample(&o, "lifeline_prefix_tier_blocks_total",
+             Labels({{"model", m}, {"tier", "disk"}, {"event", event}}), static_cast<double>(n));
     }
   }
   per_engine("lifeline_prompt_tokens_total", "counter",

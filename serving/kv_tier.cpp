@@ -17,9 +17,14 @@ uint64_t KvBlockChecksum(std::span<const uint8_t> bytes) {
   return h;
 }
 
-HostKvTier::HostKvTier(KvStorage* storage, uint64_t capacity_bytes)
-    : storage_(storage), capacity_bytes_(capacity_bytes), block_bytes_(storage->block_bytes()) {
+HostKvTier::HostKvTier(KvStorage* storage, uint64_t capacity_bytes,
+                       std::unique_ptr<KvDiskStore> disk)
+    : storage_(storage),
+      capacity_bytes_(capacity_bytes),
+      disk_(std::move(disk)),
+      block_bytes_(storage->block_bytes()) {
   stats_.capacity_bytes = capacity_bytes;
+  if (disk_ != nullptr) scratch_ = std::make_unique_for_overwrite<uint8_t[]>(block_bytes_);
 }
 
 const HostKvTier::Entry* HostKvTier::Find(uint64_t hash, std::span<const int32_t> tokens) const {
@@ -43,7 +48,9 @@ void HostKvTier::Drop(std::unordered_map<uint64_t, Entry>::iterator it) {
 }
 
 void HostKvTier::OnEvict(BlockId block, uint64_t hash, std::span<const int32_t> tokens) {
-  if (block_bytes_ == 0 || block_bytes_ > capacity_bytes_) return;
+  if (block_bytes_ == 0) return;
+  if (disk_ != nullptr) Persist(block, hash, tokens);
+  if (block_bytes_ > capacity_bytes_) return;
   if (auto it = entries_.find(hash); it != entries_.end()) {
     // Already held (restored earlier and evicted again): same chain, same contents.
     if (std::equal(tokens.begin(), tokens.end(), it->second.tokens.begin(),
@@ -53,29 +60,61 @@ void HostKvTier::OnEvict(BlockId block, uint64_t hash, std::span<const int32_t> 
     }
     Drop(it);  // a hash collision with other tokens: the newer one wins
   }
+  auto bytes = std::make_unique_for_overwrite<uint8_t[]>(block_bytes_);
+  storage_->CopyBlockOut(block, bytes.get());
+  Keep(hash, tokens, std::move(bytes));
+  ++stats_.stored;
+}
+
+void HostKvTier::Keep(uint64_t hash, std::span<const int32_t> tokens,
+                      std::unique_ptr<uint8_t[]> bytes) {
+  if (block_bytes_ > capacity_bytes_ || entries_.count(hash)) return;
   while (stats_.bytes + block_bytes_ > capacity_bytes_ && !lru_.empty()) {
     Drop(entries_.find(lru_.front()));
     ++stats_.dropped;
   }
   Entry e;
   e.tokens.assign(tokens.begin(), tokens.end());
-  e.bytes = std::make_unique_for_overwrite<uint8_t[]>(block_bytes_);
-  storage_->CopyBlockOut(block, e.bytes.get());
+  e.bytes = std::move(bytes);
   e.checksum = KvBlockChecksum({e.bytes.get(), block_bytes_});
   e.lru_pos = lru_.insert(lru_.end(), hash);
   entries_.emplace(hash, std::move(e));
   stats_.bytes += block_bytes_;
   ++stats_.entries;
-  ++stats_.stored;
+}
+
+void HostKvTier::Persist(BlockId block, uint64_t hash, std::span<const int32_t> tokens,
+                         bool wait_for_room) {
+  if (disk_ == nullptr || disk_->Holds(hash)) return;
+  storage_->CopyBlockOut(block, scratch_.get());
+  disk_->Write(hash, tokens, {scratch_.get(), block_bytes_}, wait_for_room);
+}
+
+void HostKvTier::Flush() {
+  if (disk_ != nullptr) disk_->Flush();
 }
 
 bool HostKvTier::Holds(uint64_t hash, std::span<const int32_t> tokens) const {
-  return Find(hash, tokens) != nullptr;
+  return Find(hash, tokens) != nullptr || (disk_ != nullptr && disk_->Holds(hash));
 }
 
 bool HostKvTier::Restore(uint64_t hash, std::span<const int32_t> tokens, BlockId into) {
   auto it = entries_.find(hash);
-  if (it == entries_.end() || Find(hash, tokens) == nullptr) return false;
+  if (it == entries_.end() || Find(hash, tokens) == nullptr) {
+    // Not in RAM: from disk (verified there), and kept in RAM again.
+    if (disk_ == nullptr || !disk_->Read(hash, tokens, {scratch_.get(), block_bytes_})) {
+      return false;
+    }
+    storage_->CopyBlockIn(into, scratch_.get());
+    if (block_bytes_ <= capacity_bytes_) {
+      auto bytes = std::make_unique_for_overwrite<uint8_t[]>(block_bytes_);
+      std::memcpy(bytes.get(), scratch_.get(), block_bytes_);
+      Keep(hash, tokens, std::move(bytes));
+    }
+    ++stats_.restored;
+    ++stats_.restored_from_disk;
+    return true;
+  }
   Entry& e = it->second;
   if (KvBlockChecksum({e.bytes.get(), block_bytes_}) != e.checksum) {
     Drop(it);
@@ -88,7 +127,21 @@ bool HostKvTier::Restore(uint64_t hash, std::span<const int32_t> tokens, BlockId
   return true;
 }
 
-KvTierStats HostKvTier::Stats() const { return stats_; }
+KvTierStats HostKvTier::Stats() const {
+  KvTierStats s = stats_;
+  if (disk_ != nullptr) {
+    const KvDiskStats d = disk_->Stats();
+    s.disk_capacity_bytes = d.capacity_bytes;
+    s.disk_bytes = d.bytes;
+    s.disk_found_at_start = d.found_at_start;
+    s.disk_written = d.written;
+    s.disk_dropped = d.dropped;
+    s.disk_rejected = d.rejected;
+    s.disk_write_errors = d.write_errors;
+    s.disk_queue_full = d.queue_full;
+  }
+  return s;
+}
 
 bool HostKvTier::CorruptForTest(uint64_t hash) {
   auto it = entries_.find(hash);

@@ -13,7 +13,13 @@
 // then costs nothing to keep). Restores compare the token ids and the checksum (a corrupted
 // entry is dropped and counted, never loaded).
 //
-// Ownership: borrows the KvStorage (the engine's, outliving the tier); owns its copies.
+// With a disk store below it (kv_disk_store.h), every block the pool evicts is also queued for
+// a file, a block found only on disk is read, verified and restored (and kept in RAM again),
+// and Persist writes the blocks still cached in the pool at shutdown, so a restarted server
+// finds its conversations on disk.
+//
+// Ownership: borrows the KvStorage (the engine's, outliving the tier); owns its copies and
+// the disk store.
 // Thread-safety: none; the engine loop's thread calls everything (the scheduler calls
 // OnEvict / Holds / Restore from Schedule, Stats from the snapshot on the same thread).
 #pragma once
@@ -27,14 +33,23 @@
 
 #include "engine/model/kv_storage.h"
 #include "scheduler/block_tier.h"
+#include "serving/kv_disk_store.h"
 #include "serving/kv_tier_stats.h"
 
 namespace lifeline::serving {
 
 class HostKvTier final : public BlockTier {
  public:
-  // capacity_bytes >= 0 (0 keeps nothing).
-  HostKvTier(KvStorage* storage, uint64_t capacity_bytes);
+  // capacity_bytes >= 0 (0 keeps nothing in RAM); disk may be null.
+  HostKvTier(KvStorage* storage, uint64_t capacity_bytes,
+             std::unique_ptr<KvDiskStore> disk = nullptr);
+
+  // Writes a block still cached in the pool to the disk store (no-op without one): for the
+  // pool's contents at shutdown. Then Flush waits for the writes.
+  void Persist(BlockId block, uint64_t hash, std::span<const int32_t> tokens,
+               bool wait_for_room = false);
+  void Flush();
+  const KvDiskStore* disk() const { return disk_.get(); }
 
   void OnEvict(BlockId block, uint64_t hash, std::span<const int32_t> tokens) override;
   bool Holds(uint64_t hash, std::span<const int32_t> tokens) const override;
@@ -56,8 +71,13 @@ class HostKvTier final : public BlockTier {
   void Drop(std::unordered_map<uint64_t, Entry>::iterator it);
   void Touch(Entry& e, uint64_t hash);
 
+  // Keeps a copy in RAM (capacity allowing); `bytes` is taken over.
+  void Keep(uint64_t hash, std::span<const int32_t> tokens, std::unique_ptr<uint8_t[]> bytes);
+
   KvStorage* storage_;
   uint64_t capacity_bytes_;
+  std::unique_ptr<KvDiskStore> disk_;
+  std::unique_ptr<uint8_t[]> scratch_;  // one block, for disk writes and reads
   uint64_t block_bytes_;
   std::unordered_map<uint64_t, Entry> entries_;
   std::list<uint64_t> lru_;  // hashes, least recent first

@@ -13,6 +13,18 @@ struct KvTierStats {
   int64_t restored = 0;           // blocks copied back into the pool
   int64_t dropped = 0;            // entries pushed out by capacity
   int64_t corrupt = 0;            // restores refused by the checksum (entry dropped)
+  int64_t restored_from_disk = 0;  // of `restored`, read from the disk tier
+  // The disk tier (zeros without one): bytes of block files and their cap, files indexed at
+  // start, written, dropped for capacity, refused (corrupt / truncated / foreign), write
+  // errors and writes dropped for a full queue.
+  uint64_t disk_capacity_bytes = 0;
+  uint64_t disk_bytes = 0;
+  int64_t disk_found_at_start = 0;
+  int64_t disk_written = 0;
+  int64_t disk_dropped = 0;
+  int64_t disk_rejected = 0;
+  int64_t disk_write_errors = 0;
+  int64_t disk_queue_full = 0;
 };
 
 }  // namespace lifeline::serving

@@ -44,6 +44,12 @@ struct ModelEngineOptions {
   // evicts are kept here, up to this many bytes, and restored instead of recomputed when
   // their prefix returns. 0: off. Models with sliding-window layers have no prefix cache.
   uint64_t prefix_cache_ram_bytes = 0;
+  // Its disk tier (serving/kv_disk_store.h): block files under this folder, at most
+  // prefix_cache_disk_bytes, kept across restarts (the pool's cached blocks are written at
+  // Stop). "": off. model_file_identity names the model's folder (ModelFileIdentity).
+  std::string prefix_cache_dir;
+  uint64_t prefix_cache_disk_bytes = 0;
+  uint64_t model_file_identity = 0;
   // Before serving, time prefill steps of a few sizes and a decode step on the engine
   // thread and feed them to SloHooks::speeds (engine_loop_calibrate.cpp), so admission
   // predicts from the first request on. Off: the estimate starts with the first requests.

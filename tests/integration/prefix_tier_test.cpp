@@ -3,6 +3,10 @@
 // prompts; when it returns its prefix is restored from the tier (timings.tokens.restored,
 // cached tokens, /metrics) and the greedy answer is exactly the one computed from scratch.
 // Without the tier (the default) the returning prompt is computed again.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -87,6 +91,88 @@ TEST_F(NoTierTest, WithoutTheTierTheReturningPromptIsComputedAgain) {
   EXPECT_EQ(first["choices"][0]["text"], back["choices"][0]["text"]);
   EXPECT_EQ(back["timings"]["tokens"]["restored"], 0);
   EXPECT_EQ(back["timings"]["tokens"]["cached"], 0) << "evicted from the pool, nowhere else";
+}
+
+// The disk tier: a server stopped gracefully writes its cached prefixes to the folder; a new
+// server on the same folder finds them and restores a returning prompt from disk.
+std::string Metrics(uint16_t port) {
+  auto r = Roundtrip(port, GetRequest("/metrics"), 10s);
+  return r && r->status == 200 ? r->body : std::string();
+}
+
+class DiskTierTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("lifeline-kvdisk-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override {
+    if (server_.running()) server_.Stop();
+    std::filesystem::remove_all(dir_);
+  }
+  std::vector<std::string> Args() const {
+    return {"--model", "stories=" + ModelPath("stories260K.gguf"), "--threads", "1",
+            "--kv-memory", "4", "-c", "512", "--prefix-cache-dir", dir_.string(),
+            "--prefix-cache-disk-mib", "64"};
+  }
+  json Ask(const std::string& prompt) {
+    auto r = PostJson(server_.port(), "/v1/completions", Body(prompt), 30s);
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "");
+    return r ? r->Json() : json();
+  }
+  std::filesystem::path dir_;
+  ServerProcess server_;
+};
+
+TEST_F(DiskTierTest, ARestartedServerRestoresAPromptFromDisk) {
+  ASSERT_EQ(server_.Start(Args()), "");
+  const json first = Ask(LongPrompt(0));
+  EXPECT_EQ(server_.Stop(), 0) << "a graceful stop writes the pool's cached blocks";
+  size_t files = 0;
+  for (const auto& sub : std::filesystem::directory_iterator(dir_)) {
+    for (const auto& f : std::filesystem::directory_iterator(sub.path())) {
+      files += f.path().extension() == ".kvb";
+    }
+  }
+  EXPECT_GT(files, 4u);
+
+  ASSERT_EQ(server_.Start(Args()), "");
+  const json back = Ask(LongPrompt(0));
+  ASSERT_TRUE(first.is_object() && back.is_object());
+  EXPECT_EQ(first["choices"][0]["text"], back["choices"][0]["text"]);
+  EXPECT_GT(back["timings"]["tokens"]["restored"].get<int64_t>(), 64) << back["timings"].dump();
+  const std::string m = Metrics(server_.port());
+  EXPECT_GT(MetricValue(m, "lifeline_prefix_tier_blocks_total",
+                        "tier=\"disk\",event=\"found_at_start\"").value_or(0), 4);
+  EXPECT_GT(MetricValue(m, "lifeline_prefix_tier_blocks_total",
+                        "tier=\"disk\",event=\"restored\"").value_or(0), 4);
+}
+
+// Corrupted and truncated files are refused (counted, deleted), never loaded: the prompt is
+// computed and answers the same.
+TEST_F(DiskTierTest, CorruptAndTruncatedFilesAreSkipped) {
+  ASSERT_EQ(server_.Start(Args()), "");
+  const json first = Ask(LongPrompt(0));
+  ASSERT_EQ(server_.Stop(), 0);
+  int n = 0;
+  for (const auto& sub : std::filesystem::directory_iterator(dir_)) {
+    for (const auto& f : std::filesystem::directory_iterator(sub.path())) {
+      const auto size = std::filesystem::file_size(f.path());
+      if (n++ % 2 == 0) {
+        std::filesystem::resize_file(f.path(), size / 2);  // truncated
+      } else {
+        std::fstream io(f.path(), std::ios::in | std::ios::out | std::ios::binary);
+        io.seekp(static_cast<std::streamoff>(size / 2));
+        io.put('\x5a');  // a flipped byte in the K/V
+      }
+    }
+  }
+  ASSERT_EQ(server_.Start(Args()), "");
+  const json back = Ask(LongPrompt(0));
+  EXPECT_EQ(first["choices"][0]["text"], back["choices"][0]["text"]);
+  const std::string m = Metrics(server_.port());
+  EXPECT_GT(MetricValue(m, "lifeline_prefix_tier_blocks_total",
+                        "tier=\"disk\",event=\"corrupt\"").value_or(0), 0);
 }
 
 }  // namespace
