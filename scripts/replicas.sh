@@ -2,10 +2,14 @@
 # Runs N `lifeline serve` replicas on this machine behind Debian's nginx, the single-machine
 # model of what docs/scale-out.md describes for Kubernetes:
 #
-#   scripts/replicas.sh N [--port 8080] [--base-port 8081] [--dir DIR] [-- SERVE ARGS...]
+#   scripts/replicas.sh N [--port 8080] [--base-port 8081] [--dir DIR] [--session-affinity]
+#                         [-- SERVE ARGS...]
 #
 # Replica i listens on 127.0.0.1:(base-port + i); nginx listens on 127.0.0.1:port and
-# balances by least connections. A request a replica refuses before generating anything is
+# balances by least connections, or with --session-affinity by consistent hashing of the
+# request's X-Session-Id header (requests without one are spread by their request id): every
+# turn of a conversation goes to the replica whose prefix cache holds its history
+# (docs/prefix-cache.md), and adding or removing a replica moves only 1/N of the sessions. A request a replica refuses before generating anything is
 # tried on the next replica (proxy_next_upstream, POST included):
 #   429  the replica shed it at admission (queue full, SLO admission, ladder level 4);
 #   503  not ready, draining, over --max-connections, deadline passed while queued;
@@ -33,11 +37,13 @@ N="$1"; shift
 PORT=8080
 BASE_PORT=8081
 DIR=""
+AFFINITY=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --port) PORT="$2"; shift 2 ;;
     --base-port) BASE_PORT="$2"; shift 2 ;;
     --dir) DIR="$2"; shift 2 ;;
+    --session-affinity) AFFINITY=1; shift ;;
     --) shift; break ;;
     *) echo "replicas.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -90,6 +96,13 @@ for ((i = 0; i < N; i++)); do
   grep -q "listening on http://" "$DIR/replica-$i.log" || { echo "replicas.sh: replica $i did not start within 60 s" >&2; exit 1; }
 done
 
+BALANCE="least_conn;"
+AFFINITY_MAP=""
+if [ "$AFFINITY" -eq 1 ]; then
+  BALANCE="hash \$lifeline_affinity consistent;"
+  AFFINITY_MAP='  map $http_x_session_id $lifeline_affinity { "" $request_id; default $http_x_session_id; }'
+fi
+
 USER_LINE=""
 [ "$(id -u)" -eq 0 ] && USER_LINE="user root root;"
 cat >"$DIR/nginx.conf" <<EOF
@@ -105,6 +118,7 @@ http {
                       'upstream_status="\$upstream_status" request_id="\$sent_http_x_request_id" '
                       'request_time=\$request_time';
   access_log $DIR/access.log lifeline;
+$AFFINITY_MAP
   client_body_temp_path $DIR/tmp/client_body;
   proxy_temp_path $DIR/tmp/proxy;
   fastcgi_temp_path $DIR/tmp/fastcgi;
@@ -112,7 +126,7 @@ http {
   scgi_temp_path $DIR/tmp/scgi;
 
   upstream lifeline {
-    least_conn;
+    $BALANCE
 $UPSTREAMS    keepalive 64;
   }
 

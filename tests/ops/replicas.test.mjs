@@ -145,3 +145,54 @@ test('replicas behind nginx: shed requests are served by another replica, ledger
   // The shed attempts all hit replica 0, the one kept full.
   assert.equal(metric(m[1], 'lifeline_http_responses_total', { route: '/v1/completions', status: '429' }), 0);
 });
+
+// --session-affinity: nginx hashes X-Session-Id (consistent), so every turn of a conversation
+// goes to one replica and finds its history in that replica's prefix cache; a replica the
+// session never reached has no cached tokens for it. Requests without the header still work.
+test('replicas with session affinity: a conversation stays on the replica that caches it', async () => {
+  const d = tempDir('lifeline-affinity-');
+  const base = await freePorts(3);
+  const [lbPort, port0, port1] = [base, base + 1, base + 2];
+  const proc = spawn('bash', [path.join(ROOT, 'scripts/replicas.sh'), '2', '--port', String(lbPort),
+                              '--base-port', String(port0), '--dir', d.dir, '--session-affinity', '--',
+                              '--model', `stories=${MODEL}`, '--threads', '1', '--kv-memory', '16'],
+                     { stdio: ['ignore', 'pipe', 'pipe'], env: process.env });
+  let out = '';
+  proc.stdout.on('data', (c) => { out += c; });
+  proc.stderr.on('data', (c) => { out += c; });
+  try {
+    await waitFor('replicas.sh to start nginx', () => out.includes('replicas.sh: nginx on') || proc.exitCode !== null,
+                  { timeoutMs: 60000 });
+    assert.equal(proc.exitCode, null, out);
+    assert.match(readFileSync(path.join(d.dir, 'nginx.conf'), 'utf8'), /hash \$lifeline_affinity consistent;/);
+    const lb = `http://127.0.0.1:${lbPort}`;
+    const ask = async (session, prompt) => {
+      const headers = { 'Content-Type': 'application/json' };
+      if (session) headers['X-Session-Id'] = session;
+      const r = await fetch(lb + '/v1/completions', { method: 'POST', headers,
+        body: JSON.stringify({ prompt, max_tokens: 4, temperature: 0 }) });
+      const body = await r.json();
+      assert.equal(r.status, 200, JSON.stringify(body));
+      return { upstream: r.headers.get('x-lifeline-upstream'), cached: body.timings.tokens.cached };
+    };
+    const words = 'the little dog ran to a big tree and saw a bird sing a happy song'.split(' ');
+    for (let s = 0; s < 6; ++s) {
+      let history = `Conversation ${s}:`;
+      for (let i = 0; i < 60; ++i) history += ' ' + words[(i * 7 + s * 3) % words.length];
+      const seen = [];
+      for (let turn = 0; turn < 3; ++turn) {
+        history += ` Turn ${turn}.`;
+        seen.push(await ask(`session-${s}`, history));
+      }
+      assert.equal(new Set(seen.map((x) => x.upstream)).size, 1, `session ${s}: ${JSON.stringify(seen)}`);
+      assert.equal(seen[0].cached, 0);
+      for (const later of seen.slice(1)) assert.ok(later.cached >= 48, `session ${s}: ${JSON.stringify(seen)}`);
+    }
+    const anonymous = await ask(null, 'Once upon a time');
+    assert.ok(anonymous.upstream);
+  } finally {
+    proc.kill('SIGTERM');
+    await once(proc, 'exit');
+    d.remove();
+  }
+});
