@@ -32,6 +32,10 @@ struct BenchFlags {
   std::vector<std::string> serve_args;
   std::optional<double> rate;
   std::optional<int64_t> concurrency;
+  int64_t conversations = 0;   // WorkloadSpec::conversations (closed loop, one per user)
+  double think_time_ms = 0;
+  int64_t system_words = 200;
+  int64_t reply_words = 32;
   double burstiness = 1;
   std::string sweep;
   std::optional<double> duration_s;
@@ -110,9 +114,16 @@ Status ChooseSloMetric(const std::string& flag, lg::RunOptions* o) {
 
 // Flags -> options (without targets).
 Status BuildOptions(const BenchFlags& f, lg::RunOptions* o) {
-  o->mode = f.concurrency ? lg::LoadMode::kConcurrency : lg::LoadMode::kRate;
+  o->mode = f.concurrency || f.conversations > 0 ? lg::LoadMode::kConcurrency : lg::LoadMode::kRate;
   if (f.rate && f.concurrency) return InvalidArgument("--rate and --concurrency exclude each other");
-  if (!f.sweep.empty()) {
+  if (f.conversations > 0) {
+    // Each user is one closed-loop client: the load is the number of conversations.
+    if (f.rate || f.concurrency || !f.sweep.empty()) {
+      return InvalidArgument("--conversations N sets the load (N users, closed loop): drop "
+                             "--rate / --concurrency / --sweep");
+    }
+    o->loads = {static_cast<double>(f.conversations)};
+  } else if (!f.sweep.empty()) {
     LL_ASSIGN_OR_RETURN(o->loads, lg::ParseLoadList("--sweep", f.sweep));
   } else if (f.concurrency) {
     o->loads = {static_cast<double>(*f.concurrency)};
@@ -162,6 +173,10 @@ Status BuildOptions(const BenchFlags& f, lg::RunOptions* o) {
     LL_ASSIGN_OR_RETURN(w.prompts, lg::LoadPromptsFile(f.prompts_file, &w.prompt_thinking));
   }
   w.thinking.budget_tokens = f.thinking_budget;
+  w.conversations = f.conversations;
+  w.think_time_ms = f.think_time_ms;
+  w.system_words = f.system_words;
+  w.reply_words = f.reply_words;
   w.thinking.reasoning_effort = f.reasoning_effort;
   LL_RETURN_IF_ERROR(ChooseSloMetric(f.slo_metric, o));
   for (const std::string& t : f.targets) {
@@ -323,6 +338,19 @@ CommandFn RegisterBench(CLI::App& root) {
                   "Gamma shape of the gaps: 1 = Poisson, < 1 burstier")->capture_default_str();
   cmd->add_option("--concurrency", f->concurrency,
                   "Closed loop: requests in flight per target (with --sweep: sweep concurrency)");
+  cmd->add_option("--conversations", f->conversations,
+                  "Multi-turn: N users, each a growing conversation (closed loop; request i is "
+                  "turn i/N of user i%N, sharing a system prefix; per-turn TTFT and cache shares "
+                  "in the report)");
+  cmd->add_option("--think-time-ms", f->think_time_ms,
+                  "Conversations: pause between a user's answer and its next turn")
+      ->capture_default_str();
+  cmd->add_option("--system-words", f->system_words,
+                  "Conversations: words of the system text every user's prompt starts with")
+      ->capture_default_str();
+  cmd->add_option("--reply-words", f->reply_words,
+                  "Conversations: words of each earlier turn's (synthetic) reply in the history")
+      ->capture_default_str();
   cmd->add_option("--sweep", f->sweep, "Loads to step through, e.g. 1,2,4,8; reports the knee");
   cmd->add_option("--duration", f->duration_s, "Seconds per step");
   cmd->add_option("--requests", f->requests, "Requests per target and step (default 50)");

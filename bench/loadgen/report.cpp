@@ -495,6 +495,10 @@ nlohmann::json ReportJson(const ReportInputs& in, const Report& rep) {
                                        : nlohmann::json(nullptr)},
         {"reasoning_effort", w.thinking.reasoning_effort},
         {"prompt_thinking", PromptsSetThinking(w)},
+        {"conversations", w.conversations},
+        {"think_time_ms", w.think_time_ms},
+        {"system_words", w.system_words},
+        {"reply_words", w.reply_words},
         {"input_buckets_words", in.input_buckets}}},
       {"hardware", {{"cpu_model", in.hardware.cpu_model},
                     {"logical_cores", in.hardware.logical_cores}}},
@@ -506,6 +510,7 @@ nlohmann::json ReportJson(const ReportInputs& in, const Report& rep) {
       {"summary_by_load", AnswersJson(in, rep)},
       {"requests", std::move(requests)},
   };
+  if (o.workload.conversations > 0) j["conversations"] = ConversationsJson(ConversationRows(in));
   if (!in.extra_json.is_null()) j["impact"] = in.extra_json;
   return j;
 }
@@ -522,6 +527,7 @@ std::string ReportMarkdown(const ReportInputs& in, const Report& rep) {
         " logical cores.\n\n";
   if (const std::string t = ThinkingText(o.workload); !t.empty()) md += t + "\n\n";
   md += SummaryMarkdown(in, rep);
+  md += ConversationsMarkdown(in, ConversationRows(in));
   md += "\n## Latency (ms, successful requests)\n\n";
   md += "| load | target | metric | P50 | P90 | P95 | P99 | max | n |\n";
   md += "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";

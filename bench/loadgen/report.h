@@ -7,6 +7,7 @@
 // both. Thread-safety: none needed. Failure: WriteReports returns Io naming the file.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -150,6 +151,22 @@ Report BuildReport(const ReportInputs& in);
 std::vector<LoadAnswer> BuildAnswers(const ReportInputs& in,
                                      const std::vector<TargetStepSummary>& summaries);
 std::string SummaryMarkdown(const ReportInputs& in, const Report& report);
+
+// Conversations (report_conversations.cpp; empty without WorkloadSpec::conversations): per
+// target and step, first vs returning turns' TTFT and the returning turns' cached / restored
+// prompt-token shares from the server's timings (NaN when the server reports none).
+struct ConversationRow {
+  int step = 0;
+  int target = 0;
+  int64_t first_turns = 0, returning_turns = 0, max_turn = 0;
+  LatencySummary first, returning;
+  int64_t returning_prompt_tokens = 0;
+  double cached_share = std::nan("");
+  double restored_share = std::nan("");
+};
+std::vector<ConversationRow> ConversationRows(const ReportInputs& in);
+std::string ConversationsMarkdown(const ReportInputs& in, const std::vector<ConversationRow>& rows);
+nlohmann::json ConversationsJson(const std::vector<ConversationRow>& rows);
 nlohmann::json AnswersJson(const ReportInputs& in, const Report& report);
 
 nlohmann::json ReportJson(const ReportInputs& in, const Report& report);

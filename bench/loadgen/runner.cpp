@@ -99,6 +99,7 @@ class StepRunner {
     int64_t done = 0;
     int64_t bad = 0;
     int64_t errors = 0;
+    int64_t pending_turns = 0;  // conversations: next turns waiting out their think time
     std::map<HttpLoop::Handle, Clock::time_point> in_flight;
     Clock::time_point last_done;
   };
@@ -161,7 +162,25 @@ class StepRunner {
     t.in_flight[*handle] = now;
   }
 
+  // Conversations: the same user's next turn, after its think time (request i + N).
+  void NextTurn(int k, int64_t index_done) {
+    TState& t = ts_[static_cast<size_t>(k)];
+    const int64_t next = index_done + o_.workload.conversations;
+    if (o_.requests > 0 && next >= o_.requests) return;
+    const Clock::time_point at =
+        Clock::now() + std::chrono::microseconds(static_cast<int64_t>(o_.workload.think_time_ms * 1000));
+    if (o_.duration_s > 0 && at >= step_start_ + Seconds(o_.duration_s)) return;
+    ++t.pending_turns;
+    loop_.At(at, [this, k, next] {
+      TState& ts = ts_[static_cast<size_t>(k)];
+      --ts.pending_turns;
+      if (!ts.stopped) Launch(k, next, MsBetween(step_start_, Clock::now()) / 1000.0);
+      if (!launching_ && !WorkLeft()) loop_.Stop();
+    });
+  }
+
   void OnDone(int k, HttpLoop::Handle h, RequestRecord rec) {
+    const int64_t index_done = rec.index;
     TState& t = ts_[static_cast<size_t>(k)];
     t.in_flight.erase(h);
     DeriveRecord(&rec);
@@ -175,7 +194,11 @@ class StepRunner {
     out_->records.push_back(std::move(rec));
     if (!t.stopped) {
       CheckEarlyStop(k);
-      if (o_.mode == LoadMode::kConcurrency && MayLaunchClosed(t)) LaunchClosed(k);
+      if (o_.workload.conversations > 0 && o_.mode == LoadMode::kConcurrency) {
+        NextTurn(k, index_done);
+      } else if (o_.mode == LoadMode::kConcurrency && MayLaunchClosed(t)) {
+        LaunchClosed(k);
+      }
     }
     // The step ends with its last response, not at the next progress tick.
     if (!launching_ && !WorkLeft()) loop_.Stop();
@@ -218,7 +241,7 @@ class StepRunner {
   bool WorkLeft() const {
     for (const TState& t : ts_) {
       if (!t.active) continue;
-      if (!t.in_flight.empty()) return true;
+      if (!t.in_flight.empty() || t.pending_turns > 0) return true;
       if (o_.mode == LoadMode::kRate && !t.stopped && t.arrivals_fired < arrivals_.size()) return true;
     }
     return false;

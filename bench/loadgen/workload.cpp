@@ -75,6 +75,20 @@ Status ValidateThinking(const std::string& where, const ThinkingParams& t) {
 }
 
 Status ValidateWorkload(const WorkloadSpec& w) {
+  if (w.conversations < 0 || w.conversations > 100000) {
+    return InvalidArgument("--conversations: " + std::to_string(w.conversations) +
+                           " outside [0, 100000]");
+  }
+  if (!(w.think_time_ms >= 0) || w.think_time_ms > 3600e3) {
+    return InvalidArgument("--think-time-ms: outside [0, 3600000]");
+  }
+  if (w.system_words < 0 || w.system_words > 100000 || w.reply_words < 0 ||
+      w.reply_words > 100000) {
+    return InvalidArgument("--system-words / --reply-words: outside [0, 100000]");
+  }
+  if (w.conversations > 0 && !w.prompts.empty()) {
+    return InvalidArgument("--conversations: generates its own prompts; drop --prompts");
+  }
   LL_RETURN_IF_ERROR(ValidateThinking("--thinking-budget / --reasoning-effort", w.thinking));
   if (!w.prompt_thinking.empty() && w.prompt_thinking.size() != w.prompts.size()) {
     return InvalidArgument("--prompts: " + std::to_string(w.prompt_thinking.size()) +
@@ -95,7 +109,54 @@ Status ValidateWorkload(const WorkloadSpec& w) {
   return Status::Ok();
 }
 
+namespace {
+
+std::string Words(Rng& rng, int64_t n) {
+  std::string s;
+  s.reserve(static_cast<size_t>(n) * 6);
+  for (int64_t i = 0; i < n; ++i) {
+    if (i > 0) s += ' ';
+    s += kWords[rng.UniformInt(0, kNumWords - 1)];
+  }
+  return s;
+}
+
+// Turn `turn` of user `user`: the same text for every target and every later turn that
+// repeats it (each piece has its own seed), so a server's prefix cache can serve the history.
+PlannedRequest PlanTurn(const WorkloadSpec& w, uint64_t seed, int step, int64_t user,
+                        int64_t turn) {
+  PlannedRequest r;
+  r.user = user;
+  r.turn = turn;
+  Rng sys_rng(MixSeed(seed, static_cast<uint64_t>(step), 0x5157));
+  r.messages.emplace_back("system", "You are a helpful assistant. " + Words(sys_rng, w.system_words));
+  for (int64_t t = 0; t <= turn; ++t) {
+    Rng user_rng(MixSeed(seed, static_cast<uint64_t>(user) * 1000003 + 11, static_cast<uint64_t>(t)));
+    r.messages.emplace_back("user", "User " + std::to_string(user) + " turn " + std::to_string(t) +
+                                        ": " + Words(user_rng, w.prompt_words.Sample(user_rng)));
+    if (t == turn) break;
+    Rng reply_rng(MixSeed(seed, static_cast<uint64_t>(user) * 1000003 + 13, static_cast<uint64_t>(t)));
+    r.messages.emplace_back("assistant", Words(reply_rng, w.reply_words));
+  }
+  Rng out_rng(MixSeed(seed, static_cast<uint64_t>(user) * 1000003 + 17, static_cast<uint64_t>(turn)));
+  r.max_tokens = w.output_tokens.Sample(out_rng);
+  r.thinking = w.thinking;
+  for (const auto& [role, text] : r.messages) {
+    r.prompt += (r.prompt.empty() ? "" : "\n") + role + ": " + text;
+  }
+  if (w.api == Api::kCompletions) r.prompt += "\nassistant:";
+  r.prompt_words = CountWords(r.prompt);
+  return r;
+}
+
+}  // namespace
+
 PlannedRequest PlanRequest(const WorkloadSpec& w, uint64_t seed, int step, int64_t index) {
+  if (w.conversations > 0) {
+    PlannedRequest r = PlanTurn(w, seed, step, index % w.conversations, index / w.conversations);
+    r.index = index;
+    return r;
+  }
   Rng rng(MixSeed(seed, static_cast<uint64_t>(step), static_cast<uint64_t>(index)));
   PlannedRequest r;
   r.index = index;
@@ -133,7 +194,10 @@ bool RequestsStream(const WorkloadSpec& w) {
 std::string RequestBody(const WorkloadSpec& w, const TargetSpec& target, const PlannedRequest& r) {
   nlohmann::json body = nlohmann::json::object();
   if (!target.model.empty()) body["model"] = target.model;
-  if (w.api == Api::kChat) {
+  if (w.api == Api::kChat && !r.messages.empty()) {
+    body["messages"] = nlohmann::json::array();
+    for (const auto& [role, text] : r.messages) body["messages"].push_back({{"role", role}, {"content", text}});
+  } else if (w.api == Api::kChat) {
     body["messages"] = nlohmann::json::array({{{"role", "user"}, {"content", r.prompt}}});
   } else {
     body["prompt"] = r.prompt;
@@ -166,6 +230,9 @@ HttpRequestSpec RequestSpec(const WorkloadSpec& w, const TargetSpec& target,
   if (!w.api_key.empty()) s.headers.emplace_back("Authorization", "Bearer " + w.api_key);
   if (!w.slo_class.empty()) s.headers.emplace_back("X-SLO-Class", w.slo_class);
   if (!w.user_role.empty()) s.headers.emplace_back("X-User-Role", w.user_role);
+  // A conversation's turns say which conversation they belong to, so a balancer can keep them
+  // on one replica (scripts/replicas.sh --session-affinity).
+  if (r.user >= 0) s.headers.emplace_back("X-Session-Id", "bench-user-" + std::to_string(r.user));
   for (const auto& h : w.headers) s.headers.push_back(h);
   return s;
 }

@@ -75,6 +75,17 @@ struct WorkloadSpec {
   // each set field overrides `thinking` for the requests that draw that prompt. Empty, or one
   // entry per prompt.
   std::vector<ThinkingParams> prompt_thinking;
+  // Conversations (`--conversations N`): N users, each a conversation that grows by one turn
+  // per request, closed loop (user u's next turn is sent think_time_ms after its last answer).
+  // Request i is turn i / N of user i % N; every user's prompt starts with the same system
+  // text of system_words words, then its own history: per earlier turn its message
+  // (prompt_words words) and a reply of reply_words words (synthetic: the bench does not
+  // resend the server's real answer, so a server's cache matches up to the previous prompt),
+  // then the new message. 0: off (independent requests).
+  int64_t conversations = 0;
+  double think_time_ms = 0;
+  int64_t system_words = 200;
+  int64_t reply_words = 32;
 };
 
 // Thinking fields only where the body can carry them: chat requests (servers refuse them on
@@ -88,6 +99,12 @@ struct PlannedRequest {
   int64_t max_tokens = 0;
   std::string prompt;
   ThinkingParams thinking;  // the workload's, with the drawn prompt's own fields over it
+  // Conversations: the turn (0 = the user's first), the user, and the chat messages
+  // (system, then user / assistant alternating, ending with the new user message); for
+  // /v1/completions `prompt` holds them as one transcript.
+  int64_t turn = -1;
+  int64_t user = -1;
+  std::vector<std::pair<std::string, std::string>> messages;
 };
 
 PlannedRequest PlanRequest(const WorkloadSpec& w, uint64_t seed, int step, int64_t index);

@@ -694,5 +694,39 @@ TEST(Ttfa, JudgedByTtfaTheVerdictReadsTheAnswerNotTheThinking) {
   EXPECT_TRUE(BuildReport(f.in).verdicts[0].pass);
 }
 
+// Conversations: first turns (index < N) against returning ones, and the returning turns'
+// cached / restored shares from the server's timings, worked out by hand.
+TEST(Conversations, FirstAgainstReturningTurnsAndCacheShares) {
+  auto turn = [](int64_t index, double ttft, int64_t prompt, int64_t cached, int64_t restored) {
+    RequestRecord r = Ok(ttft, ttft + 50, 5);
+    r.index = index;
+    r.x.timings = {{"tokens", {{"prompt", prompt}, {"cached", cached}, {"restored", restored}}}};
+    return r;
+  };
+  // Two users: indexes 0, 1 are first turns; 2..5 returning (turns 1 and 2).
+  OneStep f(2, 6, 1, {turn(0, 300, 100, 0, 0), turn(1, 500, 100, 0, 0), turn(2, 40, 200, 150, 50),
+                      turn(3, 60, 200, 150, 0), turn(4, 20, 300, 250, 100), turn(5, 80, 300, 250, 150)});
+  f.o.mode = LoadMode::kConcurrency;
+  f.o.workload.conversations = 2;
+  const std::vector<ConversationRow> rows = ConversationRows(f.in);
+  ASSERT_EQ(rows.size(), 1u);
+  const ConversationRow& r = rows[0];
+  EXPECT_EQ(r.first_turns, 2);
+  EXPECT_EQ(r.returning_turns, 4);
+  EXPECT_EQ(r.max_turn, 2);
+  EXPECT_EQ(r.first.p50, 300);
+  EXPECT_EQ(r.returning.p50, 40);   // nearest rank: 2nd of 20, 40, 60, 80
+  EXPECT_EQ(r.returning.p95, 80);
+  EXPECT_DOUBLE_EQ(r.cached_share, 800.0 / 1000.0);
+  EXPECT_DOUBLE_EQ(r.restored_share, 300.0 / 1000.0);
+  const std::string md = ConversationsMarkdown(f.in, rows);
+  EXPECT_NE(md.find("| concurrency 2 | A | 2 | 300 | 500 | 4 | 40.0 | 80.0 | 80% | 30% |"),
+            std::string::npos) << md;
+  EXPECT_EQ(ConversationsJson(rows)[0]["returning_ttft_ms"]["p95"], 80);
+  // Not a conversation run: no section.
+  f.o.workload.conversations = 0;
+  EXPECT_TRUE(ConversationRows(f.in).empty());
+}
+
 }  // namespace
 }  // namespace lifeline::loadgen

@@ -4,6 +4,7 @@
 // that runs every step to the end for every target.
 #include <algorithm>
 #include <map>
+#include <mutex>
 
 #include <gtest/gtest.h>
 
@@ -109,6 +110,56 @@ TEST(Runner, ClosedLoopKeepsConcurrency) {
   EXPECT_EQ(a.max_concurrent(), 2);
   // Six 100 ms requests, two at a time: three rounds, at least 300 ms.
   EXPECT_GE(run->steps[0].targets[0].wall_s, 0.29);
+}
+
+// Conversations: user u's next turn (request i + N) is sent only after its previous turn was
+// answered, and each turn's chat body resends the previous turn's messages as its prefix.
+TEST(Runner, ConversationTurnsFollowTheirAnswers) {
+  std::mutex mu;
+  std::vector<std::string> bodies;
+  ScriptServer a([&](const std::string& req) {
+    std::lock_guard<std::mutex> lock(mu);
+    bodies.push_back(Body(req));
+    return OneTokenStream(30);
+  });
+  RunOptions o = BaseOptions({&a});
+  o.mode = LoadMode::kConcurrency;
+  o.workload.api = Api::kChat;
+  o.workload.conversations = 2;
+  o.workload.system_words = 5;
+  o.workload.think_time_ms = 20;
+  o.loads = {2};
+  o.requests = 6;
+  auto run = RunLoad(o, nullptr);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ASSERT_EQ(run->records.size(), 6u);
+  std::map<int64_t, const RequestRecord*> by_index;
+  for (const RequestRecord& r : run->records) {
+    EXPECT_EQ(r.x.error, "") << r.x.error_detail;
+    by_index[r.index] = &r;
+  }
+  ASSERT_EQ(by_index.size(), 6u);
+  for (int64_t i = 2; i < 6; ++i) {
+    const RequestRecord& prev = *by_index[i - 2];  // the same user's previous turn
+    EXPECT_GE(by_index[i]->start_ms, prev.start_ms + prev.x.e2e_ms + 19) << "turn " << i;
+  }
+  EXPECT_LE(a.max_concurrent(), 2);
+  // Each user's turns: the previous body's messages (but its last) start the next one.
+  std::map<std::string, std::vector<nlohmann::json>> by_user;
+  for (const std::string& b : bodies) {
+    const nlohmann::json j = nlohmann::json::parse(b);
+    const std::string first_user = j["messages"][1]["content"];
+    by_user[first_user.substr(0, first_user.find(':'))].push_back(j["messages"]);
+  }
+  ASSERT_EQ(by_user.size(), 2u);
+  for (const auto& [user, turns] : by_user) {
+    ASSERT_EQ(turns.size(), 3u) << user;
+    for (size_t t = 1; t < turns.size(); ++t) {
+      ASSERT_EQ(turns[t].size(), turns[t - 1].size() + 2) << user;
+      for (size_t m = 0; m < turns[t - 1].size(); ++m) EXPECT_EQ(turns[t][m], turns[t - 1][m]);
+      EXPECT_EQ(turns[t][turns[t].size() - 2]["role"], "assistant");
+    }
+  }
 }
 
 TEST(Runner, SweepStopsAFailingTargetEarlyAndFindsKnees) {

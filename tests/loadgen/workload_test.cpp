@@ -242,6 +242,48 @@ TEST(Thinking, BadValuesAndCompletionsAreRefusedByName) {
   std::remove(path.c_str());
 }
 
+// Conversations: request i is turn i / N of user i % N; a turn's messages begin with the
+// previous turn's (the same text for every target), end with the new user message, and the
+// request names its conversation in X-Session-Id.
+TEST(Conversations, TurnsGrowFromTheSameHistory) {
+  WorkloadSpec w;
+  w.api = Api::kChat;
+  w.conversations = 3;
+  w.system_words = 7;
+  w.reply_words = 4;
+  const PlannedRequest t0 = PlanRequest(w, 5, 0, 1), t1 = PlanRequest(w, 5, 0, 4),
+                       t2 = PlanRequest(w, 5, 0, 7);
+  EXPECT_EQ(t0.user, 1);
+  EXPECT_EQ(t1.user, 1);
+  EXPECT_EQ(t2.turn, 2);
+  ASSERT_EQ(t0.messages.size(), 2u);  // system, user
+  ASSERT_EQ(t1.messages.size(), 4u);  // + assistant, user
+  ASSERT_EQ(t2.messages.size(), 6u);
+  EXPECT_EQ(t0.messages[0].first, "system");
+  for (size_t m = 0; m < t1.messages.size(); ++m) EXPECT_EQ(t2.messages[m], t1.messages[m]);
+  EXPECT_EQ(t1.messages[2].first, "assistant");
+  EXPECT_EQ(CountWords(t1.messages[2].second), 4);
+  // Another user shares the system text only.
+  const PlannedRequest other = PlanRequest(w, 5, 0, 2);
+  EXPECT_EQ(other.messages[0], t0.messages[0]);
+  EXPECT_NE(other.messages[1], t0.messages[1]);
+  TargetSpec t;
+  const nlohmann::json body = nlohmann::json::parse(RequestBody(w, t, t1));
+  ASSERT_EQ(body["messages"].size(), 4u);
+  EXPECT_EQ(body["messages"][3]["role"], "user");
+  bool session = false;
+  for (const auto& [k, v] : RequestSpec(w, t, t1, 5).headers) {
+    session |= k == "X-Session-Id" && v == "bench-user-1";
+  }
+  EXPECT_TRUE(session);
+  // Completions: one transcript, ending where the assistant speaks.
+  w.api = Api::kCompletions;
+  const PlannedRequest c = PlanRequest(w, 5, 0, 4);
+  EXPECT_EQ(c.prompt.rfind("\nassistant:"), c.prompt.size() - 11);
+  w.conversations = -1;
+  EXPECT_FALSE(ValidateWorkload(w).ok());
+}
+
 TEST(Header, ParseAndReject) {
   auto h = ParseHeader("--header", "X-A:  b c ");
   ASSERT_TRUE(h.ok());
