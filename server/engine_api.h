@@ -7,9 +7,11 @@
 // passes the request by value and a sink the engine owns until it has delivered the terminal
 // event (then it should drop it).
 //
-// Thread-safety: every EngineApi method may be called concurrently from any HTTP I/O thread;
-// implementations must be thread-safe and must never block on compute (Submit and Cancel
-// enqueue and return). The sink may be invoked on any engine thread; the server re-posts each
+// Thread-safety: every EngineApi method may be called concurrently from any thread: the HTTP
+// I/O threads call the cheap ones (Models, Ready, Cancel, MetricsText, ...), the server's prep
+// threads Submit, ApplyTemplate, Tokenize and Detokenize, whose cost grows with the request
+// (template, tokens, grammar). Implementations must be thread-safe and must never block on
+// compute: Submit prepares the request on the calling thread, then enqueues and returns. The sink may be invoked on any engine thread; the server re-posts each
 // event onto the connection's own executor, so the sink is cheap and never blocks.
 //
 // Failure: a request the engine refuses up front (queue full, context too long, unknown
@@ -313,7 +315,7 @@ class EngineApi {
     return MakeError(ErrorKind::kNotFound, "not_supported",
                      "this engine does not render chat templates");
   }
-  // POST /tokenize and /detokenize: the model's tokenizer, on the calling I/O thread (nothing
+  // POST /tokenize and /detokenize: the model's tokenizer, on the calling prep thread (nothing
   // is queued). Errors name the field (`tokens[i]` outside the vocabulary: 400). The
   // defaults: 404 for engines without a tokenizer of their own.
   virtual std::variant<std::vector<int32_t>, ApiError> Tokenize(

@@ -87,6 +87,10 @@ Status HttpServer::Start() {
   if (o.io_threads < 1 || o.io_threads > 64) {
     return InvalidArgument("io_threads is " + std::to_string(o.io_threads) + "; allowed 1..64");
   }
+  if (o.prep_threads < 1 || o.prep_threads > 64) {
+    return InvalidArgument("prep_threads is " + std::to_string(o.prep_threads) +
+                           "; allowed 1..64");
+  }
   const std::string where = o.bind_address + ":" + std::to_string(o.port);
   ErrorCode ec;
   const auto address = net::ip::make_address(o.bind_address, ec);
@@ -100,6 +104,7 @@ Status HttpServer::Start() {
   s.bound_port = s.acceptor.local_endpoint(ec).port();
   s.core->id_salt = std::random_device{}() * 0x9E3779B97F4A7C15ull ^ std::random_device{}();
   s.started = true;
+  s.core->prep = std::make_unique<PrepPool>(o.prep_threads, o.limits.max_prep_queued);
   s.work.emplace(s.ioc.get_executor());
   s.Accept();
   for (int i = 0; i < o.io_threads; ++i) {
@@ -125,11 +130,13 @@ void HttpServer::Stop() {
   s.stopped = true;
   ServerCore& core = *s.core;
   core.draining.store(true);
-  // 1. Let in-flight requests finish on their own. The listener stays open meanwhile: a new
-  //    connection is answered (503 + Retry-After for /ready and generation, Connection:
-  //    close) rather than refused, so a load balancer can tell draining from dead.
-  Impl::WaitUntil([&] { return core.metrics.Ledger().in_flight() == 0; },
-                  core.options.limits.drain_timeout);
+  // 1. Let in-flight requests finish on their own, those still being prepared (parsed,
+  //    submitted) included. The listener stays open meanwhile: a new connection is answered
+  //    (503 + Retry-After for /ready and generation, Connection: close) rather than
+  //    refused, so a load balancer can tell draining from dead.
+  Impl::WaitUntil(
+      [&] { return core.metrics.Ledger().in_flight() == 0 && core.prep->Stats().idle(); },
+      core.options.limits.drain_timeout);
   {
     std::promise<void> closed;
     net::post(s.acceptor.get_executor(), [&s, &closed] {
@@ -148,7 +155,11 @@ void HttpServer::Stop() {
         return core.registry.empty();
       },
       std::chrono::milliseconds(1000));
-  // 3. No engine event may reach the io_context from now on.
+  // 3. The prep pool: a job still queued is answered shutting_down, a running one finishes.
+  //    Their connections have given up on them (step 2), so an accepted Submit is counted
+  //    cancelled{shutdown} and cancelled; whatever they post back still finds the strands.
+  core.prep->Shutdown();
+  // 4. No engine event may reach the io_context from now on.
   {
     std::unique_lock lock(core.gate->mu);
     core.gate->open = false;
@@ -157,7 +168,7 @@ void HttpServer::Stop() {
   s.ioc.stop();
   for (auto& t : s.threads) t.join();
   s.threads.clear();
-  // 4. Break the self-references of connections whose handlers never ran; their pending
+  // 5. Break the self-references of connections whose handlers never ran; their pending
   //    handlers are destroyed with the io_context.
   for (auto& c : s.LiveConnections()) c->ReleaseAfterStop();
 }
@@ -165,5 +176,10 @@ void HttpServer::Stop() {
 LedgerSnapshot HttpServer::Ledger() const { return impl_->core->metrics.Ledger(); }
 
 const ServerMetrics& HttpServer::metrics() const { return impl_->core->metrics; }
+
+PrepStats HttpServer::PrepPoolStats() const {
+  const auto& prep = impl_->core->prep;
+  return prep ? prep->Stats() : PrepStats{};
+}
 
 }  // namespace lifeline::server

@@ -13,6 +13,14 @@
 // closed; a write that makes no progress within write_timeout closes the connection (and
 // cancels its request). An HTTP/1.1 request without Host, or any with two, is 400 bad_host.
 //
+// The I/O threads only read, route, write and answer the small endpoints. Work whose cost
+// grows with the request -- a generation request's parse and EngineApi::Submit (chat
+// template, tokens, grammar or JSON schema, admission), /tokenize, /detokenize,
+// /apply-template -- runs on `prep_threads` prep threads (prep_pool.h) and its answer comes
+// back to the connection's strand, so /health and /ready answer while a large schema
+// compiles. At most max_prep_queued requests wait for a prep thread: above, 503
+// prep_queue_full with Retry-After.
+//
 // With API keys, the key is checked from the header alone: a protected route without a
 // valid key is answered 401 before any body byte is read (and when a body was announced the
 // connection closes, discarding at most max_unauthenticated_body_bytes of it); a request
@@ -34,7 +42,8 @@
 //
 // Ownership: owns the I/O threads, sockets and metrics; borrows the EngineApi, which must
 // outlive the server (its sinks become no-ops once Stop() returns). Thread-safety: Start and
-// Stop from one controlling thread; port(), Ledger() and metrics() from any thread.
+// Stop from one controlling thread; port(), Ledger(), metrics() and PrepPoolStats() from any
+// thread.
 // Failure: Start returns a Status naming the address and port (bind/listen errors).
 #pragma once
 
@@ -48,6 +57,7 @@
 #include "base/status.h"
 #include "server/engine_api.h"
 #include "server/openai.h"
+#include "server/prep_pool.h"
 #include "server/server_metrics.h"
 
 namespace lifeline::server {
@@ -75,6 +85,10 @@ struct ServerLimits {
   // most 4 MiB; max_unauthenticated_body_bytes for a client without a valid key) before the
   // close, so that the close does not reset the connection before the client read the answer.
   std::chrono::milliseconds linger_timeout{500};
+  // Requests waiting for a prep thread (parse, template, tokens, grammar: ServerOptions::
+  // prep_threads) beyond the ones running; above -> 503 prep_queue_full + Retry-After. Each
+  // connection has at most one request there, so this only bounds a burst of connections.
+  size_t max_prep_queued = 256;
   int retry_after_s = 1;                       // Retry-After on 503s the server makes itself
   int socket_send_buffer_bytes = 0;            // SO_SNDBUF per connection; 0 = OS default
 };
@@ -83,6 +97,10 @@ struct ServerOptions {
   std::string bind_address = "127.0.0.1";  // loopback by default
   uint16_t port = 8080;                    // 0 = pick a free port (see HttpServer::port())
   int io_threads = 1;
+  // Threads that run the work whose cost grows with the request (a generation request's
+  // parse and EngineApi::Submit, /tokenize, /detokenize, /apply-template), so the I/O threads
+  // never do and /health answers meanwhile.
+  int prep_threads = 2;
   std::vector<std::string> api_keys;       // empty = no auth; any one of them is accepted
   std::vector<std::string> cors_allowed_origins;  // empty = CORS off
   ServerLimits limits;
@@ -102,12 +120,16 @@ class HttpServer {
   uint16_t port() const;
   // Graceful: stops accepting, answers new generation requests and /ready with 503, waits up
   // to drain_timeout for in-flight requests, then ends the rest with a terminal error
-  // (counted as cancelled{shutdown}), closes every connection and joins the threads.
+  // (counted as cancelled{shutdown}), closes every connection and joins the threads (a
+  // request still waiting for a prep thread is answered 503 shutting_down; one whose Submit
+  // is running finishes it, and if accepted is counted cancelled{shutdown} and cancelled).
   // Idempotent.
   void Stop();
 
   LedgerSnapshot Ledger() const;
   const ServerMetrics& metrics() const;
+  // The prep pool's threads, queue and refusals (all zero before Start).
+  PrepStats PrepPoolStats() const;
 
  private:
   struct Impl;

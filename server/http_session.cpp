@@ -2,12 +2,17 @@
 // deadlines, dispatches them, and writes responses and SSE streams with explicit
 // back-pressure accounting. Everything of one connection runs on its strand (the socket's
 // executor), so the Session's fields need no locks; engine events arrive through a sink that
-// posts onto that strand.
+// posts onto that strand. Work whose cost grows with the request (parsing and submitting a
+// generation request, /tokenize, /detokenize, /apply-template) runs on the prep pool
+// (prep_pool.h); its result is posted back onto the strand, so the I/O thread stays free
+// for every other connection meanwhile.
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,9 +32,12 @@
 #include "server/choice_assembler.h"
 #include "server/dashboard.h"
 #include "server/errors.h"
+#include "server/generation_prep.h"
 #include "server/http_framing.h"
 #include "server/http_message.h"
 #include "server/openai.h"
+#include "server/pending_submit.h"
+#include "server/prep_pool.h"
 #include "server/responses.h"
 #include "server/router.h"
 #include "server/server_core.h"
@@ -74,6 +82,17 @@ double MsBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
+ApiError ShuttingDownError(int retry_after_s) {
+  return UnavailableError("server is shutting down", "shutting_down", retry_after_s);
+}
+
+// Every prep thread is busy and max_prep_queued requests already wait for one.
+ApiError PrepQueueFullError(const ServerLimits& limits) {
+  return UnavailableError("too many requests waiting to be prepared (max_prep_queued = " +
+                              std::to_string(limits.max_prep_queued) + ")",
+                          "prep_queue_full", limits.retry_after_s);
+}
+
 // The one generation request in flight on a connection.
 struct Exchange {
   uint64_t serial = 0;
@@ -83,8 +102,15 @@ struct Exchange {
   std::string route_label;
   CompletionContext ctx;
   std::unique_ptr<ChoiceAssembler> assembler;  // the choices' text, logprobs, tool calls
-  bool finished = false;       // terminal outcome recorded in the ledger
+  // Terminal outcome recorded in the ledger (or, given up while pending, left to
+  // PendingSubmit to record).
+  bool finished = false;
   bool cancel_sent = false;
+  // From posting the prep job until OnSubmitted takes its outcome: what the prep thread and
+  // the session share (pending_submit.h), and the engine's events that arrive before the
+  // outcome is taken (the sink posts them as soon as Submit accepts), replayed in order then.
+  std::shared_ptr<PendingSubmit> pending;
+  std::vector<GenerationEvent> early;
 };
 
 class Session final : public ConnectionHandle, public std::enable_shared_from_this<Session> {
@@ -126,7 +152,9 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
   void ReleaseAfterStop() override { self_ref_.reset(); }
 
  private:
-  enum class Phase { kIdle, kHeader, kBody, kExchange, kResponding, kLinger, kClosed };
+  // kPrep: the request's answer (or, for generation, its Submit) is being worked out on the
+  // prep pool; kExchange: the engine accepted it and its events answer it.
+  enum class Phase { kIdle, kHeader, kBody, kPrep, kExchange, kResponding, kLinger, kClosed };
   enum class AfterWrite { kNothing, kNextRequest, kLingerClose };
 
   // ---- The peer while a request runs ---------------------------------------------------
@@ -142,7 +170,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
   // that closed is then found at the first write.
   void OnPeerEof() {
     peer_eof_ = true;
-    if (phase_ == Phase::kExchange) {
+    if (phase_ == Phase::kPrep || phase_ == Phase::kExchange) {
       if (head_sent_) {
         SendFrame(kSseHeartbeat);
       } else if (!http10_) {
@@ -175,7 +203,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     }
     // Woken without a reset (or the wait was cancelled): keep watching while a request runs;
     // a failed write still ends it otherwise.
-    if (phase_ == Phase::kExchange) WatchPeer();
+    if (phase_ == Phase::kPrep || phase_ == Phase::kExchange) WatchPeer();
   }
 
   // ---- Reading requests ----------------------------------------------------------------
@@ -243,13 +271,13 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
         buffer_.commit(net::buffer_copy(buffer_.prepare(n), net::buffer(raw_buf_.data(), n)));
       }
     }
-    if (phase_ == Phase::kExchange || phase_ == Phase::kResponding) {
+    if (phase_ == Phase::kPrep || phase_ == Phase::kExchange || phase_ == Phase::kResponding) {
       // End of stream after a complete request: the client half-closed (or closed), see
       // OnPeerEof.
       if (ec == net::error::eof) return OnPeerEof();
       if (ec) {
         // A reset while the request runs: the client is gone.
-        if (phase_ == Phase::kExchange) return Abort(CancelReason::kClientDisconnect);
+        if (phase_ != Phase::kResponding) return Abort(CancelReason::kClientDisconnect);
         return CloseSocket();
       }
       // Pipelined bytes are kept for the next request; keep watching unless the buffer is
@@ -529,16 +557,26 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
           return Respond(ModelsResponse(engine.Models()), match.label);
         case Route::kModel:
           return Respond(ModelResponse(engine.Models(), match.id), match.label);
+        // Their cost grows with the body (a 1 MiB text to tokenize, a million ids): the
+        // prep pool answers them.
         case Route::kTokenize:
-          return Respond(TokenizeResponse(engine, content_type, req.body(),
-                                          core_->options.request_limits),
-                         match.label);
+          return AnswerOnPrepPool(
+              match.label, [&engine, limits = &core_->options.request_limits,
+                            type = OwnedContentType(content_type),
+                            body = std::move(req.body())] {
+                return TokenizeResponse(engine, type, body, *limits);
+              });
         case Route::kDetokenize:
-          return Respond(DetokenizeResponse(engine, content_type, req.body(),
-                                            core_->options.request_limits),
-                         match.label);
+          return AnswerOnPrepPool(
+              match.label, [&engine, limits = &core_->options.request_limits,
+                            type = OwnedContentType(content_type),
+                            body = std::move(req.body())] {
+                return DetokenizeResponse(engine, type, body, *limits);
+              });
         case Route::kMetrics:
-          return Respond(MetricsResponse(core_->metrics, engine.MetricsText()), match.label);
+          return Respond(MetricsResponse(core_->metrics, PrepMetricsText(core_->prep->Stats()) +
+                                                             engine.MetricsText()),
+                         match.label);
         case Route::kSlo:
           return Respond(SloResponse(engine.SloStatusJson()), match.label);
         case Route::kDashboardPage:
@@ -553,7 +591,12 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
           return Respond(DashboardStateResponse(state, if_none_match), match.label);
         }
         case Route::kApplyTemplate:
-          return HandleApplyTemplate(content_type, req.body(), match.label);
+          return AnswerOnPrepPool(
+              match.label, [&engine, limits = &core_->options.request_limits,
+                            type = OwnedContentType(content_type),
+                            body = std::move(req.body())] {
+                return ApplyTemplateResponse(engine, type, body, *limits);
+              });
         case Route::kCompletions:
         case Route::kChatCompletions:
         case Route::kInfill: {
@@ -569,8 +612,8 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
               user_role = std::string(View(field.value()));
             }
           }
-          return HandleGeneration(ep, content_type, req.body(), match.label, slo_class,
-                                  user_role);
+          return HandleGeneration(ep, content_type, std::move(req.body()), match.label,
+                                  std::move(slo_class), std::move(user_role));
         }
       }
     } catch (const std::exception& e) {
@@ -582,29 +625,82 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     }
   }
 
-  // POST /apply-template: a chat-completions body in, {"prompt": "..."} out (llama.cpp's
-  // shape). Validated exactly as a chat request; nothing is queued or generated.
-  void HandleApplyTemplate(std::optional<std::string_view> content_type, const std::string& body,
-                           std::string_view label) {
-    EngineApi& engine = *core_->engine;
-    if (auto err = CheckContentType(content_type)) return Respond(ErrorResponse(*err), label);
-    GenerationRequest request;
-    if (auto err = ParseGenerationRequest(body, Endpoint::kChatCompletions,
-                                          core_->options.request_limits, &request)) {
-      return Respond(ErrorResponse(*err), label);
-    }
-    if (auto err = ResolveModel(engine.Models(), request.model, &request.model)) {
-      return Respond(ErrorResponse(*err), label);
-    }
-    auto prompt = engine.ApplyTemplate(request);
-    if (auto* err = std::get_if<ApiError>(&prompt)) return Respond(ErrorResponse(*err), label);
-    return Respond(JsonResponse(200, {{"prompt", std::get<std::string>(prompt)}}), label);
+  // Copies a header value the request owns, for a job that outlives the request object.
+  static std::optional<std::string> OwnedContentType(std::optional<std::string_view> v) {
+    if (!v) return std::nullopt;
+    return std::string(*v);
   }
 
+  // ---- Work on the prep pool -----------------------------------------------------------
+
+  // Runs `fn(session)` on the session's strand, from a prep or engine thread, unless the
+  // server has stopped (the gate closed) or the session is gone. It holds only the gate and
+  // a weak reference: no executor copy, so nothing touches the io_context once Stop() has
+  // closed the gate.
+  template <class Fn>
+  static void PostBack(const std::shared_ptr<SinkGate>& gate, const std::weak_ptr<Session>& weak,
+                       Fn fn) {
+    std::shared_lock lock(gate->mu);
+    if (!gate->open) return;
+    auto self = weak.lock();
+    if (!self) return;
+    auto executor = self->socket_.get_executor();
+    net::post(executor,
+              [self = std::move(self), fn = std::move(fn)]() mutable { fn(*self); });
+  }
+
+  // The session waits for a prep job: no reading of further requests (pipelined bytes stay
+  // buffered, so answers keep their order), but a disconnect is noticed.
+  void EnterPrep(std::string_view label) {
+    prep_label_ = std::string(label);
+    self_ref_ = shared_from_this();  // the job's answer needs us alive; dropped at the end
+    phase_ = Phase::kPrep;
+    WatchPeer();
+  }
+
+  // /tokenize, /detokenize, /apply-template: `work` computes the whole answer on a prep
+  // thread; OnPrepAnswer sends it. A full queue is answered at once.
+  void AnswerOnPrepPool(std::string_view label, std::function<HttpResponse()> work) {
+    const uint64_t serial = ++prep_serial_;
+    auto job = [work = std::move(work), gate = core_->gate, weak = weak_from_this(), serial,
+                retry_after_s = limits_.retry_after_s](bool run) {
+      HttpResponse response;
+      if (!run) {
+        response = ErrorResponse(ShuttingDownError(retry_after_s));
+      } else if (weak.expired()) {
+        return;  // the connection closed while the job was queued: nobody waits for it
+      } else {
+        // The pool swallows what escapes a job, and this session would then wait for ever.
+        try {
+          response = work();
+        } catch (const std::exception& e) {
+          response = ErrorResponse(InternalError(std::string("internal error: ") + e.what()));
+        } catch (...) {
+          response = ErrorResponse(InternalError("internal error"));
+        }
+      }
+      PostBack(gate, weak, [serial, response = std::move(response)](Session& s) mutable {
+        s.OnPrepAnswer(serial, std::move(response));
+      });
+    };
+    if (!core_->prep->TryPost(std::move(job))) {
+      return Respond(ErrorResponse(PrepQueueFullError(limits_)), label);
+    }
+    EnterPrep(label);
+  }
+
+  void OnPrepAnswer(uint64_t serial, HttpResponse response) {
+    // An answer the session no longer waits for (it closed, or shutdown answered first).
+    if (serial != prep_serial_ || phase_ != Phase::kPrep) return;
+    Respond(std::move(response), prep_label_);
+  }
+
+  // A generation request: the cheap refusals here, then parse + validate + Submit on the
+  // prep pool (PrepareGeneration); OnSubmitted picks the outcome up on the strand.
   void HandleGeneration(Endpoint ep, std::optional<std::string_view> content_type,
-                        const std::string& body, std::string_view label,
-                        const std::optional<std::string>& slo_class_header = std::nullopt,
-                        const std::optional<std::string>& user_role_header = std::nullopt) {
+                        std::string body, std::string_view label,
+                        std::optional<std::string> slo_class_header,
+                        std::optional<std::string> user_role_header) {
     EngineApi& engine = *core_->engine;
     // The body's "id"; also the X-Request-Id of every answer to this request (errors too)
     // unless the client sent its own, which then is the request_id the engine logs.
@@ -612,9 +708,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
         NewRequestId(*core_, ep == Endpoint::kChatCompletions ? "chatcmpl-" : "cmpl-");
     if (request_id_.empty()) request_id_ = response_id;
     if (core_->draining.load()) {
-      return Respond(ErrorResponse(UnavailableError("server is shutting down", "shutting_down",
-                                                    limits_.retry_after_s)),
-                     label);
+      return Respond(ErrorResponse(ShuttingDownError(limits_.retry_after_s)), label);
     }
     // An engine that can say why it is not ready (a model whose file changed under it) knows
     // which model failed: it refuses that model's requests itself with the documented 503
@@ -626,72 +720,88 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
                      label);
     }
     if (auto err = CheckContentType(content_type)) return Respond(ErrorResponse(*err), label);
-    GenerationRequest request;
-    if (auto err = ParseGenerationRequest(body, ep, core_->options.request_limits, &request)) {
-      return Respond(ErrorResponse(*err), label);
-    }
-    if (slo_class_header) request.slo_class = *slo_class_header;
-    if (user_role_header) request.user_role = *user_role_header;
-    if (auto err = ResolveModel(engine.Models(), request.model, &request.model)) {
-      return Respond(ErrorResponse(*err), label);
-    }
-    timeline_.validated = Clock::now();
-    request.timeline = timeline_;
-    request.request_id = request_id_;
 
     auto ex = std::make_shared<Exchange>();
     ex->serial = ++exchange_serial_;
-    ex->stream = request.stream;
-    ex->include_usage = request.include_usage;
     ex->route_label = std::string(label);
-    ex->ctx.id = response_id;
-    ex->ctx.model = request.model;
-    ex->ctx.created_unix_s = static_cast<int64_t>(std::time(nullptr));
-    ex->ctx.is_chat = request.is_chat;
-    AssemblerOptions ao;
-    ao.n_choices = request.n * (request.is_chat ? 1 : static_cast<int32_t>(request.prompts.size()));
-    ao.logprobs = request.logprobs;
-    ao.infill = ep == Endpoint::kInfill;
-    const bool tools_in_play = request.is_chat && request.tools.is_array() &&
-                               !request.tools.empty() &&
-                               !(request.tool_choice.is_string() && request.tool_choice == "none");
-
-    SubmitResult submitted = engine.Submit(std::move(request), MakeSink(ex->serial));
-    if (!submitted.accepted()) return Respond(ErrorResponse(*submitted.error), label);
-    core_->metrics.CountAccepted();
-    ex->handle = submitted.handle;
-    if (!submitted.served_model.empty()) ex->ctx.model = submitted.served_model;
-    if (tools_in_play) {
-      // The serving model's template says how its calls look.
-      for (const ModelInfo& m : engine.Models()) {
-        if (m.id == ex->ctx.model) {
-          ao.tool_format = toolcall::ToolCallFormatFromName(m.tool_call_format)
-                               .value_or(toolcall::ToolCallFormat::kNone);
+    ex->pending = std::make_shared<PendingSubmit>(core_->metrics, engine);
+    GenerationInput in;
+    in.endpoint = ep;
+    in.body = std::move(body);
+    in.slo_class_header = std::move(slo_class_header);
+    in.user_role_header = std::move(user_role_header);
+    in.timeline = timeline_;
+    in.request_id = request_id_;
+    in.response_id = response_id;
+    in.serial = ex->serial;
+    in.sink = MakeSink(ex->serial);
+    // The job borrows the engine and the limits: the pool is joined (Stop) before either
+    // goes. Whichever of it and the session learns of the other's side last accounts for
+    // the request (PendingSubmit), so the ledger holds whether the client stays or not.
+    auto job = [&engine, limits = &core_->options.request_limits, pending = ex->pending,
+                gate = core_->gate, weak = weak_from_this(), serial = ex->serial,
+                retry_after_s = limits_.retry_after_s, in = std::move(in)](bool run) mutable {
+      PrepOutcome outcome;
+      if (!run) {
+        outcome.error = ShuttingDownError(retry_after_s);
+      } else if (pending->GivenUp()) {
+        // The client left (or shutdown answered it) while the job was queued: nobody waits
+        // for this work, so none is done and nothing reaches the engine.
+        outcome.error = ShuttingDownError(retry_after_s);
+      } else {
+        try {
+          outcome = PrepareGeneration(engine, *limits, std::move(in));
+        } catch (...) {
+          // PrepareGeneration catches what can be thrown before Submit accepts; this only
+          // keeps the session from waiting for ever.
+          outcome.error = InternalError("internal error");
         }
       }
-      ao.tool_call_id_seed = std::hash<std::string>{}(response_id) ^ exchange_serial_;
+      if (!pending->Deliver(std::move(outcome))) return;  // the session gave up: accounted
+      PostBack(gate, weak, [serial](Session& s) { s.OnSubmitted(serial); });
+    };
+    if (!core_->prep->TryPost(std::move(job))) {
+      return Respond(ErrorResponse(PrepQueueFullError(limits_)), label);
     }
-    ao.ctx = ex->ctx;
-    ex->assembler = std::make_unique<ChoiceAssembler>(std::move(ao));
     exchange_ = std::move(ex);
-    self_ref_ = shared_from_this();  // the engine's events need us alive; dropped at the end
+    EnterPrep(label);
+  }
+
+  // On the strand: what the prep thread made of the request. Accepted: from here on it is
+  // an exchange like any other, and the engine events that came first are replayed.
+  void OnSubmitted(uint64_t serial) {
+    if (!exchange_ || exchange_->serial != serial || !exchange_->pending) return;
+    std::optional<PrepOutcome> outcome = exchange_->pending->Take();
+    if (!outcome) return;  // the session gave up meanwhile; PendingSubmit accounted for it
+    Exchange& ex = *exchange_;
+    ex.pending.reset();
+    if (!outcome->accepted()) {
+      const std::string label = ex.route_label;
+      exchange_.reset();  // never accepted: nothing to cancel, nothing in the ledger
+      return Respond(ErrorResponse(*outcome->error), label);
+    }
+    core_->metrics.CountAccepted();
+    ex.handle = outcome->submitted.handle;
+    ex.stream = outcome->stream;
+    ex.include_usage = outcome->include_usage;
+    ex.ctx = outcome->assembler.ctx;
+    ex.assembler = std::make_unique<ChoiceAssembler>(std::move(outcome->assembler));
+    timeline_.validated = outcome->validated;
     phase_ = Phase::kExchange;
     last_send_ = Clock::now();
     WatchPeer();  // notice a disconnect while we wait
-    if (exchange_->stream) ArmHeartbeat();
+    if (ex.stream) ArmHeartbeat();
+    std::vector<GenerationEvent> early = std::move(ex.early);
+    ex.early.clear();
+    for (GenerationEvent& event : early) OnEngineEvent(serial, std::move(event));
   }
 
   // The sink holds only the gate and a weak reference: no executor copy, so nothing in it
   // touches the io_context once Stop() has closed the gate.
   GenerationSink MakeSink(uint64_t serial) {
     return [gate = core_->gate, weak = weak_from_this(), serial](GenerationEvent event) {
-      std::shared_lock lock(gate->mu);
-      if (!gate->open) return;
-      auto self = weak.lock();
-      if (!self) return;
-      auto executor = self->socket_.get_executor();
-      net::post(executor, [self = std::move(self), serial, event = std::move(event)]() mutable {
-        self->OnEngineEvent(serial, std::move(event));
+      PostBack(gate, weak, [serial, event = std::move(event)](Session& s) mutable {
+        s.OnEngineEvent(serial, std::move(event));
       });
     };
   }
@@ -701,6 +811,11 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
   void OnEngineEvent(uint64_t serial, GenerationEvent event) {
     if (!exchange_ || exchange_->serial != serial || exchange_->finished) return;
     if (phase_ == Phase::kClosed) return;
+    if (exchange_->pending) {
+      // Submit accepted it on the prep thread, which has not told us yet (or is about to).
+      exchange_->early.push_back(std::move(event));
+      return;
+    }
     switch (event.kind) {
       case GenerationEvent::Kind::kToken:
         return OnToken(event);
@@ -833,8 +948,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     EndExchangeTimers();
     if (reason == CancelReason::kShutdown && phase_ != Phase::kClosed) {
       // The client is still there: tell it why, then close.
-      const ApiError err = UnavailableError("server is shutting down", "shutting_down",
-                                            limits_.retry_after_s);
+      const ApiError err = ShuttingDownError(limits_.retry_after_s);
       if (head_sent_) {
         SendFrame(SseEvent(ErrorJson(err)));
         keep_alive_ = false;
@@ -849,6 +963,14 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
   void FinishCancelled(CancelReason reason) {
     Exchange& ex = *exchange_;
     ex.finished = true;
+    if (ex.pending) {
+      // Submit has not answered yet, or its answer is unread: if the engine accepts (or
+      // accepted) the request, PendingSubmit counts it accepted and cancelled and cancels it.
+      ex.pending->GiveUp(reason);
+      ex.pending.reset();
+      ex.early.clear();
+      return;
+    }
     core_->metrics.CountCancelled(reason);
     if (!ex.cancel_sent) {
       ex.cancel_sent = true;
@@ -869,6 +991,12 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
   void OnShutdown() {
     if (phase_ == Phase::kClosed) return;
     if (exchange_ && !exchange_->finished) return Abort(CancelReason::kShutdown);
+    if (phase_ == Phase::kPrep) {
+      // A /tokenize-like answer still on the prep pool: it is dropped when it comes.
+      ++prep_serial_;
+      keep_alive_ = false;
+      return Respond(ErrorResponse(ShuttingDownError(limits_.retry_after_s)), prep_label_);
+    }
     if (phase_ == Phase::kResponding || writing_) {
       keep_alive_ = false;
       after_write_ = AfterWrite::kLingerClose;
@@ -916,7 +1044,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
       response.headers.emplace_back("X-Request-Id", request_id_);
     }
     core_->metrics.CountResponse(label, response.status);
-    if (exchange_) ReleaseExchange();
+    ReleaseExchange();  // an exchange's, or a prep job's, hold on the session
     phase_ = Phase::kResponding;
     after_write_ = keep_alive_ ? AfterWrite::kNextRequest : AfterWrite::kLingerClose;
     Send(SerializeResponse(response, keep_alive_, head_));
@@ -1092,6 +1220,9 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
 
   std::shared_ptr<Exchange> exchange_;
   uint64_t exchange_serial_ = 0;
+  // The answer a prep job (AnswerOnPrepPool) owes: its number and its route's label.
+  uint64_t prep_serial_ = 0;
+  std::string prep_label_;
   bool head_sent_ = false;
   std::shared_ptr<Session> self_ref_;
 };

@@ -3,9 +3,10 @@
 // include it (keeps Asio/Beast out of headers the rest of the tree compiles).
 //
 // Ownership: HttpServer::Impl owns the ServerCore via shared_ptr; each connection holds a
-// shared_ptr too, so the core outlives the last handler. Thread-safety: options are
-// immutable after Start; counters and the registry are atomics / mutex-guarded; SinkGate is
-// read-locked by engine threads and write-locked once by Stop.
+// shared_ptr too, so the core outlives the last handler; prep jobs borrow it (the pool is
+// part of it and joins its threads first). Thread-safety: options are immutable after Start;
+// counters and the registry are atomics / mutex-guarded; SinkGate is read-locked by engine
+// and prep threads and write-locked once by Stop; the prep pool is thread-safe.
 #pragma once
 
 #include <atomic>
@@ -19,12 +20,14 @@
 
 #include "server/engine_api.h"
 #include "server/http_server.h"
+#include "server/prep_pool.h"
 #include "server/recent_requests.h"
 #include "server/server_metrics.h"
 
 namespace lifeline::server {
 
-// Engine sinks hold this; once Stop() closes it no sink posts into the (dying) io_context.
+// Engine sinks and prep jobs hold this; once Stop() closes it nothing posts into the (dying)
+// io_context.
 struct SinkGate {
   std::shared_mutex mu;
   bool open = true;
@@ -56,6 +59,11 @@ struct ServerCore {
 
   std::mutex registry_mu;
   std::unordered_map<uint64_t, std::weak_ptr<ConnectionHandle>> registry;
+
+  // Created by Start, shut down by Stop before the gate closes. Declared last: its jobs use
+  // the members above (engine, metrics, gate, options), so it goes (joining its threads)
+  // before they do.
+  std::unique_ptr<PrepPool> prep;
 };
 
 // Runs one accepted connection until it closes (registers itself in core->registry).

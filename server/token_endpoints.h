@@ -6,7 +6,8 @@
 // depth, strict JSON, an object); `content` is bounded by max_body_bytes, `tokens` by
 // RequestLimits::max_detokenize_tokens and must hold integers in [0, 2^31) (the engine checks
 // them against its vocabulary). Unknown fields are ignored; null means "default" (a null
-// `content` / `tokens` is missing). The engine call runs on the I/O thread; nothing is queued.
+// `content` / `tokens` is missing). The session runs these on a prep thread (prep_pool.h), not
+// the I/O thread; the engine queues nothing for them.
 //
 // Ownership: pure functions over borrowed input. Thread-safety: no shared state (the engine's
 // Tokenize / Detokenize are thread-safe). Failure: 400 naming the field, 404 for an unknown

@@ -1,6 +1,6 @@
 // ModelEngine::Tokenize / Detokenize (POST /tokenize, /detokenize): the model's tokenizer on
-// the calling I/O thread. Both only read the immutable tokenizer, so no engine-thread state is
-// touched and nothing is queued.
+// the calling thread (one of the server's prep threads). Both only read the immutable
+// tokenizer, so no engine-thread state is touched and nothing is queued.
 #include <string>
 #include <string_view>
 

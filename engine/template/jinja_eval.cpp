@@ -15,7 +15,7 @@ constexpr int64_t kMaxRange = 100000;  // jinja2's sandbox refuses larger range(
 }  // namespace
 
 // CPU time of the calling thread: a render's time budget is the CPU it burns, so a busy
-// machine that preempts the I/O thread does not fail an honest template.
+// machine that preempts the rendering thread does not fail an honest template.
 double ThreadCpuMs() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);

@@ -29,6 +29,9 @@ struct FakeScript {
   std::optional<ApiError> error_at_end;  // terminal error instead of done
   std::optional<ApiError> reject;        // Submit refuses with this
   std::optional<std::string> routed_to;  // a kRouted event naming this model comes first
+  // Submit itself sends every event, the terminal one included, before it returns (delays
+  // ignored): an engine faster than the server's hand-off of the acceptance.
+  bool events_within_submit = false;
   Usage usage{7, -1};                    // completion_tokens -1: number of tokens
   nlohmann::json timings = {{"queue_ms", 1.5}, {"prefill_ms", 12.25}, {"decode_ms", 30.0}};
 };
@@ -45,6 +48,12 @@ class FakeEngine final : public EngineApi {
   // other models are served).
   void FailModel(std::string model, std::string why);
   void SetModels(std::vector<ModelInfo> models);
+  // While held, Submit waits (holding none of the engine's locks) until ReleaseSubmits: a
+  // stand-in for a Submit that renders a huge template or compiles a huge schema, ended by
+  // the test rather than by a clock.
+  void HoldSubmits();
+  void ReleaseSubmits();
+  int submits_waiting() const;  // Submit calls held right now
 
   std::vector<ModelInfo> Models() const override;
   bool Ready() const override;
@@ -103,6 +112,10 @@ class FakeEngine final : public EngineApi {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  mutable std::mutex hold_mu_;  // apart from mu_: a held Submit blocks nothing else
+  std::condition_variable hold_cv_;
+  bool submits_held_ = false;
+  int submits_waiting_ = 0;
   bool stop_ = false;
   bool ready_ = true;
   std::string failed_model_;  // "" = none

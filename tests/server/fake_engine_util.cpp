@@ -11,6 +11,7 @@ FakeEngine::FakeEngine() {
 }
 
 FakeEngine::~FakeEngine() {
+  ReleaseSubmits();
   {
     std::lock_guard lock(mu_);
     stop_ = true;
@@ -56,8 +57,32 @@ std::string FakeEngine::NotReadyReason() const {
                                : "model '" + failed_model_ + "' failed: " + failed_why_;
 }
 
+void FakeEngine::HoldSubmits() {
+  std::lock_guard lock(hold_mu_);
+  submits_held_ = true;
+}
+
+void FakeEngine::ReleaseSubmits() {
+  {
+    std::lock_guard lock(hold_mu_);
+    submits_held_ = false;
+  }
+  hold_cv_.notify_all();
+}
+
+int FakeEngine::submits_waiting() const {
+  std::lock_guard lock(hold_mu_);
+  return submits_waiting_;
+}
+
 SubmitResult FakeEngine::Submit(GenerationRequest request, GenerationSink sink) {
-  std::lock_guard lock(mu_);
+  {
+    std::unique_lock hold(hold_mu_);
+    ++submits_waiting_;
+    hold_cv_.wait(hold, [&] { return !submits_held_; });
+    --submits_waiting_;
+  }
+  std::unique_lock lock(mu_);
   submitted_.push_back(request);
   if (!failed_model_.empty() && request.model == failed_model_) {
     return SubmitResult::Reject(MakeError(ErrorKind::kUnavailable, "model_failed",
@@ -65,6 +90,23 @@ SubmitResult FakeEngine::Submit(GenerationRequest request, GenerationSink sink) 
   }
   if (script_.reject) return SubmitResult::Reject(*script_.reject);
   const RequestHandle h = next_handle_++;
+  if (script_.events_within_submit) {
+    const FakeScript script = script_;
+    ++accepted_;
+    ++terminals_;
+    lock.unlock();
+    if (script.routed_to) sink(GenerationEvent::Routed(*script.routed_to));
+    for (size_t i = 0; i < script.tokens.size(); ++i) {
+      sink(GenerationEvent::Token(script.tokens[i], static_cast<int32_t>(i)));
+    }
+    Usage usage = script.usage;
+    if (usage.completion_tokens < 0) {
+      usage.completion_tokens = static_cast<int64_t>(script.tokens.size());
+    }
+    sink(script.error_at_end ? GenerationEvent::Error(*script.error_at_end)
+                             : GenerationEvent::Done(script.finish_reason, usage, script.timings));
+    return SubmitResult::Accept(h);
+  }
   Job job;
   job.script = script_;
   job.sink = std::move(sink);

@@ -317,8 +317,11 @@ TEST_F(ServerTest, RepeatedDisconnectsAtEveryPhaseReconcile) {
   ASSERT_TRUE(reply);
   EXPECT_EQ(reply->status, 200);
   ASSERT_TRUE(WaitIdle());
+  // A request whose client left before a prep thread took it up was never submitted
+  // (nothing is owed to it); every other one was accepted and ended exactly once.
   const LedgerSnapshot l = server_->Ledger();
-  EXPECT_EQ(l.accepted, 25u);
+  EXPECT_GE(l.accepted, 1u);
+  EXPECT_LE(l.accepted, 25u);
   ExpectLedgerReconciles();
 }
 

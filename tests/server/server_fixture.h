@@ -61,9 +61,16 @@ class ServerTest : public ::testing::Test {
     EXPECT_EQ(static_cast<uint64_t>(engine_.total_cancels()), l.cancelled);
   }
 
-  // Waits until the ledger has no request in flight.
+  // Waits until nothing is being prepared (no prep job queued or running), every request
+  // the engine accepted is in the ledger, and none of them is in flight.
   bool WaitIdle(std::chrono::milliseconds timeout = 3s) {
-    return engine_.WaitFor([&] { return server_->Ledger().in_flight() == 0; }, timeout);
+    return engine_.WaitFor(
+        [&] {
+          const LedgerSnapshot l = server_->Ledger();
+          return server_->PrepPoolStats().idle() && l.in_flight() == 0 &&
+                 l.accepted == static_cast<uint64_t>(engine_.accepted());
+        },
+        timeout);
   }
 
   // One request on a fresh connection.
