@@ -56,6 +56,8 @@ struct ServeFlags {
   std::string api_key_file;            // more keys, one per line
   std::vector<std::string> cors_origins;
   int io_threads = 1;
+  int prep_threads = server::ServerOptions{}.prep_threads;
+  int64_t max_prep_queued = static_cast<int64_t>(server::ServerLimits{}.max_prep_queued);
   int64_t max_body_bytes = 1 << 20;
   int max_connections = server::ServerLimits{}.max_connections;
   int drain_timeout_s = 10;
@@ -407,6 +409,8 @@ int RunServe(ServeFlags f) {
   so.bind_address = f.host;
   so.port = static_cast<uint16_t>(f.port);
   so.io_threads = f.io_threads;
+  so.prep_threads = f.prep_threads;
+  so.limits.max_prep_queued = static_cast<size_t>(f.max_prep_queued);
   so.api_keys = std::move(api_keys).value();
   so.cors_allowed_origins = f.cors_origins;
   so.limits.max_body_bytes = static_cast<size_t>(f.max_body_bytes);
@@ -504,6 +508,16 @@ CommandFn RegisterServe(CLI::App& root) {
   cmd->add_option("--cors-origin", f->cors_origins,
                   "Allow browser calls from this origin (http(s)://host[:port], or *); repeatable");
   cmd->add_option("--io-threads", f->io_threads, "HTTP I/O threads")->capture_default_str();
+  cmd->add_option("--prep-threads", f->prep_threads,
+                  "Threads that parse and submit requests (chat template, tokens, grammar and "
+                  "JSON schema compilation) and answer /tokenize, /detokenize, /apply-template, "
+                  "so the I/O threads stay free for /health and the streams")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--max-prep-queued", f->max_prep_queued,
+                  "Requests waiting for a prep thread before 503 prep_queue_full + Retry-After")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   cmd->add_option("--max-body-bytes", f->max_body_bytes, "Request body cap (413 above)")
       ->capture_default_str();
   cmd->add_option("--max-connections", f->max_connections,
