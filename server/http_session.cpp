@@ -39,6 +39,7 @@
 #include "server/pending_submit.h"
 #include "server/prep_pool.h"
 #include "server/responses.h"
+#include "server/responses_api.h"
 #include "server/router.h"
 #include "server/server_core.h"
 #include "server/socket_queue.h"
@@ -111,6 +112,8 @@ struct Exchange {
   // outcome is taken (the sink posts them as soon as Submit accepts), replayed in order then.
   std::shared_ptr<PendingSubmit> pending;
   std::vector<GenerationEvent> early;
+  // POST /v1/responses: served as chat, answered in the Responses shapes (responses_api.h).
+  std::unique_ptr<ResponsesStream> responses;
 };
 
 class Session final : public ConnectionHandle, public std::enable_shared_from_this<Session> {
@@ -597,6 +600,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
                             body = std::move(req.body())] {
                 return ApplyTemplateResponse(engine, type, body, *limits);
               });
+        case Route::kResponses:
         case Route::kCompletions:
         case Route::kChatCompletions:
         case Route::kInfill: {
@@ -611,6 +615,25 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
             } else if (beast::iequals(field.name_string(), "x-user-role")) {
               user_role = std::string(View(field.value()));
             }
+          }
+          if (match.spec->route == Route::kResponses) {
+            // Translated onto the chat path here (cheap: no template, no tokens); the chat
+            // path then validates it like any chat body.
+            if (auto err = CheckContentType(content_type)) {
+              return Respond(ErrorResponse(*err), match.label);
+            }
+            const nlohmann::json body = nlohmann::json::parse(req.body(), nullptr, false);
+            if (body.is_discarded()) {
+              return Respond(ErrorResponse(InvalidRequestError("body", "the body is not valid JSON",
+                                                               "invalid_json")),
+                             match.label);
+            }
+            auto chat = ResponsesToChat(body);
+            if (auto* err = std::get_if<ApiError>(&chat)) return Respond(ErrorResponse(*err), match.label);
+            responses_next_ = true;
+            return HandleGeneration(Endpoint::kChatCompletions, content_type,
+                                    std::get<nlohmann::json>(chat).dump(), match.label,
+                                    std::move(slo_class), std::move(user_role));
           }
           return HandleGeneration(ep, content_type, std::move(req.body()), match.label,
                                   std::move(slo_class), std::move(user_role));
@@ -722,6 +745,8 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     if (auto err = CheckContentType(content_type)) return Respond(ErrorResponse(*err), label);
 
     auto ex = std::make_shared<Exchange>();
+    if (responses_next_) ex->responses = std::make_unique<ResponsesStream>();
+    responses_next_ = false;
     ex->serial = ++exchange_serial_;
     ex->route_label = std::string(label);
     ex->pending = std::make_shared<PendingSubmit>(core_->metrics, engine);
@@ -847,7 +872,15 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
       return Abort(CancelReason::kSlowReader);
     }
     EnsureStreamHead();
-    for (const nlohmann::json& chunk : chunks) SendFrame(SseEvent(chunk));
+    for (const nlohmann::json& chunk : chunks) SendChunk(chunk);
+  }
+
+  // One chat chunk as the client asked for it: itself, or its Responses events.
+  void SendChunk(const nlohmann::json& chunk) {
+    if (!exchange_->responses) return SendFrame(SseEvent(chunk));
+    for (const auto& [name, data] : exchange_->responses->Feed(chunk)) {
+      SendFrame(NamedSseEvent(name, data));
+    }
   }
 
   nlohmann::json MergedTimings(const GenerationEvent& event) const {
@@ -874,7 +907,9 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
                          std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::chrono::system_clock::now().time_since_epoch()).count());
     if (!ex.stream) {
-      HttpResponse r = JsonResponse(200, ex.assembler->FinalBody(event, timings));
+      nlohmann::json final_body = ex.assembler->FinalBody(event, timings);
+      if (ex.responses) final_body = ChatToResponse(final_body);
+      HttpResponse r = JsonResponse(200, final_body);
       if (std::string st = ServerTimingHeader(timings); !st.empty()) {
         r.headers.emplace_back("Server-Timing", st);
       }
@@ -891,9 +926,13 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     }
     EnsureStreamHead();
     for (const nlohmann::json& chunk : ex.assembler->StreamEnd(event, ex.include_usage, timings)) {
-      SendFrame(SseEvent(chunk));
+      SendChunk(chunk);
     }
-    SendFrame(kSseDone);
+    if (ex.responses) {
+      for (const auto& [name, data] : ex.responses->Finish()) SendFrame(NamedSseEvent(name, data));
+    } else {
+      SendFrame(kSseDone);
+    }
     EndStream(/*reusable=*/true);
   }
 
@@ -1223,6 +1262,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
   // The answer a prep job (AnswerOnPrepPool) owes: its number and its route's label.
   uint64_t prep_serial_ = 0;
   std::string prep_label_;
+  bool responses_next_ = false;  // the generation request being handled came to /v1/responses
   bool head_sent_ = false;
   std::shared_ptr<Session> self_ref_;
 };

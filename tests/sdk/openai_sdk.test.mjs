@@ -329,3 +329,55 @@ test('a wrong API key is a 401', async () => {
   const wrong = new OpenAI({ baseURL, apiKey: 'sk-wrong', maxRetries: 0 });
   await assert.rejects(wrong.models.list(), (e) => e.status === 401);
 });
+
+// POST /v1/responses through the SDK's responses API: served on the chat path, answered in
+// the Responses shapes (whole and streamed), tools as function_call items, a stateless
+// multi-turn input with the call's output, and unknown or stateful fields refused by name.
+test('responses.create: output_text whole and streamed agree (greedy)', async () => {
+  const body = { model: 'stories', input: 'Once upon a time', max_output_tokens: 12, temperature: 0 };
+  const r = await client.responses.create(body);
+  assert.equal(r.object, 'response');
+  assert.ok(r.id.startsWith('resp_'));
+  assert.ok(r.output_text.length > 0, JSON.stringify(r));
+  assert.ok(['completed', 'incomplete'].includes(r.status));
+  assert.ok(r.usage.input_tokens > 0 && r.usage.output_tokens > 0, JSON.stringify(r.usage));
+  const stream = await client.responses.create({ ...body, stream: true });
+  let text = '', completed = null;
+  const types = [];
+  for await (const ev of stream) {
+    types.push(ev.type);
+    if (ev.type === 'response.output_text.delta') text += ev.delta;
+    if (ev.type === 'response.completed' || ev.type === 'response.incomplete') completed = ev.response;
+  }
+  assert.equal(types[0], 'response.created');
+  assert.ok(completed, types.join(' '));
+  assert.equal(text, r.output_text);
+  assert.equal(completed.output[0].content[0].text, r.output_text);
+});
+
+test('responses.create with a required function tool answers a function_call item', async () => {
+  const tools = [{ type: 'function', name: 'get_weather', description: 'Weather of a city',
+                   parameters: { type: 'object', properties: { city: { type: 'string' } },
+                                 required: ['city'], additionalProperties: false }, strict: true }];
+  const r = await client.responses.create({ model: 'stories', input: 'Weather in Paris?', tools,
+                                            tool_choice: 'required', parallel_tool_calls: false,
+                                            max_output_tokens: 200,
+                                            temperature: 0 });
+  const call = r.output.find((o) => o.type === 'function_call');
+  assert.ok(call, JSON.stringify(r.output));
+  assert.equal(call.name, 'get_weather');
+  assert.equal(typeof JSON.parse(call.arguments).city, 'string');
+  // The next turn, stateless: the call and its output go back in `input`.
+  const next = await client.responses.create({
+    model: 'stories', max_output_tokens: 8, temperature: 0, tools,
+    input: [{ role: 'user', content: 'Weather in Paris?' }, call,
+            { type: 'function_call_output', call_id: call.call_id, output: '{"sky":"blue"}' }] });
+  assert.ok(next.output_text.length > 0, JSON.stringify(next.output));
+});
+
+test('responses.create refuses what it cannot do, naming the field', async () => {
+  await assert.rejects(client.responses.create({ model: 'stories', input: 'x', previous_response_id: 'resp_1' }),
+                       (e) => e.status === 400 && /previous_response_id/.test(e.message));
+  await assert.rejects(client.responses.create({ model: 'stories', input: [{ type: 'image', url: 'u' }] }),
+                       (e) => e.status === 400 && /input\[0\]\.type/.test(e.message));
+});
