@@ -57,6 +57,7 @@ struct ServeFlags {
   std::vector<std::string> cors_origins;
   int io_threads = 1;
   int prep_threads = server::ServerOptions{}.prep_threads;
+  std::string reasoning_field = "reasoning_content";
   int64_t max_prep_queued = static_cast<int64_t>(server::ServerLimits{}.max_prep_queued);
   int64_t max_body_bytes = 1 << 20;
   int max_connections = server::ServerLimits{}.max_connections;
@@ -413,6 +414,7 @@ int RunServe(ServeFlags f) {
   so.limits.max_prep_queued = static_cast<size_t>(f.max_prep_queued);
   so.api_keys = std::move(api_keys).value();
   so.cors_allowed_origins = f.cors_origins;
+  so.reasoning_field = f.reasoning_field;
   so.limits.max_body_bytes = static_cast<size_t>(f.max_body_bytes);
   so.limits.max_connections = f.max_connections;
   so.limits.drain_timeout = std::chrono::seconds(f.drain_timeout_s);
@@ -508,6 +510,11 @@ CommandFn RegisterServe(CLI::App& root) {
   cmd->add_option("--cors-origin", f->cors_origins,
                   "Allow browser calls from this origin (http(s)://host[:port], or *); repeatable");
   cmd->add_option("--io-threads", f->io_threads, "HTTP I/O threads")->capture_default_str();
+  cmd->add_option("--reasoning-field", f->reasoning_field,
+                  "Chat field of a thinking model's thinking: reasoning_content (llama.cpp, "
+                  "DeepSeek) or reasoning (vLLM)")
+      ->check(CLI::IsMember({"reasoning_content", "reasoning"}))
+      ->capture_default_str();
   cmd->add_option("--prep-threads", f->prep_threads,
                   "Threads that parse and submit requests (chat template, tokens, grammar and "
                   "JSON schema compilation) and answer /tokenize, /detokenize, /apply-template, "

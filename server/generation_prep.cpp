@@ -35,6 +35,7 @@ PrepOutcome PrepareGeneration(EngineApi& engine, const RequestLimits& limits,
     out.stream = request.stream;
     out.include_usage = request.include_usage;
     AssemblerOptions& ao = out.assembler;
+    ao.reasoning_field = in.reasoning_field;
     ao.ctx.id = in.response_id;
     ao.ctx.model = request.model;
     ao.ctx.created_unix_s = static_cast<int64_t>(std::time(nullptr));

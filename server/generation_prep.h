@@ -34,6 +34,7 @@ struct GenerationInput {
   std::string response_id;                      // the body's "id" (cmpl-... / chatcmpl-...)
   uint64_t serial = 0;                          // the connection's exchange number
   GenerationSink sink;                          // where the engine's events go
+  std::string reasoning_field = "reasoning_content";  // ServerOptions::reasoning_field
 };
 
 // Parses and validates the body, resolves the model and calls engine.Submit: the same steps,

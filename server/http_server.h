@@ -103,6 +103,9 @@ struct ServerOptions {
   int prep_threads = 2;
   std::vector<std::string> api_keys;       // empty = no auth; any one of them is accepted
   std::vector<std::string> cors_allowed_origins;  // empty = CORS off
+  // The chat field that carries a thinking model's thinking: "reasoning_content" (llama.cpp,
+  // DeepSeek) or "reasoning" (vLLM's name).
+  std::string reasoning_field = "reasoning_content";
   ServerLimits limits;
   RequestLimits request_limits;
 };

@@ -760,6 +760,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     in.response_id = response_id;
     in.serial = ex->serial;
     in.sink = MakeSink(ex->serial);
+    in.reasoning_field = core_->options.reasoning_field;
     // The job borrows the engine and the limits: the pool is joined (Stop) before either
     // goes. Whichever of it and the session learns of the other's side last accounts for
     // the request (PendingSubmit), so the ledger holds whether the client stays or not.

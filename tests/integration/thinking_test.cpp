@@ -224,5 +224,31 @@ TEST_F(ThinkingTest, BadReasoningFieldsAreRefusedByName) {
   EXPECT_EQ(type->status, 400);
 }
 
+// serve --reasoning-field reasoning: vLLM's name for the thinking, whole and streamed.
+class ThinkingVllmFieldTest : public ThinkingTest {
+ protected:
+  std::vector<std::string> ServeArgs() const override {
+    std::vector<std::string> args = ThinkingTest::ServeArgs();
+    args.push_back("--reasoning-field");
+    args.push_back("reasoning");
+    return args;
+  }
+};
+
+TEST_F(ThinkingVllmFieldTest, TheThinkingIsCalledReasoning) {
+  auto r = Post("/v1/chat/completions", Body({{"thinking_budget_tokens", 6}}), 60s);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json body = r->Json();
+  const json& message = body["choices"][0]["message"];
+  ASSERT_TRUE(message.contains("reasoning")) << message.dump();
+  EXPECT_FALSE(message.contains("reasoning_content"));
+  EXPECT_FALSE(message["reasoning"].get<std::string>().empty());
+  auto s = Post("/v1/chat/completions", Body({{"thinking_budget_tokens", 6}, {"stream", true}}), 60s);
+  ASSERT_TRUE(s);
+  EXPECT_NE(s->body.find("\"reasoning\":"), std::string::npos);
+  EXPECT_EQ(s->body.find("\"reasoning_content\":"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace lifeline::integration
