@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <boost/asio/dispatch.hpp>
@@ -724,6 +725,8 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
                         std::string body, std::string_view label,
                         std::optional<std::string> slo_class_header,
                         std::optional<std::string> user_role_header) {
+    // Taken at once: a refusal below must not leave it set for the connection's next request.
+    const bool responses = std::exchange(responses_next_, false);
     EngineApi& engine = *core_->engine;
     // The body's "id"; also the X-Request-Id of every answer to this request (errors too)
     // unless the client sent its own, which then is the request_id the engine logs.
@@ -745,8 +748,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     if (auto err = CheckContentType(content_type)) return Respond(ErrorResponse(*err), label);
 
     auto ex = std::make_shared<Exchange>();
-    if (responses_next_) ex->responses = std::make_unique<ResponsesStream>();
-    responses_next_ = false;
+    if (responses) ex->responses = std::make_unique<ResponsesStream>();
     ex->serial = ++exchange_serial_;
     ex->route_label = std::string(label);
     ex->pending = std::make_shared<PendingSubmit>(core_->metrics, engine);

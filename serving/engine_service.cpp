@@ -476,7 +476,9 @@ server::SubmitResult EngineService::SubmitLocal(
 
   // 2b. A thinking request under a TTFA budget thinks only what fits: the room between its
   // predicted first token and the TTFA budget, at the time a token takes under the current
-  // load -- instead of being refused, or answering late.
+  // load -- instead of being refused, or answering late. When not one token fits (the first
+  // token is already predicted at or past the budget), admission takes nothing away: the
+  // thinking rung and the ladder act on the class as a whole.
   bool thinking_fitted = false;
   if (p.thinks && budget.ttfa_budget_ms && decision.predicted.ttft_ms) {
     const double per_token_ms = ar.load.decode_interval_ms > 0
@@ -485,7 +487,7 @@ server::SubmitResult EngineService::SubmitLocal(
     if (per_token_ms > 0) {
       const double room_ms = *budget.ttfa_budget_ms - *decision.predicted.ttft_ms;
       const auto fit = static_cast<int64_t>(std::max(0.0, std::floor(room_ms / per_token_ms)));
-      if (p.thinking_budget_tokens < 0 || fit < p.thinking_budget_tokens) {
+      if (fit >= 1 && (p.thinking_budget_tokens < 0 || fit < p.thinking_budget_tokens)) {
         p.thinking_budget_cap = fit;
         thinking_fitted = true;
       }

@@ -386,6 +386,7 @@ TEST_F(ServerTest, ApiKeyProtectsEveryRouteButHealthAndReadiness) {
     if (r.route == Route::kTokenize) body = R"({"content":"hi"})";
     if (r.route == Route::kDetokenize) body = R"({"tokens":[104,105]})";
     if (r.route == Route::kInfill) body = R"({"input_prefix":"a","input_suffix":"b"})";
+    if (r.route == Route::kResponses) body = R"({"input":"hi","max_output_tokens":3})";
     const std::string path = r.route == Route::kModel ? "/v1/models/fake-model" : std::string(r.path);
     auto make = [&](const std::string& headers) {
       return r.method == "POST" ? PostRequest(path, body, headers) : GetRequest(path, headers);

@@ -448,6 +448,14 @@ TEST_F(ServiceSloTest, AdmissionFitsTheThinkingBudgetToTheTtfaTarget) {
   EXPECT_LT(*slow_cap, *cap / 2);
   EXPECT_GT(*slow_cap, 0);
   EXPECT_NE(service_->MetricsText().find("outcome=\"thinking_shortened\""), std::string::npos);
+
+  // Not one token fits (a token takes longer than the whole room): nothing is taken away
+  // at admission; the class-level rung decides.
+  load.decode_interval_ms = 5000;
+  r1.SetLoad(load);
+  const server::SubmitResult none_fits = Submit("r1");
+  ASSERT_TRUE(none_fits.accepted());
+  EXPECT_FALSE(r1.ThinkingCapOf(none_fits.handle).has_value());
 }
 
 TEST_F(ServiceSloTest, WithoutATtfaTargetAdmissionLeavesThinkingAlone) {
