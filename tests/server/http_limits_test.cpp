@@ -283,11 +283,15 @@ TEST_F(ServerTest, AClientGoneAfterItsRequestIsStillCancelled) {
   }
   {
     const int before = engine_.total_cancels();
+    const int accepted_before = engine_.accepted();
     TestClient c(server_->port());
     ASSERT_TRUE(c.Send(PostRequest("/v1/completions", R"({"prompt":"x"})")));
     c.ShutdownWrite();
     // The server asks with an interim response the client is bound to accept...
     ASSERT_TRUE(c.ReadUntil("HTTP/1.1 100 Continue\r\n\r\n", 3s));
+    // (Accepted first: a client gone while its request still waits for a prep thread is
+    // dropped before the engine, and a busy machine can keep it waiting that long.)
+    ASSERT_TRUE(engine_.WaitFor([&] { return engine_.accepted() == accepted_before + 1; }));
     EXPECT_EQ(engine_.total_cancels(), before);
     c.CloseWithReset();  // ...and a reset is a client gone
     EXPECT_TRUE(engine_.WaitFor([&] { return engine_.total_cancels() == before + 1; }, 3s));
