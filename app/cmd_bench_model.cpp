@@ -24,6 +24,7 @@ struct BenchFlags {
   std::string model_path;
   int64_t n_prompt = 512;
   int64_t n_gen = 128;
+  int64_t n_depth = 0;
   int reps = 5;
   bool json = false;
   bool no_bandwidth = false;
@@ -126,6 +127,7 @@ int RunBench(const BenchFlags& f) {
   ModelBenchOptions opts;
   opts.n_prompt = f.n_prompt;
   opts.n_gen = f.n_gen;
+  opts.n_depth = f.n_depth;
   opts.reps = f.reps;
   opts.kv_type = kv_type;
   opts.verify_k = f.verify_k;
@@ -191,6 +193,7 @@ int RunBench(const BenchFlags& f) {
         {"repacked_bytes", loaded->model->repacked_bytes()},
         {"n_prompt", f.n_prompt},
         {"n_gen", f.n_gen},
+        {"n_depth", f.n_depth},
         {"reps", f.reps},
         {"pp", StatsJson(res->pp)},
         {"tg", StatsJson(res->tg)},
@@ -262,15 +265,17 @@ int RunBench(const BenchFlags& f) {
   }
   std::printf("| test   | tok/s median | mean +- sd       | min - max         |\n");
   std::printf("| ------ | -----------: | ---------------: | ----------------: |\n");
+  // llama-bench's names: "pp512", "tg128", and " @ d4096" after a depth.
+  const std::string at = f.n_depth > 0 ? " @ d" + std::to_string(f.n_depth) : "";
   if (f.n_prompt > 0) {
-    std::printf("| pp%-4lld | %12.2f | %7.2f +- %6.2f | %7.2f - %7.2f |\n",
-                static_cast<long long>(f.n_prompt), res->pp.median, res->pp.mean, res->pp.stddev,
-                res->pp.min, res->pp.max);
+    const std::string name = "pp" + std::to_string(f.n_prompt) + at;
+    std::printf("| %-6s | %12.2f | %7.2f +- %6.2f | %7.2f - %7.2f |\n", name.c_str(),
+                res->pp.median, res->pp.mean, res->pp.stddev, res->pp.min, res->pp.max);
   }
   if (f.n_gen > 0) {
-    std::printf("| tg%-4lld | %12.2f | %7.2f +- %6.2f | %7.2f - %7.2f |\n",
-                static_cast<long long>(f.n_gen), res->tg.median, res->tg.mean, res->tg.stddev,
-                res->tg.min, res->tg.max);
+    const std::string name = "tg" + std::to_string(f.n_gen) + at;
+    std::printf("| %-6s | %12.2f | %7.2f +- %6.2f | %7.2f - %7.2f |\n", name.c_str(),
+                res->tg.median, res->tg.mean, res->tg.stddev, res->tg.min, res->tg.max);
   }
   if (f.profile_ops && f.n_prompt > 0) PrintPpProfile(pp_profile, res->pp_seconds);
   if (f.profile_ops && f.n_gen > 0) PrintProfile(profile, res->tg_seconds);
@@ -310,6 +315,11 @@ CommandFn RegisterBenchModel(CLI::App& root) {
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 16));
   cmd->add_option("-n,--n-gen", f->n_gen, "Generated tokens per tg run (0 skips)")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 16));
+  cmd->add_option("-d,--n-depth", f->n_depth,
+                  "Context tokens in the sequence before each pp / tg run (llama-bench's -d): "
+                  "decode and prefill after a long conversation")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   cmd->add_option("-r,--reps", f->reps, "Repetitions")->capture_default_str()->check(CLI::Range(1, 1000));
   AddEngineFlags(cmd, &f->engine);
   cmd->add_flag("--json", f->json, "Print one JSON object");

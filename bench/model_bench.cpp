@@ -127,12 +127,14 @@ static Status MeasureVerify(const LlamaModel& model, ComputePool& pool, const Mo
 Result<ModelBenchResult> RunModelBench(const LlamaModel& model, ComputePool& pool,
                                        const ModelBenchOptions& opts) {
   const ModelConfig& cfg = model.config();
-  if (opts.n_prompt < 0 || opts.n_gen < 0 || opts.reps < 1) {
-    return InvalidArgument("bench-model: -p and -n must be >= 0 and -r >= 1");
+  if (opts.n_prompt < 0 || opts.n_gen < 0 || opts.reps < 1 || opts.n_depth < 0) {
+    return InvalidArgument("bench-model: -p, -n and -d must be >= 0 and -r >= 1");
   }
   ContextOptions copts;
-  copts.n_ctx = std::max<int64_t>(opts.n_prompt + 1, opts.n_gen + 1);
-  copts.max_batch_tokens = std::max<int64_t>(1, opts.n_prompt);
+  copts.n_ctx = opts.n_depth + std::max<int64_t>(opts.n_prompt + 1, opts.n_gen + 1);
+  // The depth is filled in chunks of at most 512 positions (or the pp size when larger).
+  constexpr int64_t kFillChunk = 512;
+  copts.max_batch_tokens = std::max<int64_t>({1, opts.n_prompt, std::min(opts.n_depth, kFillChunk)});
   copts.kv_type = opts.kv_type;
   LL_ASSIGN_OR_RETURN(auto ctx, LlamaContext::Create(cfg, copts));
   std::vector<float> logits(static_cast<size_t>(cfg.n_vocab));  // [1, n_vocab]
@@ -159,14 +161,28 @@ Result<ModelBenchResult> RunModelBench(const LlamaModel& model, ComputePool& poo
     LL_RETURN_IF_ERROR(ctx->ReleaseSequence(seq));
   }
 
+  // A new sequence holding n_depth positions of context (untimed).
+  const std::vector<int32_t> depth_ids = BenchTokens(opts.n_depth, cfg.n_vocab);
+  auto deep_sequence = [&]() -> Result<SeqId> {
+    const SeqId seq = ctx->NewSequence();
+    for (int64_t start = 0; start < opts.n_depth; start += copts.max_batch_tokens) {
+      const int64_t end = std::min(opts.n_depth, start + copts.max_batch_tokens);
+      std::vector<BatchToken> batch;
+      for (int64_t i = start; i < end; ++i) batch.push_back({depth_ids[i], i, seq, i + 1 == end});
+      LL_RETURN_IF_ERROR(model.Eval(batch, *ctx, pool, logits));
+    }
+    return seq;
+  };
+  const int64_t d = opts.n_depth;
+
   std::vector<double> pp, tg;
   for (int rep = 0; rep < opts.reps; ++rep) {
     if (opts.n_prompt > 0) {
-      const SeqId seq = ctx->NewSequence();
+      LL_ASSIGN_OR_RETURN(const SeqId seq, deep_sequence());
       const std::vector<int32_t> ids = BenchTokens(opts.n_prompt, cfg.n_vocab);
       std::vector<BatchToken> batch;
       for (int64_t i = 0; i < opts.n_prompt; ++i) {
-        batch.push_back({ids[i], i, seq, i + 1 == opts.n_prompt});
+        batch.push_back({ids[i], d + i, seq, i + 1 == opts.n_prompt});
       }
       SetOpProfile(opts.pp_profile);
       const auto t0 = std::chrono::steady_clock::now();
@@ -179,14 +195,14 @@ Result<ModelBenchResult> RunModelBench(const LlamaModel& model, ComputePool& poo
       LL_RETURN_IF_ERROR(ctx->ReleaseSequence(seq));
     }
     if (opts.n_gen > 0) {
-      const SeqId seq = ctx->NewSequence();
+      LL_ASSIGN_OR_RETURN(const SeqId seq, deep_sequence());
       const std::vector<int32_t> ids = BenchTokens(opts.n_gen, cfg.n_vocab);
       if (opts.bandwidth_sample) out.tg_bandwidth_gb_per_s.push_back(opts.bandwidth_sample());
       SetOpProfile(opts.tg_profile);
       const auto t0 = std::chrono::steady_clock::now();
       Status st;
       for (int64_t i = 0; i < opts.n_gen && st.ok(); ++i) {
-        const BatchToken tok{ids[i], i, seq, true};
+        const BatchToken tok{ids[i], d + i, seq, true};
         st = model.Eval({&tok, 1}, *ctx, pool, logits);
       }
       const double seconds = Seconds(t0);

@@ -22,6 +22,10 @@ namespace lifeline {
 struct ModelBenchOptions {
   int64_t n_prompt = 512;  // 0 skips pp
   int64_t n_gen = 128;     // 0 skips tg
+  // Context already in the sequence before each timed pp / tg run (llama-bench's -d): the
+  // runs then read n_depth positions of K/V more per token, as a long conversation does. The
+  // fill is computed untimed before every run.
+  int64_t n_depth = 0;
   int reps = 5;
   KvType kv_type = KvType::kF16;
   // Installed (op_profile.h) around the tg runs only; its entries are then the decode

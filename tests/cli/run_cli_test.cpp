@@ -124,6 +124,24 @@ TEST(BenchModelCli, ProfiledProductsAccountForEveryWeightByte) {
   EXPECT_FALSE(nlohmann::json::parse(plain.out).contains("tg_products"));
 }
 
+// bench-model -d: pp and tg after that much context (llama-bench's -d), named as llama-bench
+// names them; the JSON says the depth.
+TEST(BenchModelCli, DepthRunsAfterThatMuchContext) {
+  const std::string bench = LifelineBinary() + " bench-model -m " +
+                            SharedPath("models/stories260K.gguf") +
+                            " -t 1 --no-bandwidth -p 16 -n 4 -r 2 -d 200";
+  const auto md = RunShell(bench);
+  ASSERT_EQ(md.exit_code, 0) << md.out;
+  EXPECT_NE(md.out.find("| pp16 @ d200 |"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("| tg4 @ d200 |"), std::string::npos) << md.out;
+  const auto j = nlohmann::json::parse(RunShell(bench + " --json").out);
+  EXPECT_EQ(j["n_depth"], 200);
+  EXPECT_EQ(j["tg"]["samples_tokens_per_s"].size(), 2u);
+  EXPECT_GT(j["pp"]["median"].get<double>(), 0);
+  const auto bad = RunShell(bench + " -d -1 2>&1");
+  EXPECT_NE(bad.exit_code, 0);
+}
+
 // bench-model --verify-k: one entry per k in the order given, one median per repetition,
 // the reported median and ratio recomputed from those; an out-of-range k is refused by name.
 TEST(BenchModelCli, VerificationPassesAreTimedPerK) {
