@@ -261,5 +261,18 @@ TEST_F(ServerTest, AFullPrepQueueIs503WithRetryAfter) {
   EXPECT_EQ(l.completed, 2u);
 }
 
+TEST(PrepThreadsOption, StartRefusesACountOutside1To64) {
+  FakeEngine engine;
+  for (const int threads : {0, 65}) {
+    ServerOptions o;
+    o.port = 0;
+    o.prep_threads = threads;
+    HttpServer server(o, &engine);
+    const Status st = server.Start();
+    EXPECT_FALSE(st.ok()) << threads;
+    EXPECT_NE(st.ToString().find("prep_threads"), std::string::npos) << st.ToString();
+  }
+}
+
 }  // namespace
 }  // namespace lifeline::server::testing
