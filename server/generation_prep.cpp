@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "engine/toolcall/format.h"
+#include "server/responses_api.h"
 
 namespace lifeline::server {
 
@@ -16,6 +17,20 @@ PrepOutcome PrepareGeneration(EngineApi& engine, const RequestLimits& limits,
   PrepOutcome out;
   bool accepted = false;
   try {
+    if (in.responses) {
+      const nlohmann::json body = nlohmann::json::parse(in.body, nullptr, false);
+      if (body.is_discarded()) {
+        out.error = InvalidRequestError("body", "the body is not valid JSON", "invalid_json");
+        return out;
+      }
+      auto chat = ResponsesToChat(body);
+      if (auto* err = std::get_if<ApiError>(&chat)) {
+        out.error = std::move(*err);
+        return out;
+      }
+      in.body = std::get<nlohmann::json>(chat).dump();
+      in.endpoint = Endpoint::kChatCompletions;
+    }
     GenerationRequest request;
     if (auto err = ParseGenerationRequest(in.body, in.endpoint, limits, &request)) {
       out.error = std::move(err);

@@ -35,6 +35,9 @@ struct GenerationInput {
   uint64_t serial = 0;                          // the connection's exchange number
   GenerationSink sink;                          // where the engine's events go
   std::string reasoning_field = "reasoning_content";  // ServerOptions::reasoning_field
+  // POST /v1/responses: `body` is a Responses body, translated onto a chat body here, on the
+  // prep thread (parsing up to a MiB of JSON is the I/O thread's to avoid too).
+  bool responses = false;
 };
 
 // Parses and validates the body, resolves the model and calls engine.Submit: the same steps,

@@ -617,25 +617,9 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
               user_role = std::string(View(field.value()));
             }
           }
-          if (match.spec->route == Route::kResponses) {
-            // Translated onto the chat path here (cheap: no template, no tokens); the chat
-            // path then validates it like any chat body.
-            if (auto err = CheckContentType(content_type)) {
-              return Respond(ErrorResponse(*err), match.label);
-            }
-            const nlohmann::json body = nlohmann::json::parse(req.body(), nullptr, false);
-            if (body.is_discarded()) {
-              return Respond(ErrorResponse(InvalidRequestError("body", "the body is not valid JSON",
-                                                               "invalid_json")),
-                             match.label);
-            }
-            auto chat = ResponsesToChat(body);
-            if (auto* err = std::get_if<ApiError>(&chat)) return Respond(ErrorResponse(*err), match.label);
-            responses_next_ = true;
-            return HandleGeneration(Endpoint::kChatCompletions, content_type,
-                                    std::get<nlohmann::json>(chat).dump(), match.label,
-                                    std::move(slo_class), std::move(user_role));
-          }
+          // /v1/responses: translated onto a chat body on the prep thread
+          // (GenerationInput::responses), then validated like any chat body.
+          if (match.spec->route == Route::kResponses) responses_next_ = true;
           return HandleGeneration(ep, content_type, std::move(req.body()), match.label,
                                   std::move(slo_class), std::move(user_role));
         }
@@ -763,6 +747,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     in.serial = ex->serial;
     in.sink = MakeSink(ex->serial);
     in.reasoning_field = core_->options.reasoning_field;
+    in.responses = responses;
     // The job borrows the engine and the limits: the pool is joined (Stop) before either
     // goes. Whichever of it and the session learns of the other's side last accounts for
     // the request (PendingSubmit), so the ledger holds whether the client stays or not.

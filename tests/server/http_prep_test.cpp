@@ -235,7 +235,9 @@ TEST_F(ServerTest, AFullPrepQueueIs503WithRetryAfter) {
        {PostRequest("/v1/completions", R"({"prompt":"c"})"),
         PostRequest("/tokenize", R"({"content":"c"})"),
         PostRequest("/detokenize", R"({"tokens":[99]})"),
-        PostRequest("/apply-template", kChat)}) {
+        PostRequest("/apply-template", kChat),
+        // Even a body that is not JSON: /v1/responses parses it on the prep thread too.
+        PostRequest("/v1/responses", "{not json")}) {
     auto reply = Roundtrip(request, 5s);
     ASSERT_TRUE(reply) << request;
     const nlohmann::json e = ExpectErrorBody(*reply, 503);
@@ -254,7 +256,7 @@ TEST_F(ServerTest, AFullPrepQueueIs503WithRetryAfter) {
   }
   auto metrics = Roundtrip(GetRequest("/metrics"));
   ASSERT_TRUE(metrics);
-  EXPECT_NE(metrics->body.find("lifeline_prep_rejected_total 4\n"), std::string::npos);
+  EXPECT_NE(metrics->body.find("lifeline_prep_rejected_total 5\n"), std::string::npos);
   ASSERT_TRUE(WaitIdle());
   const LedgerSnapshot l = server_->Ledger();
   EXPECT_EQ(l.accepted, 2u);
