@@ -64,6 +64,7 @@ namespace lifeline::server {
 
 struct ServerLimits {
   size_t max_header_bytes = 16 * 1024;         // request line + headers; above -> 431
+  size_t max_header_fields = 100;              // header lines (Apache's default); above -> 431
   size_t max_body_bytes = 1024 * 1024;         // above -> 413 (a chunked body's framing counts)
   // One chunk-size line (size digits, extensions, CRLF) or trailer field line -> 400. A size
   // line needs at most 18 bytes; 4 KiB leaves room for any extension a client has a use for

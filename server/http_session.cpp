@@ -325,8 +325,18 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     const auto& req = parser_->get();
     if (auto err = CheckFraming(req)) return RespondAndClose(*err);
     // RFC 9112 3.2, before the body is read (closing: the body is never parsed as a request).
-    size_t host_lines = 0;
-    for (const auto& field : req) host_lines += field.name() == http::field::host;
+    size_t host_lines = 0, fields = 0;
+    for (const auto& field : req) {
+      host_lines += field.name() == http::field::host;
+      ++fields;
+    }
+    if (fields > limits_.max_header_fields) {
+      return RespondAndClose(MakeError(ErrorKind::kHeadersTooLarge, "headers_too_large",
+                                       "request has " + std::to_string(fields) +
+                                           " header fields; at most " +
+                                           std::to_string(limits_.max_header_fields) +
+                                           " (max_header_fields)"));
+    }
     if (auto err = CheckHost(host_lines, static_cast<int>(req.version()))) {
       return RespondAndClose(*err);
     }

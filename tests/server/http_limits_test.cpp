@@ -97,6 +97,25 @@ TEST_F(ServerTest, HugeHeadersAre431) {
   EXPECT_EQ(after->status, 200);
 }
 
+// Many small header fields within the byte limit: 100 are served, the 101st is a 431 naming
+// the limit (a field count is its own bound, as Apache's LimitRequestFields).
+TEST_F(ServerTest, TooManyHeaderFieldsAre431) {
+  auto with_fields = [](int n) {
+    std::string r = "GET /health HTTP/1.1\r\nHost: x\r\n";
+    for (int i = 1; i < n; ++i) r += "X" + std::to_string(i) + ": v\r\n";  // Host is field 1
+    return r + "\r\n";
+  };
+  auto ok = Roundtrip(with_fields(100));
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  auto over = Roundtrip(with_fields(101));
+  ASSERT_TRUE(over);
+  const nlohmann::json e = ExpectErrorBody(*over, 431);
+  EXPECT_EQ(e["code"], "headers_too_large");
+  EXPECT_NE(e["message"].get<std::string>().find("101 header fields"), std::string::npos);
+  EXPECT_TRUE(over->closed);
+}
+
 TEST_F(ServerTest, ReadDeadlines) {
   server_->Stop();
   ServerOptions o = TestOptions();
