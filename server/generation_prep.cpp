@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "engine/toolcall/format.h"
+#include "server/messages_api.h"
 #include "server/responses_api.h"
 
 namespace lifeline::server {
@@ -17,13 +18,13 @@ PrepOutcome PrepareGeneration(EngineApi& engine, const RequestLimits& limits,
   PrepOutcome out;
   bool accepted = false;
   try {
-    if (in.responses) {
+    if (in.responses || in.messages) {
       const nlohmann::json body = nlohmann::json::parse(in.body, nullptr, false);
       if (body.is_discarded()) {
         out.error = InvalidRequestError("body", "the body is not valid JSON", "invalid_json");
         return out;
       }
-      auto chat = ResponsesToChat(body);
+      auto chat = in.responses ? ResponsesToChat(body) : MessagesToChat(body);
       if (auto* err = std::get_if<ApiError>(&chat)) {
         out.error = std::move(*err);
         return out;

@@ -38,6 +38,8 @@ struct GenerationInput {
   // POST /v1/responses: `body` is a Responses body, translated onto a chat body here, on the
   // prep thread (parsing up to a MiB of JSON is the I/O thread's to avoid too).
   bool responses = false;
+  // POST /v1/messages: `body` is an Anthropic Messages body, translated the same way.
+  bool messages = false;
 };
 
 // Parses and validates the body, resolves the model and calls engine.Submit: the same steps,

@@ -40,6 +40,7 @@
 #include "server/pending_submit.h"
 #include "server/prep_pool.h"
 #include "server/responses.h"
+#include "server/messages_api.h"
 #include "server/responses_api.h"
 #include "server/router.h"
 #include "server/server_core.h"
@@ -115,6 +116,8 @@ struct Exchange {
   std::vector<GenerationEvent> early;
   // POST /v1/responses: served as chat, answered in the Responses shapes (responses_api.h).
   std::unique_ptr<ResponsesStream> responses;
+  // POST /v1/messages: likewise, in Anthropic's shapes (messages_api.h).
+  std::unique_ptr<MessagesStream> messages;
 };
 
 class Session final : public ConnectionHandle, public std::enable_shared_from_this<Session> {
@@ -464,8 +467,17 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     if (auto it = req.find(http::field::origin); it != req.end()) origin = View(it->value());
     cors_ = CorsHeaders(origin, core_->options.cors_allowed_origins);
     std::vector<std::string_view> auth;
+    std::vector<std::string_view> x_api_keys;
     for (const auto& field : req) {
       if (field.name() == http::field::authorization) auth.push_back(View(field.value()));
+      if (beast::iequals(field.name_string(), "x-api-key")) x_api_keys.push_back(View(field.value()));
+    }
+    // Anthropic's clients send the key as `x-api-key: <key>`: taken when no Authorization
+    // header came (one of them, judged like a Bearer key).
+    std::string from_x_api_key;
+    if (auth.empty() && x_api_keys.size() == 1) {
+      from_x_api_key = "Bearer " + std::string(x_api_keys.front());
+      auth.push_back(from_x_api_key);
     }
     auth_error_ = CheckApiKey(core_->options.api_keys, auth);
     authenticated_ = !auth_error_.has_value();
@@ -612,6 +624,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
                 return ApplyTemplateResponse(engine, type, body, *limits);
               });
         case Route::kResponses:
+        case Route::kMessages:
         case Route::kCompletions:
         case Route::kChatCompletions:
         case Route::kInfill: {
@@ -630,6 +643,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
           // /v1/responses: translated onto a chat body on the prep thread
           // (GenerationInput::responses), then validated like any chat body.
           if (match.spec->route == Route::kResponses) responses_next_ = true;
+          if (match.spec->route == Route::kMessages) messages_next_ = true;
           return HandleGeneration(ep, content_type, std::move(req.body()), match.label,
                                   std::move(slo_class), std::move(user_role));
         }
@@ -721,6 +735,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
                         std::optional<std::string> user_role_header) {
     // Taken at once: a refusal below must not leave it set for the connection's next request.
     const bool responses = std::exchange(responses_next_, false);
+    const bool messages = std::exchange(messages_next_, false);
     EngineApi& engine = *core_->engine;
     // The body's "id"; also the X-Request-Id of every answer to this request (errors too)
     // unless the client sent its own, which then is the request_id the engine logs.
@@ -743,6 +758,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
 
     auto ex = std::make_shared<Exchange>();
     if (responses) ex->responses = std::make_unique<ResponsesStream>();
+    if (messages) ex->messages = std::make_unique<MessagesStream>();
     ex->serial = ++exchange_serial_;
     ex->route_label = std::string(label);
     ex->pending = std::make_shared<PendingSubmit>(core_->metrics, engine);
@@ -758,6 +774,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     in.sink = MakeSink(ex->serial);
     in.reasoning_field = core_->options.reasoning_field;
     in.responses = responses;
+    in.messages = messages;
     // The job borrows the engine and the limits: the pool is joined (Stop) before either
     // goes. Whichever of it and the session learns of the other's side last accounts for
     // the request (PendingSubmit), so the ledger holds whether the client stays or not.
@@ -875,6 +892,12 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
 
   // One chat chunk as the client asked for it: itself, or its Responses events.
   void SendChunk(const nlohmann::json& chunk) {
+    if (exchange_->messages) {
+      for (const auto& [name, data] : exchange_->messages->Feed(chunk)) {
+        SendFrame(NamedSseEvent(name, data));
+      }
+      return;
+    }
     if (!exchange_->responses) return SendFrame(SseEvent(chunk));
     for (const auto& [name, data] : exchange_->responses->Feed(chunk)) {
       SendFrame(NamedSseEvent(name, data));
@@ -907,6 +930,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     if (!ex.stream) {
       nlohmann::json final_body = ex.assembler->FinalBody(event, timings);
       if (ex.responses) final_body = ChatToResponse(final_body);
+      if (ex.messages) final_body = ChatToMessage(final_body);
       HttpResponse r = JsonResponse(200, final_body);
       if (std::string st = ServerTimingHeader(timings); !st.empty()) {
         r.headers.emplace_back("Server-Timing", st);
@@ -928,6 +952,8 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     }
     if (ex.responses) {
       for (const auto& [name, data] : ex.responses->Finish()) SendFrame(NamedSseEvent(name, data));
+    } else if (ex.messages) {
+      for (const auto& [name, data] : ex.messages->Finish()) SendFrame(NamedSseEvent(name, data));
     } else {
       SendFrame(kSseDone);
     }
@@ -1261,6 +1287,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
   uint64_t prep_serial_ = 0;
   std::string prep_label_;
   bool responses_next_ = false;  // the generation request being handled came to /v1/responses
+  bool messages_next_ = false;   // ... to /v1/messages
   bool head_sent_ = false;
   std::shared_ptr<Session> self_ref_;
 };

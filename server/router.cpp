@@ -11,6 +11,7 @@ constexpr RouteSpec kRoutes[] = {
     {"/v1/completions", "POST", Route::kCompletions, false},
     {"/v1/chat/completions", "POST", Route::kChatCompletions, false},
     {"/v1/responses", "POST", Route::kResponses, false},
+    {"/v1/messages", "POST", Route::kMessages, false},
     {"/v1/models", "GET", Route::kModels, false},
     {"/v1/models/{id}", "GET", Route::kModel, false},
     {"/health", "GET", Route::kHealth, true},

@@ -42,7 +42,8 @@ namespace lifeline::server {
 
 enum class Route : uint8_t {
   kCompletions, kChatCompletions, kModels, kModel, kHealth, kReady, kMetrics, kSlo,
-  kApplyTemplate, kTokenize, kDetokenize, kInfill, kDashboardPage, kDashboardState, kResponses
+  kApplyTemplate, kTokenize, kDetokenize, kInfill, kDashboardPage, kDashboardState, kResponses,
+  kMessages
 };
 
 // A path ending in "{id}" is a prefix route: it matches the text before "{id}" followed by a

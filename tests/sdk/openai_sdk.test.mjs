@@ -381,3 +381,48 @@ test('responses.create refuses what it cannot do, naming the field', async () =>
   await assert.rejects(client.responses.create({ model: 'stories', input: [{ type: 'image', url: 'u' }] }),
                        (e) => e.status === 400 && /input\[0\]\.type/.test(e.message));
 });
+
+// POST /v1/messages through Anthropic's official SDK (@anthropic-ai/sdk): served on the chat
+// path, answered in Anthropic's shapes, whole and streamed, with a tool_use round trip.
+test('anthropic messages.create: text whole and streamed agree, tool_use round trip', async () => {
+  const { default: Anthropic } = await import('@anthropic-ai/sdk');
+  // The key goes as Anthropic's clients send it: x-api-key.
+  const anthropic = new Anthropic({ baseURL: baseURL.replace(/\/v1$/, ''), apiKey: API_KEY,
+                                    maxRetries: 0, timeout: 60000 });
+  const body = { model: 'stories', max_tokens: 12, temperature: 0, system: 'Tell stories.',
+                 messages: [{ role: 'user', content: 'Once upon a time' }] };
+  const m = await anthropic.messages.create(body);
+  assert.equal(m.type, 'message');
+  assert.equal(m.role, 'assistant');
+  assert.ok(['end_turn', 'max_tokens'].includes(m.stop_reason), m.stop_reason);
+  const text = m.content.filter((b) => b.type === 'text').map((b) => b.text).join('');
+  assert.ok(text.length > 0, JSON.stringify(m));
+  assert.ok(m.usage.input_tokens > 0 && m.usage.output_tokens > 0);
+  const stream = anthropic.messages.stream(body);
+  let streamed = '';
+  stream.on('text', (t) => { streamed += t; });
+  const final = await stream.finalMessage();
+  assert.equal(streamed, text);
+  assert.equal(final.content.filter((b) => b.type === 'text').map((b) => b.text).join(''), text);
+
+  const tools = [{ name: 'get_weather', description: 'Weather of a city',
+                   input_schema: { type: 'object', properties: { city: { type: 'string' } },
+                                   required: ['city'], additionalProperties: false } }];
+  const call = await anthropic.messages.create({
+    model: 'stories', max_tokens: 200, temperature: 0, tools,
+    tool_choice: { type: 'tool', name: 'get_weather' },
+    messages: [{ role: 'user', content: 'Weather in Paris?' }] });
+  const use = call.content.find((b) => b.type === 'tool_use');
+  assert.ok(use, JSON.stringify(call.content));
+  assert.equal(use.name, 'get_weather');
+  assert.equal(typeof use.input.city, 'string');
+  assert.equal(call.stop_reason, 'tool_use');
+  const next = await anthropic.messages.create({
+    model: 'stories', max_tokens: 8, temperature: 0, tools,
+    messages: [{ role: 'user', content: 'Weather in Paris?' },
+               { role: 'assistant', content: call.content },
+               { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: 'sunny' }] }] });
+  assert.ok(next.content.some((b) => b.type === 'text'), JSON.stringify(next.content));
+  await assert.rejects(anthropic.messages.create({ model: 'stories', messages: [{ role: 'user', content: 'x' }] }),
+                       (e) => e.status === 400 && /max_tokens/.test(e.message));
+});

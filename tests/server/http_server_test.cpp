@@ -374,6 +374,23 @@ TEST_F(ServerTest, ApplyTemplateAnswersThePromptTheEngineRenders) {
   EXPECT_EQ(engine_.accepted(), 0);  // nothing was submitted for generation
 }
 
+// Anthropic's clients send the key as x-api-key: accepted when no Authorization header came;
+// with one, the Authorization header decides.
+TEST_F(ServerTest, AnXApiKeyHeaderIsAKeyToo) {
+  server_->Stop();
+  ServerOptions o = TestOptions();
+  o.api_keys = {"s3cret-key"};
+  StartServer(o);
+  auto right = Roundtrip(GetRequest("/v1/models", "x-api-key: s3cret-key\r\n"));
+  auto wrong = Roundtrip(GetRequest("/v1/models", "x-api-key: s3cret-kez\r\n"));
+  auto both = Roundtrip(GetRequest("/v1/models",
+                                   "Authorization: Bearer nope\r\nx-api-key: s3cret-key\r\n"));
+  ASSERT_TRUE(right && wrong && both);
+  EXPECT_EQ(right->status, 200);
+  EXPECT_EQ(wrong->status, 401);
+  EXPECT_EQ(both->status, 401);
+}
+
 TEST_F(ServerTest, ApiKeyProtectsEveryRouteButHealthAndReadiness) {
   server_->Stop();
   ServerOptions o = TestOptions();
@@ -387,6 +404,7 @@ TEST_F(ServerTest, ApiKeyProtectsEveryRouteButHealthAndReadiness) {
     if (r.route == Route::kDetokenize) body = R"({"tokens":[104,105]})";
     if (r.route == Route::kInfill) body = R"({"input_prefix":"a","input_suffix":"b"})";
     if (r.route == Route::kResponses) body = R"({"input":"hi","max_output_tokens":3})";
+    if (r.route == Route::kMessages) body = R"({"max_tokens":3,"messages":[{"role":"user","content":"hi"}]})";
     const std::string path = r.route == Route::kModel ? "/v1/models/fake-model" : std::string(r.path);
     auto make = [&](const std::string& headers) {
       return r.method == "POST" ? PostRequest(path, body, headers) : GetRequest(path, headers);
