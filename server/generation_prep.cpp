@@ -8,8 +8,7 @@
 #include <variant>
 
 #include "engine/toolcall/format.h"
-#include "server/messages_api.h"
-#include "server/responses_api.h"
+#include "server/api_translation.h"
 
 namespace lifeline::server {
 
@@ -18,13 +17,13 @@ PrepOutcome PrepareGeneration(EngineApi& engine, const RequestLimits& limits,
   PrepOutcome out;
   bool accepted = false;
   try {
-    if (in.responses || in.messages) {
+    if (in.shape != ApiShape::kChat) {
       const nlohmann::json body = nlohmann::json::parse(in.body, nullptr, false);
       if (body.is_discarded()) {
         out.error = InvalidRequestError("body", "the body is not valid JSON", "invalid_json");
         return out;
       }
-      auto chat = in.responses ? ResponsesToChat(body) : MessagesToChat(body);
+      auto chat = TranslateToChat(in.shape, body);
       if (auto* err = std::get_if<ApiError>(&chat)) {
         out.error = std::move(*err);
         return out;

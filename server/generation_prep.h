@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 
+#include "server/api_translation.h"
 #include "server/engine_api.h"
 #include "server/http_message.h"
 #include "server/openai.h"
@@ -35,11 +36,10 @@ struct GenerationInput {
   uint64_t serial = 0;                          // the connection's exchange number
   GenerationSink sink;                          // where the engine's events go
   std::string reasoning_field = "reasoning_content";  // ServerOptions::reasoning_field
-  // POST /v1/responses: `body` is a Responses body, translated onto a chat body here, on the
-  // prep thread (parsing up to a MiB of JSON is the I/O thread's to avoid too).
-  bool responses = false;
-  // POST /v1/messages: `body` is an Anthropic Messages body, translated the same way.
-  bool messages = false;
+  // POST /v1/responses or /v1/messages: `body` is in that API's shape, translated onto a chat
+  // body here, on the prep thread (parsing up to a MiB of JSON is the I/O thread's to avoid
+  // too).
+  ApiShape shape = ApiShape::kChat;
 };
 
 // Parses and validates the body, resolves the model and calls engine.Submit: the same steps,

@@ -40,8 +40,7 @@
 #include "server/pending_submit.h"
 #include "server/prep_pool.h"
 #include "server/responses.h"
-#include "server/messages_api.h"
-#include "server/responses_api.h"
+#include "server/api_translation.h"
 #include "server/router.h"
 #include "server/server_core.h"
 #include "server/socket_queue.h"
@@ -114,10 +113,9 @@ struct Exchange {
   // outcome is taken (the sink posts them as soon as Submit accepts), replayed in order then.
   std::shared_ptr<PendingSubmit> pending;
   std::vector<GenerationEvent> early;
-  // POST /v1/responses: served as chat, answered in the Responses shapes (responses_api.h).
-  std::unique_ptr<ResponsesStream> responses;
-  // POST /v1/messages: likewise, in Anthropic's shapes (messages_api.h).
-  std::unique_ptr<MessagesStream> messages;
+  // POST /v1/responses and /v1/messages: served as chat, answered in their API's shapes
+  // (api_translation.h); null for chat and completions.
+  std::unique_ptr<ApiTranslation> translation;
 };
 
 class Session final : public ConnectionHandle, public std::enable_shared_from_this<Session> {
@@ -642,8 +640,9 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
           }
           // /v1/responses: translated onto a chat body on the prep thread
           // (GenerationInput::responses), then validated like any chat body.
-          if (match.spec->route == Route::kResponses) responses_next_ = true;
-          if (match.spec->route == Route::kMessages) messages_next_ = true;
+          next_shape_ = match.spec->route == Route::kResponses  ? ApiShape::kResponses
+                        : match.spec->route == Route::kMessages ? ApiShape::kMessages
+                                                                : ApiShape::kChat;
           return HandleGeneration(ep, content_type, std::move(req.body()), match.label,
                                   std::move(slo_class), std::move(user_role));
         }
@@ -734,8 +733,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
                         std::optional<std::string> slo_class_header,
                         std::optional<std::string> user_role_header) {
     // Taken at once: a refusal below must not leave it set for the connection's next request.
-    const bool responses = std::exchange(responses_next_, false);
-    const bool messages = std::exchange(messages_next_, false);
+    const ApiShape shape = std::exchange(next_shape_, ApiShape::kChat);
     EngineApi& engine = *core_->engine;
     // The body's "id"; also the X-Request-Id of every answer to this request (errors too)
     // unless the client sent its own, which then is the request_id the engine logs.
@@ -757,8 +755,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     if (auto err = CheckContentType(content_type)) return Respond(ErrorResponse(*err), label);
 
     auto ex = std::make_shared<Exchange>();
-    if (responses) ex->responses = std::make_unique<ResponsesStream>();
-    if (messages) ex->messages = std::make_unique<MessagesStream>();
+    ex->translation = MakeApiTranslation(shape);
     ex->serial = ++exchange_serial_;
     ex->route_label = std::string(label);
     ex->pending = std::make_shared<PendingSubmit>(core_->metrics, engine);
@@ -773,8 +770,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     in.serial = ex->serial;
     in.sink = MakeSink(ex->serial);
     in.reasoning_field = core_->options.reasoning_field;
-    in.responses = responses;
-    in.messages = messages;
+    in.shape = shape;
     // The job borrows the engine and the limits: the pool is joined (Stop) before either
     // goes. Whichever of it and the session learns of the other's side last accounts for
     // the request (PendingSubmit), so the ledger holds whether the client stays or not.
@@ -890,18 +886,14 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     for (const nlohmann::json& chunk : chunks) SendChunk(chunk);
   }
 
-  // One chat chunk as the client asked for it: itself, or its Responses events.
+  // One chat chunk as the client asked for it: itself, or its API's events.
   void SendChunk(const nlohmann::json& chunk) {
-    if (exchange_->messages) {
-      for (const auto& [name, data] : exchange_->messages->Feed(chunk)) {
-        SendFrame(NamedSseEvent(name, data));
-      }
-      return;
-    }
-    if (!exchange_->responses) return SendFrame(SseEvent(chunk));
-    for (const auto& [name, data] : exchange_->responses->Feed(chunk)) {
-      SendFrame(NamedSseEvent(name, data));
-    }
+    if (!exchange_->translation) return SendFrame(SseEvent(chunk));
+    SendEvents(exchange_->translation->Feed(chunk));
+  }
+
+  void SendEvents(const std::vector<ApiTranslation::Event>& events) {
+    for (const auto& [name, data] : events) SendFrame(NamedSseEvent(name, data));
   }
 
   nlohmann::json MergedTimings(const GenerationEvent& event) const {
@@ -929,8 +921,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
                              std::chrono::system_clock::now().time_since_epoch()).count());
     if (!ex.stream) {
       nlohmann::json final_body = ex.assembler->FinalBody(event, timings);
-      if (ex.responses) final_body = ChatToResponse(final_body);
-      if (ex.messages) final_body = ChatToMessage(final_body);
+      if (ex.translation) final_body = ex.translation->Whole(final_body);
       HttpResponse r = JsonResponse(200, final_body);
       if (std::string st = ServerTimingHeader(timings); !st.empty()) {
         r.headers.emplace_back("Server-Timing", st);
@@ -950,10 +941,8 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     for (const nlohmann::json& chunk : ex.assembler->StreamEnd(event, ex.include_usage, timings)) {
       SendChunk(chunk);
     }
-    if (ex.responses) {
-      for (const auto& [name, data] : ex.responses->Finish()) SendFrame(NamedSseEvent(name, data));
-    } else if (ex.messages) {
-      for (const auto& [name, data] : ex.messages->Finish()) SendFrame(NamedSseEvent(name, data));
+    if (ex.translation) {
+      SendEvents(ex.translation->Finish());
     } else {
       SendFrame(kSseDone);
     }
@@ -1286,8 +1275,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
   // The answer a prep job (AnswerOnPrepPool) owes: its number and its route's label.
   uint64_t prep_serial_ = 0;
   std::string prep_label_;
-  bool responses_next_ = false;  // the generation request being handled came to /v1/responses
-  bool messages_next_ = false;   // ... to /v1/messages
+  ApiShape next_shape_ = ApiShape::kChat;  // the API shape of the request being handled
   bool head_sent_ = false;
   std::shared_ptr<Session> self_ref_;
 };

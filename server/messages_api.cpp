@@ -7,22 +7,17 @@ namespace {
 
 using nlohmann::json;
 
-ApiError Bad(const std::string& param, const std::string& message,
-             const std::string& code = "invalid_value") {
-  return InvalidRequestError(param, "'" + param + "': " + message, code);
-}
-
 // The text of a string or of text blocks.
 std::variant<std::string, ApiError> Text(const json& content, const std::string& where) {
   if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) return Bad(where, "expected a string or an array of text blocks");
+  if (!content.is_array()) return TranslatedFieldError(where, "expected a string or an array of text blocks");
   std::string text;
   for (size_t i = 0; i < content.size(); ++i) {
     const json& b = content[i];
     const std::string at = where + "[" + std::to_string(i) + "]";
     if (!b.is_object() || b.value("type", std::string()) != "text" || !b.contains("text") ||
         !b["text"].is_string()) {
-      return Bad(at, "expected a text block {type: \"text\", text}");
+      return TranslatedFieldError(at, "expected a text block {type: \"text\", text}");
     }
     text += b["text"].get<std::string>();
   }
@@ -42,14 +37,8 @@ json Usage(const json& u) {
           {"output_tokens", u.value("completion_tokens", 0)}};
 }
 
-std::string MessageId(const json& chat) {
-  std::string id = chat.value("id", std::string("chatcmpl-0"));
-  const size_t dash = id.find('-');
-  return "msg_" + (dash == std::string::npos ? id : id.substr(dash + 1));
-}
-
 json Shell(const json& chat) {
-  return {{"id", MessageId(chat)},  {"type", "message"},          {"role", "assistant"},
+  return {{"id", TranslatedId(chat, "msg_")},  {"type", "message"},          {"role", "assistant"},
           {"model", chat.value("model", std::string())}, {"content", json::array()},
           {"stop_reason", nullptr}, {"stop_sequence", nullptr}};
 }
@@ -57,16 +46,16 @@ json Shell(const json& chat) {
 }  // namespace
 
 std::variant<json, ApiError> MessagesToChat(const json& body) {
-  if (!body.is_object()) return Bad("body", "expected a JSON object");
+  if (!body.is_object()) return TranslatedFieldError("body", "expected a JSON object");
   static const std::set<std::string> kKnown = {
       "model", "max_tokens", "messages", "system", "temperature", "top_p", "top_k",
       "stop_sequences", "stream", "tools", "tool_choice", "thinking", "metadata"};
   for (const auto& [key, value] : body.items()) {
-    if (!kKnown.count(key)) return Bad(key, "unknown parameter", "unknown_parameter");
+    if (!kKnown.count(key)) return TranslatedFieldError(key, "unknown parameter", "unknown_parameter");
   }
-  if (!body.contains("max_tokens")) return Bad("max_tokens", "required", "missing_required_parameter");
+  if (!body.contains("max_tokens")) return TranslatedFieldError("max_tokens", "required", "missing_required_parameter");
   if (!body.contains("messages") || !body["messages"].is_array()) {
-    return Bad("messages", "expected an array of messages", "missing_required_parameter");
+    return TranslatedFieldError("messages", "expected an array of messages", "missing_required_parameter");
   }
   json chat = json::object();
   json out = json::array();
@@ -80,17 +69,17 @@ std::variant<json, ApiError> MessagesToChat(const json& body) {
     const json& m = messages[i];
     const std::string at = "messages[" + std::to_string(i) + "]";
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
-      return Bad(at + ".role", "expected user or assistant");
+      return TranslatedFieldError(at + ".role", "expected user or assistant");
     }
     const std::string role = m["role"];
-    if (role != "user" && role != "assistant") return Bad(at + ".role", "expected user or assistant");
-    if (!m.contains("content")) return Bad(at + ".content", "required", "missing_required_parameter");
+    if (role != "user" && role != "assistant") return TranslatedFieldError(at + ".role", "expected user or assistant");
+    if (!m.contains("content")) return TranslatedFieldError(at + ".content", "required", "missing_required_parameter");
     const json& content = m["content"];
     if (content.is_string()) {
       out.push_back({{"role", role}, {"content", content}});
       continue;
     }
-    if (!content.is_array()) return Bad(at + ".content", "expected a string or an array of blocks");
+    if (!content.is_array()) return TranslatedFieldError(at + ".content", "expected a string or an array of blocks");
     std::string text;
     json calls = json::array();
     for (size_t j = 0; j < content.size(); ++j) {
@@ -101,14 +90,14 @@ std::variant<json, ApiError> MessagesToChat(const json& body) {
         text += b["text"].get<std::string>();
       } else if (type == "tool_use" && role == "assistant") {
         if (!b.contains("id") || !b["id"].is_string() || !b.contains("name") || !b["name"].is_string()) {
-          return Bad(bat, "a tool_use block needs a string id and name");
+          return TranslatedFieldError(bat, "a tool_use block needs a string id and name");
         }
         calls.push_back({{"id", b["id"]}, {"type", "function"},
                          {"function", {{"name", b["name"]},
                                        {"arguments", b.value("input", json::object()).dump()}}}});
       } else if (type == "tool_result" && role == "user") {
         if (!b.contains("tool_use_id") || !b["tool_use_id"].is_string()) {
-          return Bad(bat + ".tool_use_id", "expected a string");
+          return TranslatedFieldError(bat + ".tool_use_id", "expected a string");
         }
         std::string result;
         if (b.contains("content")) {
@@ -120,7 +109,7 @@ std::variant<json, ApiError> MessagesToChat(const json& body) {
       } else if (type == "thinking" || type == "redacted_thinking") {
         // An earlier turn's thinking: not resent to the model (as chat templates drop it).
       } else {
-        return Bad(bat + ".type", "'" + type + "' is not supported here (text, tool_use in "
+        return TranslatedFieldError(bat + ".type", "'" + type + "' is not supported here (text, tool_use in "
                                                  "assistant turns, tool_result in user turns)",
                    "unsupported_value");
       }
@@ -146,23 +135,23 @@ std::variant<json, ApiError> MessagesToChat(const json& body) {
     const std::string type = t.value("type", std::string());
     if (type == "enabled") {
       if (!t.contains("budget_tokens") || !t["budget_tokens"].is_number_integer()) {
-        return Bad("thinking.budget_tokens", "expected an integer");
+        return TranslatedFieldError("thinking.budget_tokens", "expected an integer");
       }
       chat["thinking_budget_tokens"] = t["budget_tokens"];
     } else if (type == "disabled") {
       chat["thinking_budget_tokens"] = 0;
     } else {
-      return Bad("thinking.type", "expected enabled or disabled");
+      return TranslatedFieldError("thinking.type", "expected enabled or disabled");
     }
   }
   if (body.contains("tools") && !body["tools"].is_null()) {
-    if (!body["tools"].is_array()) return Bad("tools", "expected an array");
+    if (!body["tools"].is_array()) return TranslatedFieldError("tools", "expected an array");
     json tools = json::array();
     for (size_t i = 0; i < body["tools"].size(); ++i) {
       const json& t = body["tools"][i];
       const std::string at = "tools[" + std::to_string(i) + "]";
       if (!t.is_object() || !t.contains("name") || !t.contains("input_schema")) {
-        return Bad(at, "expected {name, description?, input_schema} (client tools only)");
+        return TranslatedFieldError(at, "expected {name, description?, input_schema} (client tools only)");
       }
       json fn = {{"name", t["name"]}, {"parameters", t["input_schema"]}};
       if (t.contains("description")) fn["description"] = t["description"];
@@ -179,7 +168,7 @@ std::variant<json, ApiError> MessagesToChat(const json& body) {
     else if (type == "tool" && tc.contains("name")) {
       chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", tc["name"]}}}};
     } else {
-      return Bad("tool_choice.type", "expected auto, any, tool (with name) or none");
+      return TranslatedFieldError("tool_choice.type", "expected auto, any, tool (with name) or none");
     }
     if (tc.value("disable_parallel_tool_use", false)) chat["parallel_tool_calls"] = false;
   }

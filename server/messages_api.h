@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/api_translation.h"
 #include "server/errors.h"
 
 namespace lifeline::server {
@@ -29,11 +30,11 @@ namespace lifeline::server {
 std::variant<nlohmann::json, ApiError> MessagesToChat(const nlohmann::json& body);
 nlohmann::json ChatToMessage(const nlohmann::json& chat);
 
-class MessagesStream {
+class MessagesStream final : public ApiTranslation {
  public:
-  using Event = std::pair<std::string, nlohmann::json>;
-  std::vector<Event> Feed(const nlohmann::json& chunk);
-  std::vector<Event> Finish();
+  nlohmann::json Whole(const nlohmann::json& chat) const override { return ChatToMessage(chat); }
+  std::vector<Event> Feed(const nlohmann::json& chunk) override;
+  std::vector<Event> Finish() override;
 
  private:
   void Open(const std::string& kind, nlohmann::json block, std::vector<Event>* out);

@@ -8,28 +8,23 @@ namespace {
 
 using nlohmann::json;
 
-ApiError Bad(const std::string& param, const std::string& message,
-             const std::string& code = "invalid_value") {
-  return InvalidRequestError(param, "'" + param + "': " + message, code);
-}
-
 // A message's content: a string, or parts of input_text / output_text (their texts joined).
 std::variant<std::string, ApiError> ContentText(const json& content, const std::string& where) {
   if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) return Bad(where, "expected a string or an array of content parts");
+  if (!content.is_array()) return TranslatedFieldError(where, "expected a string or an array of content parts");
   std::string text;
   for (size_t i = 0; i < content.size(); ++i) {
     const json& part = content[i];
     const std::string at = where + "[" + std::to_string(i) + "]";
     if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
-      return Bad(at, "expected a content part {type, text}");
+      return TranslatedFieldError(at, "expected a content part {type, text}");
     }
     const std::string type = part["type"];
     if (type != "input_text" && type != "output_text" && type != "text") {
-      return Bad(at + ".type", "'" + type + "' is not supported (input_text, output_text)",
+      return TranslatedFieldError(at + ".type", "'" + type + "' is not supported (input_text, output_text)",
                  "unsupported_value");
     }
-    if (!part.contains("text") || !part["text"].is_string()) return Bad(at + ".text", "expected a string");
+    if (!part.contains("text") || !part["text"].is_string()) return TranslatedFieldError(at + ".text", "expected a string");
     text += part["text"].get<std::string>();
   }
   return text;
@@ -38,30 +33,30 @@ std::variant<std::string, ApiError> ContentText(const json& content, const std::
 }  // namespace
 
 std::variant<json, ApiError> ResponsesToChat(const json& body) {
-  if (!body.is_object()) return Bad("body", "expected a JSON object");
+  if (!body.is_object()) return TranslatedFieldError("body", "expected a JSON object");
   static const std::set<std::string> kKnown = {
       "model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "stream",
       "tools", "tool_choice", "parallel_tool_calls", "reasoning", "seed", "store", "metadata",
       "user", "previous_response_id"};
   for (const auto& [key, value] : body.items()) {
-    if (!kKnown.count(key)) return Bad(key, "unknown parameter", "unknown_parameter");
+    if (!kKnown.count(key)) return TranslatedFieldError(key, "unknown parameter", "unknown_parameter");
   }
   if (body.contains("previous_response_id") && !body["previous_response_id"].is_null()) {
-    return Bad("previous_response_id",
+    return TranslatedFieldError("previous_response_id",
                "this server stores no responses: send the whole conversation in 'input'",
                "unsupported_value");
   }
   if (body.contains("store") && body["store"].is_boolean() && body["store"].get<bool>()) {
-    return Bad("store", "this server stores no responses: send store false or leave it out",
+    return TranslatedFieldError("store", "this server stores no responses: send store false or leave it out",
                "unsupported_value");
   }
   json chat = json::object();
   json messages = json::array();
   if (body.contains("instructions") && !body["instructions"].is_null()) {
-    if (!body["instructions"].is_string()) return Bad("instructions", "expected a string");
+    if (!body["instructions"].is_string()) return TranslatedFieldError("instructions", "expected a string");
     messages.push_back({{"role", "system"}, {"content", body["instructions"]}});
   }
-  if (!body.contains("input")) return Bad("input", "required", "missing_required_parameter");
+  if (!body.contains("input")) return TranslatedFieldError("input", "required", "missing_required_parameter");
   const json& input = body["input"];
   if (input.is_string()) {
     messages.push_back({{"role", "user"}, {"content", input}});
@@ -69,22 +64,22 @@ std::variant<json, ApiError> ResponsesToChat(const json& body) {
     for (size_t i = 0; i < input.size(); ++i) {
       const json& item = input[i];
       const std::string at = "input[" + std::to_string(i) + "]";
-      if (!item.is_object()) return Bad(at, "expected an item object");
+      if (!item.is_object()) return TranslatedFieldError(at, "expected an item object");
       const std::string type = item.value("type", std::string("message"));
       if (type == "message") {
-        if (!item.contains("role") || !item["role"].is_string()) return Bad(at + ".role", "expected a string");
+        if (!item.contains("role") || !item["role"].is_string()) return TranslatedFieldError(at + ".role", "expected a string");
         std::string role = item["role"];
         if (role == "developer") role = "system";
         if (role != "user" && role != "assistant" && role != "system") {
-          return Bad(at + ".role", "'" + role + "' is not user, assistant, system or developer");
+          return TranslatedFieldError(at + ".role", "'" + role + "' is not user, assistant, system or developer");
         }
-        if (!item.contains("content")) return Bad(at + ".content", "required", "missing_required_parameter");
+        if (!item.contains("content")) return TranslatedFieldError(at + ".content", "required", "missing_required_parameter");
         auto text = ContentText(item["content"], at + ".content");
         if (auto* e = std::get_if<ApiError>(&text)) return *e;
         messages.push_back({{"role", role}, {"content", std::get<std::string>(text)}});
       } else if (type == "function_call") {
         for (const char* k : {"call_id", "name", "arguments"}) {
-          if (!item.contains(k) || !item[k].is_string()) return Bad(at + "." + k, "expected a string");
+          if (!item.contains(k) || !item[k].is_string()) return TranslatedFieldError(at + "." + k, "expected a string");
         }
         json call = {{"id", item["call_id"]},
                      {"type", "function"},
@@ -99,21 +94,21 @@ std::variant<json, ApiError> ResponsesToChat(const json& body) {
         }
       } else if (type == "function_call_output") {
         if (!item.contains("call_id") || !item["call_id"].is_string()) {
-          return Bad(at + ".call_id", "expected a string");
+          return TranslatedFieldError(at + ".call_id", "expected a string");
         }
-        if (!item.contains("output")) return Bad(at + ".output", "required", "missing_required_parameter");
+        if (!item.contains("output")) return TranslatedFieldError(at + ".output", "required", "missing_required_parameter");
         auto text = ContentText(item["output"], at + ".output");
         if (auto* e = std::get_if<ApiError>(&text)) return *e;
         messages.push_back({{"role", "tool"}, {"tool_call_id", item["call_id"]},
                             {"content", std::get<std::string>(text)}});
       } else {
-        return Bad(at + ".type", "'" + type + "' is not supported (message, function_call, "
+        return TranslatedFieldError(at + ".type", "'" + type + "' is not supported (message, function_call, "
                                                "function_call_output)",
                    "unsupported_value");
       }
     }
   } else {
-    return Bad("input", "expected a string or an array of items");
+    return TranslatedFieldError("input", "expected a string or an array of items");
   }
   chat["messages"] = std::move(messages);
   if (body.contains("model")) chat["model"] = body["model"];
@@ -129,13 +124,13 @@ std::variant<json, ApiError> ResponsesToChat(const json& body) {
     chat["reasoning_effort"] = body["reasoning"]["effort"];
   }
   if (body.contains("tools") && !body["tools"].is_null()) {
-    if (!body["tools"].is_array()) return Bad("tools", "expected an array");
+    if (!body["tools"].is_array()) return TranslatedFieldError("tools", "expected an array");
     json tools = json::array();
     for (size_t i = 0; i < body["tools"].size(); ++i) {
       const json& t = body["tools"][i];
       const std::string at = "tools[" + std::to_string(i) + "]";
       if (!t.is_object() || t.value("type", std::string()) != "function") {
-        return Bad(at + ".type", "only function tools are supported", "unsupported_value");
+        return TranslatedFieldError(at + ".type", "only function tools are supported", "unsupported_value");
       }
       json fn = json::object();
       for (const char* k : {"name", "description", "parameters", "strict"}) {
@@ -157,12 +152,6 @@ std::variant<json, ApiError> ResponsesToChat(const json& body) {
 }
 
 namespace {
-
-std::string ResponseId(const json& chat) {
-  std::string id = chat.value("id", std::string("chatcmpl-0"));
-  const size_t dash = id.find('-');
-  return "resp_" + (dash == std::string::npos ? id : id.substr(dash + 1));
-}
 
 json Usage(const json& chat_usage) {
   if (!chat_usage.is_object()) return nullptr;
@@ -221,7 +210,7 @@ void Finish(json* r, const std::string& finish_reason, const json& usage, const 
 }  // namespace
 
 json ChatToResponse(const json& chat) {
-  const std::string id = ResponseId(chat);
+  const std::string id = TranslatedId(chat, "resp_");
   json r = ResponseShell(id, chat.value("created", int64_t{0}), chat.value("model", std::string()),
                          "completed");
   std::string finish;
@@ -252,11 +241,6 @@ json ChatToResponse(const json& chat) {
   return r;
 }
 
-std::string NamedSseEvent(const std::string& name, const json& data) {
-  return "event: " + name + "\ndata: " +
-         data.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
-}
-
 ResponsesStream::Event ResponsesStream::Make(const std::string& type, json data) {
   data["type"] = type;
   data["sequence_number"] = sequence_++;
@@ -271,7 +255,7 @@ json ResponsesStream::ResponseObject(const std::string& status) const {
 
 void ResponsesStream::Start(const json& chunk, std::vector<Event>* out) {
   started_ = true;
-  id_ = ResponseId(chunk);
+  id_ = TranslatedId(chunk, "resp_");
   model_ = chunk.value("model", std::string());
   created_ = chunk.value("created", int64_t{0});
   out->push_back(Make("response.created", {{"response", ResponseObject("in_progress")}}));

@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/api_translation.h"
 #include "server/errors.h"
 
 namespace lifeline::server {
@@ -37,13 +38,11 @@ nlohmann::json ChatToResponse(const nlohmann::json& chat);
 // The Responses event stream of one streamed request, from its chat chunks: response.created,
 // then per output item its added / delta / done events, then response.completed (or
 // response.incomplete when max_output_tokens cut it) carrying the whole response object.
-class ResponsesStream {
+class ResponsesStream final : public ApiTranslation {
  public:
-  using Event = std::pair<std::string, nlohmann::json>;  // event name, data
-  // Events for one chat chunk (a final chunk with finish_reason / usage / timings included).
-  std::vector<Event> Feed(const nlohmann::json& chunk);
-  // The closing events (once, after the last chunk).
-  std::vector<Event> Finish();
+  nlohmann::json Whole(const nlohmann::json& chat) const override { return ChatToResponse(chat); }
+  std::vector<Event> Feed(const nlohmann::json& chunk) override;
+  std::vector<Event> Finish() override;
 
  private:
   Event Make(const std::string& type, nlohmann::json data);
@@ -67,7 +66,5 @@ class ResponsesStream {
   nlohmann::json usage_, timings_;
 };
 
-// One SSE event with its name: "event: NAME\ndata: JSON\n\n".
-std::string NamedSseEvent(const std::string& name, const nlohmann::json& data);
 
 }  // namespace lifeline::server

@@ -697,36 +697,30 @@ std::string EngineService::MetricsText() const {
   Family(&o, "lifeline_prefix_tier_blocks_total", "counter",
          "KV blocks the prefix cache's tier stored (evicted from the pool and kept), restored "
          "into the pool, dropped for capacity, refused as corrupt.");
+  using TierEvents = std::initializer_list<std::pair<const char*, int64_t>>;
+  auto tier = [&](const std::string& m, const char* name, uint64_t held, uint64_t capacity,
+                  TierEvents events) {
+    for (const auto& [kind, bytes] : {std::pair{"held", held}, std::pair{"capacity", capacity}}) {
+      Sample(&o, "lifeline_prefix_tier_bytes", Labels({{"model", m}, {"tier", name}, {"kind", kind}}),
+             static_cast<double>(bytes));
+    }
+    for (const auto& [event, n] : events) {
+      Sample(&o, "lifeline_prefix_tier_blocks_total",
+             Labels({{"model", m}, {"tier", name}, {"event", event}}), static_cast<double>(n));
+    }
+  };
   for (size_t i = 0; i < snaps.size(); ++i) {
     const std::string& m = engines_[i]->name();
     const KvTierStats& t = snaps[i].ram_tier;
-    Sample(&o, "lifeline_prefix_tier_bytes", Labels({{"model", m}, {"tier", "ram"}, {"kind", "held"}}),
-           static_cast<double>(t.bytes));
-    Sample(&o, "lifeline_prefix_tier_bytes",
-           Labels({{"model", m}, {"tier", "ram"}, {"kind", "capacity"}}),
-           static_cast<double>(t.capacity_bytes));
-    const std::pair<const char*, int64_t> events[] = {
-        {"stored", t.stored}, {"restored", t.restored - t.restored_from_disk},
-        {"dropped", t.dropped}, {"corrupt", t.corrupt}};
-    for (const auto& [event, n] : events) {
-      Sample(&o, "lifeline_prefix_tier_blocks_total",
-             Labels({{"model", m}, {"tier", "ram"}, {"event", event}}), static_cast<double>(n));
-    }
+    tier(m, "ram", t.bytes, t.capacity_bytes,
+         {{"stored", t.stored}, {"restored", t.restored - t.restored_from_disk},
+          {"dropped", t.dropped}, {"corrupt", t.corrupt}});
     if (t.disk_capacity_bytes == 0) continue;
-    Sample(&o, "lifeline_prefix_tier_bytes", Labels({{"model", m}, {"tier", "disk"}, {"kind", "held"}}),
-           static_cast<double>(t.disk_bytes));
-    Sample(&o, "lifeline_prefix_tier_bytes",
-           Labels({{"model", m}, {"tier", "disk"}, {"kind", "capacity"}}),
-           static_cast<double>(t.disk_capacity_bytes));
-    const std::pair<const char*, int64_t> disk_events[] = {
-        {"found_at_start", t.disk_found_at_start}, {"stored", t.disk_written},
-        {"restored", t.restored_from_disk},        {"dropped", t.disk_dropped},
-        {"corrupt", t.disk_rejected},              {"write_error", t.disk_write_errors},
-        {"queue_full", t.disk_queue_full}};
-    for (const auto& [event, n] : disk_events) {
-      Sample(&o, "lifeline_prefix_tier_blocks_total",
-             Labels({{"model", m}, {"tier", "disk"}, {"event", event}}), static_cast<double>(n));
-    }
+    tier(m, "disk", t.disk_bytes, t.disk_capacity_bytes,
+         {{"found_at_start", t.disk_found_at_start}, {"stored", t.disk_written},
+          {"restored", t.restored_from_disk}, {"dropped", t.disk_dropped},
+          {"corrupt", t.disk_rejected}, {"write_error", t.disk_write_errors},
+          {"queue_full", t.disk_queue_full}});
   }
   per_engine("lifeline_prompt_tokens_total", "counter",
              "Prompt tokens of accepted requests (each prompt once).",

@@ -27,12 +27,17 @@ HostKvTier::HostKvTier(KvStorage* storage, uint64_t capacity_bytes,
   if (disk_ != nullptr) scratch_ = std::make_unique_for_overwrite<uint8_t[]>(block_bytes_);
 }
 
+namespace {
+
+bool SameTokens(const std::vector<int32_t>& held, std::span<const int32_t> tokens) {
+  return std::equal(tokens.begin(), tokens.end(), held.begin(), held.end());
+}
+
+}  // namespace
+
 const HostKvTier::Entry* HostKvTier::Find(uint64_t hash, std::span<const int32_t> tokens) const {
   auto it = entries_.find(hash);
-  if (it == entries_.end()) return nullptr;
-  const Entry& e = it->second;
-  if (!std::equal(tokens.begin(), tokens.end(), e.tokens.begin(), e.tokens.end())) return nullptr;
-  return &e;
+  return it != entries_.end() && SameTokens(it->second.tokens, tokens) ? &it->second : nullptr;
 }
 
 void HostKvTier::Touch(Entry& e, uint64_t hash) {
@@ -53,8 +58,7 @@ void HostKvTier::OnEvict(BlockId block, uint64_t hash, std::span<const int32_t> 
   if (block_bytes_ > capacity_bytes_) return;
   if (auto it = entries_.find(hash); it != entries_.end()) {
     // Already held (restored earlier and evicted again): same chain, same contents.
-    if (std::equal(tokens.begin(), tokens.end(), it->second.tokens.begin(),
-                   it->second.tokens.end())) {
+    if (SameTokens(it->second.tokens, tokens)) {
       Touch(it->second, hash);
       return;
     }
@@ -100,7 +104,7 @@ bool HostKvTier::Holds(uint64_t hash, std::span<const int32_t> tokens) const {
 
 bool HostKvTier::Restore(uint64_t hash, std::span<const int32_t> tokens, BlockId into) {
   auto it = entries_.find(hash);
-  if (it == entries_.end() || Find(hash, tokens) == nullptr) {
+  if (it == entries_.end() || !SameTokens(it->second.tokens, tokens)) {
     // Not in RAM: from disk (verified there), and kept in RAM again.
     if (disk_ == nullptr || !disk_->Read(hash, tokens, {scratch_.get(), block_bytes_})) {
       return false;
