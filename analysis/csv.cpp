@@ -5,7 +5,11 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 namespace lifeline::analysis {
 
@@ -157,7 +161,116 @@ Result<CsvTable> ReadCsvFile(const std::string& path) {
   in.seekg(0);
   std::string text(static_cast<size_t>(size), '\0');
   if (!in.read(text.data(), size)) return IoError("cannot read '" + path + "'");
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '{') return ParseJsonLines(text, path);
   return ParseCsv(text, path);
+}
+
+namespace {
+
+// A JSON value as a table cell (see ParseJsonLines).
+std::string CellOf(const nlohmann::json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
+  if (v.is_number_unsigned()) return std::to_string(v.get<uint64_t>());
+  if (v.is_number_float()) return v.dump();
+  return std::string();
+}
+
+}  // namespace
+
+Result<CsvTable> ParseJsonLines(std::string_view text, std::string_view source) {
+  if (static_cast<int64_t>(text.size()) > kMaxCsvBytes) {
+    return ResourceExhausted(std::string(source) + ": " + std::to_string(text.size()) +
+                             " bytes exceeds the limit of " + std::to_string(kMaxCsvBytes));
+  }
+  CsvTable t;
+  t.source = std::string(source);
+  std::map<std::string, size_t, std::less<>> column;
+  int64_t line_no = 0;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+      return InvalidArgument(t.source + ":" + std::to_string(line_no) +
+                             ": not a JSON object (JSON Lines: one object per line)");
+    }
+    if (static_cast<int64_t>(t.rows.size()) >= kMaxCsvRows) {
+      return ResourceExhausted(t.source + ": more than " + std::to_string(kMaxCsvRows) + " rows");
+    }
+    std::vector<std::string> row(t.header.size());
+    for (const auto& [key, value] : j.items()) {
+      auto it = column.find(key);
+      if (it == column.end()) {
+        if (static_cast<int64_t>(t.header.size()) >= kMaxCsvColumns) {
+          return ResourceExhausted(t.source + ":" + std::to_string(line_no) + ": more than " +
+                                   std::to_string(kMaxCsvColumns) + " distinct keys");
+        }
+        it = column.emplace(key, t.header.size()).first;
+        t.header.push_back(key);
+        for (auto& earlier : t.rows) earlier.emplace_back();
+        row.emplace_back();
+      }
+      std::string cell = CellOf(value);
+      if (static_cast<int64_t>(cell.size()) > kMaxCsvCellBytes) {
+        return ResourceExhausted(t.source + ":" + std::to_string(line_no) + ": key '" + key +
+                                 "': value over " + std::to_string(kMaxCsvCellBytes) + " bytes");
+      }
+      row[it->second] = std::move(cell);
+    }
+    t.rows.push_back(std::move(row));
+    t.lines.push_back(line_no);
+  }
+  if (t.rows.empty()) return InvalidArgument(t.source + ": no JSON lines");
+  return t;
+}
+
+bool IsRequestLog(const CsvTable& t) {
+  int found = 0;
+  for (const std::string& h : t.header) {
+    found += h == "outcome" || h == "e2e_ms" || h == "client_disconnected";
+  }
+  return found == 3;
+}
+
+Result<CsvTable> RequestLogSessions(const CsvTable& log) {
+  auto col = [&](std::string_view name) -> std::optional<size_t> {
+    for (size_t c = 0; c < log.header.size(); ++c) {
+      if (log.header[c] == name) return c;
+    }
+    return std::nullopt;
+  };
+  const auto outcome = col("outcome"), e2e = col("e2e_ms"), reason = col("cancel_reason"),
+             ttft = col("ttft_ms"), cls = col("class");
+  if (!outcome || !e2e) return InvalidArgument(log.source + ": not a request log");
+  CsvTable t;
+  t.source = log.source;
+  t.header = log.header;
+  t.header.push_back("wait_ms");
+  for (size_t r = 0; r < log.rows.size(); ++r) {
+    const std::vector<std::string>& row = log.rows[r];
+    const bool left = row[*outcome] == "cancelled" && reason &&
+                      row[*reason] == "client_disconnect";
+    if (row[*outcome] != "completed" && !left) continue;
+    std::vector<std::string> kept = row;
+    kept.push_back(ttft && !row[*ttft].empty() ? row[*ttft] : row[*e2e]);
+    if (cls && kept[*cls].empty()) kept[*cls] = "unclassified";
+    t.rows.push_back(std::move(kept));
+    t.lines.push_back(log.lines[r]);
+  }
+  if (t.rows.empty()) {
+    return InvalidArgument(log.source + ": no completed or client-abandoned requests among " +
+                           std::to_string(log.rows.size()) + " lines");
+  }
+  return t;
 }
 
 Result<size_t> FindColumn(const CsvTable& t, std::string_view name, std::string_view flag) {

@@ -30,7 +30,25 @@ struct CsvTable {
 };
 
 Result<CsvTable> ParseCsv(std::string_view text, std::string_view source);
+// JSON Lines (one object per line, e.g. `serve --request-log`) as a table: the columns are
+// the keys (the first line's in sorted order, then keys first seen later), a cell the text of a number
+// or string, `true` / `false`, and empty for null, a missing key, an object or an array.
+// Blank lines are skipped; a line that is not a JSON object is refused naming its number.
+// The same caps as CSV.
+Result<CsvTable> ParseJsonLines(std::string_view text, std::string_view source);
+// CSV, or JSON Lines when the file's first non-blank byte is '{'.
 Result<CsvTable> ReadCsvFile(const std::string& path);
+
+// A Lifeline request log (docs/operations.md "Request log"): has outcome, e2e_ms and
+// client_disconnected columns.
+bool IsRequestLog(const CsvTable& t);
+// The rows of a request log an abandonment analysis is about: requests answered in full
+// (outcome completed) or left by their client (cancelled, cancel_reason client_disconnect);
+// refusals, errors and shutdowns say nothing of a user's patience. Adds the column `wait_ms`:
+// the time to the first token, or, for a request that got none, the time the client waited
+// (until it left or the answer ended); and names an empty class `unclassified`.
+// InvalidArgument when no row is left.
+Result<CsvTable> RequestLogSessions(const CsvTable& log);
 
 // The 0-based index of a header column, or InvalidArgument naming the flag that chose it and
 // listing the header.

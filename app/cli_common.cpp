@@ -7,7 +7,7 @@
 #include "base/cpu_affinity.h"
 #include "engine/gguf/gguf_file.h"
 #include "engine/kernels/dispatch.h"
-#include "engine/template/chat.h"
+#include "text/template/chat.h"
 
 namespace lifeline::app {
 

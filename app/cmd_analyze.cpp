@@ -32,7 +32,7 @@ namespace an = analysis;
 struct ThresholdFlags {
   std::string input, latency_col = "latency_ms", outcome_col = "abandoned";
   std::string scenario_col = "scenario", group_col;
-  bool scenario_col_given = false;
+  bool scenario_col_given = false, latency_col_given = false, outcome_col_given = false;
   int bootstrap = 400, null_replicates = 299, threads = 0;
   uint64_t seed = 1;
   double alpha = 0.01, margin = 0.10, resolution_ms = 1;
@@ -89,13 +89,23 @@ Result<nlohmann::json> ReadJsonFile(const std::string& path) {
 
 Result<std::vector<an::ThresholdInput>> LoadSessions(const ThresholdFlags& f) {
   LL_ASSIGN_OR_RETURN(an::CsvTable t, an::ReadCsvFile(f.input));
-  LL_ASSIGN_OR_RETURN(size_t lat_col, an::FindColumn(t, f.latency_col, "--latency-col"));
-  LL_ASSIGN_OR_RETURN(size_t out_col, an::FindColumn(t, f.outcome_col, "--outcome-col"));
+  std::string latency_name = f.latency_col, outcome_name = f.outcome_col;
+  std::string scenario_name = f.scenario_col;
+  if (an::IsRequestLog(t)) {
+    // `serve --request-log`: the client that hung up is the outcome, the wait it saw the
+    // latency, the SLO class the scenario (each unless named otherwise).
+    LL_ASSIGN_OR_RETURN(t, an::RequestLogSessions(t));
+    if (!f.latency_col_given) latency_name = "wait_ms";
+    if (!f.outcome_col_given) outcome_name = "client_disconnected";
+    if (!f.scenario_col_given) scenario_name = "class";
+  }
+  LL_ASSIGN_OR_RETURN(size_t lat_col, an::FindColumn(t, latency_name, "--latency-col"));
+  LL_ASSIGN_OR_RETURN(size_t out_col, an::FindColumn(t, outcome_name, "--outcome-col"));
   LL_ASSIGN_OR_RETURN(std::vector<double> lat, an::LatencyColumn(t, lat_col));
   LL_ASSIGN_OR_RETURN(std::vector<uint8_t> y, an::BinaryColumn(t, out_col));
   LL_RETURN_IF_ERROR(an::RequireBothClasses(t, out_col, y, {}, ""));
   std::vector<std::string> scen(t.rows.size(), "all");
-  auto sc = an::FindColumn(t, f.scenario_col, "--scenario-col");
+  auto sc = an::FindColumn(t, scenario_name, "--scenario-col");
   if (sc.ok()) {
     LL_ASSIGN_OR_RETURN(scen, an::TextColumn(t, *sc));
   } else if (f.scenario_col_given) {
@@ -371,13 +381,20 @@ int RunSimulate(const SimulateFlags& f) {
 void AddThreshold(CLI::App* parent, ThresholdFlags* f) {
   CLI::App* c = parent->add_subcommand(
       "threshold", "Find the latency at which the abandonment rate jumps, per scenario");
-  c->add_option("--input", f->input, "Sessions CSV (header line; one row per session)")->required();
-  c->add_option("--latency-col", f->latency_col, "Latency column (ms)")->capture_default_str();
-  c->add_option("--outcome-col", f->outcome_col, "Outcome column (0/1, true/false)")
-      ->capture_default_str();
+  c->add_option("--input", f->input,
+                "Sessions CSV (header line; one row per session), or a request log of "
+                "`serve --request-log` (JSON Lines)")
+      ->required();
+  c->add_option_function<std::string>(
+       "--latency-col", [f](const std::string& v) { f->latency_col = v; f->latency_col_given = true; },
+       "Latency column in ms (default latency_ms; wait_ms for a request log)");
+  c->add_option_function<std::string>(
+       "--outcome-col", [f](const std::string& v) { f->outcome_col = v; f->outcome_col_given = true; },
+       "Outcome column, 0/1 or true/false (default abandoned; client_disconnected for a request log)");
   c->add_option_function<std::string>(
        "--scenario-col", [f](const std::string& v) { f->scenario_col = v; f->scenario_col_given = true; },
-       "Scenario column (default 'scenario' when present; otherwise one scenario 'all')");
+       "Scenario column (default 'scenario' when present, 'class' for a request log; "
+       "otherwise one scenario 'all')");
   c->add_option("--group-col", f->group_col, "Resample these groups (users) in the bootstrap");
   c->add_option("--bootstrap", f->bootstrap, "Bootstrap replicates for the 95 % interval")
       ->capture_default_str();

@@ -1,4 +1,4 @@
-// `lifeline make-model`: flags -> MakeModelOptions -> tools::MakeModel. Flags are taken as
+// `lifeline make-model`: flags -> MakeModelOptions -> modelgen::MakeModel. Flags are taken as
 // text and parsed by tools/flag_parse so a bad value is one line naming the flag (exit 2);
 // failures while writing exit 1.
 #include <chrono>
@@ -9,8 +9,8 @@
 #include <tuple>
 
 #include "app/commands.h"
-#include "tools/flag_parse.h"
-#include "tools/make_model.h"
+#include "modelgen/flag_parse.h"
+#include "modelgen/make_model.h"
 
 namespace lifeline::app {
 namespace {
@@ -26,7 +26,7 @@ struct MakeModelFlags {
 
 int DefaultThreads() {
   const unsigned hw = std::thread::hardware_concurrency();
-  return hw == 0 ? 1 : static_cast<int>(std::min<unsigned>(hw, tools::kMaxToolThreads));
+  return hw == 0 ? 1 : static_cast<int>(std::min<unsigned>(hw, modelgen::kMaxToolThreads));
 }
 
 // Required flags are checked here rather than by CLI11 so the error and exit code match the
@@ -38,12 +38,12 @@ Status Require(const char* flag, const std::string& value) {
 
 Result<int64_t> Int(const char* flag, const std::string& text, int64_t lo, int64_t hi) {
   LL_RETURN_IF_ERROR(Require(flag, text));
-  return tools::ParseIntFlag(flag, text, lo, hi);
+  return modelgen::ParseIntFlag(flag, text, lo, hi);
 }
 
 // The flags of one family or another (ranges and which --arch they suit are checked by
 // ValidateModelShape).
-Status FamilyOptions(const MakeModelFlags& f, tools::ModelShape* s) {
+Status FamilyOptions(const MakeModelFlags& f, modelgen::ModelShape* s) {
   constexpr int64_t kBig = int64_t{1} << 40;
   if (!f.head_dim.empty()) {
     LL_ASSIGN_OR_RETURN(s->head_dim_flag, Int("--head-dim", f.head_dim, 1, kBig));
@@ -76,13 +76,13 @@ Status FamilyOptions(const MakeModelFlags& f, tools::ModelShape* s) {
         {"--attn-softcap", f.attn_softcap, &s->attn_softcap},
         {"--final-softcap", f.final_softcap, &s->final_softcap}}) {
     if (text.empty()) continue;
-    LL_ASSIGN_OR_RETURN(*dst, tools::ParsePositiveFloatFlag(flag, text));
+    LL_ASSIGN_OR_RETURN(*dst, modelgen::ParsePositiveFloatFlag(flag, text));
   }
   return Status::Ok();
 }
 
-Result<tools::MakeModelOptions> ToOptions(const MakeModelFlags& f) {
-  tools::MakeModelOptions o;
+Result<modelgen::MakeModelOptions> ToOptions(const MakeModelFlags& f) {
+  modelgen::MakeModelOptions o;
   o.shape.arch = f.arch;
   constexpr int64_t kBig = int64_t{1} << 40;  // ranges are checked by ValidateModelShape
   LL_ASSIGN_OR_RETURN(o.shape.dim, Int("--dim", f.dim, 1, kBig));
@@ -101,23 +101,23 @@ Result<tools::MakeModelOptions> ToOptions(const MakeModelFlags& f) {
   }
   LL_ASSIGN_OR_RETURN(o.shape.ctx, Int("--ctx", f.ctx, 1, kBig));
   if (!f.rope_base.empty()) {
-    LL_ASSIGN_OR_RETURN(o.shape.rope_base, tools::ParsePositiveFloatFlag("--rope-base",
+    LL_ASSIGN_OR_RETURN(o.shape.rope_base, modelgen::ParsePositiveFloatFlag("--rope-base",
                                                                          f.rope_base));
   }
   o.shape.tied = f.tied;
   LL_RETURN_IF_ERROR(FamilyOptions(f, &o.shape));
   LL_RETURN_IF_ERROR(Require("--type", f.type));
-  const auto ftype = tools::FileTypeFromName(f.type);
+  const auto ftype = modelgen::FileTypeFromName(f.type);
   if (!ftype) {
     return InvalidArgument("--type '" + f.type + "' is not one of " +
-                           tools::FileTypeNamesJoined());
+                           modelgen::FileTypeNamesJoined());
   }
   o.ftype = ftype->ftype;
   LL_RETURN_IF_ERROR(Require("--seed", f.seed));
-  LL_ASSIGN_OR_RETURN(o.seed, tools::ParseUint64Flag("--seed", f.seed));
+  LL_ASSIGN_OR_RETURN(o.seed, modelgen::ParseUint64Flag("--seed", f.seed));
   o.threads = DefaultThreads();
   if (!f.threads.empty()) {
-    LL_ASSIGN_OR_RETURN(const int64_t t, Int("--threads", f.threads, 1, tools::kMaxToolThreads));
+    LL_ASSIGN_OR_RETURN(const int64_t t, Int("--threads", f.threads, 1, modelgen::kMaxToolThreads));
     o.threads = static_cast<int>(t);
   }
   LL_RETURN_IF_ERROR(Require("-o", f.out));
@@ -134,7 +134,7 @@ int Run(const MakeModelFlags& flags) {
     return 2;
   }
   const auto start = std::chrono::steady_clock::now();
-  const Status s = tools::MakeModel(*opts);
+  const Status s = modelgen::MakeModel(*opts);
   if (!s.ok()) {
     std::fprintf(stderr, "lifeline make-model: %s\n", s.message().c_str());
     return s.code() == StatusCode::kInvalidArgument ? 2 : 1;
@@ -154,7 +154,7 @@ CommandFn RegisterMakeModel(CLI::App& root) {
   CLI::App* sub = root.add_subcommand(
       "make-model", "Write a synthetic GGUF model with random weights (llama.cpp layout)");
   sub->add_option("--arch", flags->arch,
-                  std::string("Architecture: ") + tools::SupportedArchs() + " (default llama)");
+                  std::string("Architecture: ") + modelgen::SupportedArchs() + " (default llama)");
   sub->add_option("--dim", flags->dim, "Embedding width (required)")->type_name("INT");
   sub->add_option("--layers", flags->layers, "Number of blocks (required)")->type_name("INT");
   sub->add_option("--heads", flags->heads, "Attention heads (required)")->type_name("INT");
@@ -200,7 +200,7 @@ CommandFn RegisterMakeModel(CLI::App& root) {
                   "phi3: LongRoPE with this original context (factor tensors, attn_factor)")
       ->type_name("INT");
   sub->add_option("--type", flags->type, "Weight file type (required): " +
-                                             tools::FileTypeNamesJoined());
+                                             modelgen::FileTypeNamesJoined());
   sub->add_option("--seed", flags->seed, "RNG seed (required)")->type_name("UINT64");
   sub->add_option("--threads", flags->threads, "Worker threads (output does not depend on it)")
       ->type_name("INT");

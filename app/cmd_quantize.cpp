@@ -1,4 +1,4 @@
-// `lifeline quantize IN.gguf OUT.gguf --type T`: flags -> QuantizeOptions -> tools::QuantizeModel.
+// `lifeline quantize IN.gguf OUT.gguf --type T`: flags -> QuantizeOptions -> modelgen::QuantizeModel.
 // Bad flags exit 2 with one line naming the flag; an unreadable input or unwritable output
 // exits 1 with the reader's / writer's message.
 #include <chrono>
@@ -8,9 +8,9 @@
 #include <thread>
 
 #include "app/commands.h"
-#include "tools/flag_parse.h"
-#include "tools/make_model.h"
-#include "tools/quantize.h"
+#include "modelgen/flag_parse.h"
+#include "modelgen/make_model.h"
+#include "modelgen/quantize.h"
 
 namespace lifeline::app {
 namespace {
@@ -19,24 +19,24 @@ struct QuantizeFlags {
   std::string in, out, type, threads;
 };
 
-Result<tools::QuantizeOptions> ToOptions(const QuantizeFlags& f) {
-  tools::QuantizeOptions o;
+Result<modelgen::QuantizeOptions> ToOptions(const QuantizeFlags& f) {
+  modelgen::QuantizeOptions o;
   if (f.in.empty()) return InvalidArgument("IN (input .gguf) is required");
   if (f.out.empty()) return InvalidArgument("OUT (output .gguf) is required");
   o.in_path = f.in;
   o.out_path = f.out;
   if (f.type.empty()) return InvalidArgument("--type is required");
-  const auto ftype = tools::FileTypeFromName(f.type);
+  const auto ftype = modelgen::FileTypeFromName(f.type);
   if (!ftype) {
     return InvalidArgument("--type '" + f.type + "' is not one of " +
-                           tools::FileTypeNamesJoined());
+                           modelgen::FileTypeNamesJoined());
   }
   o.ftype = ftype->ftype;
   const unsigned hw = std::thread::hardware_concurrency();
-  o.threads = hw == 0 ? 1 : static_cast<int>(std::min<unsigned>(hw, tools::kMaxToolThreads));
+  o.threads = hw == 0 ? 1 : static_cast<int>(std::min<unsigned>(hw, modelgen::kMaxToolThreads));
   if (!f.threads.empty()) {
-    LL_ASSIGN_OR_RETURN(const int64_t t, tools::ParseIntFlag("--threads", f.threads, 1,
-                                                             tools::kMaxToolThreads));
+    LL_ASSIGN_OR_RETURN(const int64_t t, modelgen::ParseIntFlag("--threads", f.threads, 1,
+                                                             modelgen::kMaxToolThreads));
     o.threads = static_cast<int>(t);
   }
   o.warn = [](const std::string& m) {
@@ -52,7 +52,7 @@ int Run(const QuantizeFlags& flags) {
     return 2;
   }
   const auto start = std::chrono::steady_clock::now();
-  const auto stats = tools::QuantizeModel(*opts);
+  const auto stats = modelgen::QuantizeModel(*opts);
   if (!stats.ok()) {
     std::fprintf(stderr, "lifeline quantize: %s\n", stats.status().message().c_str());
     return stats.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
@@ -75,7 +75,7 @@ CommandFn RegisterQuantize(CLI::App& root) {
   sub->add_option("IN", flags->in, "Input .gguf")->type_name("FILE");
   sub->add_option("OUT", flags->out, "Output .gguf")->type_name("FILE");
   sub->add_option("--type", flags->type, "Target file type (required): " +
-                                             tools::FileTypeNamesJoined());
+                                             modelgen::FileTypeNamesJoined());
   sub->add_option("--threads", flags->threads, "Worker threads (output does not depend on it)")
       ->type_name("INT");
   return [flags] { return Run(*flags); };

@@ -16,7 +16,7 @@
 #include "engine/kernels/compute_pool.h"
 #include "engine/model/llama_context.h"
 #include "engine/sampler/sampler.h"
-#include "engine/template/chat.h"
+#include "text/template/chat.h"
 #include "serving/chat_setup.h"
 
 namespace lifeline::app {

@@ -1,8 +1,8 @@
 // lifeline serve: load one or more models, start one engine loop per model (and one client
 // thread per remote OpenAI-compatible backend) and the HTTP/SSE front end, then wait for
 // signals (docs/operations.md "Signals"): SIGINT/SIGTERM drain (a second one exits at once),
-// SIGUSR1 writes a one-line state dump to stderr, SIGHUP is logged and ignored, SIGPIPE is
-// ignored. None of them is left to its default action, which would end the process without
+// SIGUSR1 writes a one-line state dump to stderr, SIGHUP reopens the request log (logged and
+// otherwise ignored), SIGPIPE is ignored. None of them is left to its default action, which would end the process without
 // a log line or a drain.
 #include <algorithm>
 #include <chrono>
@@ -24,12 +24,12 @@
 
 #include "app/cli_common.h"
 #include "app/commands.h"
-#include "server/http_server.h"
-#include "server/router.h"
-#include "serving/engine_service.h"
+#include "api/http_server.h"
+#include "api/router.h"
+#include "serving/serving_hub.h"
 #include "serving/kv_disk_store.h"
 #include "serving/model_engine.h"
-#include "tools/make_model.h"
+#include "modelgen/make_model.h"
 
 namespace lifeline::app {
 namespace {
@@ -56,11 +56,14 @@ struct ServeFlags {
   std::string api_key_file;            // more keys, one per line
   std::vector<std::string> cors_origins;
   int io_threads = 1;
-  int prep_threads = server::ServerOptions{}.prep_threads;
+  int prep_threads = api::ServerOptions{}.prep_threads;
   std::string reasoning_field = "reasoning_content";
-  int64_t max_prep_queued = static_cast<int64_t>(server::ServerLimits{}.max_prep_queued);
+  std::string request_log;           // --request-log FILE|-: one JSON line per request
+  int64_t request_log_max_mib = 100;
+  int request_log_keep = 5;
+  int64_t max_prep_queued = static_cast<int64_t>(api::ServerLimits{}.max_prep_queued);
   int64_t max_body_bytes = 1 << 20;
-  int max_connections = server::ServerLimits{}.max_connections;
+  int max_connections = api::ServerLimits{}.max_connections;
   int drain_timeout_s = 10;
   EngineFlags engine;  // -t (per model), --isa, --kv-type, --pin / --cpus
   std::string slo_config;              // TOML file (docs/slo.md); empty: built-in defaults
@@ -175,7 +178,7 @@ Result<slo::SloConfig> ApplyCascade(const ServeFlags& f, slo::SloConfig config,
 Result<std::vector<std::string>> ApiKeys(const ServeFlags& f) {
   std::vector<std::string> keys;
   for (const std::string& k : f.api_keys) {
-    LL_ASSIGN_OR_RETURN(std::vector<std::string> one, server::ParseApiKeys(k, "--api-key"));
+    LL_ASSIGN_OR_RETURN(std::vector<std::string> one, api::ParseApiKeys(k, "--api-key"));
     if (one.size() != 1 || one[0] != k) {
       return InvalidArgument("--api-key: a key is 1..256 visible ASCII characters without spaces");
     }
@@ -193,7 +196,7 @@ Result<std::vector<std::string>> ApiKeys(const ServeFlags& f) {
       return InvalidArgument("--api-key-file: " + f.api_key_file + " is larger than 1 MiB");
     }
     LL_ASSIGN_OR_RETURN(std::vector<std::string> more,
-                        server::ParseApiKeys(text, "--api-key-file " + f.api_key_file));
+                        api::ParseApiKeys(text, "--api-key-file " + f.api_key_file));
     keys.insert(keys.end(), more.begin(), more.end());
   }
   return keys;
@@ -211,9 +214,9 @@ sigset_t ServeSignals() {
 
 // SIGUSR1: one line on stderr, read through the same thread-safe accessors /metrics and the
 // dashboard use.
-void DumpState(const server::HttpServer& http, const serving::EngineService& service) {
+void DumpState(const api::HttpServer& http, const serving::ServingHub& service) {
   nlohmann::json state = service.StateJson();
-  const server::LedgerSnapshot ledger = http.Ledger();
+  const api::LedgerSnapshot ledger = http.Ledger();
   state["requests"] = {{"accepted", ledger.accepted},
                        {"completed", ledger.completed},
                        {"errored", ledger.errored},
@@ -223,12 +226,17 @@ void DumpState(const server::HttpServer& http, const serving::EngineService& ser
                state.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
 }
 
-// SIGHUP conventionally asks a daemon to reopen its log file; serve logs to stderr only, so
-// there is nothing to reopen, and a hangup of the terminal it was started from must not end
-// the requests in flight.
-void LogHangup() {
-  std::fprintf(stderr, "lifeline serve: SIGHUP ignored (logs go to stderr; there is no log file "
-                       "to reopen)\n");
+// SIGHUP conventionally asks a daemon to reopen its log file: the request log is reopened
+// (after an outside rotator moved it away); a hangup of the terminal serve was started from
+// must not end the requests in flight.
+void OnHangup(api::RequestLog* request_log) {
+  if (request_log != nullptr && request_log->path() != "-") {
+    request_log->Reopen();
+    std::fprintf(stderr, "lifeline serve: SIGHUP: reopening the request log %s\n",
+                 request_log->path().c_str());
+  } else {
+    std::fprintf(stderr, "lifeline serve: SIGHUP ignored (no request log file to reopen)\n");
+  }
 }
 
 int Fail(const Status& s) {
@@ -249,7 +257,7 @@ Result<std::string> DefaultModelPath() {
   if (ec) return IoError("cannot create " + dir + ": " + ec.message());
   std::fprintf(stderr, "lifeline serve: no --model given; writing a synthetic default model to %s\n",
                path.c_str());
-  tools::MakeModelOptions o;
+  modelgen::MakeModelOptions o;
   o.shape.arch = "llama";
   o.shape.dim = 256;
   o.shape.n_layers = 4;
@@ -258,11 +266,11 @@ Result<std::string> DefaultModelPath() {
   o.shape.ffn = 768;
   o.shape.vocab = 32000;
   o.shape.ctx = 2048;
-  o.ftype = tools::FileType::kMostlyQ8_0;
+  o.ftype = modelgen::FileType::kMostlyQ8_0;
   o.seed = 1;
   o.threads = DefaultThreads();
   o.out_path = path + ".tmp";
-  LL_RETURN_IF_ERROR(tools::MakeModel(o));
+  LL_RETURN_IF_ERROR(modelgen::MakeModel(o));
   std::filesystem::rename(o.out_path, path, ec);
   if (ec) return IoError("cannot move the default model into place: " + ec.message());
   return path;
@@ -283,7 +291,7 @@ int RunServe(ServeFlags f) {
   if (!choice.ok()) return Fail(choice.status());
   if (f.port < 0 || f.port > 65535) return Fail(InvalidArgument("--port: must be in [0, 65535]"));
   for (const std::string& origin : f.cors_origins) {
-    if (Status s = server::CheckCorsOrigin(origin); !s.ok()) return Fail(s);
+    if (Status s = api::CheckCorsOrigin(origin); !s.ok()) return Fail(s);
   }
   if (f.kv_memory_mib < 1) return Fail(InvalidArgument("--kv-memory: must be >= 1 MiB"));
   if (f.prefix_cache_disk_mib < 1 || f.prefix_cache_disk_mib > (int64_t{1} << 30)) {
@@ -296,6 +304,20 @@ int RunServe(ServeFlags f) {
                                 " MiB outside [0, 1073741824]"));
   }
   if (Status s = CheckChatTemplateChoice(f.chat_template); !s.ok()) return Fail(s);
+  if (f.request_log_max_mib < 0 || f.request_log_max_mib > (int64_t{1} << 30)) {
+    return Fail(InvalidArgument("--request-log-max-mib: " + std::to_string(f.request_log_max_mib) +
+                                " MiB outside [0, 1073741824]"));
+  }
+  std::shared_ptr<api::RequestLog> request_log;
+  if (!f.request_log.empty()) {
+    api::RequestLogOptions lo;
+    lo.path = f.request_log;
+    lo.max_file_bytes = f.request_log_max_mib << 20;
+    lo.keep_files = f.request_log_keep;
+    auto opened = api::RequestLog::Open(std::move(lo));
+    if (!opened.ok()) return Fail(opened.status());
+    request_log = std::move(opened).value();
+  }
   if (f.remote_connect_timeout_ms < 1 || f.remote_connect_timeout_ms > 3'600'000) {
     return Fail(InvalidArgument("--remote-connect-timeout-ms: must be in [1, 3600000]"));
   }
@@ -403,10 +425,10 @@ int RunServe(ServeFlags f) {
   for (const auto& r : remotes) member_names.push_back(r->name());
   auto slo_config = ApplyCascade(f, std::move(base_config).value(), member_names);
   if (!slo_config.ok()) return Fail(slo_config.status());
-  serving::EngineService service(std::move(engines), std::move(remotes),
+  serving::ServingHub service(std::move(engines), std::move(remotes),
                                  std::move(slo_config).value());
   service.Start();
-  server::ServerOptions so;
+  api::ServerOptions so;
   so.bind_address = f.host;
   so.port = static_cast<uint16_t>(f.port);
   so.io_threads = f.io_threads;
@@ -415,10 +437,11 @@ int RunServe(ServeFlags f) {
   so.api_keys = std::move(api_keys).value();
   so.cors_allowed_origins = f.cors_origins;
   so.reasoning_field = f.reasoning_field;
+  so.request_log = request_log;
   so.limits.max_body_bytes = static_cast<size_t>(f.max_body_bytes);
   so.limits.max_connections = f.max_connections;
   so.limits.drain_timeout = std::chrono::seconds(f.drain_timeout_s);
-  server::HttpServer http(so, &service);
+  api::HttpServer http(so, &service);
   if (Status s = http.Start(); !s.ok()) {
     service.Stop();
     return Fail(s);
@@ -435,7 +458,7 @@ int RunServe(ServeFlags f) {
     if (sig == SIGUSR1) {
       DumpState(http, service);
     } else if (sig == SIGHUP) {
-      LogHangup();
+      OnHangup(request_log.get());
     } else {
       break;  // SIGINT, SIGTERM
     }
@@ -514,6 +537,16 @@ CommandFn RegisterServe(CLI::App& root) {
                   "Chat field of a thinking model's thinking: reasoning_content (llama.cpp, "
                   "DeepSeek) or reasoning (vLLM)")
       ->check(CLI::IsMember({"reasoning_content", "reasoning"}))
+      ->capture_default_str();
+  cmd->add_option("--request-log", f->request_log,
+                  "One JSON line per finished generation request (class, tokens, TTFT, e2e, "
+                  "the split, outcome, client disconnect) to FILE, or - for stdout; SIGHUP "
+                  "reopens it; `lifeline analyze --input FILE` reads it");
+  cmd->add_option("--request-log-max-mib", f->request_log_max_mib,
+                  "Rotate the request log past this size (FILE -> FILE.1 ...); 0 = never")
+      ->capture_default_str();
+  cmd->add_option("--request-log-keep", f->request_log_keep, "Rotated request logs kept")
+      ->check(CLI::Range(0, 1000))
       ->capture_default_str();
   cmd->add_option("--prep-threads", f->prep_threads,
                   "Threads that parse and submit requests (chat template, tokens, grammar and "

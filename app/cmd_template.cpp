@@ -19,8 +19,8 @@
 #include "app/cli_common.h"
 #include "app/commands.h"
 #include "engine/gguf/gguf_file.h"
-#include "engine/template/chat.h"
-#include "engine/template/jinja.h"
+#include "text/template/chat.h"
+#include "text/template/jinja.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "serving/chat_setup.h"
 

@@ -1,7 +1,7 @@
 // GbnfLiteral: text as a GBNF string literal, quotes included ("\"" -> "\\\"", newline ->
 // "\\n", other control bytes and DEL -> "\\xHH"; other bytes, UTF-8 included, as they are).
-// The one escaper of the two grammar writers, engine/grammar (JSON Schema -> GBNF) and
-// engine/toolcall (forced tool-call grammars), which do not depend on each other; two copies
+// The one escaper of the two grammar writers, text/grammar (JSON Schema -> GBNF) and
+// text/toolcall (forced tool-call grammars), which do not depend on each other; two copies
 // had drifted apart (one left DEL raw).
 //
 // Thread-safety: pure. Failure: none.

@@ -1,6 +1,6 @@
 // The one writer of the Prometheus text exposition format (0.0.4) that every /metrics
-// family goes through: the server's ledger and HTTP counters (server/server_metrics), the
-// engine gauges (serving/engine_service), the SLO histograms and gauges (slo/) and the
+// family goes through: the server's ledger and HTTP counters (api/server_metrics), the
+// engine gauges (serving/serving_hub), the SLO histograms and gauges (slo/) and the
 // vLLM-compatible and attainment families (serving/ops_metrics). One escaping of label
 // values and one number format, so a model or class name with a quote cannot break a scrape.
 //

@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "engine/gguf/gguf_file.h"
-#include "engine/grammar/grammar.h"
-#include "engine/grammar/grammar_matcher.h"
-#include "engine/grammar/grammar_vocab.h"
-#include "engine/grammar/json_schema.h"
+#include "text/grammar/grammar.h"
+#include "text/grammar/grammar_matcher.h"
+#include "text/grammar/grammar_vocab.h"
+#include "text/grammar/json_schema.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace lifeline::grammar {

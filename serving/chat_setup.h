@@ -19,7 +19,7 @@
 
 #include "base/status.h"
 #include "engine/gguf/gguf_file.h"
-#include "engine/template/chat.h"
+#include "text/template/chat.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace lifeline::serving {

@@ -128,7 +128,7 @@ void ChoiceOutput::OnThinkingToken(int32_t id) {
   }
 }
 
-server::TokenLogprobs ChoiceOutput::Logprobs(const float* row, int32_t n_vocab,
+api::TokenLogprobs ChoiceOutput::Logprobs(const float* row, int32_t n_vocab,
                                              int32_t id) const {
   // log p_i = l_i - max - log(sum_j exp(l_j - max)), over the finite logits.
   float max_logit = -std::numeric_limits<float>::infinity();
@@ -139,7 +139,7 @@ server::TokenLogprobs ChoiceOutput::Logprobs(const float* row, int32_t n_vocab,
   }
   const double log_z = static_cast<double>(max_logit) + std::log(sum);
   auto lp = [&](int32_t i) { return static_cast<float>(double(row[i]) - log_z); };
-  server::TokenLogprobs out;
+  api::TokenLogprobs out;
   out.token = tok_.TokenToPiece(id, /*render_special=*/true);
   out.logprob = lp(id);
   if (top_logprobs_ > 0) {

@@ -35,12 +35,12 @@
 #include <utility>
 #include <vector>
 
-#include "engine/grammar/grammar_matcher.h"
+#include "text/grammar/grammar_matcher.h"
 #include "engine/sampler/sampler.h"
 #include "engine/sampler/stop.h"
 #include "engine/tokenizer/tokenizer.h"
-#include "engine/toolcall/reasoning.h"
-#include "server/engine_api.h"
+#include "text/toolcall/reasoning.h"
+#include "api/serving_api.h"
 #include "serving/request_prep.h"
 
 namespace lifeline::serving {
@@ -52,7 +52,7 @@ struct TokenStep {
                            // string's kStop); -1 when end-of-generation ended the choice
   std::string text;        // answer text released by this token (may be empty)
   std::string reasoning;   // thinking text released by this token (may be empty)
-  std::vector<server::TokenLogprobs> logprobs;  // entries released with `text`
+  std::vector<api::TokenLogprobs> logprobs;  // entries released with `text`
   std::string error;       // kError
 };
 
@@ -82,7 +82,7 @@ class ChoiceOutput {
   void LowerReasoningBudget(int64_t budget_tokens);
 
  private:
-  server::TokenLogprobs Logprobs(const float* row, int32_t n_vocab, int32_t id) const;
+  api::TokenLogprobs Logprobs(const float* row, int32_t n_vocab, int32_t id) const;
   // Token `id` chosen (sampled or forced): into the sampler's history, the detokenizer, the
   // thinking splitters, the stop matcher; the released text.
   TokenStep Emit(const float* row, int32_t n_vocab, int32_t id);
@@ -122,7 +122,7 @@ class ChoiceOutput {
   std::unique_ptr<IncrementalDetokenizer> detok_;
   std::optional<StopMatcher> stop_;
   bool sampled_ = false;
-  std::vector<server::TokenLogprobs> pending_;  // entries whose text is still held back
+  std::vector<api::TokenLogprobs> pending_;  // entries whose text is still held back
 };
 
 }  // namespace lifeline::serving

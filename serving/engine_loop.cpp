@@ -10,18 +10,18 @@
 #include <utility>
 
 #include "engine/gguf/gguf_file.h"
-#include "serving/model_engine_live.h"
+#include "serving/live_request.h"
 #include "serving/request_timing.h"
 
 namespace lifeline::serving {
 
-using server::ApiError;
-using server::GenerationEvent;
+using api::ApiError;
+using api::GenerationEvent;
 
 namespace {
 
-using server::ErrorKind;
-using server::MakeError;
+using api::ErrorKind;
+using api::MakeError;
 
 const char* FinishReasonText(FinishReason r) {
   return r == FinishReason::kLength ? "length" : "stop";
@@ -29,10 +29,10 @@ const char* FinishReasonText(FinishReason r) {
 
 }  // namespace
 
-// A choice's `lifeline` object (engine_api.h): whether the SLO ladder cut it, and how. A
+// A choice's `lifeline` object (serving_api.h): whether the SLO ladder cut it, and how. A
 // choice that ended by itself (EOS, a stop string, its own max_tokens) is not truncated,
 // even when a cap was in force.
-nlohmann::json EngineLoop::ChoiceLifeline(const Live& live, const Request& r) {
+nlohmann::json EngineLoop::ChoiceLifeline(const LiveChoice& live, const Request& r) {
   nlohmann::json j = {{"truncated", false}};
   if (live.deadline_stopped) {
     j = {{"truncated", true},
@@ -236,7 +236,7 @@ void EngineLoop::Stop() {
   }
 }
 
-void EngineLoop::Retire(Live& live) {
+void EngineLoop::Retire(LiveChoice& live) {
   if (live.retired) return;
   live.retired = true;
   if (live.queued) {
@@ -249,12 +249,12 @@ void EngineLoop::Retire(Live& live) {
     (void)ctx_->ReleaseSequence(live.seq);
     live.seq = -1;
   }
-  Group& g = *live.group;
+  RequestGroup& g = *live.group;
   if (--g.live_count == 0) groups_.erase(g.handle);
 }
 
-void EngineLoop::FailGroup(Live& live, GenerationEvent error) {
-  std::shared_ptr<Group> g = live.group;  // Retire may drop the books' reference
+void EngineLoop::FailGroup(LiveChoice& live, GenerationEvent error) {
+  std::shared_ptr<RequestGroup> g = live.group;  // Retire may drop the books' reference
   if (!g->terminated) {
     g->terminated = true;
     shared_.open_requests.fetch_sub(1);  // before the event: the client must not see it first
@@ -268,7 +268,7 @@ void EngineLoop::FailGroup(Live& live, GenerationEvent error) {
   Retire(live);
 }
 
-bool EngineLoop::Enqueue(std::unique_ptr<Live> live) {
+bool EngineLoop::Enqueue(std::unique_ptr<LiveChoice> live) {
   NewRequest nr;
   nr.prompt_tokens = live->prompt;
   nr.max_tokens = live->max_tokens;
@@ -283,7 +283,7 @@ bool EngineLoop::Enqueue(std::unique_ptr<Live> live) {
     const bool full = id.status().code() == StatusCode::kResourceExhausted;
     ApiError e = full ? MakeError(ErrorKind::kOverloaded, "overloaded", id.status().message(),
                                   {}, 1)
-                      : server::InvalidRequestError("max_tokens", id.status().message(), "");
+                      : api::InvalidRequestError("max_tokens", id.status().message(), "");
     FailGroup(*live, GenerationEvent::Error(std::move(e)));
     return false;
   }
@@ -293,8 +293,8 @@ bool EngineLoop::Enqueue(std::unique_ptr<Live> live) {
   return true;
 }
 
-void EngineLoop::ReleaseDeferred(Group& group, int32_t prompt_index) {
-  std::vector<std::unique_ptr<Live>> ready;
+void EngineLoop::ReleaseDeferred(RequestGroup& group, int32_t prompt_index) {
+  std::vector<std::unique_ptr<LiveChoice>> ready;
   auto& d = group.deferred;
   for (auto it = d.begin(); it != d.end();) {
     if ((*it)->prompt_index == prompt_index) {
@@ -334,8 +334,8 @@ void EngineLoop::DrainInbox() {
   }
 }
 
-void EngineLoop::Complete(Live& live, const Request& r) {
-  std::shared_ptr<Group> g = live.group;
+void EngineLoop::Complete(LiveChoice& live, const Request& r) {
+  std::shared_ptr<RequestGroup> g = live.group;
   RequestTiming& tm = live.timing;
   TokenStep tail = live.out->Flush();
   if (!tail.text.empty()) tm.OnAnswer(Clock::now());

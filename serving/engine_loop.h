@@ -43,12 +43,12 @@
 #include "engine/model/llama_context.h"
 #include "engine/model/llama_model.h"
 #include "scheduler/scheduler.h"
-#include "server/engine_api.h"
+#include "api/serving_api.h"
 #include "serving/engine_shared.h"
 #include "serving/kv_tier.h"
 #include "serving/local_model.h"
 #include "serving/model_drafter.h"
-#include "serving/model_engine_live.h"
+#include "serving/live_request.h"
 #include "serving/model_engine_options.h"
 #include "serving/request_timing.h"
 #include "slo/controller.h"
@@ -57,8 +57,6 @@ namespace lifeline::serving {
 
 class EngineLoop {
  public:
-  using Live = LiveChoice;
-  using Group = RequestGroup;
 
   // The KV context of a model, sized from options.kv_memory_bytes (and n_ctx, kv_type,
   // max_running, max_step_tokens). Created before the loop because the front's request limits
@@ -103,16 +101,16 @@ class EngineLoop {
   Clock::time_point SloNow() const { return slo_.clock ? slo_.clock() : Clock::now(); }
   // A choice the scheduler finished as completed: its last text, then kChoiceDone (several
   // choices) and, when it was the last one open, the request's terminal kDone.
-  void Complete(Live& live, const Request& r);
-  static nlohmann::json ChoiceLifeline(const Live& live, const Request& r);
+  void Complete(LiveChoice& live, const Request& r);
+  static nlohmann::json ChoiceLifeline(const LiveChoice& live, const Request& r);
   // Ends the whole request with `error` (once); its other choices are cancelled.
-  void FailGroup(Live& live, server::GenerationEvent error);
+  void FailGroup(LiveChoice& live, api::GenerationEvent error);
   // Queue and sequence bookkeeping of a choice that leaves the engine (idempotent).
-  void Retire(Live& live);
+  void Retire(LiveChoice& live);
   // Hands a choice to the scheduler; false (and the request failed) when it refuses.
-  bool Enqueue(std::unique_ptr<Live> live);
+  bool Enqueue(std::unique_ptr<LiveChoice> live);
   // Choices waiting for their prompt's first choice to fill the prefix cache.
-  void ReleaseDeferred(Group& group, int32_t prompt_index);
+  void ReleaseDeferred(RequestGroup& group, int32_t prompt_index);
   void Loop();
   // Times prefill steps of several sizes and one decode step into slo_.speeds (before the
   // first request; engine thread).
@@ -129,8 +127,8 @@ class EngineLoop {
   // Latency samples: TTFT and queue time at the request's first token (so the controller
   // sees them about one TTFT after arrival, not one end-to-end time), the rest at the end.
   // Each sample is recorded once per request.
-  void RecordFirstToken(Live& live);
-  void RecordFinished(const Live& live);
+  void RecordFirstToken(LiveChoice& live);
+  void RecordFinished(const LiveChoice& live);
   // After the plan is built: publishes the step's load (running prefill / decode counts, the
   // slot cap, the decode interval, the step budget and the estimated end of the step about to
   // be evaluated from `eval_start`) as one value on EngineShared::load.
@@ -144,8 +142,8 @@ class EngineLoop {
   // scheduler's verdicts.
   void ApplyPlanEnds(const StepPlan& plan);
   void BuildBatch(const StepPlan& plan, std::vector<BatchToken>* batch, std::vector<SeqKv>* kv,
-                  std::vector<Live*>* entry_live);
-  std::vector<StepResult> ProcessOutputs(const StepPlan& plan, const std::vector<Live*>& entry_live,
+                  std::vector<LiveChoice*>* entry_live);
+  std::vector<StepResult> ProcessOutputs(const StepPlan& plan, const std::vector<LiveChoice*>& entry_live,
                                          const Status& eval_status, Clock::time_point t_step0,
                                          Clock::time_point t_eval0, Clock::time_point t_eval1);
   void ApplyFinished(std::vector<Request> finished);
@@ -174,11 +172,11 @@ class EngineLoop {
   std::unique_ptr<HostKvTier> kv_tier_;   // the scheduler's tier below the pool; may be null
   ModelDrafter* drafter_ = nullptr;  // the scheduler's drafter when it is a draft model
   double step_draft_ms_ = 0;         // the draft model's time in this step's scheduling
-  std::unordered_map<RequestId, std::unique_ptr<Live>> live_;           // by scheduler id
-  std::unordered_map<server::RequestHandle, std::shared_ptr<Group>> groups_;
+  std::unordered_map<RequestId, std::unique_ptr<LiveChoice>> live_;           // by scheduler id
+  std::unordered_map<api::RequestHandle, std::shared_ptr<RequestGroup>> groups_;
   std::vector<float> logits_;  // [max_running + spec_step_tokens, n_vocab]: rows that sample
   // Prompts whose first choice sampled this step: their waiting choices start after Update.
-  std::vector<std::pair<std::shared_ptr<Group>, int32_t>> release_;
+  std::vector<std::pair<std::shared_ptr<RequestGroup>, int32_t>> release_;
 
   std::promise<void> calibrated_;    // set by the engine thread after Calibrate()
   Clock::time_point file_checked_{};  // last Integrity() check

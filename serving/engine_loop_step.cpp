@@ -2,7 +2,7 @@
 // and late requests -> Schedule -> the batch through LlamaModel::Eval -> each choice's output
 // (ChoiceOutput) -> Scheduler::Update -> terminal events -> the step's load and counters
 // published to the front (EngineShared). The request-side books (RequestGroup / LiveChoice)
-// are in model_engine_live.h; the inbox drained into the scheduler and the terminal events
+// are in live_request.h; the inbox drained into the scheduler and the terminal events
 // in engine_loop.cpp.
 #include <algorithm>
 #include <cmath>
@@ -11,12 +11,12 @@
 #include <utility>
 
 #include "serving/engine_loop.h"
-#include "serving/model_engine_live.h"
+#include "serving/live_request.h"
 
 namespace lifeline::serving {
 
-using server::ApiError;
-using server::GenerationEvent;
+using api::ApiError;
+using api::GenerationEvent;
 
 namespace {
 
@@ -25,8 +25,8 @@ int64_t NowUs() {
              Clock::now().time_since_epoch()).count();
 }
 
-using server::ErrorKind;
-using server::MakeError;
+using api::ErrorKind;
+using api::MakeError;
 
 }  // namespace
 
@@ -43,7 +43,7 @@ void EngineLoop::StopAtDeadlines(int64_t now_us) {
     std::optional<Request> r = scheduler_->FinishNow(id, FinishReason::kLength, now_us);
     auto it = live_.find(id);
     if (!r || it == live_.end()) continue;
-    Live& live = *it->second;
+    LiveChoice& live = *it->second;
     live.timing.Charge(&live.timing.queue_ms, Clock::now());  // it was between steps
     live.deadline_stopped = true;
     ++deadline_stops_;
@@ -80,7 +80,7 @@ void EngineLoop::ActOnLate(Clock::time_point now) {
   for (RequestId id : late) {
     auto it = live_.find(id);
     if (it == live_.end()) continue;
-    Live& live = *it->second;
+    LiveChoice& live = *it->second;
     const double age_ms =
         std::chrono::duration<double, std::milli>(now - live.timing.first_byte).count();
     const double budget_ms = *live.ttft_budget_ms;
@@ -132,7 +132,7 @@ void EngineLoop::ApplyPlanEnds(const StepPlan& plan) {
   for (const Request& r : plan.cancelled) {
     auto it = live_.find(r.id);
     if (it == live_.end()) continue;
-    Live& live = *it->second;
+    LiveChoice& live = *it->second;
     live.timing.Charge(&live.timing.queue_ms, Clock::now());
     FailGroup(live, GenerationEvent::Error(
                         MakeError(ErrorKind::kCancelled, "cancelled", "the request was cancelled")));
@@ -141,7 +141,7 @@ void EngineLoop::ApplyPlanEnds(const StepPlan& plan) {
   for (const Request& r : plan.expired) {
     auto it = live_.find(r.id);
     if (it == live_.end()) continue;
-    Live& live = *it->second;
+    LiveChoice& live = *it->second;
     live.timing.Charge(&live.timing.queue_ms, Clock::now());
     FailGroup(live, GenerationEvent::Error(MakeError(
                         ErrorKind::kUnavailable, "deadline_exceeded",
@@ -152,7 +152,7 @@ void EngineLoop::ApplyPlanEnds(const StepPlan& plan) {
   for (RequestId id : plan.preempted) {
     auto it = live_.find(id);
     if (it == live_.end()) continue;
-    Live& live = *it->second;
+    LiveChoice& live = *it->second;
     ++live.preemptions;
     if (live.seq >= 0) {
       (void)ctx_->ReleaseSequence(live.seq);
@@ -164,7 +164,7 @@ void EngineLoop::ApplyPlanEnds(const StepPlan& plan) {
 // The plan's block tables go to Eval as they are: the scheduler's BlockManager owns them (and
 // every block of the KV store), so the engine keeps no books of its own.
 void EngineLoop::BuildBatch(const StepPlan& plan, std::vector<BatchToken>* batch,
-                             std::vector<SeqKv>* kv, std::vector<Live*>* entry_live) {
+                             std::vector<SeqKv>* kv, std::vector<LiveChoice*>* entry_live) {
   batch->reserve(static_cast<size_t>(plan.n_tokens));
   kv->reserve(plan.entries.size());
   entry_live->assign(plan.entries.size(), nullptr);
@@ -172,7 +172,7 @@ void EngineLoop::BuildBatch(const StepPlan& plan, std::vector<BatchToken>* batch
     const StepEntry& e = plan.entries[i];
     auto it = live_.find(e.id);
     if (it == live_.end()) continue;
-    Live& live = *it->second;
+    LiveChoice& live = *it->second;
     (*entry_live)[i] = &live;
     if (live.queued) {  // a choice leaves the queue bound the first time it is scheduled
       live.queued = false;
@@ -235,7 +235,7 @@ void EngineLoop::ObserveDecodeInterval(const StepPlan& plan, Clock::time_point t
 }
 
 std::vector<StepResult> EngineLoop::ProcessOutputs(const StepPlan& plan,
-                                                    const std::vector<Live*>& entry_live,
+                                                    const std::vector<LiveChoice*>& entry_live,
                                                     const Status& eval_status,
                                                     Clock::time_point t_step0,
                                                     Clock::time_point t_eval0,
@@ -246,7 +246,7 @@ std::vector<StepResult> EngineLoop::ProcessOutputs(const StepPlan& plan,
   int64_t logit_row = 0;
   for (size_t i = 0; i < plan.entries.size(); ++i) {
     const StepEntry& e = plan.entries[i];
-    Live* live = entry_live[i];
+    LiveChoice* live = entry_live[i];
     const bool wants = e.wants_token();
     // The entry's logits rows: its last position, or with a draft every position.
     float* row = wants ? logits_.data() + logit_row * n_vocab : nullptr;
@@ -273,7 +273,7 @@ std::vector<StepResult> EngineLoop::ProcessOutputs(const StepPlan& plan,
       continue;
     }
     if (!wants) continue;
-    Group& g = *live->group;
+    RequestGroup& g = *live->group;
     const bool first_sample = !live->out->sampled();
     if (first_sample && !live->echo_text.empty() && !g.terminated) {
       GenerationEvent echo = GenerationEvent::Token(live->echo_text, -1);
@@ -329,7 +329,7 @@ void EngineLoop::ApplyFinished(std::vector<Request> finished) {
   for (Request& r : finished) {
     auto it = live_.find(r.id);
     if (it == live_.end()) continue;
-    Live& live = *it->second;
+    LiveChoice& live = *it->second;
     if (KindOf(r.finish_reason) == FinishKind::kCompleted) {
       Complete(live, r);
     } else if (r.finish_reason == FinishReason::kDeadline) {
@@ -359,7 +359,7 @@ bool EngineLoop::Step() {
 
   std::vector<BatchToken> batch;
   std::vector<SeqKv> kv;
-  std::vector<Live*> entry_live;
+  std::vector<LiveChoice*> entry_live;
   BuildBatch(plan, &batch, &kv, &entry_live);
   const auto t_eval0 = Clock::now();
   PublishStepLoad(plan, t_eval0);
@@ -473,8 +473,8 @@ void EngineLoop::PublishIdleLoad() {
   shared_.load.Publish(std::make_shared<const StepLoad>(step_load_));
 }
 
-void EngineLoop::RecordFirstToken(Live& live) {
-  Group& g = *live.group;
+void EngineLoop::RecordFirstToken(LiveChoice& live) {
+  RequestGroup& g = *live.group;
   if (slo_.tracker == nullptr || g.first_recorded) return;
   g.first_recorded = true;
   const RequestTiming& tm = live.timing;
@@ -485,7 +485,7 @@ void EngineLoop::RecordFirstToken(Live& live) {
   slo_.tracker->RecordRequest(cls, options_.name, NowUs(), s);
 }
 
-void EngineLoop::RecordFinished(const Live& live) {
+void EngineLoop::RecordFinished(const LiveChoice& live) {
   if (slo_.tracker == nullptr) return;
   const RequestTiming& tm = live.timing;
   const auto now = Clock::now();

@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "base/board.h"
-#include "server/engine_api.h"
+#include "api/serving_api.h"
 #include "serving/local_model.h"
-#include "serving/model_engine_live.h"
+#include "serving/live_request.h"
 
 namespace lifeline::serving {
 
@@ -33,7 +33,7 @@ using LoadBoard = Board<StepLoad>;
 
 // An inbox entry: an accepted request's first choices, or a cancel.
 struct InboxMessage {
-  server::RequestHandle handle = 0;
+  api::RequestHandle handle = 0;
   std::shared_ptr<RequestGroup> group;            // null for a cancel
   std::vector<std::unique_ptr<LiveChoice>> lives; // the choices to schedule now
 };

@@ -1,4 +1,4 @@
-// LocalModel: a locally served model as EngineService sees it -- the front of an engine loop:
+// LocalModel: a locally served model as ServingHub sees it -- the front of an engine loop:
 // prepare a request on the caller's thread, enqueue it or refuse it, cancel it, and read the
 // load its loop publishes. ModelEngine is the real one (serving/model_engine.h: one model,
 // one engine-loop thread); the service's tests script a fake one on a fake clock, so the
@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "base/board.h"
-#include "server/engine_api.h"
+#include "api/serving_api.h"
 #include "serving/kv_tier_stats.h"
 #include "slo/slo_config.h"
 #include "serving/request_timing.h"
@@ -74,7 +74,7 @@ struct SloHooks {
   std::function<Clock::time_point()> clock;
 };
 
-// A request's SLO context, resolved by the caller (EngineService).
+// A request's SLO context, resolved by the caller (ServingHub).
 struct SubmitSlo {
   std::string slo_class;                 // label of the latency samples
   int32_t priority = 0;                  // scheduler priority (higher first)
@@ -116,7 +116,7 @@ struct ContextTrim {
   int64_t tokens = 0;  // prompt tokens removed
 };
 
-// The engine's books of one accepted request (model_engine_live.h); opaque here.
+// The engine's books of one accepted request (live_request.h); opaque here.
 struct RequestGroup;
 
 // A request prepared for its model (rendered, tokenized, trimmed, limits checked), nothing
@@ -146,7 +146,7 @@ class LocalModel {
   virtual const std::string& name() const = 0;
   // What /v1/models lists for it (id, context length, chat template, tool-call format;
   // created_unix_s is the caller's).
-  virtual server::ModelInfo Info() const = 0;
+  virtual api::ModelInfo Info() const = 0;
 
   // Before Start().
   virtual void AttachSlo(SloHooks hooks) = 0;
@@ -160,12 +160,12 @@ class LocalModel {
   // The three steps of a request (ModelEngine documents them): Prepare on the caller's
   // thread, the caller's admission decision, then EnqueuePrepared with its max_tokens cap
   // (nullopt: accepted; events go to `sink`, exactly one terminal).
-  virtual std::variant<PreparedSubmit, server::ApiError> Prepare(
-      server::GenerationRequest request, const SubmitSlo* slo) = 0;
-  virtual std::optional<server::ApiError> EnqueuePrepared(
-      PreparedSubmit prepared, server::RequestHandle handle, server::GenerationSink sink,
+  virtual std::variant<PreparedSubmit, api::ApiError> Prepare(
+      api::GenerationRequest request, const SubmitSlo* slo) = 0;
+  virtual std::optional<api::ApiError> EnqueuePrepared(
+      PreparedSubmit prepared, api::RequestHandle handle, api::GenerationSink sink,
       std::optional<int64_t> max_tokens_cap, std::string cap_reason) = 0;
-  virtual void Cancel(server::RequestHandle handle) = 0;
+  virtual void Cancel(api::RequestHandle handle) = 0;
 
   // The work ahead of a request arriving at `now_us`, for admission's prediction.
   virtual slo::QueueLoad Load(int64_t now_us) const = 0;
@@ -174,12 +174,12 @@ class LocalModel {
   virtual EngineSnapshot Snapshot() const = 0;
 
   // POST /apply-template, /tokenize, /detokenize.
-  virtual std::variant<std::string, server::ApiError> ApplyTemplate(
-      const server::GenerationRequest& req) const = 0;
-  virtual std::variant<std::vector<int32_t>, server::ApiError> Tokenize(
-      const server::TokenizeRequest& req) const = 0;
-  virtual std::variant<std::string, server::ApiError> Detokenize(
-      const server::DetokenizeRequest& req) const = 0;
+  virtual std::variant<std::string, api::ApiError> ApplyTemplate(
+      const api::GenerationRequest& req) const = 0;
+  virtual std::variant<std::vector<int32_t>, api::ApiError> Tokenize(
+      const api::TokenizeRequest& req) const = 0;
+  virtual std::variant<std::string, api::ApiError> Detokenize(
+      const api::DetokenizeRequest& req) const = 0;
 };
 
 }  // namespace lifeline::serving

@@ -8,20 +8,20 @@
 #include <algorithm>
 #include <utility>
 
-#include "engine/grammar/grammar_matcher.h"
-#include "engine/grammar/json_schema.h"
-#include "engine/toolcall/format.h"
-#include "serving/model_engine_live.h"
+#include "text/grammar/grammar_matcher.h"
+#include "text/grammar/json_schema.h"
+#include "text/toolcall/format.h"
+#include "serving/live_request.h"
 #include "serving/request_timing.h"
 
 namespace lifeline::serving {
 
-using server::ApiError;
+using api::ApiError;
 
 namespace {
 
-using server::ErrorKind;
-using server::MakeError;
+using api::ErrorKind;
+using api::MakeError;
 
 }  // namespace
 
@@ -129,16 +129,16 @@ EngineSnapshot ModelEngine::Snapshot() const {
   return shared_.snapshot;
 }
 
-std::variant<std::string, server::ApiError> ModelEngine::ApplyTemplate(
-    const server::GenerationRequest& req) const {
+std::variant<std::string, api::ApiError> ModelEngine::ApplyTemplate(
+    const api::GenerationRequest& req) const {
   std::string text;
   if (auto err = RenderChat(prep_, req, nullptr, &text)) return *err;
   return text;
 }
 
-bool ModelEngine::TrimContext(const server::GenerationRequest& req, int64_t budget_tokens,
+bool ModelEngine::TrimContext(const api::GenerationRequest& req, int64_t budget_tokens,
                               std::vector<int32_t>* prompt, Trim* trim) const {
-  const std::vector<server::ChatMessage>& msgs = req.messages;
+  const std::vector<api::ChatMessage>& msgs = req.messages;
   // Kept: every system message and the last user turn (the last user message and anything
   // after it). Optional: the other messages before it, grouped into turns that each start at
   // a user message, so a question is never kept without its answer or the reverse.
@@ -197,7 +197,7 @@ bool ModelEngine::TrimContext(const server::GenerationRequest& req, int64_t budg
 }
 
 int64_t ModelEngine::TrimBudgetTokens(const SubmitSlo& slo,
-                                      const server::GenerationRequest& req) const {
+                                      const api::GenerationRequest& req) const {
   int64_t budget = slo_.config != nullptr ? slo_.config->ladder.trim_to_tokens
                                           : slo::LadderParams{}.trim_to_tokens;
   std::optional<double> ttft_budget_ms = slo.ttft_budget_ms;
@@ -223,8 +223,8 @@ int64_t ModelEngine::TrimBudgetTokens(const SubmitSlo& slo,
   return budget;
 }
 
-server::ModelInfo ModelEngine::Info() const {
-  server::ModelInfo m;
+api::ModelInfo ModelEngine::Info() const {
+  api::ModelInfo m;
   m.id = options_.name;
   m.context_length_tokens = n_ctx_;
   m.chat_template_source = chat::OriginName(chat_template_->origin());
@@ -235,7 +235,7 @@ server::ModelInfo ModelEngine::Info() const {
   return m;
 }
 
-std::variant<ModelEngine::Prepared, ApiError> ModelEngine::Prepare(server::GenerationRequest req,
+std::variant<ModelEngine::Prepared, ApiError> ModelEngine::Prepare(api::GenerationRequest req,
                                                                    const SubmitSlo* slo) {
   if (shared_.failed.load()) {
     return MakeError(ErrorKind::kUnavailable, "model_failed",
@@ -249,7 +249,7 @@ std::variant<ModelEngine::Prepared, ApiError> ModelEngine::Prepare(server::Gener
   if (req.timeline.rerouted > out.timing.mark) {
     out.timing.Charge(&out.timing.queue_ms, req.timeline.rerouted);
   }
-  out.group = std::make_shared<Group>();
+  out.group = std::make_shared<RequestGroup>();
   PreparedRequest& prep = out.group->prepared;
   if (auto err = PrepareRequest(prep_, req, &prep, &out.timing)) return std::move(*err);
 
@@ -275,7 +275,7 @@ std::variant<ModelEngine::Prepared, ApiError> ModelEngine::Prepare(server::Gener
 
   const int32_t n_choices = prep.n_choices();
   if (n_choices > options_.max_waiting) {
-    return server::InvalidRequestError(
+    return api::InvalidRequestError(
         "n",
         std::to_string(n_choices) + " choices (prompts x n) exceed what model '" +
             options_.name + "' queues at once (--max-waiting " +
@@ -293,20 +293,20 @@ std::variant<ModelEngine::Prepared, ApiError> ModelEngine::Prepare(server::Gener
   return out;
 }
 
-std::optional<ApiError> ModelEngine::Submit(server::RequestHandle handle,
-                                            server::GenerationRequest req,
-                                            server::GenerationSink sink, const SubmitSlo* slo) {
+std::optional<ApiError> ModelEngine::Submit(api::RequestHandle handle,
+                                            api::GenerationRequest req,
+                                            api::GenerationSink sink, const SubmitSlo* slo) {
   auto prepared = Prepare(std::move(req), slo);
   if (auto* err = std::get_if<ApiError>(&prepared)) return std::move(*err);
   return EnqueuePrepared(std::move(std::get<Prepared>(prepared)), handle, std::move(sink));
 }
 
 std::optional<ApiError> ModelEngine::EnqueuePrepared(Prepared prepared,
-                                                     server::RequestHandle handle,
-                                                     server::GenerationSink sink,
+                                                     api::RequestHandle handle,
+                                                     api::GenerationSink sink,
                                                      std::optional<int64_t> max_tokens_cap,
                                                      std::string cap_reason) {
-  std::shared_ptr<Group> group = std::move(prepared.group);
+  std::shared_ptr<RequestGroup> group = std::move(prepared.group);
   if (prepared.thinking_budget_cap && group->prepared.reasoning != nullptr) {
     // Admission: only this much thinking fits the TTFA budget (never raised).
     int64_t& budget = group->prepared.reasoning_budget_tokens;
@@ -336,11 +336,11 @@ std::optional<ApiError> ModelEngine::EnqueuePrepared(Prepared prepared,
   group->open = n_choices;
   group->live_count = n_choices;
   group->usage.prompt_tokens = prep.prompt_tokens_total();
-  std::vector<std::unique_ptr<Live>> now;
+  std::vector<std::unique_ptr<LiveChoice>> now;
   int64_t queued_tokens = 0, queued_decode = 0;
   for (int32_t p = 0; p < static_cast<int32_t>(prep.prompts.size()); ++p) {
     for (int32_t j = 0; j < prep.n; ++j) {
-      auto live = std::make_unique<Live>();
+      auto live = std::make_unique<LiveChoice>();
       live->group = group;
       live->index = p * prep.n + j;
       live->prompt_index = p;
@@ -404,7 +404,7 @@ std::optional<ApiError> ModelEngine::EnqueuePrepared(Prepared prepared,
   return std::nullopt;
 }
 
-void ModelEngine::Cancel(server::RequestHandle handle) {
+void ModelEngine::Cancel(api::RequestHandle handle) {
   {
     std::lock_guard<std::mutex> lock(shared_.mu);
     shared_.inbox.push_back(InboxMessage{handle, nullptr, {}});

@@ -1,5 +1,5 @@
 // ModelEngine: one loaded model served by one engine loop -- the front of that loop, the
-// LocalModel that EngineService calls on its threads.
+// LocalModel that ServingHub calls on its threads.
 //
 //   Caller's (HTTP) thread: Prepare() renders the chat template, tokenizes, trims, checks the
 //   context, sampler and stop limits; the caller decides admission on the prepared size;
@@ -20,7 +20,7 @@
 // Thread-safety: every LocalModel method (Prepare, EnqueuePrepared, Submit, Cancel, Load,
 // Healthy, Snapshot, Tokenize, ...) may be called from any thread; AttachSlo before Start.
 // Failure: construction errors are Status values (KV budget too small, bad options); request
-// refusals are server::ApiError values (400 / 429); a forward-pass failure fails the
+// refusals are api::ApiError values (400 / 429); a forward-pass failure fails the
 // requests of that step with a 500 error event, and the loop goes on. A model file that
 // changes under the server (truncated: a guarded read fault; rewritten in place: its size or
 // mtime moved; GgufFile::Integrity, checked after every forward pass and twice a second
@@ -40,12 +40,12 @@
 #include "base/status.h"
 #include "engine/model/llama_model.h"
 #include "engine/tokenizer/tokenizer.h"
-#include "server/engine_api.h"
+#include "api/serving_api.h"
 #include "serving/chat_setup.h"
 #include "serving/engine_loop.h"
 #include "serving/engine_shared.h"
 #include "serving/local_model.h"
-#include "serving/model_engine_live.h"
+#include "serving/live_request.h"
 #include "serving/model_engine_options.h"
 #include "serving/request_prep.h"
 #include "serving/request_timing.h"
@@ -57,8 +57,6 @@ namespace lifeline::serving {
 
 class ModelEngine final : public LocalModel {
  public:
-  using Live = LiveChoice;     // one choice's engine-thread state (model_engine_live.h)
-  using Group = RequestGroup;  // one accepted request: its choices, sink and usage (ditto)
 
   // With a draft model, speculation (options.spec_tokens > 0) drafts with it instead of
   // prompt lookup; InvalidArgument when its vocabulary differs from the target's.
@@ -79,25 +77,25 @@ class ModelEngine final : public LocalModel {
 
   // A request goes in three steps, on the caller's thread: Prepare (render, tokenize, trim
   // at the ladder's level, check the context, the KV pool and the choices), then the caller's
-  // admission decision on the prepared size (EngineService: slo::Decide -> admit, route to
+  // admission decision on the prepared size (ServingHub: slo::Decide -> admit, route to
   // the next cascade member, or refuse), then EnqueuePrepared with the decision's
   // max_tokens cap. Nothing is queued or counted before EnqueuePrepared; a Prepared dropped
   // unused (routed or refused) costs nothing.
   using Trim = ContextTrim;
   using Prepared = PreparedSubmit;  // prompt_tokens / max_tokens set by Prepare
-  std::variant<Prepared, server::ApiError> Prepare(server::GenerationRequest request,
+  std::variant<Prepared, api::ApiError> Prepare(api::GenerationRequest request,
                                                    const SubmitSlo* slo = nullptr) override;
   // Queues a prepared request (nullopt: the engine will deliver events to `sink`), with
   // max_tokens lowered to `max_tokens_cap` (the ladder's truncation, reported with
   // `cap_reason`), or refuses it: the model's queue is full (429) or the server is stopping.
-  std::optional<server::ApiError> EnqueuePrepared(Prepared prepared, server::RequestHandle handle,
-                                                  server::GenerationSink sink,
+  std::optional<api::ApiError> EnqueuePrepared(Prepared prepared, api::RequestHandle handle,
+                                                  api::GenerationSink sink,
                                                   std::optional<int64_t> max_tokens_cap = {},
                                                   std::string cap_reason = {}) override;
   // Prepare + EnqueuePrepared without an admission decision (tests, single-model use).
-  std::optional<server::ApiError> Submit(server::RequestHandle handle,
-                                         server::GenerationRequest request,
-                                         server::GenerationSink sink,
+  std::optional<api::ApiError> Submit(api::RequestHandle handle,
+                                         api::GenerationRequest request,
+                                         api::GenerationSink sink,
                                          const SubmitSlo* slo = nullptr);
   // Before Start(): the front and the loop each keep a copy.
   void AttachSlo(SloHooks hooks) override;
@@ -113,14 +111,14 @@ class ModelEngine final : public LocalModel {
   // the queue counters are separate atomic loads and may be a step apart from them, which is
   // fine for an estimate.
   slo::QueueLoad Load(int64_t now_us) const override;
-  void Cancel(server::RequestHandle handle) override;
+  void Cancel(api::RequestHandle handle) override;
 
   bool Healthy() const override;
   // Non-empty once the model failed (its file changed under it): why, naming the file.
   std::string Failure() const override;
   EngineSnapshot Snapshot() const override;
   const std::string& name() const override { return options_.name; }
-  server::ModelInfo Info() const override;
+  api::ModelInfo Info() const override;
   int64_t n_ctx() const { return n_ctx_; }
   const LlamaModel& model() const { return *model_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
@@ -132,17 +130,17 @@ class ModelEngine final : public LocalModel {
   const std::string& chat_template_note() const { return chat_template_note_; }
   // POST /apply-template: the rendered chat prompt of `req`, or the error a chat request
   // with this body would get.
-  std::variant<std::string, server::ApiError> ApplyTemplate(
-      const server::GenerationRequest& req) const override;
+  std::variant<std::string, api::ApiError> ApplyTemplate(
+      const api::GenerationRequest& req) const override;
   // POST /tokenize: the ids a completion prompt of this text gets with add_special (BOS per
   // the vocab, no EOS) -- the same Encode call.
-  std::variant<std::vector<int32_t>, server::ApiError> Tokenize(
-      const server::TokenizeRequest& req) const override;
+  std::variant<std::vector<int32_t>, api::ApiError> Tokenize(
+      const api::TokenizeRequest& req) const override;
   // POST /detokenize: SentencePiece's decoding, so Detokenize(Tokenize(x)) == x: control
   // tokens (BOS) add nothing, and an SPM vocab's dummy-prefix space before the first piece is
   // dropped. 400 naming tokens[i] and the vocabulary size for an id outside it.
-  std::variant<std::string, server::ApiError> Detokenize(
-      const server::DetokenizeRequest& req) const override;
+  std::variant<std::string, api::ApiError> Detokenize(
+      const api::DetokenizeRequest& req) const override;
 
  private:
   ModelEngine(std::unique_ptr<LlamaModel> model, std::unique_ptr<Tokenizer> tokenizer,
@@ -150,11 +148,11 @@ class ModelEngine final : public LocalModel {
   // Level >= trim_context: drops the oldest turns between the system message(s) and the last
   // user turn until the prompt fits `budget_tokens` (or only system + last turn are left).
   // Returns false (and leaves *prompt) when there is nothing to drop.
-  bool TrimContext(const server::GenerationRequest& req, int64_t budget_tokens,
+  bool TrimContext(const api::GenerationRequest& req, int64_t budget_tokens,
                    std::vector<int32_t>* prompt, Trim* trim) const;
   // The context-trim budget of a request (docs/slo.md): ladder.trim_to_tokens, lowered to
   // what the TTFT budget leaves at the measured prefill speed behind the queued prompts.
-  int64_t TrimBudgetTokens(const SubmitSlo& slo, const server::GenerationRequest& req) const;
+  int64_t TrimBudgetTokens(const SubmitSlo& slo, const api::GenerationRequest& req) const;
   Clock::time_point SloNow() const { return slo_.clock ? slo_.clock() : Clock::now(); }
 
   ModelEngineOptions options_;

@@ -31,8 +31,8 @@ namespace http = beast::http;
 using tcp = net::ip::tcp;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
-using server::ErrorKind;
-using server::MakeError;
+using api::ErrorKind;
+using api::MakeError;
 
 namespace {
 
@@ -62,7 +62,7 @@ std::string Excerpt(std::string_view s, size_t n = 120) {
 // (top_k, min_p, repeat_penalty, ignore_eos, chat_template_kwargs, documents,
 // add_generation_prompt) only when they differ from their defaults. Chat messages and tools go
 // as the client sent them, key order kept: the remote server applies its own template to them.
-std::string UpstreamBody(const server::GenerationRequest& r, const std::string& remote_model,
+std::string UpstreamBody(const api::GenerationRequest& r, const std::string& remote_model,
                          std::optional<int64_t> max_tokens) {
   nlohmann::ordered_json b;
   b["model"] = remote_model;
@@ -87,7 +87,7 @@ std::string UpstreamBody(const server::GenerationRequest& r, const std::string& 
     if (r.thinking_budget_tokens) b["thinking_budget_tokens"] = *r.thinking_budget_tokens;
   } else {
     // A single prompt (checked by RemoteUnsupported), as text or token ids.
-    const server::PromptInput& p = r.prompts.front();
+    const api::PromptInput& p = r.prompts.front();
     if (p.is_tokens) {
       b["prompt"] = p.tokens;
     } else {
@@ -96,18 +96,18 @@ std::string UpstreamBody(const server::GenerationRequest& r, const std::string& 
     if (r.suffix) b["suffix"] = *r.suffix;
   }
   switch (r.constraint.kind) {
-    case server::OutputConstraint::Kind::kNone:
+    case api::OutputConstraint::Kind::kNone:
       break;
-    case server::OutputConstraint::Kind::kJsonObject:
+    case api::OutputConstraint::Kind::kJsonObject:
       b["response_format"] = {{"type", "json_object"}};
       break;
-    case server::OutputConstraint::Kind::kJsonSchema:
+    case api::OutputConstraint::Kind::kJsonSchema:
       b["response_format"] = {{"type", "json_schema"},
                               {"json_schema", {{"name", "response"},
                                                {"schema", r.constraint.schema},
                                                {"strict", r.constraint.strict}}}};
       break;
-    case server::OutputConstraint::Kind::kGrammar:
+    case api::OutputConstraint::Kind::kGrammar:
       b["grammar"] = r.constraint.grammar;
       break;
   }
@@ -135,7 +135,7 @@ std::string UpstreamBody(const server::GenerationRequest& r, const std::string& 
 
 // What a remote member cannot relay: its answer would come back without it (the stream parser
 // reads text deltas of one choice). Names the field, or "" when the request can go upstream.
-std::string RemoteUnsupported(const server::GenerationRequest& r) {
+std::string RemoteUnsupported(const api::GenerationRequest& r) {
   if (r.n != 1) return "n";
   if (r.logprobs) return "logprobs";
   if (r.echo) return "echo";
@@ -185,7 +185,7 @@ struct RemoteBackend::Impl {
   std::atomic<uint64_t> accepted{0}, completed{0}, errored{0}, cancelled{0};
 
   // Backend thread only.
-  std::unordered_map<server::RequestHandle, std::shared_ptr<Call>> calls;
+  std::unordered_map<api::RequestHandle, std::shared_ptr<Call>> calls;
 
   std::string Describe() const {
     return "upstream '" + options.name + "' (" + options.url + ")";
@@ -201,8 +201,8 @@ struct Call : std::enable_shared_from_this<Call> {
         connect_timer(owner_in->io), total_timer(owner_in->io) {}
 
   RemoteBackend::Impl* owner;
-  server::RequestHandle handle = 0;
-  server::GenerationSink sink;
+  api::RequestHandle handle = 0;
+  api::GenerationSink sink;
   bool is_chat = false;
   std::string slo_class;
   bool capped = false;
@@ -235,7 +235,7 @@ struct Call : std::enable_shared_from_this<Call> {
   // SSE state: `sse` (above, constructed with the line cap).
   std::string finish_reason;
   bool has_usage = false;
-  server::Usage usage;
+  api::Usage usage;
   int64_t content_events = 0;  // non-empty text events received (and not dropped)
   json upstream_timings;
 
@@ -261,7 +261,7 @@ struct Call : std::enable_shared_from_this<Call> {
   void EndOfBody();
   void Done(RelayStop why = RelayStop::kNone);
   void Fail(const std::string& cause);
-  void Finish(server::GenerationEvent event);
+  void Finish(api::GenerationEvent event);
   std::string ReadError(const beast::error_code& ec, const char* while_doing) const;
 };
 
@@ -460,11 +460,11 @@ void Call::Relay(const std::string& text, bool reasoning) {
   last_token = now;
   if (!sink) return;
   if (reasoning) {
-    server::GenerationEvent ev = server::GenerationEvent::Token("", -1);
+    api::GenerationEvent ev = api::GenerationEvent::Token("", -1);
     ev.reasoning = text;
     sink(std::move(ev));
   } else {
-    sink(server::GenerationEvent::Token(text, -1));
+    sink(api::GenerationEvent::Token(text, -1));
   }
 }
 
@@ -494,7 +494,7 @@ void Call::Done(RelayStop why) {
     if (!rest.empty()) Relay(rest);
   }
   const auto now = Clock::now();
-  server::Usage u = usage;
+  api::Usage u = usage;
   if (!has_usage) {
     // No usage chunk: the count of non-empty text events is the best we know.
     u.prompt_tokens = 0;
@@ -551,7 +551,7 @@ void Call::Done(RelayStop why) {
     owner->tracker->RecordRequest(slo_class.empty() ? std::string("interactive") : slo_class,
                                   owner->options.name, ToUs(now), s);
   }
-  auto ev = server::GenerationEvent::Done(reason, u, std::move(timings));
+  auto ev = api::GenerationEvent::Done(reason, u, std::move(timings));
   if (!lifeline.is_null()) ev.lifeline = std::move(lifeline);
   ev.timed_until = now;  // the server charges the hop to its I/O thread as handoff_ms
   owner->completed.fetch_add(1);
@@ -561,11 +561,11 @@ void Call::Done(RelayStop why) {
 void Call::Fail(const std::string& cause) {
   if (finished) return;
   owner->errored.fetch_add(1);
-  Finish(server::GenerationEvent::Error(
+  Finish(api::GenerationEvent::Error(
       MakeError(ErrorKind::kUpstream, "upstream_error", owner->Describe() + ": " + cause)));
 }
 
-void Call::Finish(server::GenerationEvent event) {
+void Call::Finish(api::GenerationEvent event) {
   if (finished) return;
   finished = true;
   beast::error_code ignored;
@@ -577,7 +577,7 @@ void Call::Finish(server::GenerationEvent event) {
   owner->in_flight.fetch_sub(1);
   auto keep = shared_from_this();  // the map may hold the last reference
   owner->calls.erase(handle);
-  server::GenerationSink s = std::move(sink);
+  api::GenerationSink s = std::move(sink);
   sink = nullptr;
   if (s) s(std::move(event));
 }
@@ -587,7 +587,7 @@ void RemoteBackend::Impl::FailAll() {
   for (auto& [h, c] : calls) live.push_back(c);
   for (auto& c : live) {
     cancelled.fetch_add(1);
-    c->Finish(server::GenerationEvent::Error(MakeError(
+    c->Finish(api::GenerationEvent::Error(MakeError(
         ErrorKind::kUnavailable, "shutting_down", Describe() + ": the server is shutting down",
         {}, 1)));
   }
@@ -647,13 +647,13 @@ void RemoteBackend::Stop() {
   }
 }
 
-std::optional<server::ApiError> RemoteBackend::Submit(server::RequestHandle handle,
-                                                      server::GenerationRequest request,
-                                                      server::GenerationSink sink,
+std::optional<api::ApiError> RemoteBackend::Submit(api::RequestHandle handle,
+                                                      api::GenerationRequest request,
+                                                      api::GenerationSink sink,
                                                       const RemoteSubmit& ctx) {
   Impl& im = *impl_;
   if (std::string field = RemoteUnsupported(request); !field.empty()) {
-    return server::InvalidRequestError(
+    return api::InvalidRequestError(
         field, "'" + field + "' is not supported by model '" + im.options.name +
                    "', which a remote server answers (only one text choice is relayed)",
         "unsupported_value");
@@ -671,7 +671,7 @@ std::optional<server::ApiError> RemoteBackend::Submit(server::RequestHandle hand
   if (!request.stop.empty()) {
     auto matcher = StopMatcher::Create(request.stop);
     if (!matcher.ok()) {
-      return server::InvalidRequestError("stop", matcher.status().message());
+      return api::InvalidRequestError("stop", matcher.status().message());
     }
     stop = std::move(matcher).value();
   }
@@ -733,7 +733,7 @@ std::optional<server::ApiError> RemoteBackend::Submit(server::RequestHandle hand
   return std::nullopt;
 }
 
-void RemoteBackend::Cancel(server::RequestHandle handle) {
+void RemoteBackend::Cancel(api::RequestHandle handle) {
   Impl* im = impl_.get();
   std::lock_guard<std::mutex> lock(im->mu);
   if (im->stopped) return;
@@ -742,7 +742,7 @@ void RemoteBackend::Cancel(server::RequestHandle handle) {
     if (it == im->calls.end()) return;
     std::shared_ptr<Call> call = it->second;
     im->cancelled.fetch_add(1);
-    call->Finish(server::GenerationEvent::Error(
+    call->Finish(api::GenerationEvent::Error(
         MakeError(ErrorKind::kCancelled, "cancelled", "the request was cancelled")));
   });
 }

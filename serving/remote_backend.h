@@ -35,7 +35,7 @@
 // Ownership: owns its io_context, thread and the live calls. Thread-safety: Submit, Cancel,
 // InFlight and Snapshot may be called from any thread; the calls live on the backend thread.
 // Failure: Create() returns InvalidArgument for a bad URL or option; request refusals are
-// server::ApiError values (429 at the in-flight cap, 503 after Stop).
+// api::ApiError values (429 at the in-flight cap, 503 after Stop).
 #pragma once
 
 #include <chrono>
@@ -46,7 +46,7 @@
 #include <string_view>
 
 #include "base/status.h"
-#include "server/engine_api.h"
+#include "api/serving_api.h"
 #include "slo/latency_tracker.h"
 
 namespace lifeline::serving {
@@ -64,7 +64,7 @@ struct RemoteBackendOptions {
 // The URL is checked by net::ParseHttpUrl (net/url.h) when the backend is created; errors name
 // "models[NAME].url".
 
-// What the caller (EngineService) resolved for one request.
+// What the caller (ServingHub) resolved for one request.
 struct RemoteSubmit {
   std::string slo_class;                  // label of the latency samples
   std::optional<int64_t> deadline_us;     // absolute, steady clock in us
@@ -95,12 +95,12 @@ class RemoteBackend {
   void AttachTracker(slo::LatencyTracker* tracker);
 
   // Accepts (events follow on the backend thread) or refuses with an ApiError.
-  std::optional<server::ApiError> Submit(server::RequestHandle handle,
-                                         server::GenerationRequest request,
-                                         server::GenerationSink sink,
+  std::optional<api::ApiError> Submit(api::RequestHandle handle,
+                                         api::GenerationRequest request,
+                                         api::GenerationSink sink,
                                          const RemoteSubmit& ctx = {});
   // Non-blocking, idempotent: closes the upstream connection, then the terminal event.
-  void Cancel(server::RequestHandle handle);
+  void Cancel(api::RequestHandle handle);
 
   int64_t InFlight() const;
   RemoteSnapshot Snapshot() const;

@@ -2,23 +2,23 @@
 
 #include <algorithm>
 
-#include "engine/grammar/json_schema.h"
+#include "text/grammar/json_schema.h"
 #include "engine/sampler/stop.h"
-#include "engine/toolcall/grammar.h"
-#include "engine/toolcall/tools.h"
+#include "text/toolcall/grammar.h"
+#include "text/toolcall/tools.h"
 #include "serving/chat_setup.h"
 
 namespace lifeline::serving {
 
-using server::ApiError;
+using api::ApiError;
 
 namespace {
 
 ApiError BadRequest(std::string message, std::string param, std::string code = "") {
-  return server::InvalidRequestError(std::move(param), std::move(message), std::move(code));
+  return api::InvalidRequestError(std::move(param), std::move(message), std::move(code));
 }
 
-std::string PromptParam(const server::GenerationRequest& req, size_t i) {
+std::string PromptParam(const api::GenerationRequest& req, size_t i) {
   if (req.is_chat) return "messages";
   if (req.is_infill) return "input_prefix";
   return req.prompts.size() > 1 ? "prompt[" + std::to_string(i) + "]" : "prompt";
@@ -144,9 +144,9 @@ Result<std::string> ParametersToGbnf(const nlohmann::ordered_json& schema, const
 
 // The grammar text of the request's constraint ("" when the output is free), and the field
 // to name when it does not compile.
-std::optional<ApiError> ConstraintGbnf(const PrepContext& ctx, const server::GenerationRequest& req,
+std::optional<ApiError> ConstraintGbnf(const PrepContext& ctx, const api::GenerationRequest& req,
                                        std::string* gbnf, std::string* param) {
-  using Kind = server::OutputConstraint::Kind;
+  using Kind = api::OutputConstraint::Kind;
   *param = req.constraint.param;
   switch (req.constraint.kind) {
     case Kind::kJsonObject:
@@ -184,10 +184,10 @@ std::optional<ApiError> ConstraintGbnf(const PrepContext& ctx, const server::Gen
   return std::nullopt;
 }
 
-bool ToolsInPlay(const server::GenerationRequest& req);
+bool ToolsInPlay(const api::GenerationRequest& req);
 
 // tool_choice "auto": a required call's grammar, applied once the format's marker appears.
-std::optional<ApiError> LazyCallGrammar(const PrepContext& ctx, const server::GenerationRequest& req,
+std::optional<ApiError> LazyCallGrammar(const PrepContext& ctx, const api::GenerationRequest& req,
                                         PreparedRequest* out) {
   const std::string_view trigger = CallTrigger(ctx.tool_format);
   if (out->grammar != nullptr || !ToolsInPlay(req) || trigger.empty() ||
@@ -212,7 +212,7 @@ std::optional<ApiError> LazyCallGrammar(const PrepContext& ctx, const server::Ge
   return std::nullopt;
 }
 
-bool ToolsInPlay(const server::GenerationRequest& req) {
+bool ToolsInPlay(const api::GenerationRequest& req) {
   if (!req.is_chat || !req.tools.is_array() || req.tools.empty()) return false;
   return !(req.tool_choice.is_string() && req.tool_choice == "none");
 }
@@ -242,12 +242,12 @@ int64_t PreparedRequest::prompt_tokens_total() const {
   return n_tokens;
 }
 
-std::optional<ApiError> RenderChat(const PrepContext& ctx, const server::GenerationRequest& req,
+std::optional<ApiError> RenderChat(const PrepContext& ctx, const api::GenerationRequest& req,
                                    const std::vector<uint8_t>* drop, std::string* text) {
   chat::ChatInput in;
   for (size_t i = 0; i < req.messages.size(); ++i) {
     if (drop != nullptr && (*drop)[i] != 0) continue;
-    const server::ChatMessage& m = req.messages[i];
+    const api::ChatMessage& m = req.messages[i];
     if (m.object.is_object()) {
       in.messages.push_back(m.object);
     } else {  // built in-process (tests, tools) without the client's JSON: role + content
@@ -267,7 +267,7 @@ std::optional<ApiError> RenderChat(const PrepContext& ctx, const server::Generat
   }
   const std::string& m = rendered.status().message();
   if (rendered.status().code() == StatusCode::kResourceExhausted) {
-    return server::MakeError(server::ErrorKind::kInternal, "template_error",
+    return api::MakeError(api::ErrorKind::kInternal, "template_error",
                              "model '" + ctx.model_name +
                                  "': the chat template exceeded its evaluation budget: " + m);
   }
@@ -286,7 +286,7 @@ std::vector<int32_t> EncodePromptText(const PrepContext& ctx, bool is_chat,
 }
 
 std::optional<ApiError> CheckPromptLimits(const PrepContext& ctx,
-                                          const server::GenerationRequest& req,
+                                          const api::GenerationRequest& req,
                                           PreparedRequest* out) {
   int64_t longest = 0;
   for (size_t i = 0; i < out->prompts.size(); ++i) {
@@ -324,7 +324,7 @@ std::optional<ApiError> CheckPromptLimits(const PrepContext& ctx,
 }
 
 std::optional<ApiError> PrepareRequest(const PrepContext& ctx,
-                                       const server::GenerationRequest& req,
+                                       const api::GenerationRequest& req,
                                        PreparedRequest* out, RequestTiming* timing) {
   const Tokenizer& tok = *ctx.tokenizer;
   out->prompts.clear();
@@ -340,7 +340,7 @@ std::optional<ApiError> PrepareRequest(const PrepContext& ctx,
   } else {
     if (req.prompts.empty()) return BadRequest("missing prompt", PromptParam(req, 0));
     for (size_t i = 0; i < req.prompts.size(); ++i) {
-      const server::PromptInput& in = req.prompts[i];
+      const api::PromptInput& in = req.prompts[i];
       PreparedPrompt p;
       if (in.is_tokens) {
         for (size_t k = 0; k < in.tokens.size(); ++k) {
@@ -420,7 +420,7 @@ std::optional<ApiError> PrepareRequest(const PrepContext& ctx,
   return std::nullopt;
 }
 
-void ApplyThinkingPolicy(const slo::ThinkingPolicy& policy, const server::GenerationRequest& req,
+void ApplyThinkingPolicy(const slo::ThinkingPolicy& policy, const api::GenerationRequest& req,
                          PreparedRequest* out) {
   if (out->reasoning == nullptr) return;
   int64_t asked = policy.default_budget_tokens;

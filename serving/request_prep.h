@@ -1,4 +1,4 @@
-// Request preparation: a validated server::GenerationRequest becomes what the engine loop
+// Request preparation: a validated api::GenerationRequest becomes what the engine loop
 // runs -- prompt tokens per prompt, the choices, sampling, stop, logit bias, log-probability
 // and tool-call settings -- with every refusal decided here, on the calling (HTTP) thread,
 // before anything is queued.
@@ -17,7 +17,7 @@
 //
 // Ownership: PrepContext borrows the engine's tokenizer and template (they outlive every
 // request); PreparedRequest owns plain values. Thread-safety: pure functions of their
-// inputs; safe on any thread. Failure: server::ApiError naming the field.
+// inputs; safe on any thread. Failure: api::ApiError naming the field.
 #pragma once
 
 #include <cstdint>
@@ -27,14 +27,14 @@
 #include <vector>
 
 #include "base/status.h"
-#include "engine/grammar/grammar.h"
-#include "engine/grammar/grammar_vocab.h"
+#include "text/grammar/grammar.h"
+#include "text/grammar/grammar_vocab.h"
 #include "engine/sampler/sampler.h"
-#include "engine/template/chat.h"
+#include "text/template/chat.h"
 #include "engine/tokenizer/tokenizer.h"
-#include "engine/toolcall/format.h"
-#include "engine/toolcall/reasoning.h"
-#include "server/engine_api.h"
+#include "text/toolcall/format.h"
+#include "text/toolcall/reasoning.h"
+#include "api/serving_api.h"
 #include "serving/request_timing.h"
 #include "slo/slo_config.h"
 
@@ -133,8 +133,8 @@ std::string DecodeAsSentencePiece(const Tokenizer& tokenizer, const std::vector<
 // The chat prompt of `req` through the model's template; `drop[i] != 0` leaves message i out
 // (context trimming). A template's raise is a 400 template_error naming its message (500 when
 // the template hit its own evaluation budget).
-std::optional<server::ApiError> RenderChat(const PrepContext& ctx,
-                                           const server::GenerationRequest& req,
+std::optional<api::ApiError> RenderChat(const PrepContext& ctx,
+                                           const api::GenerationRequest& req,
                                            const std::vector<uint8_t>* drop, std::string* text);
 
 // Tokens of a rendered chat prompt, or of a completion prompt's text (BOS per the vocab).
@@ -144,8 +144,8 @@ std::vector<int32_t> EncodePromptText(const PrepContext& ctx, bool is_chat,
 // Everything but the prompt limits (CheckPromptLimits, after any trimming) and the SLO
 // decisions (admission, trimming, caps), which the engine applies to the result. `timing` (may be null) is charged template_ms after rendering and tokenize_ms
 // after encoding.
-std::optional<server::ApiError> PrepareRequest(const PrepContext& ctx,
-                                               const server::GenerationRequest& req,
+std::optional<api::ApiError> PrepareRequest(const PrepContext& ctx,
+                                               const api::GenerationRequest& req,
                                                PreparedRequest* out, RequestTiming* timing);
 
 // The thinking budget of a prepared chat request with a reasoning setup (else nothing):
@@ -153,13 +153,13 @@ std::optional<server::ApiError> PrepareRequest(const PrepContext& ctx,
 // chat_template_kwargs.enable_thinking is false, else the policy's default; at most the
 // policy's ceiling; then times the policy's scale (the SLO ladder's thinking rung), an
 // unlimited budget being taken as max_tokens. Call after CheckPromptLimits.
-void ApplyThinkingPolicy(const slo::ThinkingPolicy& policy, const server::GenerationRequest& req,
+void ApplyThinkingPolicy(const slo::ThinkingPolicy& policy, const api::GenerationRequest& req,
                          PreparedRequest* out);
 
 // Checks prompt + max_tokens against the context and the KV pool, and fills out->max_tokens
 // (the request's, or the default bounded by the context).
-std::optional<server::ApiError> CheckPromptLimits(const PrepContext& ctx,
-                                                  const server::GenerationRequest& req,
+std::optional<api::ApiError> CheckPromptLimits(const PrepContext& ctx,
+                                                  const api::GenerationRequest& req,
                                                   PreparedRequest* out);
 
 }  // namespace lifeline::serving

@@ -445,7 +445,7 @@ std::string_view OutcomeCounters::OutcomeOf(const AdmissionDecision& d) {
   switch (d.action) {
     case Action::kAdmit: return "admitted";
     case Action::kRoute: return "routed";
-    // The labels name the status each becomes (server/errors.h), as documented in docs/slo.md.
+    // The labels name the status each becomes (api/errors.h), as documented in docs/slo.md.
     case Action::kShed: return d.shed_cause == ShedCause::kNotReady ? "shed_503" : "shed_429";
     case Action::kRefuse: return "refused_deadline";
   }

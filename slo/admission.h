@@ -197,7 +197,7 @@ struct AdmissionRequest {
 // kShed: load (or a model not ready) that may pass; the client may retry after
 // retry_after_s. kRefuse: the request cannot be served as asked (an unreachable
 // deadline_ms), which a client must not retry unchanged. Which HTTP status each becomes is
-// the server's choice (server/errors.h), not admission's.
+// the server's choice (api/errors.h), not admission's.
 enum class Action : uint8_t { kAdmit, kRoute, kShed, kRefuse };
 // Why a request was shed: the class's or the queue's load, or the model not being ready.
 enum class ShedCause : uint8_t { kNone, kLoad, kNotReady };

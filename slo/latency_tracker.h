@@ -73,7 +73,7 @@ struct InFlightStats {
   int64_t to_think = 0;
 };
 
-// One request in flight, as the owner of the models sees it (serving/engine_service.cpp).
+// One request in flight, as the owner of the models sees it (serving/serving_hub.cpp).
 struct InFlightRequest {
   std::string slo_class;
   std::string model;

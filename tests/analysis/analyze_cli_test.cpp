@@ -9,7 +9,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -82,6 +84,69 @@ TEST_F(AnalyzeCli, ThresholdJsonAndEmittedConfigLoadInServe) {
   std::string text((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
   EXPECT_EQ(text.rfind("<svg", 0), 0u);
   EXPECT_NE(text.find("threshold"), std::string::npos);
+}
+
+// `serve --request-log` lines read directly: sessions with a planted knee written as the
+// server logs them (an abandoned session is a request its client hung up on before the first
+// token, after waiting its latency; a kept one completed with that TTFT), among lines that
+// must not count (refusals, errors, shutdowns -- all at high latency, all "disconnected"-
+// looking, so counting them would move the knee).
+TEST_F(AnalyzeCli, ThresholdReadsTheServersRequestLog) {
+  ASSERT_EQ(Sh(Bin() + "simulate --kind sessions --seed 3 --out " + P("s.csv") +
+               " --scenario name=search,knee=387,below=0.1,above=0.3,rows=8000").code, 0);
+  std::ifstream in(P("s.csv"));
+  std::ofstream log(P("requests.jsonl"));
+  std::string line;
+  std::getline(in, line);
+  ASSERT_EQ(line, "session_id,user_id,scenario,latency_ms,abandoned");
+  int n = 0;
+  while (std::getline(in, line)) {
+    std::vector<std::string> cell;
+    std::stringstream ss(line);
+    for (std::string c; std::getline(ss, c, ',');) cell.push_back(c);
+    ASSERT_EQ(cell.size(), 5u) << line;
+    const double latency = std::stod(cell[3]);
+    const bool left = cell[4] == "1";
+    nlohmann::json j = {{"id", "req-" + cell[0]},       {"class", cell[2]},
+                        {"outcome", left ? "cancelled" : "completed"},
+                        {"cancel_reason", left ? nlohmann::json("client_disconnect") : nullptr},
+                        {"ttft_ms", left ? nlohmann::json() : nlohmann::json(latency)},
+                        {"e2e_ms", left ? latency : latency + 500},
+                        {"client_disconnected", left}};
+    log << j.dump() << "\n";
+    if (++n % 4 == 0) {
+      // Not sessions: a shed, a failure and a shutdown at high latency.
+      j["ttft_ms"] = nullptr;
+      j["e2e_ms"] = 900;
+      j["client_disconnected"] = true;
+      j["outcome"] = "refused";
+      log << j.dump() << "\n";
+      j["outcome"] = "error";
+      log << j.dump() << "\n";
+      j["outcome"] = "cancelled";
+      j["cancel_reason"] = "shutdown";
+      j["client_disconnected"] = false;
+      log << j.dump() << "\n";
+    }
+  }
+  log.close();
+  const Out r = Sh(Bin() + "threshold --input " + P("requests.jsonl") +
+                   " --json --bootstrap 100 --null-replicates 99 --alpha 0.02");
+  ASSERT_EQ(r.code, 0) << r.text;
+  const auto j = nlohmann::json::parse(r.text);
+  ASSERT_EQ(j["scenarios"].size(), 1u);
+  const auto& s = j["scenarios"][0];
+  EXPECT_EQ(s["name"], "search");  // the class column
+  EXPECT_EQ(s["n"], 8000);         // only the sessions
+  EXPECT_NEAR(s["threshold_ms"].get<double>(), 387, 15);
+  EXPECT_LE(s["ci95_ms"][0].get<double>(), 387 + 15);
+  EXPECT_GE(s["ci95_ms"][1].get<double>(), 387 - 15);
+
+  // A line that is not a JSON object is refused naming its line.
+  { std::ofstream(P("bad.jsonl")) << "{\"outcome\":\"completed\"}\n[1,2]\n"; }
+  const Out bad = Sh(Bin() + "threshold --input " + P("bad.jsonl"));
+  EXPECT_EQ(bad.code, 2) << bad.text;
+  EXPECT_NE(bad.text.find("bad.jsonl:2"), std::string::npos) << bad.text;
 }
 
 TEST_F(AnalyzeCli, DecayJsonContractAndImpact) {

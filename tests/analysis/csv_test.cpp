@@ -84,3 +84,55 @@ TEST(AnalysisCsv, MissingColumnListsTheHeader) {
 
 }  // namespace
 }  // namespace lifeline::analysis
+
+namespace lifeline::analysis {
+namespace {
+
+TEST(AnalysisJsonLines, KeysBecomeColumnsAndNullsEmptyCells) {
+  auto t = ParseJsonLines("{\"a\":1,\"b\":\"x\",\"c\":true}\n\n{\"b\":\"y\",\"a\":2.5,\"d\":null}\r\n"
+                          "{\"a\":3,\"c\":false,\"e\":{\"nested\":1}}\n",
+                          "log.jsonl");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->header, (std::vector<std::string>{"a", "b", "c", "d", "e"}));
+  ASSERT_EQ(t->rows.size(), 3u);
+  EXPECT_EQ(t->rows[0], (std::vector<std::string>{"1", "x", "true", "", ""}));
+  EXPECT_EQ(t->rows[1], (std::vector<std::string>{"2.5", "y", "", "", ""}));
+  EXPECT_EQ(t->rows[2], (std::vector<std::string>{"3", "", "false", "", ""}));
+  EXPECT_EQ(t->lines, (std::vector<int64_t>{1, 3, 4}));
+  EXPECT_FALSE(IsRequestLog(*t));
+}
+
+TEST(AnalysisJsonLines, ALineThatIsNotAnObjectIsRefusedByNumber) {
+  auto t = ParseJsonLines("{\"a\":1}\n{\"a\":\n", "log.jsonl");
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("log.jsonl:2"), std::string::npos) << t.status().message();
+  EXPECT_FALSE(ParseJsonLines("\n\n", "empty.jsonl").ok());
+}
+
+TEST(AnalysisJsonLines, RequestLogKeepsCompletedAndAbandonedRequests) {
+  auto log = ParseJsonLines(
+      "{\"outcome\":\"completed\",\"ttft_ms\":120,\"e2e_ms\":900,\"client_disconnected\":false,\"cancel_reason\":null,\"class\":\"chat\"}\n"
+      "{\"outcome\":\"cancelled\",\"ttft_ms\":null,\"e2e_ms\":450,\"client_disconnected\":true,\"cancel_reason\":\"client_disconnect\",\"class\":null}\n"
+      "{\"outcome\":\"cancelled\",\"ttft_ms\":80,\"e2e_ms\":300,\"client_disconnected\":true,\"cancel_reason\":\"client_disconnect\",\"class\":\"chat\"}\n"
+      "{\"outcome\":\"cancelled\",\"ttft_ms\":null,\"e2e_ms\":700,\"client_disconnected\":false,\"cancel_reason\":\"shutdown\",\"class\":\"chat\"}\n"
+      "{\"outcome\":\"refused\",\"ttft_ms\":null,\"e2e_ms\":1,\"client_disconnected\":false,\"cancel_reason\":null,\"class\":\"chat\"}\n"
+      "{\"outcome\":\"error\",\"ttft_ms\":null,\"e2e_ms\":5,\"client_disconnected\":false,\"cancel_reason\":null,\"class\":\"chat\"}\n",
+      "r.jsonl");
+  ASSERT_TRUE(log.ok()) << log.status().message();
+  ASSERT_TRUE(IsRequestLog(*log));
+  auto s = RequestLogSessions(*log);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  ASSERT_EQ(s->rows.size(), 3u);
+  EXPECT_EQ(s->lines, (std::vector<int64_t>{1, 2, 3}));
+  auto wait = FindColumn(*s, "wait_ms", "--latency-col");
+  auto cls = FindColumn(*s, "class", "--scenario-col");
+  ASSERT_TRUE(wait.ok() && cls.ok());
+  // TTFT when a token came, else how long the client waited.
+  EXPECT_EQ(s->rows[0][*wait], "120");
+  EXPECT_EQ(s->rows[1][*wait], "450");
+  EXPECT_EQ(s->rows[2][*wait], "80");
+  EXPECT_EQ(s->rows[1][*cls], "unclassified");
+}
+
+}  // namespace
+}  // namespace lifeline::analysis

@@ -3,7 +3,7 @@
 //
 // Build and run from the repository root, e.g.:
 //   clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-//     -I. tests/fuzz/grammar_fuzz.cpp engine/grammar/*.cpp base/status.cpp -o grammar_fuzz
+//     -I. tests/fuzz/grammar_fuzz.cpp text/grammar/*.cpp base/status.cpp -o grammar_fuzz
 //   ./grammar_fuzz -max_len=8192 -rss_limit_mb=512 -malloc_limit_mb=256 -timeout=5 \
 //     tests/fuzz/grammar_corpus/
 // Input: the first byte chooses the mode, the rest is the text.
@@ -20,9 +20,9 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/grammar/grammar.h"
-#include "engine/grammar/grammar_matcher.h"
-#include "engine/grammar/json_schema.h"
+#include "text/grammar/grammar.h"
+#include "text/grammar/grammar_matcher.h"
+#include "text/grammar/json_schema.h"
 
 namespace {
 

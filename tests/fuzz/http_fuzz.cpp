@@ -30,14 +30,14 @@
 
 #include "fuzz/alloc_meter.h"
 #include "fuzz/fuzz_check.h"
-#include "server/http_framing.h"
-#include "server/openai.h"
-#include "server/router.h"
+#include "api/http_framing.h"
+#include "api/openai.h"
+#include "api/router.h"
 
 namespace {
 
 namespace http = boost::beast::http;
-using namespace lifeline::server;
+using namespace lifeline::api;
 
 constexpr size_t kHeaderLimit = 16 * 1024;
 constexpr size_t kBodyLimit = 64 * 1024;

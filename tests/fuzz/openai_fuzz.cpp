@@ -1,4 +1,4 @@
-// libFuzzer harness for the OpenAI request validation (server/openai.h, the field table of
+// libFuzzer harness for the OpenAI request validation (api/openai.h, the field table of
 // request_fields.cpp): a JSON body for /v1/completions, /v1/chat/completions or /infill
 // (byte 0 picks the endpoint, the rest is the body), as the server checks it before anything
 // reaches an engine. Built by -DLIFELINE_FUZZ=ON and, over its committed corpus, by the
@@ -17,11 +17,11 @@
 
 #include "fuzz/alloc_meter.h"
 #include "fuzz/fuzz_check.h"
-#include "server/openai.h"
+#include "api/openai.h"
 
 namespace {
 
-using namespace lifeline::server;
+using namespace lifeline::api;
 
 using lifeline::fuzz::Check;
 
@@ -39,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (err) {
     Check(err->http_status >= 400 && err->http_status < 500, "a refusal that is not a 4xx");
     Check(!err->message.empty(), "a refusal without a message");
-    // As the server writes it (server/http_message.cpp): a message quoting a client's bytes
+    // As the server writes it (api/http_message.cpp): a message quoting a client's bytes
     // may hold invalid UTF-8 (an excerpt cut inside a character), which the strict dump()
     // throws on; the server's dump replaces it with U+FFFD.
     (void)ErrorJson(*err).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/grammar/json_schema.h"
+#include "text/grammar/json_schema.h"
 #include "fuzz/alloc_meter.h"
 
 int main() {

@@ -3,7 +3,7 @@
 //
 // Build and run from the repository root, e.g.:
 //   clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-//     -I. tests/fuzz/template_fuzz.cpp engine/template/*.cpp base/status.cpp -o template_fuzz
+//     -I. tests/fuzz/template_fuzz.cpp text/template/*.cpp base/status.cpp -o template_fuzz
 //   ./template_fuzz -max_len=16384 -rss_limit_mb=512 -malloc_limit_mb=128 -timeout=2 \
 //     tests/template/data/templates/
 // The seed corpus is the real templates. The input is the template; the globals are a fixed
@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/template/jinja.h"
+#include "text/template/jinja.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const nlohmann::ordered_json kGlobals = nlohmann::ordered_json::parse(R"({

@@ -5,7 +5,7 @@
 //
 // Build and run from the repository root, e.g.:
 //   clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-//     -I. -Itests tests/fuzz/toolcall_fuzz.cpp engine/toolcall/*.cpp base/status.cpp \
+//     -I. -Itests tests/fuzz/toolcall_fuzz.cpp text/toolcall/*.cpp base/status.cpp \
 //     -o toolcall_fuzz
 //   ./toolcall_fuzz -max_len=4096 -rss_limit_mb=512 -timeout=2 tests/fuzz/toolcall_corpus/
 //

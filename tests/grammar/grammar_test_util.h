@@ -13,10 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/grammar/grammar.h"
-#include "engine/grammar/grammar_matcher.h"
-#include "engine/grammar/grammar_vocab.h"
-#include "engine/grammar/json_schema.h"
+#include "text/grammar/grammar.h"
+#include "text/grammar/grammar_matcher.h"
+#include "text/grammar/grammar_vocab.h"
+#include "text/grammar/json_schema.h"
 
 namespace lifeline::grammar::testing {
 

@@ -4,8 +4,11 @@
 // 200, a request is served, and SIGTERM still drains and exits 0 (the fixture's TearDown).
 #include <signal.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "integration/live_server.h"
 
@@ -84,6 +87,58 @@ TEST_F(SignalsTest, HupPipeAndUsr1LeaveTheServerServing) {
   EXPECT_EQ(after["requests"].value("accepted", 0), 1) << after;
   EXPECT_EQ(after["requests"].value("completed", 0), 1) << after;
   // TearDown: the ledger reconciles, and SIGTERM still drains and exits 0.
+}
+
+// `serve --request-log FILE`: each request a JSON line with its class and outcome; SIGHUP
+// reopens the file after an outside rotator moved it (before: SIGHUP was only logged).
+class RequestLogSignalsTest : public LiveServerTest {
+ protected:
+  RequestLogSignalsTest() : log_path_(dir_.path() + "/requests.jsonl") {}
+  std::vector<std::string> ServeArgs() const override {
+    std::vector<std::string> args = LiveServerTest::ServeArgs();
+    args.insert(args.end(), {"--request-log", log_path_});
+    return args;
+  }
+  // The file's lines once it holds `n` (the writer is a thread of its own).
+  static std::vector<json> WaitForLines(const std::string& path, size_t n) {
+    const auto deadline = Clock::now() + 20s;
+    std::vector<json> lines;
+    while (Clock::now() < deadline) {
+      lines.clear();
+      std::ifstream in(path);
+      for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line, nullptr, false));
+      if (lines.size() >= n) break;
+      std::this_thread::sleep_for(20ms);
+    }
+    return lines;
+  }
+  TempDir dir_;
+  std::string log_path_;
+};
+
+TEST_F(RequestLogSignalsTest, EachRequestIsALineAndHupReopensTheFile) {
+  auto first = Post("/v1/completions", GreedyCompletion("Once upon a time", 4));
+  ASSERT_TRUE(first.has_value());
+  ASSERT_EQ(first->status, 200) << first->body;
+  auto lines = WaitForLines(log_path_, 1);
+  ASSERT_EQ(lines.size(), 1u) << server().StderrText();
+  EXPECT_EQ(lines[0].value("outcome", ""), "completed") << lines[0];
+  EXPECT_EQ(lines[0].value("served_model", ""), "stories") << lines[0];
+  EXPECT_FALSE(lines[0].value("class", "").empty()) << lines[0];  // the server's default class
+  EXPECT_EQ(lines[0].value("generated_tokens", 0), 4) << lines[0];
+  EXPECT_GT(lines[0].value("ttft_ms", 0.0), 0) << lines[0];
+
+  std::filesystem::rename(log_path_, log_path_ + ".1");
+  ASSERT_TRUE(server().Signal(SIGHUP));
+  const std::string log = WaitForStderr(server(), "reopening the request log");
+  ASSERT_NE(log.find("reopening the request log"), std::string::npos) << log;
+  auto second = Post("/v1/completions", GreedyCompletion("Once upon a time", 2));
+  ASSERT_TRUE(second.has_value());
+  ASSERT_EQ(second->status, 200) << second->body;
+  lines = WaitForLines(log_path_, 1);
+  ASSERT_EQ(lines.size(), 1u) << "no line in the reopened file";
+  EXPECT_EQ(lines[0].value("generated_tokens", 0), 2) << lines[0];
+  EXPECT_EQ(WaitForLines(log_path_ + ".1", 1).size(), 1u);
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ namespace lifeline::serving {
 namespace {
 
 using namespace std::chrono_literals;
-using server::GenerationEvent;
+using api::GenerationEvent;
 
 struct Collector {
   std::mutex mu;
@@ -38,7 +38,7 @@ struct Collector {
   std::vector<GenerationEvent> events;
   int terminals = 0;
 
-  server::GenerationSink Sink() {
+  api::GenerationSink Sink() {
     return [this](GenerationEvent ev) {
       std::lock_guard<std::mutex> lock(mu);
       terminals += ev.terminal() ? 1 : 0;
@@ -49,7 +49,7 @@ struct Collector {
   GenerationEvent Wait() {
     std::unique_lock<std::mutex> lock(mu);
     if (!cv.wait_for(lock, 60s, [&] { return terminals > 0; })) {
-      server::ApiError e;
+      api::ApiError e;
       e.code = "timeout";
       return GenerationEvent::Error(e);
     }
@@ -64,9 +64,9 @@ struct Collector {
     }
     return out;
   }
-  std::vector<server::TokenLogprobs> Logprobs(int32_t index) {
+  std::vector<api::TokenLogprobs> Logprobs(int32_t index) {
     std::lock_guard<std::mutex> lock(mu);
-    std::vector<server::TokenLogprobs> out;
+    std::vector<api::TokenLogprobs> out;
     for (const auto& e : events) {
       if (e.kind != GenerationEvent::Kind::kToken || e.index != index) continue;
       out.insert(out.end(), e.logprobs.begin(), e.logprobs.end());
@@ -86,18 +86,18 @@ std::unique_ptr<ModelEngine> Engine() {
   return e;
 }
 
-server::GenerationRequest Completion(std::string prompt, int32_t max_tokens) {
-  server::GenerationRequest r;
+api::GenerationRequest Completion(std::string prompt, int32_t max_tokens) {
+  api::GenerationRequest r;
   r.model = "m";
-  r.prompts = {server::PromptInput{std::move(prompt), {}, false}};
+  r.prompts = {api::PromptInput{std::move(prompt), {}, false}};
   r.max_tokens = max_tokens;
   r.sampling.temperature = 0;
   r.timeline.first_byte = r.timeline.validated = std::chrono::steady_clock::now();
   return r;
 }
 
-GenerationEvent Generate(ModelEngine& e, server::GenerationRequest r, Collector& c,
-                    server::RequestHandle h = 1) {
+GenerationEvent Generate(ModelEngine& e, api::GenerationRequest r, Collector& c,
+                    api::RequestHandle h = 1) {
   auto err = e.Submit(h, std::move(r), c.Sink());
   if (err) return GenerationEvent::Error(*err);
   return c.Wait();
@@ -111,7 +111,7 @@ const char* kLongPrompt =
 TEST(EngineChoices, SeveralChoicesShareThePromptAndEndOnce) {
   auto e = Engine();
   ASSERT_NE(e, nullptr);
-  server::GenerationRequest r = Completion(kLongPrompt, 6);
+  api::GenerationRequest r = Completion(kLongPrompt, 6);
   r.n = 3;
   r.sampling.temperature = 1.0;
   r.sampling.seed = 11;
@@ -148,8 +148,8 @@ TEST(EngineChoices, PromptArraysTokenIdsAndEcho) {
   auto e = Engine();
   ASSERT_NE(e, nullptr);
   const std::vector<int32_t> ids = e->tokenizer().Encode("Once upon a time", true, true);
-  server::GenerationRequest r = Completion("Once upon a time", 5);
-  r.prompts.push_back(server::PromptInput{"", ids, true});
+  api::GenerationRequest r = Completion("Once upon a time", 5);
+  r.prompts.push_back(api::PromptInput{"", ids, true});
   r.n = 2;
   r.echo = true;
   Collector c;
@@ -197,14 +197,14 @@ TEST(EngineChoices, LogprobsAreTheLogSoftmaxOfTheModelsLogits) {
 
   auto e = Engine();
   ASSERT_NE(e, nullptr);
-  server::GenerationRequest r = Completion("Lily wanted to", 3);
+  api::GenerationRequest r = Completion("Lily wanted to", 3);
   r.logprobs = true;
   r.top_logprobs = 4;
   Collector c;
   ASSERT_EQ(Generate(*e, r, c).kind, GenerationEvent::Kind::kDone);
   const auto lps = c.Logprobs(0);
   ASSERT_EQ(lps.size(), 3u);
-  const server::TokenLogprobs& first = lps[0];
+  const api::TokenLogprobs& first = lps[0];
   EXPECT_EQ(first.token, (*tok)->TokenToPiece(ranked[0].second, true));  // greedy = top
   EXPECT_NEAR(first.logprob, ranked[0].first, 1e-3);
   ASSERT_EQ(first.top.size(), 4u);
@@ -227,12 +227,12 @@ TEST(EngineChoices, LogitBiasBansAndForces) {
   auto e = Engine();
   ASSERT_NE(e, nullptr);
   Collector plain;
-  server::GenerationRequest r = Completion("Once upon a time", 1);
+  api::GenerationRequest r = Completion("Once upon a time", 1);
   ASSERT_EQ(Generate(*e, r, plain).kind, GenerationEvent::Kind::kDone);
   const int32_t greedy_id = FirstTokenId(plain);
   ASSERT_GE(greedy_id, 0);
 
-  server::GenerationRequest banned = r;
+  api::GenerationRequest banned = r;
   banned.logit_bias = {{greedy_id, -100.0f}};
   Collector b;
   ASSERT_EQ(Generate(*e, banned, b, 2).kind, GenerationEvent::Kind::kDone);
@@ -248,7 +248,7 @@ TEST(EngineChoices, LogitBiasBansAndForces) {
     }
   }
   ASSERT_GE(forced_id, 0);
-  server::GenerationRequest forced = r;
+  api::GenerationRequest forced = r;
   forced.logit_bias = {{forced_id, 100.0f}};
   Collector f;
   ASSERT_EQ(Generate(*e, forced, f, 3).kind, GenerationEvent::Kind::kDone);
@@ -258,8 +258,8 @@ TEST(EngineChoices, LogitBiasBansAndForces) {
 TEST(EngineChoices, AJsonSchemaEnumAnswerIsOneOfItsValues) {
   auto e = Engine();
   ASSERT_NE(e, nullptr);
-  server::GenerationRequest r = Completion("Once upon a time", 20);
-  r.constraint.kind = server::OutputConstraint::Kind::kJsonSchema;
+  api::GenerationRequest r = Completion("Once upon a time", 20);
+  r.constraint.kind = api::OutputConstraint::Kind::kJsonSchema;
   r.constraint.param = "response_format.json_schema.schema";
   r.constraint.schema = nlohmann::ordered_json::parse(R"({"type":"string","enum":["yes","no","maybe"]})");
   for (float temperature : {0.0f, 1.5f}) {
@@ -276,7 +276,7 @@ TEST(EngineChoices, AJsonSchemaEnumAnswerIsOneOfItsValues) {
     EXPECT_TRUE(value == "yes" || value == "no" || value == "maybe") << value;
   }
   // strict: a keyword the grammar cannot enforce is refused; without strict it is skipped.
-  server::GenerationRequest bad = r;
+  api::GenerationRequest bad = r;
   bad.constraint.schema = nlohmann::ordered_json::parse(R"({"type":"string","pattern":"a+"})");
   bad.constraint.strict = false;
   Collector lenient;
@@ -293,13 +293,13 @@ TEST(EngineChoices, BadIdsAreNamed) {
   auto e = Engine();
   ASSERT_NE(e, nullptr);
   const int32_t n_vocab = e->tokenizer().n_vocab();
-  server::GenerationRequest ids = Completion("", 2);
-  ids.prompts = {server::PromptInput{"a", {}, false}, server::PromptInput{"", {1, n_vocab}, true}};
+  api::GenerationRequest ids = Completion("", 2);
+  ids.prompts = {api::PromptInput{"a", {}, false}, api::PromptInput{"", {1, n_vocab}, true}};
   Collector c1;
   GenerationEvent e1 = Generate(*e, ids, c1);
   ASSERT_EQ(e1.kind, GenerationEvent::Kind::kError);
   EXPECT_EQ(e1.error.param, "prompt[1][1]");
-  server::GenerationRequest bias = Completion("a", 2);
+  api::GenerationRequest bias = Completion("a", 2);
   bias.logit_bias = {{n_vocab + 5, 1.0f}};
   Collector c2;
   GenerationEvent e2 = Generate(*e, bias, c2);
@@ -316,7 +316,7 @@ TEST(EngineChoices, MoreChoicesThanTheQueueHoldsIsA400) {
   auto e = lifeline::testing::MakeStoriesEngine(o);
   ASSERT_NE(e, nullptr);
   e->Start();
-  server::GenerationRequest r = Completion("Once", 2);
+  api::GenerationRequest r = Completion("Once", 2);
   r.n = 3;
   Collector c;
   auto err = e->Submit(1, r, c.Sink());
@@ -330,7 +330,7 @@ TEST(EngineChoices, MoreChoicesThanTheQueueHoldsIsA400) {
 TEST(EngineChoices, CancellingARequestWithSeveralChoicesEndsItOnce) {
   auto e = Engine();
   ASSERT_NE(e, nullptr);
-  server::GenerationRequest r = Completion(kLongPrompt, 400);
+  api::GenerationRequest r = Completion(kLongPrompt, 400);
   r.n = 4;
   r.ignore_eos = true;
   Collector c;

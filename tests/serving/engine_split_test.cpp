@@ -32,7 +32,7 @@ namespace lifeline::serving {
 namespace {
 
 using namespace std::chrono_literals;
-using server::GenerationEvent;
+using api::GenerationEvent;
 
 struct Collector {
   std::mutex mu;
@@ -42,7 +42,7 @@ struct Collector {
   int64_t open_at_terminal = -1;  // the engine's OpenRequests() when the terminal event came
   const ModelEngine* engine = nullptr;
 
-  server::GenerationSink Sink() {
+  api::GenerationSink Sink() {
     return [this](GenerationEvent ev) {
       std::lock_guard<std::mutex> lock(mu);
       if (ev.terminal()) {
@@ -56,7 +56,7 @@ struct Collector {
   GenerationEvent Wait() {
     std::unique_lock<std::mutex> lock(mu);
     if (!cv.wait_for(lock, 60s, [&] { return terminals > 0; })) {
-      server::ApiError e;
+      api::ApiError e;
       e.code = "timeout";
       return GenerationEvent::Error(e);
     }
@@ -73,10 +73,10 @@ ModelEngineOptions Options() {
   return o;
 }
 
-server::GenerationRequest Completion(std::string prompt, int32_t max_tokens) {
-  server::GenerationRequest r;
+api::GenerationRequest Completion(std::string prompt, int32_t max_tokens) {
+  api::GenerationRequest r;
   r.model = "m";
-  r.prompts = {server::PromptInput{std::move(prompt), {}, false}};
+  r.prompts = {api::PromptInput{std::move(prompt), {}, false}};
   r.max_tokens = max_tokens;
   r.sampling.temperature = 0;
   r.timeline.first_byte = r.timeline.validated = std::chrono::steady_clock::now();

@@ -1,4 +1,4 @@
-// A scripted LocalModel for EngineService's tests: requests are queued as they are enqueued,
+// A scripted LocalModel for ServingHub's tests: requests are queued as they are enqueued,
 // and the test decides when each gets its first token and when it ends, on a fake clock. The
 // load it reports is what the test sets (SetLoad) plus its own open requests, so admission,
 // the ladder, the queue sensor and the prediction audit run exactly as in production while
@@ -32,74 +32,74 @@ class FakeModel final : public serving::LocalModel {
   slo::SpeedEstimator* speeds() const { return hooks_.speeds; }
 
   // The open requests, oldest first.
-  std::vector<server::RequestHandle> Open() const {
+  std::vector<api::RequestHandle> Open() const {
     std::lock_guard<std::mutex> lock(mu_);
-    std::vector<server::RequestHandle> out;
+    std::vector<api::RequestHandle> out;
     for (const auto& [h, r] : open_) out.push_back(h);
     return out;
   }
   // Its first token now: the sink sees one token event and the tracker a TTFT sample, as the
   // engine's would (on the clock the service attached).
-  void FirstToken(server::RequestHandle h) {
+  void FirstToken(api::RequestHandle h) {
     Record(h, /*first=*/true);
-    Emit(h, server::GenerationEvent::Token("x", 1));
+    Emit(h, api::GenerationEvent::Token("x", 1));
   }
   // Its chat template implies a thinking format: Prepare resolves thinking budgets.
   void SetThinks(bool thinks) { thinks_ = thinks; }
   // A thinking model: its first token is thinking (a reasoning-only event, no answer yet);
   // Answer later gives the answer's first text and the tracker TTFA and thinking-time samples.
-  void Think(server::RequestHandle h) {
+  void Think(api::RequestHandle h) {
     Record(h, /*first=*/true);
-    server::GenerationEvent ev = server::GenerationEvent::Token("", 1);
+    api::GenerationEvent ev = api::GenerationEvent::Token("", 1);
     ev.reasoning = "hmm";
     Emit(h, std::move(ev));
   }
-  void Answer(server::RequestHandle h) {
+  void Answer(api::RequestHandle h) {
     RecordAnswer(h);
-    Emit(h, server::GenerationEvent::Token("x", 2));
+    Emit(h, api::GenerationEvent::Token("x", 2));
   }
   // What the service asked of an enqueued request (its class, thinking policy, ...).
-  std::optional<serving::SubmitSlo> SloOf(server::RequestHandle h) const {
+  std::optional<serving::SubmitSlo> SloOf(api::RequestHandle h) const {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = open_.find(h);
     return it == open_.end() ? std::nullopt : it->second.slo;
   }
   // The thinking budget Prepare resolved for an enqueued request (-1 unlimited) and the cap
   // admission set to fit its TTFA budget (nullopt: none).
-  int64_t ThinkingBudgetOf(server::RequestHandle h) const {
+  int64_t ThinkingBudgetOf(api::RequestHandle h) const {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = open_.find(h);
     return it == open_.end() ? -1 : it->second.thinking_budget_tokens;
   }
-  std::optional<int64_t> ThinkingCapOf(server::RequestHandle h) const {
+  std::optional<int64_t> ThinkingCapOf(api::RequestHandle h) const {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = open_.find(h);
     return it == open_.end() ? std::nullopt : it->second.thinking_budget_cap;
   }
   // Ends it with one done event; false when it is not open.
-  bool Finish(server::RequestHandle h) {
+  bool Finish(api::RequestHandle h) {
     Record(h, /*first=*/false);
-    server::Usage u;
+    api::Usage u;
     u.prompt_tokens = prompt_tokens_;
     u.completion_tokens = 1;
-    return End(h, server::GenerationEvent::Done("stop", u));
+    return End(h, api::GenerationEvent::Done("stop", u));
   }
   // Drops it as late, as ModelEngine does with a queued request that can no longer meet its
   // TTFT budget: one 429 slo_late error event.
-  void FailLate(server::RequestHandle h) {
-    End(h, server::GenerationEvent::Error(server::MakeError(
-                server::ErrorKind::kOverloaded, "slo_late", "late on " + name_, {}, 2)));
+  void FailLate(api::RequestHandle h) {
+    End(h, api::GenerationEvent::Error(api::MakeError(
+                api::ErrorKind::kOverloaded, "slo_late", "late on " + name_, {}, 2)));
   }
   // The max_tokens cap of an enqueued request (nullopt: none).
-  std::optional<int64_t> CapOf(server::RequestHandle h) const {
+  std::optional<int64_t> CapOf(api::RequestHandle h) const {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = open_.find(h);
     return it == open_.end() ? std::nullopt : it->second.cap;
   }
 
   const std::string& name() const override { return name_; }
-  server::ModelInfo Info() const override {
-    server::ModelInfo m;
+  api::ModelInfo Info() const override {
+    api::ModelInfo m;
     m.id = name_;
     m.context_length_tokens = 4096;
     return m;
@@ -107,9 +107,9 @@ class FakeModel final : public serving::LocalModel {
   void AttachSlo(serving::SloHooks hooks) override { hooks_ = std::move(hooks); }
   void Start() override {}
   void Stop() override {
-    for (server::RequestHandle h : Open()) {
-      End(h, server::GenerationEvent::Error(
-                 server::MakeError(server::ErrorKind::kUnavailable, "shutting_down", "stopping")));
+    for (api::RequestHandle h : Open()) {
+      End(h, api::GenerationEvent::Error(
+                 api::MakeError(api::ErrorKind::kUnavailable, "shutting_down", "stopping")));
     }
   }
   // As ModelEngine when its file changed under it: unhealthy, saying why, and refusing in
@@ -127,10 +127,10 @@ class FakeModel final : public serving::LocalModel {
     return failure_;
   }
 
-  std::variant<serving::PreparedSubmit, server::ApiError> Prepare(
-      server::GenerationRequest request, const serving::SubmitSlo* slo) override {
+  std::variant<serving::PreparedSubmit, api::ApiError> Prepare(
+      api::GenerationRequest request, const serving::SubmitSlo* slo) override {
     if (std::string why = Failure(); !why.empty()) {
-      return server::MakeError(server::ErrorKind::kUnavailable, "model_failed",
+      return api::MakeError(api::ErrorKind::kUnavailable, "model_failed",
                                "model '" + name_ + "' failed: " + why);
     }
     serving::PreparedSubmit p;
@@ -151,9 +151,9 @@ class FakeModel final : public serving::LocalModel {
     }
     return p;
   }
-  std::optional<server::ApiError> EnqueuePrepared(serving::PreparedSubmit prepared,
-                                                  server::RequestHandle h,
-                                                  server::GenerationSink sink,
+  std::optional<api::ApiError> EnqueuePrepared(serving::PreparedSubmit prepared,
+                                                  api::RequestHandle h,
+                                                  api::GenerationSink sink,
                                                   std::optional<int64_t> cap,
                                                   std::string) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -164,9 +164,9 @@ class FakeModel final : public serving::LocalModel {
     open_[h].thinking_budget_cap = prepared.thinking_budget_cap;
     return std::nullopt;
   }
-  void Cancel(server::RequestHandle h) override {
-    End(h, server::GenerationEvent::Error(
-               server::MakeError(server::ErrorKind::kCancelled, "cancelled", "cancelled")));
+  void Cancel(api::RequestHandle h) override {
+    End(h, api::GenerationEvent::Error(
+               api::MakeError(api::ErrorKind::kCancelled, "cancelled", "cancelled")));
   }
   slo::QueueLoad Load(int64_t) const override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -183,22 +183,22 @@ class FakeModel final : public serving::LocalModel {
     s.live_requests = OpenRequests();
     return s;
   }
-  std::variant<std::string, server::ApiError> ApplyTemplate(
-      const server::GenerationRequest&) const override {
+  std::variant<std::string, api::ApiError> ApplyTemplate(
+      const api::GenerationRequest&) const override {
     return std::string();
   }
-  std::variant<std::vector<int32_t>, server::ApiError> Tokenize(
-      const server::TokenizeRequest&) const override {
+  std::variant<std::vector<int32_t>, api::ApiError> Tokenize(
+      const api::TokenizeRequest&) const override {
     return std::vector<int32_t>{};
   }
-  std::variant<std::string, server::ApiError> Detokenize(
-      const server::DetokenizeRequest&) const override {
+  std::variant<std::string, api::ApiError> Detokenize(
+      const api::DetokenizeRequest&) const override {
     return std::string();
   }
 
  private:
   struct Open_ {
-    server::GenerationSink sink;
+    api::GenerationSink sink;
     std::optional<int64_t> cap;
     serving::Clock::time_point first_byte;
     std::string slo_class;
@@ -208,7 +208,7 @@ class FakeModel final : public serving::LocalModel {
     int64_t thinking_budget_tokens = -1;
     std::optional<int64_t> thinking_budget_cap;
   };
-  void RecordAnswer(server::RequestHandle h) {
+  void RecordAnswer(api::RequestHandle h) {
     if (hooks_.tracker == nullptr || !hooks_.clock) return;
     const serving::Clock::time_point now = hooks_.clock();
     std::string cls;
@@ -228,7 +228,7 @@ class FakeModel final : public serving::LocalModel {
     hooks_.tracker->RecordRequest(cls, name_, now_us, s);
   }
   // TTFT at the first token, e2e at the end (a TTFT too when none was recorded).
-  void Record(server::RequestHandle h, bool first) {
+  void Record(api::RequestHandle h, bool first) {
     if (hooks_.tracker == nullptr || !hooks_.clock) return;
     const serving::Clock::time_point now = hooks_.clock();
     std::string cls;
@@ -251,8 +251,8 @@ class FakeModel final : public serving::LocalModel {
     hooks_.tracker->RecordRequest(cls, name_, now_us, s);
   }
   // Its terminal event: the request leaves the open set first. False when it is not open.
-  bool End(server::RequestHandle h, server::GenerationEvent ev) {
-    server::GenerationSink sink;
+  bool End(api::RequestHandle h, api::GenerationEvent ev) {
+    api::GenerationSink sink;
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = open_.find(h);
@@ -263,8 +263,8 @@ class FakeModel final : public serving::LocalModel {
     sink(std::move(ev));
     return true;
   }
-  void Emit(server::RequestHandle h, server::GenerationEvent ev) {
-    server::GenerationSink sink;
+  void Emit(api::RequestHandle h, api::GenerationEvent ev) {
+    api::GenerationSink sink;
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = open_.find(h);
@@ -280,7 +280,7 @@ class FakeModel final : public serving::LocalModel {
   mutable std::mutex mu_;
   slo::QueueLoad load_;
   std::string failure_;  // "" = healthy
-  std::map<server::RequestHandle, Open_> open_;
+  std::map<api::RequestHandle, Open_> open_;
   bool thinks_ = false;
 };
 

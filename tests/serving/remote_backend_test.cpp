@@ -3,7 +3,7 @@
 // model and streams; every failure (HTTP 500, refused, malformed SSE, over-long line, body
 // over its cap, wrong content type, timeout) is exactly one terminal 502 upstream_error whose
 // message names the backend and the cause; Cancel closes the upstream connection; Stop ends
-// live requests; the in-flight cap is a 429. Then EngineService with a local heavy model and
+// live requests; the in-flight cap is a 429. Then ServingHub with a local heavy model and
 // a remote light member: the ladder at level 3 routes to the remote, which is named as the
 // served model, listed by Models(), counted in metrics, and never gates Ready().
 #include <chrono>
@@ -22,7 +22,7 @@
 #include "engine/kernels/kernel_table.h"
 #include "engine/model/llama_model.h"
 #include "engine/tokenizer/tokenizer.h"
-#include "serving/engine_service.h"
+#include "serving/serving_hub.h"
 #include "serving/remote_backend.h"
 #include "serving/remote_fake_upstream.h"
 #include "slo/slo_config.h"
@@ -41,11 +41,11 @@ using nlohmann::json;
 struct Collector {
   std::mutex mu;
   std::condition_variable cv;
-  std::vector<server::GenerationEvent> events;
+  std::vector<api::GenerationEvent> events;
   int terminals = 0;
 
-  server::GenerationSink Sink() {
-    return [this](server::GenerationEvent ev) {
+  api::GenerationSink Sink() {
+    return [this](api::GenerationEvent ev) {
       std::lock_guard<std::mutex> lock(mu);
       if (ev.terminal()) ++terminals;
       events.push_back(std::move(ev));
@@ -53,12 +53,12 @@ struct Collector {
     };
   }
   // The terminal event (kError with code "test_timeout" if none came within 20 s).
-  server::GenerationEvent Wait() {
+  api::GenerationEvent Wait() {
     std::unique_lock<std::mutex> lock(mu);
     if (!cv.wait_for(lock, 20s, [&] { return terminals > 0; })) {
-      server::ApiError e;
+      api::ApiError e;
       e.code = "test_timeout";
-      return server::GenerationEvent::Error(e);
+      return api::GenerationEvent::Error(e);
     }
     return events.back();
   }
@@ -70,7 +70,7 @@ struct Collector {
     std::lock_guard<std::mutex> lock(mu);
     std::string out;
     for (const auto& e : events) {
-      if (e.kind == server::GenerationEvent::Kind::kToken) out += e.text;
+      if (e.kind == api::GenerationEvent::Kind::kToken) out += e.text;
     }
     return out;
   }
@@ -89,10 +89,10 @@ std::string Chunked(std::string_view payload) {
   return std::string(size) + std::string(payload) + "\r\n";
 }
 
-server::GenerationRequest Completion(const std::string& prompt, int32_t max_tokens) {
-  server::GenerationRequest r;
+api::GenerationRequest Completion(const std::string& prompt, int32_t max_tokens) {
+  api::GenerationRequest r;
   r.model = "light";
-  r.prompts = {server::PromptInput{prompt, {}, false}};
+  r.prompts = {api::PromptInput{prompt, {}, false}};
   r.max_tokens = max_tokens;
   r.sampling.temperature = 0;
   r.timeline.first_byte = r.timeline.validated = std::chrono::steady_clock::now();
@@ -118,16 +118,16 @@ std::unique_ptr<RemoteBackend> Make(RemoteBackendOptions o) {
 }
 
 // Submits one completion and waits for its terminal event.
-server::GenerationEvent RunOne(RemoteBackend& b, Collector& c,
-                               server::GenerationRequest r = Completion("Hi", 8)) {
+api::GenerationEvent RunOne(RemoteBackend& b, Collector& c,
+                               api::GenerationRequest r = Completion("Hi", 8)) {
   auto err = b.Submit(1, std::move(r), c.Sink());
   EXPECT_FALSE(err.has_value()) << (err ? err->message : "");
-  if (err) return server::GenerationEvent::Error(*err);
+  if (err) return api::GenerationEvent::Error(*err);
   return c.Wait();
 }
 
-void ExpectUpstreamError(const server::GenerationEvent& ev, const std::string& cause) {
-  ASSERT_EQ(ev.kind, server::GenerationEvent::Kind::kError) << ev.finish_reason;
+void ExpectUpstreamError(const api::GenerationEvent& ev, const std::string& cause) {
+  ASSERT_EQ(ev.kind, api::GenerationEvent::Kind::kError) << ev.finish_reason;
   EXPECT_EQ(ev.error.http_status, 502);
   EXPECT_EQ(ev.error.code, "upstream_error");
   EXPECT_EQ(ev.error.type, "upstream_error");
@@ -162,7 +162,7 @@ TEST(RemoteBackendTest, StreamedTextFinishReasonAndUsagePassThrough) {
   ASSERT_NE(b, nullptr);
   Collector c;
   auto done = RunOne(*b, c, Completion("Tell me", 3));
-  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  ASSERT_EQ(done.kind, api::GenerationEvent::Kind::kDone) << done.error.message;
   EXPECT_EQ(c.Text(), "Once upon a");
   EXPECT_EQ(done.finish_reason, "length");
   EXPECT_EQ(done.usage.prompt_tokens, 5);
@@ -201,11 +201,11 @@ TEST(RemoteBackendTest, ChatDeltasAndMissingUsageFallBackToEventCount) {
   auto b = Make(Options(up.Url()));
   ASSERT_NE(b, nullptr);
   Collector c;
-  server::GenerationRequest r = Completion("", 8);
+  api::GenerationRequest r = Completion("", 8);
   r.is_chat = true;
   r.messages = {{"system", "Be brief."}, {"user", "Hi"}};
   auto done = RunOne(*b, c, r);
-  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  ASSERT_EQ(done.kind, api::GenerationEvent::Kind::kDone) << done.error.message;
   EXPECT_EQ(c.Text(), "Hello");
   EXPECT_EQ(done.finish_reason, "stop");
   EXPECT_EQ(done.usage.completion_tokens, 2);
@@ -229,7 +229,7 @@ TEST(RemoteBackendTest, ChatObjectsToolsAndKwargsGoUpstreamAsSent) {
   auto b = Make(Options(up.Url()));
   ASSERT_NE(b, nullptr);
   Collector c;
-  server::GenerationRequest r = Completion("", 8);
+  api::GenerationRequest r = Completion("", 8);
   r.is_chat = true;
   r.messages = {{"assistant", "", nlohmann::ordered_json::parse(
                     R"({"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]})")},
@@ -240,7 +240,7 @@ TEST(RemoteBackendTest, ChatObjectsToolsAndKwargsGoUpstreamAsSent) {
   r.tool_choice = "none";  // calls would come back as tool_calls, which are not relayed
   r.chat_template_kwargs = {{"enable_thinking", false}};
   auto done = RunOne(*b, c, r);
-  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  ASSERT_EQ(done.kind, api::GenerationEvent::Kind::kDone) << done.error.message;
   const std::string body = FakeUpstream::Body(up.Requests().at(0));
   EXPECT_NE(body.find(R"("messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c1")"),
             std::string::npos) << body;
@@ -257,21 +257,21 @@ TEST(RemoteBackendTest, ChatObjectsToolsAndKwargsGoUpstreamAsSent) {
 TEST(RemoteBackendTest, FeaturesARemoteAnswerCannotCarryAreRefused) {
   auto b = Make(Options("http://127.0.0.1:9/v1"));
   ASSERT_NE(b, nullptr);
-  auto refuse = [&](server::GenerationRequest r) {
+  auto refuse = [&](api::GenerationRequest r) {
     Collector c;
     auto err = b->Submit(1, std::move(r), c.Sink(), {});
     return err ? err->param : std::string("<accepted>");
   };
-  server::GenerationRequest n = Completion("x", 4);
+  api::GenerationRequest n = Completion("x", 4);
   n.n = 2;
   EXPECT_EQ(refuse(n), "n");
-  server::GenerationRequest lp = Completion("x", 4);
+  api::GenerationRequest lp = Completion("x", 4);
   lp.logprobs = true;
   EXPECT_EQ(refuse(lp), "logprobs");
-  server::GenerationRequest two = Completion("x", 4);
+  api::GenerationRequest two = Completion("x", 4);
   two.prompts.push_back(two.prompts.front());
   EXPECT_EQ(refuse(two), "prompt");
-  server::GenerationRequest tools = Completion("", 4);
+  api::GenerationRequest tools = Completion("", 4);
   tools.is_chat = true;
   tools.messages = {{"user", "hi", nullptr}};
   tools.tools = nlohmann::ordered_json::parse(R"([{"type":"function","function":{"name":"f"}}])");
@@ -434,7 +434,7 @@ TEST(RemoteBackendTest, RequestDeadlineBoundsTheUpstreamCall) {
   auto b = Make(Options(up.Url()));
   ASSERT_NE(b, nullptr);
   Collector c;
-  server::GenerationRequest r = Completion("Hi", 8);
+  api::GenerationRequest r = Completion("Hi", 8);
   r.deadline_ms = 200;
   ExpectUpstreamError(RunOne(*b, c, r), "(request deadline)");
 }
@@ -475,7 +475,7 @@ TEST(RemoteBackendTest, AnUpstreamStreamingPastMaxTokensIsCutThereAndClosed) {
   ASSERT_NE(b, nullptr);
   Collector c;
   auto done = RunOne(*b, c, Completion("Hi", 8));
-  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  ASSERT_EQ(done.kind, api::GenerationEvent::Kind::kDone) << done.error.message;
   EXPECT_EQ(done.finish_reason, "length");
   EXPECT_EQ(c.Text(), "w0 w1 w2 w3 w4 w5 w6 w7 ");
   EXPECT_EQ(done.usage.completion_tokens, 8);
@@ -502,7 +502,7 @@ TEST(RemoteBackendTest, TheLaddersCapBoundsTheRelayAndSaysSo) {
   ctx.cap_reason = "ladder level truncate";
   ASSERT_FALSE(b->Submit(1, Completion("Hi", 100), c.Sink(), ctx).has_value());
   auto done = c.Wait();
-  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  ASSERT_EQ(done.kind, api::GenerationEvent::Kind::kDone) << done.error.message;
   EXPECT_EQ(done.finish_reason, "length");
   EXPECT_EQ(c.Text(), "w0 w1 w2 ");
   EXPECT_EQ(done.timings["lifeline"].value("truncated", false), true) << done.timings;
@@ -525,7 +525,7 @@ TEST(RemoteBackendTest, UsageReportedMidStreamCountsTowardMaxTokens) {
   ASSERT_NE(b, nullptr);
   Collector c;
   auto done = RunOne(*b, c, Completion("Hi", 4));
-  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  ASSERT_EQ(done.kind, api::GenerationEvent::Kind::kDone) << done.error.message;
   EXPECT_EQ(done.finish_reason, "length");
   EXPECT_EQ(c.Text(), "four tokens at once");
   EXPECT_EQ(done.usage.prompt_tokens, 2);
@@ -540,10 +540,10 @@ TEST(RemoteBackendTest, TextFromAStopStringOnIsNeverRelayed) {
   auto b = Make(Options(up.Url()));
   ASSERT_NE(b, nullptr);
   Collector c;
-  server::GenerationRequest r = Completion("Hi", 1000);
+  api::GenerationRequest r = Completion("Hi", 1000);
   r.stop = {"END", "never"};
   auto done = RunOne(*b, c, r);
-  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  ASSERT_EQ(done.kind, api::GenerationEvent::Kind::kDone) << done.error.message;
   EXPECT_EQ(done.finish_reason, "stop");
   EXPECT_EQ(c.Text(), "Hello world. ");
   EXPECT_EQ(done.timings["upstream"].value("relay_stopped", ""), "stop") << done.timings;
@@ -564,10 +564,10 @@ TEST(RemoteBackendTest, AHeldBackStopPrefixIsRelayedWhenTheUpstreamEnds) {
   auto b = Make(Options(up.Url()));
   ASSERT_NE(b, nullptr);
   Collector c;
-  server::GenerationRequest r = Completion("Hi", 8);
+  api::GenerationRequest r = Completion("Hi", 8);
   r.stop = {"END"};
   auto done = RunOne(*b, c, r);
-  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  ASSERT_EQ(done.kind, api::GenerationEvent::Kind::kDone) << done.error.message;
   EXPECT_EQ(c.Text(), "The E");
   EXPECT_EQ(done.finish_reason, "stop");
   EXPECT_FALSE(done.timings["upstream"].contains("relay_stopped")) << done.timings;
@@ -577,7 +577,7 @@ TEST(RemoteBackendTest, AnInvalidStopListIsRefusedBeforeTheUpstreamIsCalled) {
   auto b = Make(Options("http://127.0.0.1:9/v1"));
   ASSERT_NE(b, nullptr);
   Collector c;
-  server::GenerationRequest r = Completion("Hi", 8);
+  api::GenerationRequest r = Completion("Hi", 8);
   r.stop = {"ok", ""};
   auto err = b->Submit(1, r, c.Sink());
   ASSERT_TRUE(err.has_value());
@@ -594,13 +594,13 @@ TEST(RemoteBackendTest, TheRequestDeadlineEndsAStreamingRelayWithLength) {
   auto b = Make(Options(up.Url()));
   ASSERT_NE(b, nullptr);
   Collector c;
-  server::GenerationRequest r = Completion("Hi", 100000);
+  api::GenerationRequest r = Completion("Hi", 100000);
   r.deadline_ms = 1000;
   auto done = RunOne(*b, c, r);
-  if (done.kind == server::GenerationEvent::Kind::kError && c.Text().empty()) {
+  if (done.kind == api::GenerationEvent::Kind::kError && c.Text().empty()) {
     GTEST_SKIP() << "no text arrived within the 1 s deadline on this machine: " << done.error.message;
   }
-  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  ASSERT_EQ(done.kind, api::GenerationEvent::Kind::kDone) << done.error.message;
   EXPECT_EQ(done.finish_reason, "length");
   EXPECT_EQ(c.Text().rfind("first ", 0), 0u) << c.Text();
   EXPECT_EQ(done.lifeline.value("reason", ""), "deadline") << done.lifeline;
@@ -626,7 +626,7 @@ TEST(RemoteBackendTest, CancelClosesTheUpstreamConnectionAndEndsOnce) {
   b->Cancel(7);
   b->Cancel(7);  // idempotent
   auto ev = c.Wait();
-  ASSERT_EQ(ev.kind, server::GenerationEvent::Kind::kError);
+  ASSERT_EQ(ev.kind, api::GenerationEvent::Kind::kError);
   EXPECT_EQ(ev.error.code, "cancelled");
   EXPECT_TRUE(up.WaitPeerClosed(5s)) << "the upstream connection stayed open after Cancel";
   std::this_thread::sleep_for(50ms);
@@ -649,7 +649,7 @@ TEST(RemoteBackendTest, InFlightCapIs429AndStopEndsLiveRequests) {
   ASSERT_TRUE(up.WaitRequests(1, 5s));
   b->Stop();
   auto ev = first.Wait();
-  ASSERT_EQ(ev.kind, server::GenerationEvent::Kind::kError);
+  ASSERT_EQ(ev.kind, api::GenerationEvent::Kind::kError);
   EXPECT_EQ(ev.error.code, "shutting_down");
   EXPECT_EQ(first.Terminals(), 1);
   EXPECT_EQ(second.Terminals(), 0);
@@ -683,7 +683,7 @@ TEST(RemoteBackendTest, ManyConcurrentRequestsEachEndExactlyOnce) {
   for (int i = 0; i < kN; ++i) {
     auto ev = cs[i]->Wait();
     if (i % 2 == 0) {
-      ASSERT_EQ(ev.kind, server::GenerationEvent::Kind::kDone) << ev.error.message;
+      ASSERT_EQ(ev.kind, api::GenerationEvent::Kind::kDone) << ev.error.message;
       EXPECT_EQ(cs[i]->Text(), std::to_string(i));
       ++done;
     } else {
@@ -700,7 +700,7 @@ TEST(RemoteBackendTest, ManyConcurrentRequestsEachEndExactlyOnce) {
   EXPECT_EQ(s.in_flight, 0);
 }
 
-// ---- EngineService: a local heavy model, a remote light member ----------------------------
+// ---- ServingHub: a local heavy model, a remote light member ----------------------------
 
 std::unique_ptr<ModelEngine> MakeLocalEngine(const std::string& name) {
   ModelEngineOptions o;
@@ -752,7 +752,7 @@ TEST(RemoteCascadeTest, LevelThreeRoutesToTheRemoteMemberWhichIsNamedAsServed) {
   auto remote = RemoteBackend::Create(o);
   ASSERT_TRUE(remote.ok()) << remote.status().ToString();
   remotes.push_back(std::move(remote).value());
-  EngineService service(std::move(engines), std::move(remotes), CascadeConfig(up.Url()));
+  ServingHub service(std::move(engines), std::move(remotes), CascadeConfig(up.Url()));
   service.Start();
 
   // Listed, and a remote member never gates readiness.
@@ -765,24 +765,24 @@ TEST(RemoteCascadeTest, LevelThreeRoutesToTheRemoteMemberWhichIsNamedAsServed) {
   // Level 0: the heavy local model serves.
   {
     Collector c;
-    server::GenerationRequest r = Completion("Once upon a time", 2);
+    api::GenerationRequest r = Completion("Once upon a time", 2);
     r.model = "heavy";
     auto s = service.Submit(r, c.Sink());
     ASSERT_TRUE(s.accepted()) << s.error->message;
     EXPECT_EQ(s.served_model, "heavy");
-    ASSERT_EQ(c.Wait().kind, server::GenerationEvent::Kind::kDone);
+    ASSERT_EQ(c.Wait().kind, api::GenerationEvent::Kind::kDone);
   }
   for (int i = 0; i < 3; ++i) service.TickNow();
   ASSERT_EQ(static_cast<int>(service.controller().knobs()->LevelOf("tight")), 3);
 
   Collector c;
-  server::GenerationRequest r = Completion("Once upon a time", 2);
+  api::GenerationRequest r = Completion("Once upon a time", 2);
   r.model = "heavy";
   auto s = service.Submit(r, c.Sink());
   ASSERT_TRUE(s.accepted()) << s.error->message;
   EXPECT_EQ(s.served_model, "light");
   auto done = c.Wait();
-  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  ASSERT_EQ(done.kind, api::GenerationEvent::Kind::kDone) << done.error.message;
   EXPECT_EQ(c.Text(), "from remote");
   // Truncation from level 1 on bounds what the remote is asked for.
   const json body = json::parse(FakeUpstream::Body(up.Requests().at(0)));
@@ -809,7 +809,7 @@ TEST(RemoteCascadeTest, UnreachableRemoteGivesOneErrorAndLeavesTheServiceReady) 
   auto remote = RemoteBackend::Create(Options(url));
   ASSERT_TRUE(remote.ok());
   remotes.push_back(std::move(remote).value());
-  EngineService service(std::move(engines), std::move(remotes), CascadeConfig(url));
+  ServingHub service(std::move(engines), std::move(remotes), CascadeConfig(url));
   service.Start();
   Collector c;
   auto s = service.Submit(Completion("Hi", 4), c.Sink());  // names "light" directly

@@ -1,4 +1,4 @@
-// EngineService's control plane end to end on scripted models (FakeModel) and a fake clock:
+// ServingHub's control plane end to end on scripted models (FakeModel) and a fake clock:
 // admission, the per-(class, model) ladders, the queue sensor (requests in flight) and the
 // prediction audit run as in production, and the test decides when each request gets its
 // first token and ends. Every figure is worked out from the policy in docs/slo.md; nothing
@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fake_model.h"
-#include "serving/engine_service.h"
+#include "serving/serving_hub.h"
 #include "slo/slo_config.h"
 
 namespace lifeline::serving {
@@ -34,9 +34,9 @@ struct FakeClock {
 
 // Collects one request's events.
 struct Sink {
-  std::vector<server::GenerationEvent> events;
-  server::GenerationSink Fn() {
-    return [this](server::GenerationEvent ev) { events.push_back(std::move(ev)); };
+  std::vector<api::GenerationEvent> events;
+  api::GenerationSink Fn() {
+    return [this](api::GenerationEvent ev) { events.push_back(std::move(ev)); };
   }
 };
 
@@ -58,7 +58,7 @@ class ServiceSloTest : public ::testing::Test {
       models_.push_back(m.get());
       engines.push_back(std::move(m));
     }
-    service_ = std::make_unique<EngineService>(std::move(engines),
+    service_ = std::make_unique<ServingHub>(std::move(engines),
                                                std::vector<std::unique_ptr<RemoteBackend>>{},
                                                std::move(config), clock_.Fn());
     // As calibration would: a step costs 8 ms + 0.125 ms/token (a 64-token prompt: 16 ms).
@@ -72,16 +72,16 @@ class ServiceSloTest : public ::testing::Test {
     if (service_) service_->Stop();
   }
 
-  server::GenerationRequest Request(const std::string& model) {
-    server::GenerationRequest r;
+  api::GenerationRequest Request(const std::string& model) {
+    api::GenerationRequest r;
     r.model = model;
-    r.prompts = {server::PromptInput{"hi", {}, false}};
+    r.prompts = {api::PromptInput{"hi", {}, false}};
     r.max_tokens = 300;
     r.timeline.first_byte = r.timeline.validated =
         Clock::time_point(std::chrono::microseconds(clock_.Now()));
     return r;
   }
-  server::SubmitResult Submit(const std::string& model) {
+  api::SubmitResult Submit(const std::string& model) {
     sinks_.push_back(std::make_unique<Sink>());
     return service_->Submit(Request(model), sinks_.back()->Fn());
   }
@@ -96,7 +96,7 @@ class ServiceSloTest : public ::testing::Test {
   FakeClock clock_;
   std::vector<FakeModel*> models_;
   std::vector<std::unique_ptr<Sink>> sinks_;
-  std::unique_ptr<EngineService> service_;
+  std::unique_ptr<ServingHub> service_;
 };
 
 // The first run's 36 s waits: a model's queue kept filling and produced no first token; the
@@ -113,13 +113,13 @@ TEST_F(ServiceSloTest, AQueueThatProducesNoFirstTokenRaisesTheLadderAndRoutes) {
   for (int t = 0; t < 50; ++t) {
     if (t % 1 == 0) {
       for (int k = 0; k < 2; ++k) {
-        const server::SubmitResult r = Submit("heavy");
+        const api::SubmitResult r = Submit("heavy");
         ASSERT_TRUE(r.accepted()) << r.error->message;
         if (r.served_model == "light") ++routed;
       }
     }
     // Light serves what it gets at once.
-    for (server::RequestHandle h : models_[1]->Open()) {
+    for (api::RequestHandle h : models_[1]->Open()) {
       models_[1]->FirstToken(h);
       models_[1]->Finish(h);
     }
@@ -146,7 +146,7 @@ TEST_F(ServiceSloTest, AQueueThatProducesNoFirstTokenRaisesTheLadderAndRoutes) {
   }
   EXPECT_TRUE(seen);
   // The queue empties: heavy is idle, and normal 10 idle ticks (2 s) later.
-  for (server::RequestHandle h : heavy.Open()) heavy.Finish(h);
+  for (api::RequestHandle h : heavy.Open()) heavy.Finish(h);
   int ticks_to_normal = 0;
   while (Level("heavy") != 0 && ticks_to_normal < 100) {
     Tick();
@@ -154,7 +154,7 @@ TEST_F(ServiceSloTest, AQueueThatProducesNoFirstTokenRaisesTheLadderAndRoutes) {
   }
   EXPECT_LE(ticks_to_normal, 11);
   // And the next request for heavy is served there.
-  const server::SubmitResult r = Submit("heavy");
+  const api::SubmitResult r = Submit("heavy");
   ASSERT_TRUE(r.accepted());
   EXPECT_EQ(r.served_model, "heavy");
 }
@@ -167,9 +167,9 @@ TEST_F(ServiceSloTest, AnOverloadedModelNeverDegradesItsNeighbour) {
   FakeModel& small = *models_[1];
   int small_refused = 0, small_capped = 0, big_refused = 0;
   for (int t = 0; t < 60; ++t) {
-    const server::SubmitResult b = Submit("big");  // 5/s, stuck
+    const api::SubmitResult b = Submit("big");  // 5/s, stuck
     big_refused += b.accepted() ? 0 : 1;
-    const server::SubmitResult s = Submit("small");
+    const api::SubmitResult s = Submit("small");
     if (!s.accepted()) {
       ++small_refused;
     } else {
@@ -189,7 +189,7 @@ TEST_F(ServiceSloTest, AnOverloadedModelNeverDegradesItsNeighbour) {
   for (const slo::LadderEvent& e : service_->controller().RecentEvents()) {
     EXPECT_EQ(e.model, "big") << e.reason;
   }
-  for (server::RequestHandle h : big.Open()) big.Finish(h);
+  for (api::RequestHandle h : big.Open()) big.Finish(h);
 }
 
 // A predictor that runs 10x high (as it did for a small model beside a busy big one) is
@@ -206,9 +206,9 @@ TEST_F(ServiceSloTest, APredictionTenfoldTooHighIsCorrectedWithinAFewRequests) {
     speeds.ObservePrefill(256, 1060, clock_.Now());
   }
   // Busy (one request open), the prediction (~1.2 s) sheds.
-  const server::SubmitResult held = Submit("m");
+  const api::SubmitResult held = Submit("m");
   ASSERT_TRUE(held.accepted());  // idle: admitted although predicted late
-  const server::SubmitResult before = Submit("m");
+  const api::SubmitResult before = Submit("m");
   ASSERT_FALSE(before.accepted());
   EXPECT_EQ(before.error->http_status, 429);
   // The admitted one gets its first token after 100 ms: measured / predicted ~ 0.1.
@@ -219,9 +219,9 @@ TEST_F(ServiceSloTest, APredictionTenfoldTooHighIsCorrectedWithinAFewRequests) {
   ASSERT_NE(audit, nullptr);
   EXPECT_LT(audit->correction(), 0.15);
   // Busy again: now admitted, and predicted within a factor 2 of what happens.
-  const server::SubmitResult blocker = Submit("m");
+  const api::SubmitResult blocker = Submit("m");
   ASSERT_TRUE(blocker.accepted());
-  const server::SubmitResult after = Submit("m");
+  const api::SubmitResult after = Submit("m");
   ASSERT_TRUE(after.accepted()) << after.error->message;
   clock_.Advance(100'000);
   m.FirstToken(after.handle);
@@ -238,7 +238,7 @@ TEST_F(ServiceSloTest, APredictionTenfoldTooHighIsCorrectedWithinAFewRequests) {
   const nlohmann::json slo = service_->SloStatus();
   ASSERT_EQ(slo["models"][0]["name"], "m");
   EXPECT_EQ(slo["models"][0]["prediction"]["checked"], 2);
-  for (server::RequestHandle h : m.Open()) m.Finish(h);
+  for (api::RequestHandle h : m.Open()) m.Finish(h);
 }
 
 // The first request after a burst: the ladder is still at shed, but the model's queue has
@@ -253,8 +253,8 @@ TEST_F(ServiceSloTest, TheFirstRequestAfterABurstIsServed) {
   }
   ASSERT_EQ(Level("m"), 4);
   EXPECT_FALSE(Submit("m").accepted()) << "busy at shed: refused";
-  for (server::RequestHandle h : m.Open()) m.Finish(h);
-  const server::SubmitResult first = Submit("m");
+  for (api::RequestHandle h : m.Open()) m.Finish(h);
+  const api::SubmitResult first = Submit("m");
   ASSERT_TRUE(first.accepted()) << first.error->message;
   EXPECT_EQ(Level("m"), 4);  // the ladder has not come down yet
   m.FirstToken(first.handle);
@@ -270,7 +270,7 @@ TEST_F(ServiceSloTest, ALateRequestMovesToTheLighterMember) {
   Build({"heavy", "light"}, {"heavy", "light"});
   FakeModel& heavy = *models_[0];
   FakeModel& light = *models_[1];
-  const server::SubmitResult r = Submit("heavy");
+  const api::SubmitResult r = Submit("heavy");
   ASSERT_TRUE(r.accepted());
   ASSERT_EQ(r.served_model, "heavy");
   clock_.Advance(300'000);
@@ -278,21 +278,21 @@ TEST_F(ServiceSloTest, ALateRequestMovesToTheLighterMember) {
   ASSERT_EQ(light.Open().size(), 1u) << "light took it";
   light.FirstToken(r.handle);
   light.Finish(r.handle);
-  const std::vector<server::GenerationEvent>& ev = sinks_.back()->events;
+  const std::vector<api::GenerationEvent>& ev = sinks_.back()->events;
   ASSERT_EQ(ev.size(), 3u);
-  EXPECT_EQ(ev[0].kind, server::GenerationEvent::Kind::kRouted);
+  EXPECT_EQ(ev[0].kind, api::GenerationEvent::Kind::kRouted);
   EXPECT_EQ(ev[0].text, "light");
-  EXPECT_EQ(ev[1].kind, server::GenerationEvent::Kind::kToken);
-  EXPECT_EQ(ev[2].kind, server::GenerationEvent::Kind::kDone);
+  EXPECT_EQ(ev[1].kind, api::GenerationEvent::Kind::kToken);
+  EXPECT_EQ(ev[2].kind, api::GenerationEvent::Kind::kDone);
   const std::string metrics = service_->MetricsText();
   EXPECT_NE(metrics.find("outcome=\"late_routed\"} 1"), std::string::npos) << metrics;
   // The last member has nowhere to send it: the 429 ends the request.
-  const server::SubmitResult last = Submit("light");
+  const api::SubmitResult last = Submit("light");
   ASSERT_TRUE(last.accepted());
   light.FailLate(last.handle);
-  const std::vector<server::GenerationEvent>& ev2 = sinks_.back()->events;
+  const std::vector<api::GenerationEvent>& ev2 = sinks_.back()->events;
   ASSERT_EQ(ev2.size(), 1u);
-  EXPECT_EQ(ev2[0].kind, server::GenerationEvent::Kind::kError);
+  EXPECT_EQ(ev2[0].kind, api::GenerationEvent::Kind::kError);
   EXPECT_EQ(ev2[0].error.code, "slo_late");
 }
 
@@ -305,7 +305,7 @@ TEST_F(ServiceSloTest, AFailedModelsNewRequestsGetModelFailed) {
   models_[1]->Fail("model file 'light.gguf' was modified in place while in use");
   EXPECT_FALSE(service_->Ready());
   EXPECT_NE(service_->NotReadyReason().find("modified in place"), std::string::npos);
-  const server::SubmitResult r = Submit("light");
+  const api::SubmitResult r = Submit("light");
   ASSERT_FALSE(r.accepted());
   EXPECT_EQ(r.error->http_status, 503);
   EXPECT_EQ(r.error->code, "model_failed");
@@ -315,7 +315,7 @@ TEST_F(ServiceSloTest, AFailedModelsNewRequestsGetModelFailed) {
   EXPECT_TRUE(Submit("heavy").accepted());
   models_[1]->Fail("");
   models_[0]->Fail("model file 'heavy.gguf' was truncated");
-  const server::SubmitResult routed = Submit("heavy");
+  const api::SubmitResult routed = Submit("heavy");
   ASSERT_TRUE(routed.accepted());
   EXPECT_EQ(routed.served_model, "light");
 }
@@ -336,7 +336,7 @@ TEST_F(ServiceSloTest, TheThinkingRungShortensThinkingBeforeAnyAnswerIsCut) {
   FakeModel& r1 = *models_[0];
   r1.SetThinks(true);
   struct Pending {
-    server::RequestHandle h;
+    api::RequestHandle h;
     int64_t answer_at_us;
   };
   std::vector<Pending> pending;
@@ -344,7 +344,7 @@ TEST_F(ServiceSloTest, TheThinkingRungShortensThinkingBeforeAnyAnswerIsCut) {
   int max_level = 0;
   bool capped = false;
   for (int t = 0; t < 300; ++t) {  // 60 s, 5 requests per second
-    const server::SubmitResult r = Submit("r1");
+    const api::SubmitResult r = Submit("r1");
     ASSERT_TRUE(r.accepted()) << r.error->message;
     const std::optional<SubmitSlo> slo = r1.SloOf(r.handle);
     ASSERT_TRUE(slo.has_value());
@@ -420,7 +420,7 @@ TEST_F(ServiceSloTest, AdmissionFitsTheThinkingBudgetToTheTtfaTarget) {
   r1.SetThinks(true);
   // 5 ms per decoded token (SetUp's fit); a 64-token prompt predicts ~16 ms to the first
   // token: (1000 - 16) / 5 = 196 thinking tokens fit.
-  const server::SubmitResult open = Submit("r1");
+  const api::SubmitResult open = Submit("r1");
   ASSERT_TRUE(open.accepted()) << open.error->message;
   EXPECT_EQ(r1.ThinkingBudgetOf(open.handle), -1) << "the request asked for no limit";
   const std::optional<int64_t> cap = r1.ThinkingCapOf(open.handle);
@@ -429,10 +429,10 @@ TEST_F(ServiceSloTest, AdmissionFitsTheThinkingBudgetToTheTtfaTarget) {
   EXPECT_LE(*cap, 200);
 
   // A budget already inside the room is not touched.
-  server::GenerationRequest small = Request("r1");
+  api::GenerationRequest small = Request("r1");
   small.thinking_budget_tokens = 50;
   sinks_.push_back(std::make_unique<Sink>());
-  const server::SubmitResult inside = service_->Submit(std::move(small), sinks_.back()->Fn());
+  const api::SubmitResult inside = service_->Submit(std::move(small), sinks_.back()->Fn());
   ASSERT_TRUE(inside.accepted());
   EXPECT_EQ(r1.ThinkingBudgetOf(inside.handle), 50);
   EXPECT_FALSE(r1.ThinkingCapOf(inside.handle).has_value());
@@ -441,7 +441,7 @@ TEST_F(ServiceSloTest, AdmissionFitsTheThinkingBudgetToTheTtfaTarget) {
   slo::QueueLoad load;
   load.decode_interval_ms = 20;
   r1.SetLoad(load);
-  const server::SubmitResult slow = Submit("r1");
+  const api::SubmitResult slow = Submit("r1");
   ASSERT_TRUE(slow.accepted());
   const std::optional<int64_t> slow_cap = r1.ThinkingCapOf(slow.handle);
   ASSERT_TRUE(slow_cap.has_value());
@@ -453,7 +453,7 @@ TEST_F(ServiceSloTest, AdmissionFitsTheThinkingBudgetToTheTtfaTarget) {
   // at admission; the class-level rung decides.
   load.decode_interval_ms = 5000;
   r1.SetLoad(load);
-  const server::SubmitResult none_fits = Submit("r1");
+  const api::SubmitResult none_fits = Submit("r1");
   ASSERT_TRUE(none_fits.accepted());
   EXPECT_FALSE(r1.ThinkingCapOf(none_fits.handle).has_value());
 }
@@ -462,7 +462,7 @@ TEST_F(ServiceSloTest, WithoutATtfaTargetAdmissionLeavesThinkingAlone) {
   Build({"r1"});
   FakeModel& r1 = *models_[0];
   r1.SetThinks(true);
-  const server::SubmitResult r = Submit("r1");
+  const api::SubmitResult r = Submit("r1");
   ASSERT_TRUE(r.accepted());
   EXPECT_FALSE(r1.ThinkingCapOf(r.handle).has_value());
 }

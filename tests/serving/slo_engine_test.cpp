@@ -76,12 +76,12 @@ std::shared_ptr<const slo::Knobs> MakeKnobs(uint64_t version, slo::Level level,
 struct Collector {
   std::mutex mu;
   std::condition_variable cv;
-  std::vector<server::GenerationEvent> events;
+  std::vector<api::GenerationEvent> events;
   int terminals = 0;
   std::function<void()> on_token;
 
-  server::GenerationSink Sink() {
-    return [this](server::GenerationEvent ev) {
+  api::GenerationSink Sink() {
+    return [this](api::GenerationEvent ev) {
       if (!ev.terminal() && on_token) on_token();
       std::lock_guard<std::mutex> lock(mu);
       terminals += ev.terminal() ? 1 : 0;
@@ -89,12 +89,12 @@ struct Collector {
       cv.notify_all();
     };
   }
-  server::GenerationEvent Wait() {
+  api::GenerationEvent Wait() {
     std::unique_lock<std::mutex> lock(mu);
     if (!cv.wait_for(lock, 30s, [&] { return terminals > 0; })) {
-      server::ApiError e;
+      api::ApiError e;
       e.code = "timeout";
-      return server::GenerationEvent::Error(e);
+      return api::GenerationEvent::Error(e);
     }
     return events.back();
   }
@@ -105,10 +105,10 @@ struct Collector {
   }
 };
 
-server::GenerationRequest Completion(int32_t max_tokens, const std::string& prompt = "Once") {
-  server::GenerationRequest r;
+api::GenerationRequest Completion(int32_t max_tokens, const std::string& prompt = "Once") {
+  api::GenerationRequest r;
   r.model = "m";
-  r.prompts = {server::PromptInput{prompt, {}, false}};
+  r.prompts = {api::PromptInput{prompt, {}, false}};
   r.max_tokens = max_tokens;
   r.sampling.temperature = 0;
   r.ignore_eos = true;
@@ -162,7 +162,7 @@ class SloEngineTest : public ::testing::Test {
   std::unique_ptr<ModelEngine> engine_;
 };
 
-int32_t MaxBatch(const server::GenerationEvent& done) {
+int32_t MaxBatch(const api::GenerationEvent& done) {
   int32_t m = 0;
   for (const auto& b : done.timings["batch"]["sizes"]) m = std::max(m, b.get<int32_t>());
   return m;
@@ -213,15 +213,15 @@ TEST(SloEngineCalibrationTest, AnIdleEngineRefreshesAStaleEstimateOnScratchBlock
   auto run = [&] {
     Collector c;
     // A prompt of several 16-token blocks, so its full blocks enter the prefix cache.
-    server::GenerationRequest r = Completion(
+    api::GenerationRequest r = Completion(
         12, "Once upon a time there was a little girl named Lily. She loved to play outside "
             "in the park with her friends and her dog. One day she found a big red ball");
     r.slo_class.clear();
     EXPECT_FALSE(engine->Submit(1, std::move(r), c.Sink()));
     return c.Wait();
   };
-  const server::GenerationEvent first = run();
-  ASSERT_EQ(first.kind, server::GenerationEvent::Kind::kDone) << first.error.message;
+  const api::GenerationEvent first = run();
+  ASSERT_EQ(first.kind, api::GenerationEvent::Kind::kDone) << first.error.message;
   // Wait (bounded) for the idle loop's refreshes; their count is the engine's own.
   EngineSnapshot s;
   for (int i = 0; i < 400; ++i) {
@@ -232,8 +232,8 @@ TEST(SloEngineCalibrationTest, AnIdleEngineRefreshesAStaleEstimateOnScratchBlock
   EXPECT_GE(s.speed_refreshes, 2);
   EXPECT_TRUE(speeds.prefill_fit().has_value());
   EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total);
-  const server::GenerationEvent second = run();
-  ASSERT_EQ(second.kind, server::GenerationEvent::Kind::kDone) << second.error.message;
+  const api::GenerationEvent second = run();
+  ASSERT_EQ(second.kind, api::GenerationEvent::Kind::kDone) << second.error.message;
   EXPECT_GT(second.usage.cached_tokens, 0) << "the prefix cache survived";
   engine->Stop();
 }
@@ -251,8 +251,8 @@ TEST_F(SloEngineTest, PublishedBatchLimitReachesTheScheduler) {
   engine_->Start();
   int32_t seen = 0;
   for (auto& col : c) {
-    const server::GenerationEvent done = col.Wait();
-    ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+    const api::GenerationEvent done = col.Wait();
+    ASSERT_EQ(done.kind, api::GenerationEvent::Kind::kDone) << done.error.message;
     ASSERT_TRUE(done.timings.contains("batch")) << done.timings.dump();
     EXPECT_LE(MaxBatch(done), 2) << done.timings.dump();
     seen = std::max(seen, MaxBatch(done));
@@ -274,8 +274,8 @@ TEST_F(SloEngineTest, BatchingWindowWaitsForAPreferredSize) {
   EXPECT_GE(engine_->Snapshot().window_waits, 1);
   ASSERT_FALSE(engine_->Submit(3, Completion(4), c[2].Sink(), &s));
   for (auto& col : c) {
-    const server::GenerationEvent done = col.Wait();
-    ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+    const api::GenerationEvent done = col.Wait();
+    ASSERT_EQ(done.kind, api::GenerationEvent::Kind::kDone) << done.error.message;
     // All three were admitted together: their first step held three sequences.
     EXPECT_EQ(done.timings["batch"]["sizes"][0], 3) << done.timings.dump();
   }
@@ -288,15 +288,15 @@ TEST_F(SloEngineTest, BatchingWindowNeverHoldsPastTheDelay) {
   Collector c;
   SubmitSlo s = ClassC();
   ASSERT_FALSE(engine_->Submit(1, Completion(4), c.Sink(), &s));
-  const server::GenerationEvent done = c.Wait();  // alone: it goes when the delay is over
-  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  const api::GenerationEvent done = c.Wait();  // alone: it goes when the delay is over
+  ASSERT_EQ(done.kind, api::GenerationEvent::Kind::kDone) << done.error.message;
   EXPECT_GE(done.timings["queue_ms"].get<double>(), 290.0) << done.timings.dump();
   EXPECT_EQ(engine_->Snapshot().max_queue_delay_us, 300'000);
 }
 
 // The sink sleeps on the first token until the deadline is behind, so the deadline passes
 // while the request is running, whatever the machine's speed.
-server::GenerationEvent RunPastDeadline(ModelEngine& engine, slo::KnobBoard& board,
+api::GenerationEvent RunPastDeadline(ModelEngine& engine, slo::KnobBoard& board,
                                         slo::Level level) {
   board.Publish(MakeKnobs(1, level));
   Collector c;
@@ -310,7 +310,7 @@ server::GenerationEvent RunPastDeadline(ModelEngine& engine, slo::KnobBoard& boa
   };
   SubmitSlo s = ClassC(deadline_us);
   EXPECT_FALSE(engine.Submit(1, Completion(60), c.Sink(), &s));
-  server::GenerationEvent done = c.Wait();
+  api::GenerationEvent done = c.Wait();
   std::this_thread::sleep_for(50ms);
   std::lock_guard<std::mutex> lock(c.mu);
   EXPECT_EQ(c.terminals, 1);
@@ -320,8 +320,8 @@ server::GenerationEvent RunPastDeadline(ModelEngine& engine, slo::KnobBoard& boa
 TEST_F(SloEngineTest, AtLevelOneARunningRequestStopsAtItsDeadline) {
   Attach();
   engine_->Start();
-  const server::GenerationEvent done = RunPastDeadline(*engine_, board_, slo::Level::kTruncate);
-  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  const api::GenerationEvent done = RunPastDeadline(*engine_, board_, slo::Level::kTruncate);
+  ASSERT_EQ(done.kind, api::GenerationEvent::Kind::kDone) << done.error.message;
   EXPECT_EQ(done.finish_reason, "length");
   EXPECT_LT(done.usage.completion_tokens, 60);
   EXPECT_GE(done.usage.completion_tokens, 1);
@@ -341,8 +341,8 @@ TEST_F(SloEngineTest, AtLevelOneARunningRequestStopsAtItsDeadline) {
 TEST_F(SloEngineTest, AtLevelZeroARunningRequestRunsPastItsDeadline) {
   Attach();
   engine_->Start();
-  const server::GenerationEvent done = RunPastDeadline(*engine_, board_, slo::Level::kNormal);
-  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  const api::GenerationEvent done = RunPastDeadline(*engine_, board_, slo::Level::kNormal);
+  ASSERT_EQ(done.kind, api::GenerationEvent::Kind::kDone) << done.error.message;
   EXPECT_EQ(done.finish_reason, "length");
   EXPECT_EQ(done.usage.completion_tokens, 60);
   EXPECT_FALSE(done.timings.contains("lifeline")) << done.timings.dump();
@@ -351,7 +351,7 @@ TEST_F(SloEngineTest, AtLevelZeroARunningRequestRunsPastItsDeadline) {
 }
 
 // A conversation with two optional turns before the last user turn.
-std::vector<server::ChatMessage> Conversation() {
+std::vector<api::ChatMessage> Conversation() {
   return {{"system", "You are a storyteller."},
           {"user", "Tell me about a cat who lived in a big red house near the sea."},
           {"assistant", "Once upon a time there was a cat named Tom who loved the sea."},
@@ -360,8 +360,8 @@ std::vector<server::ChatMessage> Conversation() {
           {"user", "And then?"}};
 }
 
-server::GenerationRequest Chat(bool allow_trim) {
-  server::GenerationRequest r = Completion(2);
+api::GenerationRequest Chat(bool allow_trim) {
+  api::GenerationRequest r = Completion(2);
   r.is_chat = true;
   r.prompts.clear();
   r.messages = Conversation();
@@ -380,8 +380,8 @@ int64_t PromptTokens(const Tokenizer& tok, const std::vector<size_t>& keep) {
   return static_cast<int64_t>(tok.Encode(text, tok.add_bos(), true).size());
 }
 
-server::GenerationEvent RunTrim(ModelEngine& engine, slo::KnobBoard& board, slo::Level level,
-                                server::GenerationRequest req, const SubmitSlo& s) {
+api::GenerationEvent RunTrim(ModelEngine& engine, slo::KnobBoard& board, slo::Level level,
+                                api::GenerationRequest req, const SubmitSlo& s) {
   board.Publish(MakeKnobs(1, level));
   Collector c;
   EXPECT_FALSE(engine.Submit(1, std::move(req), c.Sink(), &s));
@@ -399,9 +399,9 @@ TEST_F(SloEngineTest, AtLevelTwoOldestTurnsAreTrimmedKeepingSystemAndLastUser) {
   config_.ladder.trim_to_tokens = minus_one;
   Attach();
   engine_->Start();
-  server::GenerationEvent done =
+  api::GenerationEvent done =
       RunTrim(*engine_, board_, slo::Level::kTrimContext, Chat(true), ClassC());
-  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  ASSERT_EQ(done.kind, api::GenerationEvent::Kind::kDone) << done.error.message;
   EXPECT_EQ(done.usage.prompt_tokens, minus_one);
   ASSERT_TRUE(done.timings.contains("lifeline")) << done.timings.dump();
   const auto& trim = done.timings["lifeline"]["context_trim"];
@@ -414,7 +414,7 @@ TEST_F(SloEngineTest, AtLevelTwoOldestTurnsAreTrimmedKeepingSystemAndLastUser) {
   // One token below that: both optional turns go, system + last user remain.
   config_.ladder.trim_to_tokens = minus_one - 1;
   done = RunTrim(*engine_, board_, slo::Level::kCascade, Chat(true), ClassC());
-  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  ASSERT_EQ(done.kind, api::GenerationEvent::Kind::kDone) << done.error.message;
   EXPECT_EQ(done.usage.prompt_tokens, minimal);
   EXPECT_EQ(done.timings["lifeline"]["context_trim"]["turns"], 2);
   EXPECT_EQ(done.timings["lifeline"]["context_trim"]["messages"], 4);
@@ -422,7 +422,7 @@ TEST_F(SloEngineTest, AtLevelTwoOldestTurnsAreTrimmedKeepingSystemAndLastUser) {
   // Below even that: the same minimum is sent (admission decides what happens to it).
   config_.ladder.trim_to_tokens = 1;
   done = RunTrim(*engine_, board_, slo::Level::kTrimContext, Chat(true), ClassC());
-  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  ASSERT_EQ(done.kind, api::GenerationEvent::Kind::kDone) << done.error.message;
   EXPECT_EQ(done.usage.prompt_tokens, minimal);
   EXPECT_EQ(OutcomeCount("trimmed"), 3u);
   EXPECT_EQ(engine_->Snapshot().context_trims, 3);
@@ -440,18 +440,18 @@ TEST_F(SloEngineTest, NoTrimWithoutTheFlagBelowLevelTwoOrForCompletions) {
   } cases[] = {{slo::Level::kTrimContext, false}, {slo::Level::kTruncate, true},
                {slo::Level::kNormal, true}};
   for (const auto& tc : cases) {
-    const server::GenerationEvent done = RunTrim(*engine_, board_, tc.level, Chat(tc.allow), ClassC());
-    ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+    const api::GenerationEvent done = RunTrim(*engine_, board_, tc.level, Chat(tc.allow), ClassC());
+    ASSERT_EQ(done.kind, api::GenerationEvent::Kind::kDone) << done.error.message;
     EXPECT_EQ(done.usage.prompt_tokens, all) << static_cast<int>(tc.level) << " " << tc.allow;
     EXPECT_FALSE(done.timings.contains("lifeline")) << done.timings.dump();
   }
   // A completion prompt is never trimmed, whatever it asks.
   const std::string text = "Once upon a time there was a little girl who liked to play outside";
-  server::GenerationRequest comp = Completion(2, text);
+  api::GenerationRequest comp = Completion(2, text);
   comp.allow_context_trim = true;
-  const server::GenerationEvent done =
+  const api::GenerationEvent done =
       RunTrim(*engine_, board_, slo::Level::kTrimContext, comp, ClassC());
-  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  ASSERT_EQ(done.kind, api::GenerationEvent::Kind::kDone) << done.error.message;
   EXPECT_EQ(done.usage.prompt_tokens,
             static_cast<int64_t>(tok.Encode(text, tok.add_bos(), true).size()));
   EXPECT_EQ(OutcomeCount("trimmed"), 0u);
@@ -469,9 +469,9 @@ TEST_F(SloEngineTest, TrimBudgetFollowsTheTtftBudgetAtTheMeasuredPrefillSpeed) {
   engine_->Start();
   SubmitSlo s = ClassC();
   s.ttft_budget_ms = static_cast<double>(minimal) * 1000.0 + 500.0;
-  const server::GenerationEvent done =
+  const api::GenerationEvent done =
       RunTrim(*engine_, board_, slo::Level::kTrimContext, Chat(true), s);
-  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  ASSERT_EQ(done.kind, api::GenerationEvent::Kind::kDone) << done.error.message;
   EXPECT_EQ(done.usage.prompt_tokens, minimal);  // trim_to_tokens (2048) alone trims nothing
   EXPECT_EQ(done.timings["lifeline"]["context_trim"]["turns"], 2);
 }
@@ -496,8 +496,8 @@ TEST_F(SloEngineTest, TtftAndQueueSamplesArriveAtTheFirstTokenTheRestAtTheEnd) {
   };
   SubmitSlo s = ClassC();
   ASSERT_FALSE(engine_->Submit(1, Completion(8), c.Sink(), &s));
-  const server::GenerationEvent done = c.Wait();
-  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  const api::GenerationEvent done = c.Wait();
+  ASSERT_EQ(done.kind, api::GenerationEvent::Kind::kDone) << done.error.message;
   ASSERT_FALSE(first);
   // While the request still runs (7 tokens to go) its TTFT and queue time are in the window.
   EXPECT_EQ(at_first[static_cast<size_t>(slo::Metric::kTtft)], 1u);
@@ -545,8 +545,8 @@ TEST_F(SloEngineTest, LoadFollowsTheChunkedPrefillOfARunningPrompt) {
   EXPECT_EQ(before.queued_requests, 2);  // not started: counted as queued, not running
   EXPECT_EQ(before.running_prefill_tokens, 0);
   engine_->Start();
-  ASSERT_EQ(a.Wait().kind, server::GenerationEvent::Kind::kDone);
-  ASSERT_EQ(b.Wait().kind, server::GenerationEvent::Kind::kDone);
+  ASSERT_EQ(a.Wait().kind, api::GenerationEvent::Kind::kDone);
+  ASSERT_EQ(b.Wait().kind, api::GenerationEvent::Kind::kDone);
 
   ASSERT_GE(seen.size(), 3u);
   for (size_t i = 0; i < seen.size(); ++i) {
@@ -653,14 +653,14 @@ class LateRequestTest : public ::testing::Test {
   slo::OutcomeCounters outcomes_;
   std::unique_ptr<ModelEngine> engine_;
   Collector a_, b_;
-  server::GenerationEvent a_done_, b_done_;
+  api::GenerationEvent a_done_, b_done_;
 };
 
 TEST_F(LateRequestTest, AQueuedRequestPastItsBudgetIsAnswered429AtOnce) {
   Run(/*serve_late=*/false);
-  ASSERT_EQ(a_done_.kind, server::GenerationEvent::Kind::kDone) << a_done_.error.message;
+  ASSERT_EQ(a_done_.kind, api::GenerationEvent::Kind::kDone) << a_done_.error.message;
   EXPECT_EQ(a_done_.usage.completion_tokens, 40);  // the running request is untouched
-  ASSERT_EQ(b_done_.kind, server::GenerationEvent::Kind::kError);
+  ASSERT_EQ(b_done_.kind, api::GenerationEvent::Kind::kError);
   EXPECT_EQ(b_done_.error.http_status, 429);
   EXPECT_EQ(b_done_.error.code, "slo_late");
   EXPECT_GE(b_done_.error.retry_after_s, 1);
@@ -682,8 +682,8 @@ TEST_F(LateRequestTest, AQueuedRequestPastItsBudgetIsAnswered429AtOnce) {
 
 TEST_F(LateRequestTest, AClassThatServesLateRequestsDisclosesTheMiss) {
   Run(/*serve_late=*/true);
-  ASSERT_EQ(a_done_.kind, server::GenerationEvent::Kind::kDone) << a_done_.error.message;
-  ASSERT_EQ(b_done_.kind, server::GenerationEvent::Kind::kDone) << b_done_.error.message;
+  ASSERT_EQ(a_done_.kind, api::GenerationEvent::Kind::kDone) << a_done_.error.message;
+  ASSERT_EQ(b_done_.kind, api::GenerationEvent::Kind::kDone) << b_done_.error.message;
   EXPECT_EQ(b_done_.usage.completion_tokens, 4);
   ASSERT_TRUE(b_done_.timings.contains("lifeline")) << b_done_.timings.dump();
   const nlohmann::json& late = b_done_.timings["lifeline"]["late"];
@@ -700,12 +700,12 @@ TEST_F(LateRequestTest, AClassThatServesLateRequestsDisclosesTheMiss) {
 TEST_F(LateRequestTest, ARequestAdmittedPastItsBudgetIsNotDroppedForIt) {
   SubmitSlo s = ClassC();
   s.ttft_budget_ms = 1;  // already past when queued
-  server::GenerationRequest r = Completion(4);
+  api::GenerationRequest r = Completion(4);
   r.timeline.first_byte -= std::chrono::milliseconds(50);
   Collector c;
   ASSERT_FALSE(engine_->Submit(1, std::move(r), c.Sink(), &s));
-  const server::GenerationEvent done = c.Wait();
-  ASSERT_EQ(done.kind, server::GenerationEvent::Kind::kDone) << done.error.message;
+  const api::GenerationEvent done = c.Wait();
+  ASSERT_EQ(done.kind, api::GenerationEvent::Kind::kDone) << done.error.message;
   EXPECT_EQ(OutcomeCount("late_shed"), 0u);
 }
 

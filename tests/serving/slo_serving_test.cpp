@@ -1,4 +1,4 @@
-// EngineService with the SLO control plane, on two real tiny models (stories260K loaded as
+// ServingHub with the SLO control plane, on two real tiny models (stories260K loaded as
 // "heavy" and "light", cascade heavy -> light) and a class whose TTFT target (1 us) no real
 // request can meet: every tick raises a (class, model) ladder one level, and each level's
 // effect on new requests is checked (truncate caps max_tokens, cascade serves from "light"
@@ -22,7 +22,7 @@
 #include "engine/kernels/kernel_table.h"
 #include "engine/model/llama_model.h"
 #include "engine/tokenizer/tokenizer.h"
-#include "serving/engine_service.h"
+#include "serving/serving_hub.h"
 #include "slo/slo_config.h"
 #include "stories_engine.h"
 #include "test_paths.h"
@@ -44,11 +44,11 @@ std::unique_ptr<ModelEngine> MakeEngine(const std::string& name) {
 struct Collector {
   std::mutex mu;
   std::condition_variable cv;
-  std::vector<server::GenerationEvent> events;
+  std::vector<api::GenerationEvent> events;
   bool done = false;
 
-  server::GenerationSink Sink() {
-    return [this](server::GenerationEvent ev) {
+  api::GenerationSink Sink() {
+    return [this](api::GenerationEvent ev) {
       std::lock_guard<std::mutex> lock(mu);
       done = done || ev.terminal();
       events.push_back(std::move(ev));
@@ -56,12 +56,12 @@ struct Collector {
     };
   }
   // The terminal event (kError with code "timeout" if none came within 20 s).
-  server::GenerationEvent Wait() {
+  api::GenerationEvent Wait() {
     std::unique_lock<std::mutex> lock(mu);
     if (!cv.wait_for(lock, 20s, [&] { return done; })) {
-      server::ApiError e;
+      api::ApiError e;
       e.code = "timeout";
-      return server::GenerationEvent::Error(e);
+      return api::GenerationEvent::Error(e);
     }
     return events.back();
   }
@@ -75,8 +75,8 @@ struct Blocker {
   std::condition_variable cv;
   bool started = false, released = false, done = false;
 
-  server::GenerationSink Sink() {
-    return [this](server::GenerationEvent ev) {
+  api::GenerationSink Sink() {
+    return [this](api::GenerationEvent ev) {
       std::unique_lock<std::mutex> lock(mu);
       if (ev.terminal()) {
         done = true;
@@ -101,10 +101,10 @@ struct Blocker {
   }
 };
 
-server::GenerationRequest Request(int32_t max_tokens, const std::string& model = "heavy") {
-  server::GenerationRequest r;
+api::GenerationRequest Request(int32_t max_tokens, const std::string& model = "heavy") {
+  api::GenerationRequest r;
   r.model = model;
-  r.prompts = {server::PromptInput{"Once upon a time", {}, false}};
+  r.prompts = {api::PromptInput{"Once upon a time", {}, false}};
   r.max_tokens = max_tokens;
   r.sampling.temperature = 0;
   r.ignore_eos = true;
@@ -151,7 +151,7 @@ class SloServingTest : public ::testing::Test {
     engines.push_back(MakeEngine("light"));
     ASSERT_NE(engines[0], nullptr);
     ASSERT_NE(engines[1], nullptr);
-    service_ = std::make_unique<EngineService>(std::move(engines), TightConfig());
+    service_ = std::make_unique<ServingHub>(std::move(engines), TightConfig());
     service_->Start();
   }
   void TearDown() override {
@@ -180,7 +180,7 @@ class SloServingTest : public ::testing::Test {
     ASSERT_EQ(Level(model), before + 1);
   }
 
-  std::unique_ptr<EngineService> service_;
+  std::unique_ptr<ServingHub> service_;
 };
 
 TEST_F(SloServingTest, UnknownClassOrRoleIs400NamingTheField) {
@@ -209,7 +209,7 @@ TEST_F(SloServingTest, LadderTruncatesCascadesShedsAndRecovers) {
     ASSERT_TRUE(res.accepted()) << res.error->message;
     EXPECT_EQ(res.served_model, "heavy");
     auto ev = c.Wait();
-    ASSERT_EQ(ev.kind, server::GenerationEvent::Kind::kDone) << ev.error.code;
+    ASSERT_EQ(ev.kind, api::GenerationEvent::Kind::kDone) << ev.error.code;
     EXPECT_EQ(ev.usage.completion_tokens, 3);
     EXPECT_FALSE(ev.timings.contains("lifeline"));
   }
@@ -223,7 +223,7 @@ TEST_F(SloServingTest, LadderTruncatesCascadesShedsAndRecovers) {
     auto res = service_->Submit(Request(20), c.Sink());
     ASSERT_TRUE(res.accepted()) << res.error->message;
     auto ev = c.Wait();
-    ASSERT_EQ(ev.kind, server::GenerationEvent::Kind::kDone) << ev.error.code;
+    ASSERT_EQ(ev.kind, api::GenerationEvent::Kind::kDone) << ev.error.code;
     EXPECT_EQ(ev.finish_reason, "length");
     EXPECT_EQ(ev.usage.completion_tokens, 4);
     ASSERT_TRUE(ev.timings.contains("lifeline")) << ev.timings.dump();
@@ -248,7 +248,7 @@ TEST_F(SloServingTest, LadderTruncatesCascadesShedsAndRecovers) {
     ASSERT_TRUE(res.accepted()) << res.error->message;
     EXPECT_EQ(res.served_model, "light");
     auto ev = c.Wait();
-    ASSERT_EQ(ev.kind, server::GenerationEvent::Kind::kDone) << ev.error.code;
+    ASSERT_EQ(ev.kind, api::GenerationEvent::Kind::kDone) << ev.error.code;
     EXPECT_EQ(ev.usage.completion_tokens, 6);
     EXPECT_FALSE(ev.timings.contains("lifeline")) << ev.timings.dump();
   }
@@ -324,7 +324,7 @@ TEST_F(SloServingTest, LadderTruncatesCascadesShedsAndRecovers) {
   ASSERT_TRUE(res.accepted());
   EXPECT_EQ(res.served_model, "heavy");
   auto ev = c.Wait();
-  ASSERT_EQ(ev.kind, server::GenerationEvent::Kind::kDone);
+  ASSERT_EQ(ev.kind, api::GenerationEvent::Kind::kDone);
   EXPECT_EQ(ev.usage.completion_tokens, 20);
 }
 

@@ -17,7 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/gguf/gguf_file.h"
-#include "engine/grammar/grammar.h"
+#include "text/grammar/grammar.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "serving/choice_output.h"
 #include "serving/request_prep.h"

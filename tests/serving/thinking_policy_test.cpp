@@ -9,7 +9,7 @@ namespace lifeline::serving {
 namespace {
 
 struct Case {
-  server::GenerationRequest req;
+  api::GenerationRequest req;
   slo::ThinkingPolicy policy;
   PreparedRequest out;
 };
@@ -83,7 +83,7 @@ TEST(ThinkingPolicy, TheCeilingThenTheRungLowerItAndSaySo) {
 }
 
 TEST(ThinkingPolicy, ARequestWithoutAThinkingSetupIsLeftAlone) {
-  server::GenerationRequest req;
+  api::GenerationRequest req;
   req.thinking_budget_tokens = 5;
   PreparedRequest out;
   ApplyThinkingPolicy(slo::ThinkingPolicy{}, req, &out);

@@ -36,10 +36,10 @@ struct Tokens {
   std::vector<int32_t> ids;
   bool done = false;
   std::string error;
-  server::GenerationSink Sink() {
-    return [this](server::GenerationEvent ev) {
+  api::GenerationSink Sink() {
+    return [this](api::GenerationEvent ev) {
       std::lock_guard<std::mutex> lock(mu);
-      if (ev.kind == server::GenerationEvent::Kind::kError) error = ev.error.message;
+      if (ev.kind == api::GenerationEvent::Kind::kError) error = ev.error.message;
       if (!ev.terminal()) ids.push_back(ev.token_id);
       done = done || ev.terminal();
       cv.notify_all();
@@ -51,10 +51,10 @@ struct Tokens {
   }
 };
 
-server::GenerationRequest Greedy(const std::string& prompt, int32_t max_tokens) {
-  server::GenerationRequest r;
+api::GenerationRequest Greedy(const std::string& prompt, int32_t max_tokens) {
+  api::GenerationRequest r;
   r.model = "m";
-  r.prompts = {server::PromptInput{prompt, {}, false}};
+  r.prompts = {api::PromptInput{prompt, {}, false}};
   r.max_tokens = max_tokens;
   r.sampling.temperature = 0;
   r.ignore_eos = true;

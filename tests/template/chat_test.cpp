@@ -1,5 +1,5 @@
 // The chat layer: presets, globals as Hugging Face passes them, reserved kwargs, the dry run.
-#include "engine/template/chat.h"
+#include "text/template/chat.h"
 #include "template/jinja_test_util.h"
 
 #include <filesystem>

@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/template/jinja.h"
+#include "text/template/jinja.h"
 #include "template/jinja_test_util.h"
 
 namespace lifeline::jinja {

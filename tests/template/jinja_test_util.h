@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/template/jinja.h"
+#include "text/template/jinja.h"
 
 namespace lifeline::jinja {
 

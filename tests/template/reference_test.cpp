@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/template/chat.h"
+#include "text/template/chat.h"
 #include "template/jinja_test_util.h"
 
 namespace lifeline::chat {

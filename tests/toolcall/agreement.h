@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/toolcall/parser.h"
+#include "text/toolcall/parser.h"
 
 namespace lifeline::toolcall::testing {
 

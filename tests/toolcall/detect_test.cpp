@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/toolcall/format.h"
+#include "text/toolcall/format.h"
 
 namespace lifeline::toolcall {
 namespace {

@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/toolcall/grammar.h"
-#include "engine/toolcall/parser.h"
+#include "text/toolcall/grammar.h"
+#include "text/toolcall/parser.h"
 #include "toolcall/gbnf_match_util.h"
 
 namespace lifeline::toolcall {

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/toolcall/json_scanner.h"
+#include "text/toolcall/json_scanner.h"
 
 namespace lifeline::toolcall {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/toolcall/parser.h"
+#include "text/toolcall/parser.h"
 #include "toolcall/agreement.h"
 
 namespace lifeline::toolcall {

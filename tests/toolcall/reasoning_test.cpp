@@ -2,7 +2,7 @@
 // generation starts inside its thinking from the prompts those templates render (the
 // Python-jinja2 renderings in tests/template/data/reference.json, an independent
 // implementation), and the splitter: the same split whole and at every chunk boundary.
-#include "engine/toolcall/reasoning.h"
+#include "text/toolcall/reasoning.h"
 
 #include <filesystem>
 #include <fstream>

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/toolcall/tools.h"
+#include "text/toolcall/tools.h"
 
 namespace lifeline::toolcall {
 namespace {

@@ -1,0 +1,52 @@
+// What the chat-path translations share (responses_api.h: POST /v1/responses,
+// messages_api.h: POST /v1/messages): which API shape a generation request came in, the one
+// interface the session streams and answers through (ApiTranslation), and the pieces both
+// translations build from (a field error, an id in the API's own prefix, a named SSE event).
+//
+// Thread-safety: pure functions; a translation object belongs to one request.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/errors.h"
+
+namespace lifeline::api {
+
+// The shape a generation request was sent in; everything but kChat is translated onto chat.
+enum class ApiShape : uint8_t { kChat, kResponses, kMessages };
+
+// One request's answer in its API's shape, from the chat path's answer and stream.
+class ApiTranslation {
+ public:
+  using Event = std::pair<std::string, nlohmann::json>;  // event name, data
+  virtual ~ApiTranslation() = default;
+  // A whole chat.completion body (with Lifeline's `timings`) as the API's answer.
+  virtual nlohmann::json Whole(const nlohmann::json& chat) const = 0;
+  // Events for one chat chunk (a final chunk with finish_reason / usage / timings included).
+  virtual std::vector<Event> Feed(const nlohmann::json& chunk) = 0;
+  // The closing events (once, after the last chunk).
+  virtual std::vector<Event> Finish() = 0;
+};
+
+// The chat-completions body for a body sent in `shape` (not kChat); a 400 names the field.
+std::variant<nlohmann::json, ApiError> TranslateToChat(ApiShape shape, const nlohmann::json& body);
+// The answer's translation for `shape`; nullptr for kChat.
+std::unique_ptr<ApiTranslation> MakeApiTranslation(ApiShape shape);
+
+// A 400 naming `param`: "'param': message".
+ApiError TranslatedFieldError(const std::string& param, const std::string& message,
+                              const std::string& code = "invalid_value");
+// The chat answer's id ("chatcmpl-XYZ") under the API's prefix ("resp_XYZ", "msg_XYZ").
+std::string TranslatedId(const nlohmann::json& chat, std::string_view prefix);
+// One SSE event with its name: "event: NAME\ndata: JSON\n\n".
+std::string NamedSseEvent(const std::string& name, const nlohmann::json& data);
+
+}  // namespace lifeline::api
