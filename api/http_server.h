@@ -57,6 +57,7 @@
 #include "base/status.h"
 #include "api/serving_api.h"
 #include "api/openai.h"
+#include "api/outcomes.h"
 #include "api/prep_pool.h"
 #include "api/request_log.h"
 #include "api/server_metrics.h"
@@ -111,6 +112,9 @@ struct ServerOptions {
   // One JSON line per finished generation request (request_log.h); null = off. Shared with
   // `serve`, which reopens it on SIGHUP.
   std::shared_ptr<RequestLog> request_log;
+  // The live latency economics (outcomes.h): every finished request, POST /v1/outcomes and
+  // GET /v1/economics; null = those routes answer 404 economics_off.
+  std::shared_ptr<EconomicsApi> economics;
   ServerLimits limits;
   RequestLimits request_limits;
 };

@@ -37,6 +37,7 @@
 #include "api/http_framing.h"
 #include "api/http_message.h"
 #include "api/openai.h"
+#include "api/outcomes.h"
 #include "api/pending_submit.h"
 #include "api/request_log.h"
 #include "api/prep_pool.h"
@@ -234,6 +235,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     cors_.clear();
     head_ = false;
     request_id_.clear();
+    session_id_.clear();
     auth_error_.reset();
     authenticated_ = core_->options.api_keys.empty();
     if (raw_reading_) {
@@ -612,10 +614,26 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
                                   (core_->options.request_log
                                        ? core_->options.request_log->MetricsText()
                                        : std::string()) +
+                                  (core_->options.economics
+                                       ? core_->options.economics->MetricsText()
+                                       : std::string()) +
                                   engine.MetricsText()),
               match.label);
         case Route::kSlo:
           return Respond(SloResponse(engine.SloStatusJson()), match.label);
+        case Route::kEconomics:
+          if (!core_->options.economics) return Respond(EconomicsOffResponse(), match.label);
+          return Respond(JsonResponse(200, core_->options.economics->EconomicsJson()),
+                         match.label);
+        case Route::kOutcomes:
+          if (!core_->options.economics) return Respond(EconomicsOffResponse(), match.label);
+          // Up to a thousand events to parse and join: on the prep pool.
+          return AnswerOnPrepPool(
+              match.label, [economics = core_->options.economics,
+                            limits = &core_->options.request_limits,
+                            type = OwnedContentType(content_type), body = std::move(req.body())] {
+                return OutcomesResponse(*economics, type, body, *limits);
+              });
         case Route::kDashboardPage:
           return Respond(DashboardPageResponse(), match.label);
         case Route::kDashboardState: {
@@ -649,6 +667,11 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
               slo_class = std::string(View(field.value()));
             } else if (beast::iequals(field.name_string(), "x-user-role")) {
               user_role = std::string(View(field.value()));
+            } else if (beast::iequals(field.name_string(), "x-session-id") &&
+                       ValidClientRequestId(View(field.value()))) {
+              // The conversation it belongs to: a load balancer's affinity key, and the id an
+              // outcome posted for the session joins (outcomes.h).
+              session_id_ = std::string(View(field.value()));
             }
           }
           // /v1/responses: translated onto a chat body on the prep thread
@@ -945,7 +968,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     core_->recent.Record(request_id_, ex.ctx.model, timings,
                          std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::chrono::system_clock::now().time_since_epoch()).count());
-    if (core_->options.request_log) {
+    if (Recording()) {
       RequestLogEntry e = LogEntry(ex.route_label, "completed");
       e.http_status = 200;
       e.finish_reason = event.finish_reason;
@@ -955,7 +978,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
         if (latency->value("ttft_ms", -1.0) >= 0) e.ttft_ms = latency->value("ttft_ms", 0.0);
         if (latency->value("ttfa_ms", -1.0) >= 0) e.ttfa_ms = latency->value("ttfa_ms", 0.0);
       }
-      core_->options.request_log->Append(RequestLogLine(e));
+      Record(e);
     }
     if (!ex.stream) {
       nlohmann::json final_body = ex.assembler->FinalBody(event, timings);
@@ -990,11 +1013,11 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
   void OnError(const ApiError& error) {
     Exchange& ex = *exchange_;
     ex.finished = true;
-    if (core_->options.request_log) {
+    if (Recording()) {
       RequestLogEntry e = LogEntry(ex.route_label, "error");
       e.http_status = head_sent_ ? 200 : error.http_status;  // a stream's status was sent
       e.error_code = error.code.empty() ? error.type : error.code;
-      core_->options.request_log->Append(RequestLogLine(e));
+      Record(e);
     }
     core_->metrics.CountErrored(error.code.empty() ? std::to_string(error.http_status)
                                                    : error.code);
@@ -1014,6 +1037,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     RequestLogEntry e;
     const auto now = Clock::now();
     e.id = request_id_;
+    e.session_id = session_id_;
     e.endpoint = std::string(label);
     e.outcome = std::string(outcome);
     e.e2e_ms = MsBetween(timeline_.first_byte, now);
@@ -1034,14 +1058,22 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     return e;
   }
 
+  // Whether a finished request goes anywhere: the request log, the economics plane.
+  bool Recording() const { return core_->options.request_log || core_->options.economics; }
+
+  void Record(const RequestLogEntry& e) {
+    if (core_->options.request_log) core_->options.request_log->Append(RequestLogLine(e));
+    if (core_->options.economics) core_->options.economics->OnFinished(e);
+  }
+
   // A generation request refused before the engine accepted it (shed, invalid, draining).
   void LogRefused(std::string_view label, const ApiError& error) {
-    if (!core_->options.request_log) return;
+    if (!Recording()) return;
     RequestLogEntry e = LogEntry(label, "refused");
     e.served_model.clear();
     e.http_status = error.http_status;
     e.error_code = error.code.empty() ? error.type : error.code;
-    core_->options.request_log->Append(RequestLogLine(e));
+    Record(e);
   }
 
   void EnsureStreamHead() {
@@ -1096,12 +1128,12 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
   void FinishCancelled(CancelReason reason) {
     Exchange& ex = *exchange_;
     ex.finished = true;
-    if (core_->options.request_log) {
+    if (Recording()) {
       RequestLogEntry e = LogEntry(ex.route_label, "cancelled");
       e.http_status = head_sent_ ? 200 : 0;
       e.cancel_reason = std::string(CancelReasonName(reason));
       if (reason == CancelReason::kClientDisconnect) e.disconnect_ms = e.e2e_ms;
-      core_->options.request_log->Append(RequestLogLine(e));
+      Record(e);
     }
     if (ex.pending) {
       // Submit has not answered yet, or its answer is unread: if the engine accepts (or
@@ -1350,6 +1382,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
   bool keep_alive_ = true;
   bool http10_ = false;
   bool head_ = false;        // this request is HEAD: GET's answer without the body
+  std::string session_id_;   // X-Session-Id of this request ("" = none)
   std::string request_id_;   // X-Request-Id of this request's answers ("" = not chosen yet)
   std::vector<std::pair<std::string, std::string>> cors_;
 

@@ -250,6 +250,7 @@ std::string RequestLogLine(const RequestLogEntry& e) {
   j["routed"] = !e.served_model.empty() && !e.model.empty() && e.served_model != e.model;
   j["class"] = NonEmpty(e.slo_class);
   j["role"] = NonEmpty(e.user_role);
+  j["session_id"] = NonEmpty(e.session_id);
   j["outcome"] = e.outcome;
   j["status"] = e.http_status == 0 ? nlohmann::json() : nlohmann::json(e.http_status);
   j["error_code"] = NonEmpty(e.error_code);

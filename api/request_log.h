@@ -108,6 +108,7 @@ struct RequestLogEntry {
   std::string served_model;   // the model that served it ("" when none did)
   std::string slo_class;      // the class it was judged under (requested, when refused before)
   std::string user_role;
+  std::string session_id;     // the request's X-Session-Id ("" = none)
   int64_t arrival_unix_ms = 0;
   std::string outcome;        // completed | error | cancelled | refused
   int http_status = 0;        // 0 when the client left before any status was sent

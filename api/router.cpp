@@ -20,6 +20,8 @@ constexpr RouteSpec kRoutes[] = {
     {"/readyz", "GET", Route::kReady, true},
     {"/metrics", "GET", Route::kMetrics, false},
     {"/v1/slo", "GET", Route::kSlo, false},
+    {"/v1/outcomes", "POST", Route::kOutcomes, false},
+    {"/v1/economics", "GET", Route::kEconomics, false},
     {"/apply-template", "POST", Route::kApplyTemplate, false},
     {"/tokenize", "POST", Route::kTokenize, false},
     {"/detokenize", "POST", Route::kDetokenize, false},

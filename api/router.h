@@ -43,7 +43,7 @@ namespace lifeline::api {
 enum class Route : uint8_t {
   kCompletions, kChatCompletions, kModels, kModel, kHealth, kReady, kMetrics, kSlo,
   kApplyTemplate, kTokenize, kDetokenize, kInfill, kDashboardPage, kDashboardState, kResponses,
-  kMessages
+  kMessages, kOutcomes, kEconomics
 };
 
 // A path ending in "{id}" is a prefix route: it matches the text before "{id}" followed by a

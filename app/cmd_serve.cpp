@@ -26,6 +26,7 @@
 #include "app/commands.h"
 #include "api/http_server.h"
 #include "api/router.h"
+#include "economics/live_economics.h"
 #include "serving/serving_hub.h"
 #include "serving/kv_disk_store.h"
 #include "serving/model_engine.h"
@@ -61,6 +62,8 @@ struct ServeFlags {
   std::string request_log;           // --request-log FILE|-: one JSON line per request
   int64_t request_log_max_mib = 100;
   int request_log_keep = 5;
+  int64_t economics_refit_s = 300;      // live cliff refit interval; 0 = no refits
+  int64_t economics_window = 50'000;    // finished requests kept for outcome joins and fits
   int64_t max_prep_queued = static_cast<int64_t>(api::ServerLimits{}.max_prep_queued);
   int64_t max_body_bytes = 1 << 20;
   int max_connections = api::ServerLimits{}.max_connections;
@@ -304,6 +307,12 @@ int RunServe(ServeFlags f) {
                                 " MiB outside [0, 1073741824]"));
   }
   if (Status s = CheckChatTemplateChoice(f.chat_template); !s.ok()) return Fail(s);
+  if (f.economics_refit_s < 0 || f.economics_refit_s > 86'400) {
+    return Fail(InvalidArgument("--economics-refit-s: must be in [0, 86400]"));
+  }
+  if (f.economics_window < 1000 || f.economics_window > 10'000'000) {
+    return Fail(InvalidArgument("--economics-window: must be in [1000, 10000000]"));
+  }
   if (f.request_log_max_mib < 0 || f.request_log_max_mib > (int64_t{1} << 30)) {
     return Fail(InvalidArgument("--request-log-max-mib: " + std::to_string(f.request_log_max_mib) +
                                 " MiB outside [0, 1073741824]"));
@@ -425,6 +434,21 @@ int RunServe(ServeFlags f) {
   for (const auto& r : remotes) member_names.push_back(r->name());
   auto slo_config = ApplyCascade(f, std::move(base_config).value(), member_names);
   if (!slo_config.ok()) return Fail(slo_config.status());
+  // The live economics shows each class's target beside its cliff: its TTFT P95 (the wait it
+  // measures), else its e2e P95.
+  std::map<std::string, double> class_targets;
+  for (const slo::SloClass& c : slo_config->classes) {
+    if (auto t = c.ttft_p95_ms ? c.ttft_p95_ms : c.e2e_p95_ms) class_targets[c.name] = *t;
+  }
+  economics::EconomicsOptions eo;
+  eo.refit_interval_ms = f.economics_refit_s * 1000;
+  eo.window_requests = f.economics_window;
+  eo.target_ms = [class_targets](const std::string& cls) -> std::optional<double> {
+    auto it = class_targets.find(cls);
+    return it == class_targets.end() ? std::nullopt : std::optional<double>(it->second);
+  };
+  auto live_economics = std::make_shared<economics::LiveEconomics>(std::move(eo));
+  live_economics->Start();
   serving::ServingHub service(std::move(engines), std::move(remotes),
                                  std::move(slo_config).value());
   service.Start();
@@ -438,6 +462,7 @@ int RunServe(ServeFlags f) {
   so.cors_allowed_origins = f.cors_origins;
   so.reasoning_field = f.reasoning_field;
   so.request_log = request_log;
+  so.economics = live_economics;
   so.limits.max_body_bytes = static_cast<size_t>(f.max_body_bytes);
   so.limits.max_connections = f.max_connections;
   so.limits.drain_timeout = std::chrono::seconds(f.drain_timeout_s);
@@ -547,6 +572,13 @@ CommandFn RegisterServe(CLI::App& root) {
       ->capture_default_str();
   cmd->add_option("--request-log-keep", f->request_log_keep, "Rotated request logs kept")
       ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
+  cmd->add_option("--economics-refit-s", f->economics_refit_s,
+                  "Refit each class's latency cliff from the server's traffic and posted "
+                  "outcomes every N s (GET /v1/economics); 0 = never")
+      ->capture_default_str();
+  cmd->add_option("--economics-window", f->economics_window,
+                  "Finished requests kept for POST /v1/outcomes joins and the fits")
       ->capture_default_str();
   cmd->add_option("--prep-threads", f->prep_threads,
                   "Threads that parse and submit requests (chat template, tokens, grammar and "

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/outcomes.h"
 #include "api/serving_api.h"
 
 namespace lifeline::api::testing {
@@ -130,6 +131,25 @@ class FakeEngine final : public ServingApi {
   int terminals_ = 0;
   mutable std::string last_token_model_;
   std::thread worker_;
+};
+
+// An EconomicsApi that records what the server hands over (outcomes.h).
+class RecordingEconomics final : public EconomicsApi {
+ public:
+  void OnFinished(const RequestLogEntry& e) override {
+    std::lock_guard lock(mu);
+    finished.push_back(e);
+  }
+  OutcomesResult PostOutcomes(const std::vector<OutcomeEvent>& ev) override {
+    std::lock_guard lock(mu);
+    events.insert(events.end(), ev.begin(), ev.end());
+    return {static_cast<int64_t>(ev.size()), static_cast<int64_t>(ev.size()), 0};
+  }
+  nlohmann::json EconomicsJson() const override { return {{"object", "economics"}}; }
+  std::string MetricsText() const override { return "lifeline_test_economics 1\n"; }
+  std::mutex mu;
+  std::vector<RequestLogEntry> finished;
+  std::vector<OutcomeEvent> events;
 };
 
 }  // namespace lifeline::api::testing

@@ -395,6 +395,7 @@ TEST_F(ServerTest, ApiKeyProtectsEveryRouteButHealthAndReadiness) {
   server_->Stop();
   ServerOptions o = TestOptions();
   o.api_keys = {"other-key", "s3cret-key"};
+  o.economics = std::make_shared<RecordingEconomics>();
   StartServer(o);
   for (const RouteSpec& r : RouteTable()) {
     SCOPED_TRACE(std::string(r.method) + " " + std::string(r.path));
@@ -405,6 +406,7 @@ TEST_F(ServerTest, ApiKeyProtectsEveryRouteButHealthAndReadiness) {
     if (r.route == Route::kInfill) body = R"({"input_prefix":"a","input_suffix":"b"})";
     if (r.route == Route::kResponses) body = R"({"input":"hi","max_output_tokens":3})";
     if (r.route == Route::kMessages) body = R"({"max_tokens":3,"messages":[{"role":"user","content":"hi"}]})";
+    if (r.route == Route::kOutcomes) body = R"({"events":[{"request_id":"a","type":"clicked"}]})";
     const std::string path = r.route == Route::kModel ? "/v1/models/fake-model" : std::string(r.path);
     auto make = [&](const std::string& headers) {
       return r.method == "POST" ? PostRequest(path, body, headers) : GetRequest(path, headers);
