@@ -970,7 +970,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
                              std::chrono::system_clock::now().time_since_epoch()).count());
     if (Recording()) {
       RequestLogEntry e = LogEntry(ex.route_label, "completed");
-      e.http_status = 200;
+      e.answered_status = 200;
       e.finish_reason = event.finish_reason;
       e.timings = timings;
       const auto latency = timings.find("latency");
@@ -1015,7 +1015,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     ex.finished = true;
     if (Recording()) {
       RequestLogEntry e = LogEntry(ex.route_label, "error");
-      e.http_status = head_sent_ ? 200 : error.http_status;  // a stream's status was sent
+      e.answered_status = head_sent_ ? 200 : error.http_status;  // a stream's status was sent
       e.error_code = error.code.empty() ? error.type : error.code;
       Record(e);
     }
@@ -1071,7 +1071,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     if (!Recording()) return;
     RequestLogEntry e = LogEntry(label, "refused");
     e.served_model.clear();
-    e.http_status = error.http_status;
+    e.answered_status = error.http_status;
     e.error_code = error.code.empty() ? error.type : error.code;
     Record(e);
   }
@@ -1130,7 +1130,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     ex.finished = true;
     if (Recording()) {
       RequestLogEntry e = LogEntry(ex.route_label, "cancelled");
-      e.http_status = head_sent_ ? 200 : 0;
+      e.answered_status = head_sent_ ? 200 : 0;
       e.cancel_reason = std::string(CancelReasonName(reason));
       if (reason == CancelReason::kClientDisconnect) e.disconnect_ms = e.e2e_ms;
       Record(e);

@@ -252,7 +252,7 @@ std::string RequestLogLine(const RequestLogEntry& e) {
   j["role"] = NonEmpty(e.user_role);
   j["session_id"] = NonEmpty(e.session_id);
   j["outcome"] = e.outcome;
-  j["status"] = e.http_status == 0 ? nlohmann::json() : nlohmann::json(e.http_status);
+  j["status"] = e.answered_status == 0 ? nlohmann::json() : nlohmann::json(e.answered_status);
   j["error_code"] = NonEmpty(e.error_code);
   j["shed"] = e.error_code == "slo_shed";
   j["truncated"] = At(t, {"lifeline", "truncated"}) == true;

@@ -111,7 +111,7 @@ struct RequestLogEntry {
   std::string session_id;     // the request's X-Session-Id ("" = none)
   int64_t arrival_unix_ms = 0;
   std::string outcome;        // completed | error | cancelled | refused
-  int http_status = 0;        // 0 when the client left before any status was sent
+  int answered_status = 0;    // the HTTP status sent; 0 when the client left before one was
   std::string error_code;     // error / refusal code (slo_shed, invalid_request_error, ...)
   std::string finish_reason;  // completed: stop | length | tool_calls ...
   std::string cancel_reason;  // cancelled: client_disconnect | slow_reader | write_timeout | shutdown

@@ -230,7 +230,7 @@ load_sampled() {
   local hz; hz="$(getconf CLK_TCK)"
   join "$OUT/$1.cpu0" "$OUT/$1.cpu1" | awk -v hz="$hz" '{ printf "%s %.2f\n", $1, ($3 - $2) / hz }' |
     sort -k2,2 -rn >"$OUT/$1.cpu"
-  echo "  CPU s during the load: server threads $(awk '/^api/ && n++ < 4 { printf "%s ", $2 }' "$OUT/$1.cpu")" \
+  echo "  CPU s during the load: server threads $(awk '/^server/ && n++ < 4 { printf "%s ", $2 }' "$OUT/$1.cpu")" \
     "(busiest 4); holders $(awk '/^holder/ { printf "%s ", $2 }' "$OUT/$1.cpu")"
 }
 

@@ -183,7 +183,7 @@ TEST(RequestLogTest, LineCarriesTheTimingsSplitAndTokens) {
   e.user_role = "free";
   e.arrival_unix_ms = 1'700'000'000'123;
   e.outcome = "completed";
-  e.http_status = 200;
+  e.answered_status = 200;
   e.finish_reason = "stop";
   e.e2e_ms = 120.5;
   e.ttft_ms = 40.25;

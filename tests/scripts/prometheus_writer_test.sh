@@ -6,9 +6,14 @@
 # Usage: prometheus_writer_test.sh REPO_ROOT. Prints each offending line; exit 1 when any.
 set -uo pipefail
 cd "$1"
+# Every module directory must be here: a renamed one would otherwise drop out of the check.
 dirs=()
-for d in app base engine net scheduler server serving slo analysis tools bench; do
-  [ -d "$d" ] && dirs+=("$d")
+for d in app base engine text net scheduler api serving slo analysis modelgen economics bench; do
+  if [ ! -d "$d" ]; then
+    echo "FAIL: module directory '$d' is gone: update the list in $0"
+    exit 1
+  fi
+  dirs+=("$d")
 done
 hits=$(grep -rnE --include='*.cpp' --include='*.h' '"# (HELP|TYPE) ' "${dirs[@]}" |
        grep -v '^base/prometheus\.' || true)
