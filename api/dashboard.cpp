@@ -93,6 +93,7 @@ json DashboardState(const DashboardSources& s) {
   state["attainment"] = part("attainment", json::array());
   state["server"] = s.metrics != nullptr ? ServerJson(*s.metrics) : json(nullptr);
   state["recent"] = s.recent != nullptr ? s.recent->Json() : json::array();
+  state["economics"] = s.economics != nullptr ? s.economics->EconomicsJson() : json(nullptr);
   return state;
 }
 

@@ -8,7 +8,8 @@
 //    "models": [...], "outcomes": [...], "attainment": [...]   (the engine's, see ServingApi),
 //    "server": {"accepted", "completed", "errored", "cancelled", "in_flight",
 //               "responses_429", "responses_503", "open_connections"},
-//    "recent": [the last 64 requests' splits, api/recent_requests.h]}
+//    "recent": [the last 64 requests' splits, api/recent_requests.h],
+//    "economics": <the GET /v1/economics object, or null> (docs/economics.md)}
 //
 // Polling with validators: the answer carries an ETag computed over everything except the
 // clock fields (unix_ms, slo.now_ms, classes' level_age_ms and healthy_ticks, events'
@@ -32,6 +33,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/outcomes.h"
 #include "api/serving_api.h"
 #include "api/http_message.h"
 #include "api/recent_requests.h"
@@ -48,6 +50,7 @@ struct DashboardSources {
   const ServingApi* engine = nullptr;
   const ServerMetrics* metrics = nullptr;
   const RecentRequests* recent = nullptr;
+  const EconomicsApi* economics = nullptr;  // null: "economics" is null
   uint64_t instance = 0;  // random per server start: the page resets its rates on a change
   bool draining = false;
 };

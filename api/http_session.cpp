@@ -642,7 +642,8 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
             if_none_match = View(it->value());
           }
           const nlohmann::json state = DashboardState(
-              {&engine, &core_->metrics, &core_->recent, core_->id_salt, core_->draining.load()});
+              {&engine, &core_->metrics, &core_->recent, core_->options.economics.get(),
+               core_->id_salt, core_->draining.load()});
           return Respond(DashboardStateResponse(state, if_none_match), match.label);
         }
         case Route::kApplyTemplate:

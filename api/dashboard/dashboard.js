@@ -215,6 +215,7 @@
     renderClasses(s);
     renderClassCharts(s);
     renderEvents(s);
+    renderEconomics(s);
     renderEngines(s);
     renderRates();
     renderSplit(s);
@@ -393,6 +394,32 @@
               h('td', {}, e.reason), h('td', {}, e.p95_ms === null ? '–' : fmt(e.p95_ms, 1) + ' ms'),
               h('td', {}, e.target_ms === null ? '–' : fmt(e.target_ms, 1) + ' ms'));
     return tr;
+  }
+
+  // The live cliff per class beside its P95 target (GET /v1/economics, in the state).
+  function renderEconomics(s) {
+    const body = document.querySelector('#economics tbody');
+    const e = s.economics;
+    if (!e) return body.replaceChildren(h('tr', {}, h('td', { colspan: 7 }, 'This server keeps no latency economics.')));
+    const rows = (e.classes || []).map((c) => {
+      const found = c.cliff_ms !== null && c.cliff_ms !== undefined;
+      const over = found && c.target_ms !== null && c.target_ms > c.cliff_ms;
+      const tr = h('tr', { 'data-k': 'economics', 'data-class': c.class, 'data-status': c.status,
+                           'data-cliff-ms': found ? c.cliff_ms : '' });
+      tr.append(h('td', {}, c.class),
+                h('td', {}, found ? fmt(c.cliff_ms, 0) + ' ms' : '–'),
+                h('td', {}, found ? `[${fmt(c.ci95_ms[0], 0)}, ${fmt(c.ci95_ms[1], 0)}] ms` : '–'),
+                h('td', {}, c.target_ms === null ? '–' : h('span', { class: over ? 'badge l3' : '' }, fmt(c.target_ms, 0) + ' ms')),
+                h('td', {}, found ? `${fmt(100 * c.rate_below, 1)} % / ${fmt(100 * c.rate_above, 1)} %` : '–'),
+                h('td', {}, String(c.samples)),
+                h('td', {}, c.status));
+      return tr;
+    });
+    if (!rows.length) {
+      const when = e.refits ? 'no class has finished requests in the last hour' : `first fit in at most ${e.refit_interval_s} s`;
+      return body.replaceChildren(h('tr', {}, h('td', { colspan: 7 }, `No estimate yet (${when}).`)));
+    }
+    body.replaceChildren(...rows);
   }
 
   function renderEngines(s) {
