@@ -249,12 +249,32 @@ Result<CsvTable> RequestLogSessions(const CsvTable& log) {
     return std::nullopt;
   };
   const auto outcome = col("outcome"), e2e = col("e2e_ms"), reason = col("cancel_reason"),
-             ttft = col("ttft_ms"), cls = col("class");
+             ttft = col("ttft_ms"), cls = col("class"), id = col("id"), event = col("event"),
+             type = col("type"), disconnected = col("client_disconnected");
   if (!outcome || !e2e) return InvalidArgument(log.source + ": not a request log");
+  // The outcomes the application posted (`{"event": "outcome", "id": <the request it
+  // joined>, "type"}` lines), by request id: the latest abandoned / completed, and whether
+  // any click or conversion came.
+  struct Posted {
+    int abandoned = -1;
+    bool clicked = false, converted = false;
+  };
+  std::map<std::string, Posted, std::less<>> posted;
+  if (event && id && type) {
+    for (const std::vector<std::string>& row : log.rows) {
+      if (row[*event] != "outcome" || row[*id].empty()) continue;
+      Posted& p = posted[row[*id]];
+      const std::string& ty = row[*type];
+      if (ty == "abandoned") p.abandoned = 1;
+      if (ty == "completed") p.abandoned = 0;
+      if (ty == "clicked") p.clicked = true;
+      if (ty == "converted") p.converted = true;
+    }
+  }
   CsvTable t;
   t.source = log.source;
   t.header = log.header;
-  t.header.push_back("wait_ms");
+  for (const char* added : {"wait_ms", "abandoned", "clicked", "converted"}) t.header.push_back(added);
   for (size_t r = 0; r < log.rows.size(); ++r) {
     const std::vector<std::string>& row = log.rows[r];
     const bool left = row[*outcome] == "cancelled" && reason &&
@@ -262,6 +282,12 @@ Result<CsvTable> RequestLogSessions(const CsvTable& log) {
     if (row[*outcome] != "completed" && !left) continue;
     std::vector<std::string> kept = row;
     kept.push_back(ttft && !row[*ttft].empty() ? row[*ttft] : row[*e2e]);
+    const auto p = id ? posted.find(row[*id]) : posted.end();
+    const bool hung_up = disconnected ? row[*disconnected] == "true" : left;
+    const bool gone = p != posted.end() && p->second.abandoned >= 0 ? p->second.abandoned == 1 : hung_up;
+    kept.push_back(gone ? "1" : "0");
+    kept.push_back(p != posted.end() && p->second.clicked ? "1" : "0");
+    kept.push_back(p != posted.end() && p->second.converted ? "1" : "0");
     if (cls && kept[*cls].empty()) kept[*cls] = "unclassified";
     t.rows.push_back(std::move(kept));
     t.lines.push_back(log.lines[r]);

@@ -44,10 +44,12 @@ Result<CsvTable> ReadCsvFile(const std::string& path);
 bool IsRequestLog(const CsvTable& t);
 // The rows of a request log an abandonment analysis is about: requests answered in full
 // (outcome completed) or left by their client (cancelled, cancel_reason client_disconnect);
-// refusals, errors and shutdowns say nothing of a user's patience. Adds the column `wait_ms`:
-// the time to the first token, or, for a request that got none, the time the client waited
-// (until it left or the answer ended); and names an empty class `unclassified`.
-// InvalidArgument when no row is left.
+// refusals, errors and shutdowns say nothing of a user's patience. Adds the columns
+// `wait_ms` (the time to the first token, or, for a request that got none, the time the
+// client waited until it left or the answer ended), and from the outcomes the application
+// posted (`"event": "outcome"` lines, joined by the request id they name) `abandoned` (the
+// latest posted abandoned / completed, else whether the client hung up), `clicked` and
+// `converted` (0/1); names an empty class `unclassified`. InvalidArgument when no row is left.
 Result<CsvTable> RequestLogSessions(const CsvTable& log);
 
 // The 0-based index of a header column, or InvalidArgument naming the flag that chose it and

@@ -630,9 +630,10 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
           // Up to a thousand events to parse and join: on the prep pool.
           return AnswerOnPrepPool(
               match.label, [economics = core_->options.economics,
+                            log = core_->options.request_log,
                             limits = &core_->options.request_limits,
                             type = OwnedContentType(content_type), body = std::move(req.body())] {
-                return OutcomesResponse(*economics, type, body, *limits);
+                return OutcomesResponse(*economics, log.get(), type, body, *limits);
               });
         case Route::kDashboardPage:
           return Respond(DashboardPageResponse(), match.label);

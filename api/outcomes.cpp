@@ -1,5 +1,6 @@
 #include "api/outcomes.h"
 
+#include <chrono>
 #include <limits>
 
 #include "api/router.h"
@@ -98,15 +99,36 @@ std::variant<std::vector<OutcomeEvent>, ApiError> ParseOutcomes(const nlohmann::
   return out;
 }
 
-HttpResponse OutcomesResponse(EconomicsApi& economics, std::optional<std::string_view> content_type,
+HttpResponse OutcomesResponse(EconomicsApi& economics, RequestLog* request_log,
+                              std::optional<std::string_view> content_type,
                               std::string_view body, const RequestLimits& limits) {
   if (auto err = CheckContentType(content_type)) return ErrorResponse(*err);
   nlohmann::json doc;
   if (auto err = ParseJsonObject(body, limits, &doc)) return ErrorResponse(*err);
-  auto events = ParseOutcomes(doc);
-  if (auto* err = std::get_if<ApiError>(&events)) return ErrorResponse(*err);
-  return JsonResponse(200, OutcomesResultJson(economics.PostOutcomes(
-                               std::get<std::vector<OutcomeEvent>>(events))));
+  auto parsed = ParseOutcomes(doc);
+  if (auto* err = std::get_if<ApiError>(&parsed)) return ErrorResponse(*err);
+  const auto& events = std::get<std::vector<OutcomeEvent>>(parsed);
+  const OutcomesResult result = economics.PostOutcomes(events);
+  if (request_log != nullptr) {
+    const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch()).count();
+    for (size_t i = 0; i < events.size(); ++i) {
+      request_log->Append(OutcomeLogLine(
+          events[i], i < result.request_ids.size() ? result.request_ids[i] : std::string(), now));
+    }
+  }
+  return JsonResponse(200, OutcomesResultJson(result));
+}
+
+std::string OutcomeLogLine(const OutcomeEvent& e, const std::string& joined, int64_t received_unix_ms) {
+  auto text = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
+  nlohmann::json j = {{"event", "outcome"},
+                      {"id", text(joined)},
+                      {"request_id", text(e.request_id)},
+                      {"session_id", text(e.session_id)},
+                      {"type", OutcomeTypeName(e.type)},
+                      {"time_unix_ms", e.time_unix_ms.value_or(received_unix_ms)}};
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 HttpResponse EconomicsOffResponse() {

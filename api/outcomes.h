@@ -53,6 +53,9 @@ struct OutcomesResult {
   int64_t accepted = 0;
   int64_t joined = 0;   // matched a request still in the join window
   int64_t unknown = 0;  // no such request (never seen, or out of the window)
+  // Per event, in order: the request it joined ("" when unknown). A session's event names
+  // the request it went to, so the request log can record the join as it was made.
+  std::vector<std::string> request_ids;
 };
 
 class EconomicsApi {
@@ -73,9 +76,15 @@ std::variant<std::vector<OutcomeEvent>, ApiError> ParseOutcomes(const nlohmann::
 nlohmann::json OutcomesResultJson(const OutcomesResult& r);
 
 // The whole POST /v1/outcomes exchange: content type, the shared JSON checks, ParseOutcomes,
-// then `economics.PostOutcomes`.
-HttpResponse OutcomesResponse(EconomicsApi& economics, std::optional<std::string_view> content_type,
+// `economics.PostOutcomes`, then one request-log line per event when there is a log
+// (OutcomeLogLine), so `lifeline analyze` joins them to their requests offline.
+HttpResponse OutcomesResponse(EconomicsApi& economics, RequestLog* request_log,
+                              std::optional<std::string_view> content_type,
                               std::string_view body, const RequestLimits& limits);
+// {"event": "outcome", "id": the request it joined (null when unknown), "request_id" /
+//  "session_id": as posted, "type", "time_unix_ms": as posted, else when it arrived}.
+std::string OutcomeLogLine(const OutcomeEvent& event, const std::string& joined_request_id,
+                           int64_t received_unix_ms);
 // 404 economics_off: a server started without the economics plane.
 HttpResponse EconomicsOffResponse();
 

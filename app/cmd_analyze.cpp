@@ -43,6 +43,7 @@ struct ThresholdFlags {
 
 struct DecayFlags {
   std::string input, latency_col = "latency_ms", click_col = "clicked", convert_col = "converted";
+  bool latency_col_given = false;
   int bins = 20;
   bool json = false;
   std::string plot;
@@ -96,7 +97,7 @@ Result<std::vector<an::ThresholdInput>> LoadSessions(const ThresholdFlags& f) {
     // latency, the SLO class the scenario (each unless named otherwise).
     LL_ASSIGN_OR_RETURN(t, an::RequestLogSessions(t));
     if (!f.latency_col_given) latency_name = "wait_ms";
-    if (!f.outcome_col_given) outcome_name = "client_disconnected";
+    if (!f.outcome_col_given) outcome_name = "abandoned";
     if (!f.scenario_col_given) scenario_name = "class";
   }
   LL_ASSIGN_OR_RETURN(size_t lat_col, an::FindColumn(t, latency_name, "--latency-col"));
@@ -246,7 +247,14 @@ int RunDecay(const DecayFlags& f) {
   if (f.bins < 2 || f.bins > 1000) return Fail(what, InvalidArgument("--bins must be in [2, 1000]"));
   auto run = [&]() -> Result<an::DecayResult> {
     LL_ASSIGN_OR_RETURN(an::CsvTable t, an::ReadCsvFile(f.input));
-    LL_ASSIGN_OR_RETURN(size_t lc, an::FindColumn(t, f.latency_col, "--latency-col"));
+    std::string latency_name = f.latency_col;
+    if (an::IsRequestLog(t)) {
+      // `serve --request-log` with posted outcomes: each served request an impression, its
+      // wait the latency, clicks and conversions from the outcome lines.
+      LL_ASSIGN_OR_RETURN(t, an::RequestLogSessions(t));
+      if (!f.latency_col_given) latency_name = "wait_ms";
+    }
+    LL_ASSIGN_OR_RETURN(size_t lc, an::FindColumn(t, latency_name, "--latency-col"));
     LL_ASSIGN_OR_RETURN(size_t cc, an::FindColumn(t, f.click_col, "--click-col"));
     LL_ASSIGN_OR_RETURN(size_t vc, an::FindColumn(t, f.convert_col, "--convert-col"));
     an::DecayInput in;
@@ -390,7 +398,8 @@ void AddThreshold(CLI::App* parent, ThresholdFlags* f) {
        "Latency column in ms (default latency_ms; wait_ms for a request log)");
   c->add_option_function<std::string>(
        "--outcome-col", [f](const std::string& v) { f->outcome_col = v; f->outcome_col_given = true; },
-       "Outcome column, 0/1 or true/false (default abandoned; client_disconnected for a request log)");
+       "Outcome column, 0/1 or true/false (default abandoned; for a request log, the posted "
+       "abandoned / completed, else whether the client hung up)");
   c->add_option_function<std::string>(
        "--scenario-col", [f](const std::string& v) { f->scenario_col = v; f->scenario_col_given = true; },
        "Scenario column (default 'scenario' when present, 'class' for a request log; "
@@ -420,8 +429,13 @@ void AddThreshold(CLI::App* parent, ThresholdFlags* f) {
 void AddDecay(CLI::App* parent, DecayFlags* f) {
   CLI::App* c = parent->add_subcommand(
       "decay", "Fit click-through and conversion decay with latency (maximum likelihood)");
-  c->add_option("--input", f->input, "Events CSV (one row per impression)")->required();
-  c->add_option("--latency-col", f->latency_col, "Latency column (ms)")->capture_default_str();
+  c->add_option("--input", f->input,
+                "Events CSV (one row per impression), or a request log of `serve --request-log` "
+                "with the outcomes posted to /v1/outcomes (JSON Lines)")
+      ->required();
+  c->add_option_function<std::string>(
+       "--latency-col", [f](const std::string& v) { f->latency_col = v; f->latency_col_given = true; },
+       "Latency column in ms (default latency_ms; wait_ms for a request log)");
   c->add_option("--click-col", f->click_col, "Clicked column (0/1)")->capture_default_str();
   c->add_option("--convert-col", f->convert_col, "Converted column (0/1)")->capture_default_str();
   c->add_option("--bins", f->bins, "Equal-count bins for R^2 and the plot")->capture_default_str();

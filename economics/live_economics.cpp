@@ -105,9 +105,11 @@ api::OutcomesResult LiveEconomics::PostOutcomes(const std::vector<api::OutcomeEv
     if (it == index.end() || it->second < first_seq_) {
       ++out.unknown;
       ++unknown_[type];
+      out.request_ids.emplace_back();
       continue;
     }
     Request& r = window_[it->second - first_seq_];
+    out.request_ids.push_back(r.id);
     switch (ev.type) {
       case api::OutcomeType::kAbandoned: r.posted = 1; break;
       case api::OutcomeType::kCompleted: r.posted = 0; break;

@@ -4,6 +4,7 @@
 // (tests/analysis/reference_fit.py; skipped without python3).
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -147,6 +148,54 @@ TEST_F(AnalyzeCli, ThresholdReadsTheServersRequestLog) {
   const Out bad = Sh(Bin() + "threshold --input " + P("bad.jsonl"));
   EXPECT_EQ(bad.code, 2) << bad.text;
   EXPECT_NE(bad.text.find("bad.jsonl:2"), std::string::npos) << bad.text;
+}
+
+// `analyze decay` on a request log whose clicks and conversions were posted to /v1/outcomes
+// (outcome lines joined by request id) fits exactly what it fits on the same impressions as
+// a CSV: the log is read as the data, nothing is lost or added.
+TEST_F(AnalyzeCli, DecayReadsPostedOutcomesFromTheRequestLog) {
+  ASSERT_EQ(Sh(Bin() + "simulate --kind events --seed 4 --rows 20000 --out " + P("e.csv")).code, 0);
+  std::ifstream in(P("e.csv"));
+  std::ofstream log(P("requests.jsonl"));
+  std::string line;
+  std::getline(in, line);
+  std::vector<std::string> header;
+  {
+    std::stringstream ss(line);
+    for (std::string c; std::getline(ss, c, ',');) header.push_back(c);
+  }
+  auto index = [&](const std::string& name) {
+    return static_cast<size_t>(std::find(header.begin(), header.end(), name) - header.begin());
+  };
+  const size_t lat = index("latency_ms"), clk = index("clicked"), cnv = index("converted");
+  ASSERT_LT(std::max({lat, clk, cnv}), header.size()) << line;
+  int n = 0;
+  std::vector<std::string> outcomes;
+  while (std::getline(in, line)) {
+    std::vector<std::string> cell;
+    std::stringstream ss(line);
+    for (std::string c; std::getline(ss, c, ',');) cell.push_back(c);
+    const std::string id = "req-" + std::to_string(n++);
+    log << nlohmann::json({{"id", id}, {"class", "shop"}, {"outcome", "completed"},
+                           {"cancel_reason", nullptr}, {"ttft_ms", std::stod(cell[lat])},
+                           {"e2e_ms", std::stod(cell[lat]) + 200}, {"client_disconnected", false}})
+               .dump()
+        << "\n";
+    // Posted later, out of order with the requests, as an application would.
+    if (cell[clk] == "1") outcomes.push_back(nlohmann::json({{"event", "outcome"}, {"id", id}, {"type", "clicked"}}).dump());
+    if (cell[cnv] == "1") outcomes.push_back(nlohmann::json({{"event", "outcome"}, {"id", id}, {"type", "converted"}}).dump());
+  }
+  for (auto it = outcomes.rbegin(); it != outcomes.rend(); ++it) log << *it << "\n";
+  log.close();
+  const Out csv = Sh(Bin() + "decay --input " + P("e.csv") + " --json");
+  const Out jsonl = Sh(Bin() + "decay --input " + P("requests.jsonl") + " --json");
+  ASSERT_EQ(csv.code, 0) << csv.text;
+  ASSERT_EQ(jsonl.code, 0) << jsonl.text;
+  auto a = nlohmann::json::parse(csv.text), b = nlohmann::json::parse(jsonl.text);
+  EXPECT_EQ(a["n"], b["n"]);
+  EXPECT_EQ(a["clicks"], b["clicks"]);
+  EXPECT_EQ(a["conversions"], b["conversions"]);
+  EXPECT_EQ(a.dump(), b.dump());
 }
 
 TEST_F(AnalyzeCli, DecayJsonContractAndImpact) {

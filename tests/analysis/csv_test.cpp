@@ -136,3 +136,37 @@ TEST(AnalysisJsonLines, RequestLogKeepsCompletedAndAbandonedRequests) {
 
 }  // namespace
 }  // namespace lifeline::analysis
+
+namespace lifeline::analysis {
+namespace {
+
+// Outcome lines (`"event": "outcome"`, posted to /v1/outcomes) join their requests by id:
+// the latest abandoned / completed overrides the disconnect, clicks and conversions count.
+TEST(AnalysisJsonLines, PostedOutcomesJoinTheirRequests) {
+  auto log = ParseJsonLines(
+      "{\"id\":\"a\",\"outcome\":\"completed\",\"ttft_ms\":100,\"e2e_ms\":500,\"client_disconnected\":false,\"cancel_reason\":null,\"class\":\"s\"}\n"
+      "{\"id\":\"b\",\"outcome\":\"cancelled\",\"ttft_ms\":null,\"e2e_ms\":800,\"client_disconnected\":true,\"cancel_reason\":\"client_disconnect\",\"class\":\"s\"}\n"
+      "{\"id\":\"c\",\"outcome\":\"completed\",\"ttft_ms\":300,\"e2e_ms\":900,\"client_disconnected\":false,\"cancel_reason\":null,\"class\":\"s\"}\n"
+      "{\"event\":\"outcome\",\"id\":\"a\",\"type\":\"clicked\",\"time_unix_ms\":1765000000000}\n"
+      "{\"event\":\"outcome\",\"id\":\"a\",\"type\":\"converted\",\"time_unix_ms\":1765000000001}\n"
+      "{\"event\":\"outcome\",\"id\":\"b\",\"type\":\"completed\",\"time_unix_ms\":1765000000002}\n"
+      "{\"event\":\"outcome\",\"id\":\"c\",\"type\":\"completed\",\"time_unix_ms\":1765000000003}\n"
+      "{\"event\":\"outcome\",\"id\":\"c\",\"type\":\"abandoned\",\"time_unix_ms\":1765000000004}\n"
+      "{\"event\":\"outcome\",\"id\":null,\"type\":\"clicked\",\"time_unix_ms\":1765000000005}\n",
+      "r.jsonl");
+  ASSERT_TRUE(log.ok()) << log.status().message();
+  auto s = RequestLogSessions(*log);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  ASSERT_EQ(s->rows.size(), 3u);  // the outcome lines are not requests
+  auto col = [&](const char* name) { return *FindColumn(*s, name, "test"); };
+  const size_t ab = col("abandoned"), cl = col("clicked"), cv = col("converted");
+  EXPECT_EQ(s->rows[0][ab], "0");
+  EXPECT_EQ(s->rows[0][cl], "1");
+  EXPECT_EQ(s->rows[0][cv], "1");
+  EXPECT_EQ(s->rows[1][ab], "0");  // it hung up, but the application says completed
+  EXPECT_EQ(s->rows[2][ab], "1");  // the latest posted outcome wins
+  EXPECT_EQ(s->rows[2][cl], "0");
+}
+
+}  // namespace
+}  // namespace lifeline::analysis

@@ -143,13 +143,16 @@ class RecordingEconomics final : public EconomicsApi {
   OutcomesResult PostOutcomes(const std::vector<OutcomeEvent>& ev) override {
     std::lock_guard lock(mu);
     events.insert(events.end(), ev.begin(), ev.end());
-    return {static_cast<int64_t>(ev.size()), static_cast<int64_t>(ev.size()), 0};
+    OutcomesResult r{static_cast<int64_t>(ev.size()), static_cast<int64_t>(ev.size()), 0, {}};
+    r.request_ids.assign(ev.size(), joined_id);
+    return r;
   }
   nlohmann::json EconomicsJson() const override { return {{"object", "economics"}}; }
   std::string MetricsText() const override { return "lifeline_test_economics 1\n"; }
   std::mutex mu;
   std::vector<RequestLogEntry> finished;
   std::vector<OutcomeEvent> events;
+  std::string joined_id = "req-joined";  // what every posted event is said to join
 };
 
 }  // namespace lifeline::api::testing

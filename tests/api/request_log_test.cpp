@@ -318,6 +318,39 @@ TEST_F(RequestLogServerTest, RefusalsAndErrorsAreLoggedWithTheirCodes) {
   for (const auto& j : lines) EXPECT_EQ(j.size(), lines[0].size()) << j.dump();
 }
 
+// With the economics plane too, each posted outcome is a line naming the request it joined,
+// so `lifeline analyze` can join them offline.
+class RequestLogOutcomesTest : public RequestLogServerTest {
+ protected:
+  void SetUp() override {
+    auto log = RequestLog::Open({.path = dir_.File("requests.jsonl")});
+    ASSERT_TRUE(log.ok()) << log.status().ToString();
+    log_ = std::move(log).value();
+    economics_ = std::make_shared<RecordingEconomics>();
+    ServerOptions o = TestOptions();
+    o.request_log = log_;
+    o.economics = economics_;
+    StartServer(std::move(o));
+  }
+  std::shared_ptr<RecordingEconomics> economics_;
+};
+
+TEST_F(RequestLogOutcomesTest, PostedOutcomesAreLinesNamingTheirRequest) {
+  economics_->joined_id = "cmpl-joined";
+  auto r = Roundtrip(PostRequest("/v1/outcomes",
+                                 R"({"events":[{"session_id":"s-1","type":"clicked","time":1765000000123}]})"));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const auto lines = Logged();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["event"], "outcome");
+  EXPECT_EQ(lines[0]["id"], "cmpl-joined");
+  EXPECT_EQ(lines[0]["session_id"], "s-1");
+  EXPECT_TRUE(lines[0]["request_id"].is_null());
+  EXPECT_EQ(lines[0]["type"], "clicked");
+  EXPECT_EQ(lines[0]["time_unix_ms"], 1765000000123);
+}
+
 TEST_F(RequestLogServerTest, TheMetricsCountTheLines) {
   auto r = Roundtrip(PostRequest("/v1/completions", R"({"prompt":"x"})"));
   ASSERT_TRUE(r);

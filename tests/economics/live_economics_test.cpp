@@ -165,6 +165,7 @@ TEST(LiveEconomicsTest, JoinsBySessionToItsLatestRequestAndCountsUnknownIds) {
   EXPECT_EQ(r.accepted, 2);
   EXPECT_EQ(r.joined, 1);
   EXPECT_EQ(r.unknown, 1);
+  EXPECT_EQ(r.request_ids, (std::vector<std::string>{"b", ""}));  // what each event joined
   econ.RefitNow();
   const nlohmann::json j = econ.EconomicsJson();
   const nlohmann::json* c = ClassOf(j, "chat");
