@@ -27,6 +27,7 @@
 #include "api/http_server.h"
 #include "api/router.h"
 #include "economics/live_economics.h"
+#include "slo/autotune.h"
 #include "serving/serving_hub.h"
 #include "serving/kv_disk_store.h"
 #include "serving/model_engine.h"
@@ -434,24 +435,37 @@ int RunServe(ServeFlags f) {
   for (const auto& r : remotes) member_names.push_back(r->name());
   auto slo_config = ApplyCascade(f, std::move(base_config).value(), member_names);
   if (!slo_config.ok()) return Fail(slo_config.status());
-  // The live economics shows each class's target beside its cliff: its TTFT P95 (the wait it
-  // measures), else its e2e P95.
-  std::map<std::string, double> class_targets;
-  for (const slo::SloClass& c : slo_config->classes) {
-    if (auto t = c.ttft_p95_ms ? c.ttft_p95_ms : c.e2e_p95_ms) class_targets[c.name] = *t;
-  }
+  serving::ServingHub service(std::move(engines), std::move(remotes),
+                                 std::move(slo_config).value());
+  // The live economics shows each class's target in force beside its cliff: its TTFT P95 (the
+  // wait it measures; autotune's move when [autotune] made one), else its e2e P95. The
+  // autotuner moves the TTFT targets on the refits' evidence (off unless enabled).
+  const std::shared_ptr<slo::TargetBoard> targets = service.target_board();
+  auto autotuner = std::make_shared<slo::Autotuner>(service.slo_config(), targets.get());
   economics::EconomicsOptions eo;
   eo.refit_interval_ms = f.economics_refit_s * 1000;
   eo.window_requests = f.economics_window;
-  eo.target_ms = [class_targets](const std::string& cls) -> std::optional<double> {
-    auto it = class_targets.find(cls);
-    return it == class_targets.end() ? std::nullopt : std::optional<double>(it->second);
+  eo.target_ms = [config = &service.slo_config(), targets](const std::string& cls) -> std::optional<double> {
+    const slo::SloClass* c = config->FindClass(cls);
+    if (c == nullptr) return std::nullopt;
+    const slo::SloClass in_force = targets->Apply(*c);
+    return in_force.ttft_p95_ms ? in_force.ttft_p95_ms : in_force.e2e_p95_ms;
   };
+  eo.on_refit = [autotuner](const std::vector<slo::CliffEstimate>& cliffs, int64_t now_unix_ms) {
+    for (const slo::CliffEstimate& c : cliffs) {
+      if (auto m = autotuner->Observe(c, now_unix_ms)) {
+        std::fprintf(stderr,
+                     "lifeline serve: autotune: class %s ttft_p95_ms %.0f -> %.0f (cliff %.0f ms "
+                     "[%.0f, %.0f], p %.3f, %lld samples, stable over %d refits)\n",
+                     m->slo_class.c_str(), m->from_ms, m->to_ms, m->cliff_ms, m->ci_lo_ms,
+                     m->ci_hi_ms, m->p_value, static_cast<long long>(m->samples), m->stable_refits);
+      }
+    }
+  };
+  eo.autotune_json = [autotuner] { return autotuner->Json(); };
   auto live_economics = std::make_shared<economics::LiveEconomics>(std::move(eo));
-  live_economics->Start();
-  serving::ServingHub service(std::move(engines), std::move(remotes),
-                                 std::move(slo_config).value());
   service.Start();
+  live_economics->Start();
   api::ServerOptions so;
   so.bind_address = f.host;
   so.port = static_cast<uint16_t>(f.port);

@@ -197,10 +197,25 @@ void LiveEconomics::RefitNow() {
     }
     fresh[cls] = std::move(est);
   }
-  std::lock_guard lock(mu_);
-  estimates_ = std::move(fresh);
-  ++refits_;
-  last_refit_unix_ms_ = now;
+  std::vector<slo::CliffEstimate> cliffs;
+  for (const auto& [cls, est] : fresh) {
+    slo::CliffEstimate c;
+    c.slo_class = cls;
+    c.found = est.cliff_ms.has_value();
+    c.cliff_ms = est.cliff_ms.value_or(0);
+    c.ci_lo_ms = est.ci_lo_ms.value_or(0);
+    c.ci_hi_ms = est.ci_hi_ms.value_or(0);
+    c.p_value = est.p_value;
+    c.samples = est.samples;
+    cliffs.push_back(std::move(c));
+  }
+  {
+    std::lock_guard lock(mu_);
+    estimates_ = std::move(fresh);
+    ++refits_;
+    last_refit_unix_ms_ = now;
+  }
+  if (options_.on_refit) options_.on_refit(cliffs, now);
 }
 
 nlohmann::json LiveEconomics::EconomicsJson() const {
@@ -251,7 +266,7 @@ nlohmann::json LiveEconomics::EconomicsJson() const {
     joined[name] = joined_[t];
     unknown[name] = unknown_[t];
   }
-  return {{"object", "economics"},
+  json out = {{"object", "economics"},
           {"horizon_s", options_.horizon_ms / 1000},
           {"refit_interval_s", options_.refit_interval_ms / 1000},
           {"refits", refits_},
@@ -259,6 +274,8 @@ nlohmann::json LiveEconomics::EconomicsJson() const {
           {"window", {{"requests", window_.size()}, {"capacity", options_.window_requests}}},
           {"outcomes", {{"joined", std::move(joined)}, {"unknown", std::move(unknown)}}},
           {"classes", std::move(classes)}};
+  out["autotune"] = options_.autotune_json ? options_.autotune_json() : json(nullptr);
+  return out;
 }
 
 std::string LiveEconomics::MetricsText() const {

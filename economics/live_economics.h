@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "api/outcomes.h"
+#include "slo/autotune.h"
 
 namespace lifeline::economics {
 
@@ -49,8 +50,12 @@ struct EconomicsOptions {
   double alpha = 0.01;
   int bins = 20;                      // equal-count latency bins in the JSON
   std::function<int64_t()> now_ms;    // unix ms; default the system clock
-  // The class's latency target (its TTFT P95, else its e2e P95), shown beside the cliff.
+  // The class's latency target in force (its TTFT P95, else its e2e P95), shown beside the cliff.
   std::function<std::optional<double>(const std::string& slo_class)> target_ms;
+  // After each refit, on the refit thread: every class's estimate (the autotuner's input).
+  std::function<void(const std::vector<slo::CliffEstimate>&, int64_t now_unix_ms)> on_refit;
+  // Embedded as "autotune" in the JSON (the autotuner's targets and moves); null when unset.
+  std::function<nlohmann::json()> autotune_json;
 };
 
 class LiveEconomics final : public api::EconomicsApi {

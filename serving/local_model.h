@@ -25,6 +25,7 @@
 #include "api/serving_api.h"
 #include "serving/kv_tier_stats.h"
 #include "slo/slo_config.h"
+#include "slo/target_board.h"
 #include "serving/request_timing.h"
 #include "slo/admission.h"
 #include "slo/controller.h"
@@ -72,6 +73,7 @@ struct SloHooks {
   // The clock the SLO decisions inside the engine read (a request's age when it is queued and
   // whether it is late); empty: the steady clock. A seam for tests, which move it forward.
   std::function<Clock::time_point()> clock;
+  const slo::TargetBoard* targets = nullptr;  // the targets in force (autotune), or null
 };
 
 // A request's SLO context, resolved by the caller (ServingHub).

@@ -206,7 +206,9 @@ int64_t ModelEngine::TrimBudgetTokens(const SubmitSlo& slo,
     fields.slo_class = req.slo_class;
     fields.user_role = req.user_role;
     if (req.deadline_ms) fields.deadline_ms = static_cast<double>(*req.deadline_ms);
-    if (auto b = slo::Resolve(*slo_.config, fields); b.ok()) ttft_budget_ms = b->ttft_budget_ms;
+    if (auto b = slo::Resolve(*slo_.config, fields, slo_.targets); b.ok()) {
+      ttft_budget_ms = b->ttft_budget_ms;
+    }
   }
   if (ttft_budget_ms && slo_.speeds != nullptr) {
     if (auto f = slo_.speeds->prefill_fit()) {

@@ -47,14 +47,16 @@ std::string Escaped(const std::string& v) { return prom::Escape(v); }
 }  // namespace
 
 std::vector<AttainmentRow> AttainmentRows(const slo::SloConfig& config,
-                                          const slo::TrackerSnapshot& snapshot) {
+                                          const slo::TrackerSnapshot& snapshot,
+                                          const slo::TargetBoard* targets) {
   std::vector<AttainmentRow> rows;
-  for (const slo::SeriesSnapshot& s : snapshot.by_class_model) {
-    if (const slo::SloClass* c = config.FindClass(s.slo_class)) AddRows(*c, s, &rows);
-  }
-  for (const slo::SeriesSnapshot& s : snapshot.by_class) {
-    if (const slo::SloClass* c = config.FindClass(s.slo_class)) AddRows(*c, s, &rows);
-  }
+  auto add = [&](const slo::SeriesSnapshot& s) {
+    const slo::SloClass* c = config.FindClass(s.slo_class);
+    if (c == nullptr) return;
+    AddRows(targets != nullptr ? targets->Apply(*c) : *c, s, &rows);
+  };
+  for (const slo::SeriesSnapshot& s : snapshot.by_class_model) add(s);
+  for (const slo::SeriesSnapshot& s : snapshot.by_class) add(s);
   return rows;
 }
 

@@ -25,6 +25,7 @@
 #include "serving/model_engine.h"
 #include "slo/latency_tracker.h"
 #include "slo/slo_config.h"
+#include "slo/target_board.h"
 
 namespace lifeline::serving {
 
@@ -40,8 +41,10 @@ struct AttainmentRow {
 
 // Rows for every class with a TTFT or e2e target that has samples, by_class_model first,
 // then the merged per-class rows.
+// `targets`: the targets in force (autotune's moves), or null for the configured ones.
 std::vector<AttainmentRow> AttainmentRows(const slo::SloConfig& config,
-                                          const slo::TrackerSnapshot& snapshot);
+                                          const slo::TrackerSnapshot& snapshot,
+                                          const slo::TargetBoard* targets = nullptr);
 nlohmann::json AttainmentJson(const std::vector<AttainmentRow>& rows);
 std::string AttainmentPrometheusText(const std::vector<AttainmentRow>& rows);
 

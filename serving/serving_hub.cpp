@@ -87,6 +87,7 @@ ServingHub::ServingHub(std::vector<std::unique_ptr<LocalModel>> engines,
   }
   // Batch knobs exist only for local engines; remote members have no engine loop to steer.
   controller_ = std::make_unique<slo::Controller>(slo_config_, names, NowUs());
+  controller_->SetTargetBoard(target_board_.get());
   for (auto& e : engines_) {
     speeds_.push_back(std::make_unique<slo::SpeedEstimator>(
         slo_config_.admission.ewma_alpha, slo_config_.admission.speed_stale_ms));
@@ -97,6 +98,7 @@ ServingHub::ServingHub(std::vector<std::unique_ptr<LocalModel>> engines,
     hooks.tracker = &tracker_;
     hooks.speeds = speeds_.back().get();
     hooks.config = &slo_config_;
+    hooks.targets = target_board_.get();
     hooks.outcomes = &outcomes_;
     if (clock_) {
       // The engines read the same clock as the control plane.
@@ -282,7 +284,7 @@ api::SubmitResult ServingHub::Submit(api::GenerationRequest request,
   fields.user_role = request.user_role;
   fields.allow_context_trim = request.allow_context_trim;
   if (request.deadline_ms) fields.deadline_ms = static_cast<double>(*request.deadline_ms);
-  auto budget = slo::Resolve(slo_config_, fields);
+  auto budget = slo::Resolve(slo_config_, fields, target_board_.get());
   if (!budget.ok()) return api::SubmitResult::Reject(SloBadRequest(budget.status().message()));
 
   const api::RequestHandle handle = next_handle_.fetch_add(1);

@@ -40,6 +40,7 @@
 #include "slo/latency_tracker.h"
 #include "slo/prediction_audit.h"
 #include "slo/slo_config.h"
+#include "slo/target_board.h"
 
 namespace lifeline::serving {
 
@@ -99,6 +100,9 @@ class ServingHub final : public api::ServingApi {
   LocalModel* Find(const std::string& name) const;
   RemoteBackend* FindRemote(const std::string& name) const;
   const slo::Controller& controller() const { return *controller_; }
+  // The targets in force; the autotuner moves them (`serve`, docs/economics.md).
+  const std::shared_ptr<slo::TargetBoard>& target_board() const { return target_board_; }
+  const slo::SloConfig& slo_config() const { return slo_config_; }
   // GET /v1/slo's object (SloStatusJson's text), with the requests in flight and each local
   // model's prediction audit.
   nlohmann::json SloStatus() const;
@@ -197,6 +201,9 @@ class ServingHub final : public api::ServingApi {
   std::unordered_map<api::RequestHandle, std::shared_ptr<InFlight>> owner_;  // live handles
 
   slo::SloConfig slo_config_;
+  // The class targets in force: the configured ones until the autotuner moves one
+  // (slo/autotune.h, wired by `serve`); read by the controller, Resolve and the reports.
+  std::shared_ptr<slo::TargetBoard> target_board_ = std::make_shared<slo::TargetBoard>();
   slo::LatencyTracker tracker_;
   std::vector<std::unique_ptr<slo::SpeedEstimator>> speeds_;  // [engines_.size()]
   std::vector<std::unique_ptr<slo::PredictionAudit>> audits_;  // [engines_.size()]

@@ -58,7 +58,7 @@ std::optional<nlohmann::json> ServingHub::DashboardJson() const {
         {{"class", c.slo_class}, {"model", c.model}, {"outcome", c.outcome}, {"count", c.count}});
   }
   out["outcomes"] = std::move(outcomes);
-  out["attainment"] = AttainmentJson(AttainmentRows(controller_->config(), snap));
+  out["attainment"] = AttainmentJson(AttainmentRows(controller_->config(), snap, target_board_.get()));
   return out;
 }
 
@@ -105,7 +105,7 @@ std::string ServingHub::OpsMetricsText(const std::vector<EngineSnapshot>& snaps,
   for (size_t i = 0; i < engines_.size() && i < snaps.size(); ++i) {
     gauges.push_back(VllmGaugesOf(engines_[i]->name(), snaps[i]));
   }
-  return AttainmentPrometheusText(AttainmentRows(controller_->config(), tracker)) +
+  return AttainmentPrometheusText(AttainmentRows(controller_->config(), tracker, target_board_.get())) +
          VllmCompatPrometheusText(gauges);
 }
 

@@ -414,7 +414,8 @@ bool Controller::StepModel(int64_t now_us, const TrackerSnapshot& snapshot, Mode
   const BatchParams& bp = config_.batching;
   bool any = false;
   double worst = 0;
-  for (const SloClass& cls : config_.classes) {
+  for (const SloClass& configured : config_.classes) {
+    const SloClass cls = Effective(configured);
     const Pressure p = PressureOfRow(cls, snapshot.Find(cls.name, st->model), cp.min_samples);
     if (!p.has_signal) continue;
     worst = any ? std::max(worst, p.ratio) : p.ratio;
@@ -439,7 +440,8 @@ TickResult Controller::Tick(int64_t now_us, const TrackerSnapshot& snapshot) {
   std::lock_guard lock(mu_);
   bool changed = false;
   const int64_t min_samples = config_.controller.min_samples;
-  for (const SloClass& cls : config_.classes) {
+  for (const SloClass& configured : config_.classes) {
+    const SloClass cls = Effective(configured);
     for (const std::string& model : ladder_models_) {
       const SeriesSnapshot* row =
           model.empty() ? snapshot.FindClass(cls.name) : snapshot.Find(cls.name, model);

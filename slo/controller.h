@@ -59,6 +59,7 @@
 #include "base/board.h"
 #include "slo/latency_tracker.h"
 #include "slo/slo_config.h"
+#include "slo/target_board.h"
 
 namespace lifeline::slo {
 
@@ -236,6 +237,12 @@ class Controller {
   const KnobBoard& board() const { return board_; }
   std::shared_ptr<const Knobs> knobs() const { return board_.Load(); }
   const SloConfig& config() const { return config_; }
+  // The targets in force (slo/target_board.h: autotune's moves); null = the configured ones.
+  // Set before the first Tick; the board must outlive the controller.
+  void SetTargetBoard(const TargetBoard* targets) { targets_ = targets; }
+  const TargetBoard* target_board() const { return targets_; }
+  // `c` with the targets in force.
+  SloClass Effective(const SloClass& c) const { return targets_ != nullptr ? targets_->Apply(c) : c; }
 
   std::vector<LadderEvent> RecentEvents() const;
   uint64_t EventsTotal() const;
@@ -297,6 +304,7 @@ class Controller {
   int64_t StepTokensFor(int32_t max_running) const;
 
   const SloConfig config_;
+  const TargetBoard* targets_ = nullptr;
   KnobBoard board_;
   uint64_t version_ = 0;
 

@@ -12,6 +12,7 @@
 #include <toml++/toml.h>
 
 #include "base/prometheus.h"
+#include "slo/target_board.h"
 
 namespace lifeline::slo {
 
@@ -280,6 +281,20 @@ Status ParseAdmission(const Reader& r, const toml::table& t, AdmissionParams* p)
   return Status::Ok();
 }
 
+Status ParseAutotune(const Reader& r, const toml::table& t, AutotuneParams* p) {
+  const std::string s = "autotune";
+  LL_RETURN_IF_ERROR(r.CheckKeys(t, s, {"enabled", "margin", "max_step", "min_factor",
+                                        "max_factor", "stable_refits", "min_interval_ms"}));
+  LL_RETURN_IF_ERROR(r.Bool(t, s, "enabled", &p->enabled));
+  LL_RETURN_IF_ERROR(r.Double(t, s, "margin", 0, false, 0.9, &p->margin));
+  LL_RETURN_IF_ERROR(r.Double(t, s, "max_step", 0, true, 1, &p->max_step));
+  LL_RETURN_IF_ERROR(r.Double(t, s, "min_factor", 0, true, 1, &p->min_factor));
+  LL_RETURN_IF_ERROR(r.Double(t, s, "max_factor", 1, false, 100, &p->max_factor));
+  LL_RETURN_IF_ERROR(r.IntAs(t, s, "stable_refits", 1, 1000, &p->stable_refits));
+  LL_RETURN_IF_ERROR(r.Int(t, s, "min_interval_ms", 0, 86'400'000 * int64_t{7}, &p->min_interval_ms));
+  return Status::Ok();
+}
+
 Status ParseClass(const Reader& r, const std::string& name, const toml::table& t, SloClass* c) {
   const std::string s = "classes." + name;
   LL_RETURN_IF_ERROR(r.CheckKeys(
@@ -417,7 +432,7 @@ Status ParseModels(const Reader& r, const toml::node& n, SloConfig* c) {
 Status ParseRoot(const Reader& r, const toml::table& root, SloConfig* c) {
   LL_RETURN_IF_ERROR(r.CheckKeys(root, "", {"default_class", "use_presets", "classes", "roles",
                                             "models", "window", "controller", "batching",
-                                            "ladder", "admission"}));
+                                            "ladder", "admission", "autotune"}));
   bool use_presets = true;
   LL_RETURN_IF_ERROR(r.Bool(root, "", "use_presets", &use_presets));
   if (!use_presets) {
@@ -439,6 +454,8 @@ Status ParseRoot(const Reader& r, const toml::table& root, SloConfig* c) {
          return s; }},
       {"admission", [](const Reader& r, const toml::table& t, SloConfig* c) {
          return ParseAdmission(r, t, &c->admission); }},
+      {"autotune", [](const Reader& r, const toml::table& t, SloConfig* c) {
+         return ParseAutotune(r, t, &c->autotune); }},
       {"classes", &ParseClasses},
       {"roles", &ParseRoles},
   };
@@ -568,7 +585,8 @@ Status CheckModelFiles(const SloConfig& config, std::string_view source_name) {
   return Status::Ok();
 }
 
-Result<RequestBudget> Resolve(const SloConfig& config, const RequestSloFields& fields) {
+Result<RequestBudget> Resolve(const SloConfig& config, const RequestSloFields& fields,
+                              const TargetBoard* targets) {
   const std::string class_name =
       fields.slo_class.empty() ? config.default_class : Lower(fields.slo_class);
   const SloClass* cls = config.FindClass(class_name);
@@ -577,6 +595,11 @@ Result<RequestBudget> Resolve(const SloConfig& config, const RequestSloFields& f
     for (const SloClass& c : config.classes) known += (known.empty() ? "" : ", ") + c.name;
     return InvalidArgument("slo_class: unknown class '" + Echo(fields.slo_class) +
                            "' (known: " + known + ")");
+  }
+  SloClass in_force;
+  if (targets != nullptr) {
+    in_force = targets->Apply(*cls);
+    cls = &in_force;
   }
   double multiplier = 1.0;
   if (!fields.user_role.empty()) {

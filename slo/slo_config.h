@@ -142,6 +142,18 @@ struct AdmissionParams {
   int32_t not_ready_retry_after_s = 1;  // Retry-After of a 503 while the model is not ready
 };
 
+// [autotune]: guarded tuning of each class's TTFT P95 target from the cliff the server learns
+// live (docs/economics.md "Guarded tuning"; slo/autotune.h). Off unless enabled.
+struct AutotuneParams {
+  bool enabled = false;
+  double margin = 0.10;       // the goal: cliff x (1 - margin)
+  double max_step = 0.10;     // one move changes the target by at most this fraction
+  double min_factor = 0.5;    // the target stays within [min_factor, max_factor] x the configured one
+  double max_factor = 2.0;
+  int32_t stable_refits = 3;  // consecutive significant estimates, each inside the one before's interval
+  int64_t min_interval_ms = 1'800'000;  // at most one move per class per interval
+};
+
 struct SloConfig {
   std::string default_class = "interactive";
   std::vector<SloClass> classes;                        // sorted by name
@@ -152,6 +164,7 @@ struct SloConfig {
   BatchParams batching;
   LadderParams ladder;
   AdmissionParams admission;
+  AutotuneParams autotune;
 
   const SloClass* FindClass(std::string_view name) const;
   std::optional<double> RoleMultiplier(std::string_view role) const;
@@ -204,6 +217,9 @@ struct RequestBudget {
   bool allow_context_trim = false;
 };
 
-Result<RequestBudget> Resolve(const SloConfig& config, const RequestSloFields& fields);
+// `targets`: the targets in force when the autotuner moved any (slo/target_board.h).
+class TargetBoard;
+Result<RequestBudget> Resolve(const SloConfig& config, const RequestSloFields& fields,
+                              const TargetBoard* targets = nullptr);
 
 }  // namespace lifeline::slo

@@ -243,12 +243,17 @@ nlohmann::json SloStatusJson(const Controller& controller, const TrackerSnapshot
             {"default_class", config.default_class},
             {"knobs_version", knobs->version}};
   json classes = json::array();
-  for (const SloClass& c : config.classes) {
+  for (const SloClass& configured : config.classes) {
+    const SloClass c = controller.Effective(configured);
     std::vector<const ClassStatus*> ladders;
     for (const ClassStatus& s : statuses) {
       if (s.slo_class == c.name) ladders.push_back(&s);
     }
-    classes.push_back(ClassJson(c, ladders, snapshot, now_us));
+    json cj = ClassJson(c, ladders, snapshot, now_us);
+    // Where each target came from: the config, or autotune's move (docs/economics.md).
+    cj["target_sources"] = {{"ttft_p95_ms", TtftTargetSource(controller.target_board(), c.name)}};
+    cj["configured_targets"] = {{"ttft_p95_ms", OptMs(configured.ttft_p95_ms)}};
+    classes.push_back(std::move(cj));
   }
   j["classes"] = std::move(classes);
   json roles = json::object();
@@ -296,7 +301,8 @@ std::string SloPrometheusText(const Controller& controller, const TrackerSnapsho
     }
   }
   prom::Family(&out, "lifeline_slo_target_seconds", "gauge", "P95 target by class and metric.");
-  for (const SloClass& c : config.classes) {
+  for (const SloClass& configured : config.classes) {
+    const SloClass c = controller.Effective(configured);
     const std::pair<Metric, std::optional<double>> targets[] = {
         {Metric::kTtft, c.ttft_p95_ms}, {Metric::kTtfa, c.ttfa_p95_ms},
         {Metric::kE2e, c.e2e_p95_ms}, {Metric::kTpot, c.tpot_p95_ms}};
