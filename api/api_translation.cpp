@@ -1,5 +1,7 @@
 #include "api/api_translation.h"
 
+#include <algorithm>
+
 #include "api/messages_api.h"
 #include "api/responses_api.h"
 
@@ -22,6 +24,36 @@ std::unique_ptr<ApiTranslation> MakeApiTranslation(ApiShape shape) {
 ApiError TranslatedFieldError(const std::string& param, const std::string& message,
                               const std::string& code) {
   return InvalidRequestError(param, "'" + param + "': " + message, code);
+}
+
+std::variant<std::string, ApiError> JoinedPartsText(const nlohmann::json& content,
+                                                    const std::string& where,
+                                                    std::initializer_list<std::string_view> types) {
+  std::string accepted;
+  for (std::string_view t : types) accepted += (accepted.empty() ? "" : ", ") + std::string(t);
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) {
+    return TranslatedFieldError(where, "expected a string or an array of parts {type: " + accepted +
+                                           ", text}");
+  }
+  std::string text;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const nlohmann::json& part = content[i];
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
+      return TranslatedFieldError(at, "expected a part {type: " + accepted + ", text}");
+    }
+    const std::string& type = part["type"].get_ref<const std::string&>();
+    if (std::find(types.begin(), types.end(), type) == types.end()) {
+      return TranslatedFieldError(at + ".type", "'" + type + "' is not supported here (" + accepted + ")",
+                                  "unsupported_value");
+    }
+    if (!part.contains("text") || !part["text"].is_string()) {
+      return TranslatedFieldError(at + ".text", "expected a string");
+    }
+    text += part["text"].get<std::string>();
+  }
+  return text;
 }
 
 std::string TranslatedId(const nlohmann::json& chat, std::string_view prefix) {

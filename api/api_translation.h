@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -44,6 +45,12 @@ std::unique_ptr<ApiTranslation> MakeApiTranslation(ApiShape shape);
 // A 400 naming `param`: "'param': message".
 ApiError TranslatedFieldError(const std::string& param, const std::string& message,
                               const std::string& code = "invalid_value");
+// The text of a message's content: a string, or an array of parts {type, text} whose type is
+// one of `types` (their texts joined). Refusals name the part: `<where>[i]`, `.type` (listing
+// the accepted types), `.text`.
+std::variant<std::string, ApiError> JoinedPartsText(const nlohmann::json& content,
+                                                    const std::string& where,
+                                                    std::initializer_list<std::string_view> types);
 // The chat answer's id ("chatcmpl-XYZ") under the API's prefix ("resp_XYZ", "msg_XYZ").
 std::string TranslatedId(const nlohmann::json& chat, std::string_view prefix);
 // One SSE event with its name: "event: NAME\ndata: JSON\n\n".

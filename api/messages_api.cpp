@@ -9,19 +9,7 @@ using nlohmann::json;
 
 // The text of a string or of text blocks.
 std::variant<std::string, ApiError> Text(const json& content, const std::string& where) {
-  if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) return TranslatedFieldError(where, "expected a string or an array of text blocks");
-  std::string text;
-  for (size_t i = 0; i < content.size(); ++i) {
-    const json& b = content[i];
-    const std::string at = where + "[" + std::to_string(i) + "]";
-    if (!b.is_object() || b.value("type", std::string()) != "text" || !b.contains("text") ||
-        !b["text"].is_string()) {
-      return TranslatedFieldError(at, "expected a text block {type: \"text\", text}");
-    }
-    text += b["text"].get<std::string>();
-  }
-  return text;
+  return JoinedPartsText(content, where, {"text"});
 }
 
 std::string StopReason(const std::string& finish) {

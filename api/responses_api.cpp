@@ -10,24 +10,7 @@ using nlohmann::json;
 
 // A message's content: a string, or parts of input_text / output_text (their texts joined).
 std::variant<std::string, ApiError> ContentText(const json& content, const std::string& where) {
-  if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) return TranslatedFieldError(where, "expected a string or an array of content parts");
-  std::string text;
-  for (size_t i = 0; i < content.size(); ++i) {
-    const json& part = content[i];
-    const std::string at = where + "[" + std::to_string(i) + "]";
-    if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
-      return TranslatedFieldError(at, "expected a content part {type, text}");
-    }
-    const std::string type = part["type"];
-    if (type != "input_text" && type != "output_text" && type != "text") {
-      return TranslatedFieldError(at + ".type", "'" + type + "' is not supported (input_text, output_text)",
-                 "unsupported_value");
-    }
-    if (!part.contains("text") || !part["text"].is_string()) return TranslatedFieldError(at + ".text", "expected a string");
-    text += part["text"].get<std::string>();
-  }
-  return text;
+  return JoinedPartsText(content, where, {"input_text", "output_text", "text"});
 }
 
 }  // namespace
