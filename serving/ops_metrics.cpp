@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/kv_block.h"
 #include "base/prometheus.h"
 #include "slo/histogram.h"
 
@@ -96,6 +97,7 @@ VllmGauges VllmGaugesOf(const std::string& model, const EngineSnapshot& s) {
   g.model = model;
   g.waiting = s.waiting;
   g.running = s.running;
+  g.kv_blocks_total = s.kv_blocks_total;
   if (s.kv_blocks_total > 0) {
     const int32_t used = std::clamp(s.kv_blocks_total - s.kv_blocks_free, 0, s.kv_blocks_total);
     g.kv_usage = static_cast<double>(used) / static_cast<double>(s.kv_blocks_total);
@@ -123,6 +125,19 @@ std::string VllmCompatPrometheusText(const std::vector<VllmGauges>& engines) {
   family("vllm:gpu_cache_usage_perc",
          "Older vLLM name of vllm:kv_cache_usage_perc (same value; CPU memory here).",
          [](const VllmGauges& g) { return g.kv_usage; });
+  // The cache's shape, as vLLM publishes it in its info gauge's labels: the Inference
+  // Extension's prefix-cache scorer (autoTune) sizes its per-server prefix index from
+  // block_size and num_gpu_blocks (docs/scale-out.md). Blocks live in CPU memory here.
+  prom::Family(&out, "vllm:cache_config_info", "gauge",
+               "Information of the KV cache (block_size in tokens, num_gpu_blocks: the KV pool's "
+               "blocks, in CPU memory here); value 1.");
+  for (const VllmGauges& g : engines) {
+    prom::Sample(&out, "vllm:cache_config_info",
+                 "model_name=\"" + Escaped(g.model) + "\",block_size=\"" +
+                     std::to_string(kKvBlockTokens) + "\",num_gpu_blocks=\"" +
+                     std::to_string(g.kv_blocks_total) + "\"",
+                 1.0);
+  }
   return out;
 }
 

@@ -54,6 +54,7 @@ struct VllmGauges {
   int64_t waiting = 0;
   int64_t running = 0;
   double kv_usage = 0;  // used / total KV blocks, [0, 1]
+  int64_t kv_blocks_total = 0;  // the pool's blocks (vllm:cache_config_info's num_gpu_blocks)
 };
 VllmGauges VllmGaugesOf(const std::string& model, const EngineSnapshot& snapshot);
 std::string VllmCompatPrometheusText(const std::vector<VllmGauges>& engines);

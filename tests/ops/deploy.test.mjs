@@ -222,7 +222,8 @@ test('Kubernetes manifests line up with each other and with the server', async (
   assert.deepEqual(pool.spec.selector.matchLabels, deploy.spec.template.metadata.labels);
   assert.equal(pool.spec.targetPorts[0].number, port);
   // What the endpoint picker reads from vLLM-compatible servers.
-  for (const name of ['vllm:num_requests_waiting', 'vllm:num_requests_running', 'vllm:kv_cache_usage_perc', 'vllm:gpu_cache_usage_perc']) {
+  for (const name of ['vllm:num_requests_waiting', 'vllm:num_requests_running', 'vllm:kv_cache_usage_perc', 'vllm:gpu_cache_usage_perc',
+                      'vllm:cache_config_info']) {
     assert.ok(families.has(name), `${name} on /metrics`);
   }
 });

@@ -97,6 +97,8 @@ TEST(VllmCompat, GaugesUnderVllmNames) {
                            "vllm:num_requests_running{model_name=\"m\"} 5\n",
                            "vllm:kv_cache_usage_perc{model_name=\"m\"} 0.25\n",
                            "vllm:gpu_cache_usage_perc{model_name=\"m\"} 0.25\n",
+                           // The Inference Extension's prefix scorer sizes its index from these.
+                           "vllm:cache_config_info{model_name=\"m\",block_size=\"16\",num_gpu_blocks=\"200\"} 1\n",
                            "# TYPE vllm:num_requests_waiting gauge\n"}) {
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
   }
