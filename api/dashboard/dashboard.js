@@ -382,6 +382,17 @@
                 h('td', {}, c.reason), h('td', {}, '–'), h('td', {}, '–'));
       rows.push({ t, tr });
     }
+    // Autotune's target moves (docs/economics.md), with the evidence behind each.
+    const moves = (s.economics && s.economics.autotune && s.economics.autotune.moves) || [];
+    for (const m of moves) {
+      const tr = h('tr', { 'data-k': 'target-change', 'data-class': m.class, 'data-from': m.from_ms, 'data-to': m.to_ms });
+      tr.append(h('td', {}, new Date(m.at_unix_ms).toLocaleTimeString()), h('td', {}, m.class),
+                h('td', {}, 'TTFT target ' + fmt(m.from_ms, 0) + ' ms'),
+                h('td', {}, h('span', { class: 'badge l0' }, 'TTFT target ' + fmt(m.to_ms, 0) + ' ms')),
+                h('td', {}, `autotune: cliff ${fmt(m.cliff_ms, 0)} ms [${fmt(m.ci95_ms[0], 0)}, ${fmt(m.ci95_ms[1], 0)}], p ${fmt(m.p_value, 3)}, ${m.samples} samples, stable over ${m.stable_refits} refits`),
+                h('td', {}, '–'), h('td', {}, fmt(m.goal_ms, 0) + ' ms (goal)'));
+      rows.push({ t: m.at_unix_ms, tr });
+    }
     rows.sort((a, b) => b.t - a.t);
     body.replaceChildren(...rows.map((r) => r.tr));
     if (!rows.length) body.replaceChildren(h('tr', {}, h('td', { colspan: 7 }, 'No ladder transitions yet.')));

@@ -14,12 +14,19 @@ import puppeteer from 'puppeteer-core';
 import { MODEL, launchBrowser, startServer, stopServer, tempDir, waitFor } from './lib.mjs';
 
 const SHOTS = process.env.LIFELINE_SCREENSHOT_DIR || '.';
+// Autotune on, moving at every refit once two agree (the same data gives the same cliff), so
+// the events table must show the target's moves.
 const CONFIG = `default_class = "search"
 use_presets = false
 
 [classes.search]
 ttft_p95_ms = 600000
 max_level = 0
+
+[autotune]
+enabled = true
+stable_refits = 2
+min_interval_ms = 0
 `;
 
 let dir, server, browser;
@@ -97,8 +104,20 @@ test('dashboard: the live cliff per class beside its target', async () => {
   assert.equal(row.cliff, latest.cliff_ms);
   assert.equal(row.cells[1], `${latest.cliff_ms.toFixed(0)} ms`);
   assert.equal(row.cells[2], `[${latest.ci95_ms[0].toFixed(0)}, ${latest.ci95_ms[1].toFixed(0)}] ms`);
-  assert.equal(row.cells[3], '600000 ms');
   assert.equal(row.cells[6], 'found');
+
+  // Autotune's first move, 600000 -> 540000 ms (one step of 10 %), in the events table with
+  // its evidence, as /v1/economics records it.
+  await waitFor('a target move on the page', async () =>
+    (await page.$$('[data-k="target-change"]')).length > 0, { timeoutMs: 10000 });
+  const moves = (await economics()).autotune.moves;
+  assert.equal(moves[0].from_ms, 600000);
+  assert.equal(moves[0].to_ms, 540000);
+  const first = await page.$$eval('[data-k="target-change"]', (rows) =>
+    rows.map((r) => ({ from: Number(r.dataset.from), to: Number(r.dataset.to), text: r.textContent })).pop());
+  assert.equal(first.from, 600000);
+  assert.equal(first.to, 540000);
+  assert.match(first.text, /autotune: cliff \d+ ms/);
   await page.screenshot({ path: path.join(SHOTS, 'dashboard-economics.png'), fullPage: true });
   await page.close();
   assert.deepEqual(errors, []);
