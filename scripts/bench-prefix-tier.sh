@@ -7,13 +7,15 @@
 # on (--prefix-cache-ram RAM_MIB), same server flags otherwise, alternating; prints per setting
 # the median and P95 of the server's TTFT (timings.latency.ttft_ms) over returning turns (the
 # first round excluded), the mean restored / cached prompt tokens per turn, and the ratio.
+# With Q8=1 a third setting keeps the tier's copies as Q8_0 (--prefix-cache-ram-q8, the same
+# RAM_MIB): pick a RAM_MIB that holds about half the histories at F16 to see the capacity.
 #
 # The model is synthetic (make-model, llama layout, random weights) at a size whose prefill
 # costs what a small real model's does on this machine; its answers are not read.
 #
 # Usage: scripts/bench-prefix-tier.sh
 # Environment: LIFELINE (build/lifeline), DIM (512), LAYERS (8), CONVERSATIONS (8),
-# HISTORY (600 words), ROUNDS (4), KV_MIB (32), RAM_MIB (512), PORT (18951).
+# HISTORY (600 words), ROUNDS (4), KV_MIB (32), RAM_MIB (512), Q8 (0), PORT (18951).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LIFELINE=${LIFELINE:-build/lifeline}
@@ -25,6 +27,7 @@ ROUNDS=${ROUNDS:-4}
 KV_MIB=${KV_MIB:-32}
 RAM_MIB=${RAM_MIB:-512}
 PORT=${PORT:-18951}
+Q8=${Q8:-0}
 
 work=$(mktemp -d)
 pid=
@@ -69,15 +72,16 @@ EOF
   kill "$pid"; wait "$pid" 2> /dev/null || true; pid=
 }
 
-# Alternating, twice each: off, on, off, on.
+# Alternating, twice each: off, on[, q8], off, on[, q8].
 for i in 1 2; do
   run "off$i"
   run "on$i" --prefix-cache-ram "$RAM_MIB"
+  if [ "$Q8" = 1 ]; then run "q8$i" --prefix-cache-ram "$RAM_MIB" --prefix-cache-ram-q8; fi
 done
 
-python3 - "$work" "$CONVERSATIONS" "$HISTORY" "$KV_MIB" "$RAM_MIB" <<'EOF'
+python3 - "$work" "$CONVERSATIONS" "$HISTORY" "$KV_MIB" "$RAM_MIB" "$Q8" <<'EOF'
 import json, statistics, sys
-work, users, words, kv, ram = sys.argv[1:6]
+work, users, words, kv, ram, q8 = sys.argv[1:7]
 def load(prefix):
     turns = []
     for i in (1, 2):
@@ -90,7 +94,8 @@ print(f"## Returning turns: {users} conversations of ~{words} words, --kv-memory
 print()
 print("| RAM tier | turns | prompt tokens (mean) | TTFT P50 ms | TTFT P95 ms | cached tokens (mean) | restored tokens (mean) |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-for label, prefix in (("off", "off"), ("on", "on")):
+settings = [("off", "off"), ("on", "on")] + ([("on, Q8 copies", "q8")] if q8 == "1" else [])
+for label, prefix in settings:
     t = load(prefix)
     ttft = [x["ttft_ms"] for x in t]
     rows[label] = (statistics.median(ttft), p95(ttft))
@@ -98,4 +103,7 @@ for label, prefix in (("off", "off"), ("on", "on")):
     print(f"| {label} | {len(t)} | {mean('prompt'):.0f} | {rows[label][0]:.1f} | {rows[label][1]:.1f} | {mean('cached'):.0f} | {mean('restored'):.0f} |")
 print()
 print(f"TTFT P50 off/on: {rows['off'][0] / rows['on'][0]:.2f}x; P95 off/on: {rows['off'][1] / rows['on'][1]:.2f}x")
+if q8 == "1":
+    q = rows["on, Q8 copies"]
+    print(f"TTFT P50 on/Q8: {rows['on'][0] / q[0]:.2f}x; P95 on/Q8: {rows['on'][1] / q[1]:.2f}x")
 EOF

@@ -150,7 +150,7 @@ Result<std::unique_ptr<EngineLoop>> EngineLoop::Create(LlamaModel& model,
                                                   options.prefix_cache_disk_bytes));
     }
     e->kv_tier_ = std::make_unique<HostKvTier>(&kv_store, options.prefix_cache_ram_bytes,
-                                               std::move(disk));
+                                               std::move(disk), options.prefix_cache_ram_q8);
     e->scheduler_->SetBlockTier(e->kv_tier_.get());
   }
   if (options.spec_tokens < 0 || options.spec_tokens > kMaxSpecTokens) {

@@ -3,7 +3,15 @@
 #include <algorithm>
 #include <cstring>
 
+#include "engine/kernels/fp16_row.h"
+#include "engine/kernels/ref/quants_ref.h"
+
 namespace lifeline::serving {
+
+namespace {
+constexpr int64_t kQ8Values = 32;      // values per Q8_0 block
+constexpr int64_t kQ8BlockBytes = 34;  // f16 scale + 32 int8
+}  // namespace
 
 uint64_t KvBlockChecksum(std::span<const uint8_t> bytes) {
   uint64_t h = 1469598103934665603ull;
@@ -18,13 +26,50 @@ uint64_t KvBlockChecksum(std::span<const uint8_t> bytes) {
 }
 
 HostKvTier::HostKvTier(KvStorage* storage, uint64_t capacity_bytes,
-                       std::unique_ptr<KvDiskStore> disk)
+                       std::unique_ptr<KvDiskStore> disk, bool q8_copies)
     : storage_(storage),
       capacity_bytes_(capacity_bytes),
       disk_(std::move(disk)),
-      block_bytes_(storage->block_bytes()) {
+      block_bytes_(storage->block_bytes()),
+      copy_bytes_(storage->block_bytes()) {
+  const KvType type = storage->type();
+  if (q8_copies && (type == KvType::kF16 || type == KvType::kF32)) {
+    const int64_t value_bytes = type == KvType::kF16 ? 2 : 4;
+    const int64_t values = static_cast<int64_t>(block_bytes_) / value_bytes;
+    q8_values_ = (values + kQ8Values - 1) / kQ8Values * kQ8Values;  // padded to whole blocks
+    copy_bytes_ = static_cast<uint64_t>(q8_values_ / kQ8Values * kQ8BlockBytes);
+    floats_.assign(static_cast<size_t>(q8_values_), 0.0f);
+  }
   stats_.capacity_bytes = capacity_bytes;
-  if (disk_ != nullptr) scratch_ = std::make_unique_for_overwrite<uint8_t[]>(block_bytes_);
+  scratch_ = std::make_unique_for_overwrite<uint8_t[]>(block_bytes_);
+}
+
+void HostKvTier::Pack(const uint8_t* raw, uint8_t* copy) {
+  if (q8_values_ == 0) {
+    std::memcpy(copy, raw, block_bytes_);
+    return;
+  }
+  if (storage_->type() == KvType::kF16) {
+    Fp16ToFp32Row(reinterpret_cast<const uint16_t*>(raw), floats_.data(),
+                  static_cast<int64_t>(block_bytes_ / 2));
+  } else {
+    std::memcpy(floats_.data(), raw, block_bytes_);
+  }
+  ref::QuantizeRow(GgmlType::kQ8_0, floats_.data(), copy, q8_values_);
+}
+
+void HostKvTier::Unpack(const uint8_t* copy, uint8_t* raw) {
+  if (q8_values_ == 0) {
+    std::memcpy(raw, copy, block_bytes_);
+    return;
+  }
+  ref::DequantizeRow(GgmlType::kQ8_0, copy, floats_.data(), q8_values_);
+  if (storage_->type() == KvType::kF16) {
+    Fp32ToFp16Row(floats_.data(), reinterpret_cast<uint16_t*>(raw),
+                  static_cast<int64_t>(block_bytes_ / 2));
+  } else {
+    std::memcpy(raw, floats_.data(), block_bytes_);
+  }
 }
 
 namespace {
@@ -48,14 +93,14 @@ void HostKvTier::Touch(Entry& e, uint64_t hash) {
 void HostKvTier::Drop(std::unordered_map<uint64_t, Entry>::iterator it) {
   lru_.erase(it->second.lru_pos);
   entries_.erase(it);
-  stats_.bytes -= block_bytes_;
+  stats_.bytes -= copy_bytes_;
   --stats_.entries;
 }
 
 void HostKvTier::OnEvict(BlockId block, uint64_t hash, std::span<const int32_t> tokens) {
   if (block_bytes_ == 0) return;
   if (disk_ != nullptr) Persist(block, hash, tokens);
-  if (block_bytes_ > capacity_bytes_) return;
+  if (copy_bytes_ > capacity_bytes_) return;
   if (auto it = entries_.find(hash); it != entries_.end()) {
     // Already held (restored earlier and evicted again): same chain, same contents.
     if (SameTokens(it->second.tokens, tokens)) {
@@ -64,26 +109,25 @@ void HostKvTier::OnEvict(BlockId block, uint64_t hash, std::span<const int32_t> 
     }
     Drop(it);  // a hash collision with other tokens: the newer one wins
   }
-  auto bytes = std::make_unique_for_overwrite<uint8_t[]>(block_bytes_);
-  storage_->CopyBlockOut(block, bytes.get());
-  Keep(hash, tokens, std::move(bytes));
+  storage_->CopyBlockOut(block, scratch_.get());
+  Keep(hash, tokens, scratch_.get());
   ++stats_.stored;
 }
 
-void HostKvTier::Keep(uint64_t hash, std::span<const int32_t> tokens,
-                      std::unique_ptr<uint8_t[]> bytes) {
-  if (block_bytes_ > capacity_bytes_ || entries_.count(hash)) return;
-  while (stats_.bytes + block_bytes_ > capacity_bytes_ && !lru_.empty()) {
+void HostKvTier::Keep(uint64_t hash, std::span<const int32_t> tokens, const uint8_t* raw) {
+  if (copy_bytes_ > capacity_bytes_ || entries_.count(hash)) return;
+  while (stats_.bytes + copy_bytes_ > capacity_bytes_ && !lru_.empty()) {
     Drop(entries_.find(lru_.front()));
     ++stats_.dropped;
   }
   Entry e;
   e.tokens.assign(tokens.begin(), tokens.end());
-  e.bytes = std::move(bytes);
-  e.checksum = KvBlockChecksum({e.bytes.get(), block_bytes_});
+  e.bytes = std::make_unique_for_overwrite<uint8_t[]>(copy_bytes_);
+  Pack(raw, e.bytes.get());
+  e.checksum = KvBlockChecksum({e.bytes.get(), copy_bytes_});
   e.lru_pos = lru_.insert(lru_.end(), hash);
   entries_.emplace(hash, std::move(e));
-  stats_.bytes += block_bytes_;
+  stats_.bytes += copy_bytes_;
   ++stats_.entries;
 }
 
@@ -110,22 +154,19 @@ bool HostKvTier::Restore(uint64_t hash, std::span<const int32_t> tokens, BlockId
       return false;
     }
     storage_->CopyBlockIn(into, scratch_.get());
-    if (block_bytes_ <= capacity_bytes_) {
-      auto bytes = std::make_unique_for_overwrite<uint8_t[]>(block_bytes_);
-      std::memcpy(bytes.get(), scratch_.get(), block_bytes_);
-      Keep(hash, tokens, std::move(bytes));
-    }
+    Keep(hash, tokens, scratch_.get());
     ++stats_.restored;
     ++stats_.restored_from_disk;
     return true;
   }
   Entry& e = it->second;
-  if (KvBlockChecksum({e.bytes.get(), block_bytes_}) != e.checksum) {
+  if (KvBlockChecksum({e.bytes.get(), copy_bytes_}) != e.checksum) {
     Drop(it);
     ++stats_.corrupt;
     return false;
   }
-  storage_->CopyBlockIn(into, e.bytes.get());
+  Unpack(e.bytes.get(), scratch_.get());
+  storage_->CopyBlockIn(into, scratch_.get());
   Touch(e, hash);
   ++stats_.restored;
   return true;
@@ -149,8 +190,8 @@ KvTierStats HostKvTier::Stats() const {
 
 bool HostKvTier::CorruptForTest(uint64_t hash) {
   auto it = entries_.find(hash);
-  if (it == entries_.end() || block_bytes_ == 0) return false;
-  it->second.bytes[block_bytes_ / 2] ^= 0x5A;
+  if (it == entries_.end() || copy_bytes_ == 0) return false;
+  it->second.bytes[copy_bytes_ / 2] ^= 0x5A;
   return true;
 }
 

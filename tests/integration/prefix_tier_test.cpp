@@ -48,6 +48,7 @@ class PrefixTierTest : public LiveServerTest {
       args.push_back("--prefix-cache-ram");
       args.push_back("16");
     }
+    if (q8_copies_) args.push_back("--prefix-cache-ram-q8");
     return args;
   }
   // The first prompt, then enough others to push it out of the pool, then the first again:
@@ -64,6 +65,7 @@ class PrefixTierTest : public LiveServerTest {
     return {first ? first->Json() : json(), back ? back->Json() : json()};
   }
   bool with_tier_ = true;
+  bool q8_copies_ = false;
 };
 
 TEST_F(PrefixTierTest, AReturningPromptIsRestoredAndAnswersTheSame) {
@@ -91,6 +93,31 @@ TEST_F(NoTierTest, WithoutTheTierTheReturningPromptIsComputedAgain) {
   EXPECT_EQ(first["choices"][0]["text"], back["choices"][0]["text"]);
   EXPECT_EQ(back["timings"]["tokens"]["restored"], 0);
   EXPECT_EQ(back["timings"]["tokens"]["cached"], 0) << "evicted from the pool, nowhere else";
+}
+
+// Q8 copies in the tier: the returning prompt is restored all the same, from copies half the
+// size (the tier holds fewer bytes for the same blocks), and answered. The restored K/V is
+// close to, not equal to, the computed one, so the answer is not compared with the first.
+class Q8TierTest : public PrefixTierTest {
+ protected:
+  Q8TierTest() { q8_copies_ = true; }
+};
+
+TEST_F(Q8TierTest, AReturningPromptIsRestoredFromQ8Copies) {
+  const auto [first, back] = Return();
+  ASSERT_TRUE(first.is_object() && back.is_object());
+  const json& tokens = back["timings"]["tokens"];
+  EXPECT_GT(tokens["restored"].get<int64_t>(), 64) << back["timings"].dump();
+  EXPECT_EQ(tokens["restored"], tokens["cached"]);
+  EXPECT_EQ(back["usage"]["completion_tokens"], 8);
+  const std::string m = Metrics();
+  const double held = MetricValue(m, "lifeline_prefix_tier_bytes", "kind=\"held\"").value_or(0);
+  const double kept = MetricValue(m, "lifeline_prefix_tier_blocks_total", "event=\"stored\"").value_or(0) -
+                      MetricValue(m, "lifeline_prefix_tier_blocks_total", "event=\"dropped\"").value_or(0);
+  ASSERT_GT(kept, 0) << m;
+  // stories260K's F16 block: 5 layers x 16 positions x (32 K + 32 V) values x 2 bytes =
+  // 10240; its Q8_0 copy 5120 / 32 x 34 = 5440 bytes.
+  EXPECT_DOUBLE_EQ(held / kept, 5440.0) << m;
 }
 
 // The disk tier: a server stopped gracefully writes its cached prefixes to the folder; a new

@@ -104,5 +104,55 @@ TEST(HostKvTier, ACorruptedCopyIsRefusedAndDropped) {
   EXPECT_EQ(tier.Stats().entries, 0);
 }
 
+// Q8 copies: a block of F16 comes back within Q8_0's error of every value (a step of the
+// block's largest value / 127, half of it by rounding, plus F16's own rounding), the copy is
+// 34 bytes per 32 values, so the same capacity holds 1.88x the blocks; an F32 pool likewise;
+// a corrupted Q8 copy is still refused by its checksum.
+TEST(HostKvTier, Q8CopiesHoldMoreBlocksAndComeBackWithinQ8Error) {
+  auto kv = Storage();  // F16: 2 layers x 16 slots x (8 K + 8 V) = 512 values, 1024 bytes
+  Fill(*kv, 1, 3.0f);
+  std::vector<float> k_before(8), v_before(8);
+  HostKvTier tier(kv.get(), 4 * kv->block_bytes(), nullptr, /*q8_copies=*/true);
+  EXPECT_EQ(tier.copy_bytes(), 512u / 32 * 34);
+  tier.OnEvict(1, 77, Tokens(10));
+  EXPECT_EQ(tier.Stats().bytes, tier.copy_bytes());
+  ASSERT_TRUE(tier.Restore(77, Tokens(10), 5));
+  // The largest magnitude in block 1 is 3 + (100 + 15 + 7) / 8 = 18.25: one Q8 step is
+  // 18.25 / 127 (per 32-value group at most that), half of it from rounding, and F16's
+  // rounding of values up to 18.25 adds at most 2^-7.
+  const float tolerance = 18.25f / 127 / 2 + 1.0f / 128 + 1e-4f;
+  for (int64_t l = 0; l < 2; ++l) {
+    for (int64_t slot = 0; slot < kKvBlockTokens; ++slot) {
+      std::vector<float> k(8), v(8);
+      kv->LoadK(l, 5, slot, k.data());
+      kv->LoadV(l, 5, slot, v.data());
+      for (size_t i = 0; i < 8; ++i) {
+        const float want = 3.0f + static_cast<float>(l * 100 + slot + i) / 8;
+        EXPECT_NEAR(k[i], want, tolerance) << l << " " << slot << " " << i;
+        EXPECT_NEAR(v[i], -want, tolerance) << l << " " << slot << " " << i;
+      }
+    }
+  }
+  // Capacity in copies: 4 blocks' bytes hold floor(4 x 1024 / 544) = 7 Q8 copies.
+  for (int32_t i = 0; i < 10; ++i) {
+    Fill(*kv, 2, static_cast<float>(i));
+    tier.OnEvict(2, 200 + i, Tokens(100 + i * 16));
+  }
+  EXPECT_EQ(tier.Stats().entries, 7);
+  ASSERT_TRUE(tier.CorruptForTest(209));
+  EXPECT_FALSE(tier.Restore(209, Tokens(100 + 9 * 16), 6));
+  EXPECT_EQ(tier.Stats().corrupt, 1);
+
+  // A pool already in Q8_0 is copied as it is.
+  KvStorageShape shape = kv->shape();
+  shape.type = KvType::kQ8_0;
+  shape.k_row_elems = shape.v_row_elems = 32;
+  shape.n_head_kv = 1;
+  auto q8 = KvStorage::Create(shape, 1 << 20);
+  ASSERT_TRUE(q8.ok());
+  HostKvTier same((*q8).get(), 1 << 20, nullptr, /*q8_copies=*/true);
+  EXPECT_EQ(same.copy_bytes(), (*q8)->block_bytes());
+}
+
 }  // namespace
 }  // namespace lifeline::serving
