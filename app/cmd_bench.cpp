@@ -36,6 +36,7 @@ struct BenchFlags {
   double think_time_ms = 0;
   int64_t system_words = 200;
   int64_t reply_words = 32;
+  int64_t agent_tool_words = 0;  // WorkloadSpec::agent_tool_words (agent loops)
   double burstiness = 1;
   std::string sweep;
   std::optional<double> duration_s;
@@ -177,6 +178,7 @@ Status BuildOptions(const BenchFlags& f, lg::RunOptions* o) {
   w.think_time_ms = f.think_time_ms;
   w.system_words = f.system_words;
   w.reply_words = f.reply_words;
+  w.agent_tool_words = f.agent_tool_words;
   w.thinking.reasoning_effort = f.reasoning_effort;
   LL_RETURN_IF_ERROR(ChooseSloMetric(f.slo_metric, o));
   for (const std::string& t : f.targets) {
@@ -350,6 +352,10 @@ CommandFn RegisterBench(CLI::App& root) {
       ->capture_default_str();
   cmd->add_option("--reply-words", f->reply_words,
                   "Conversations: words of each earlier turn's (synthetic) reply in the history")
+      ->capture_default_str();
+  cmd->add_option("--agent-tool-words", f->agent_tool_words,
+                  "With --conversations: each user is an agent loop -- its task, then per earlier "
+                  "step a tool call and a tool result of N words (chat API, the `lookup` tool)")
       ->capture_default_str();
   cmd->add_option("--sweep", f->sweep, "Loads to step through, e.g. 1,2,4,8; reports the knee");
   cmd->add_option("--duration", f->duration_s, "Seconds per step");

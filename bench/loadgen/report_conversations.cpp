@@ -73,9 +73,13 @@ std::string ConversationsMarkdown(const ReportInputs& in, const std::vector<Conv
   if (rows.empty()) return "";
   const RunOptions& o = *in.options;
   std::string md = "\n## Conversations\n\n";
+  const std::string history =
+      o.workload.agent_tool_words > 0
+          ? "an agent loop: its task, then per earlier step a tool call and a synthetic " +
+                std::to_string(o.workload.agent_tool_words) + "-word tool result"
+          : "synthetic " + std::to_string(o.workload.reply_words) + "-word replies in the history";
   md += std::to_string(o.workload.conversations) + " users, each a growing conversation (a " +
-        std::to_string(o.workload.system_words) + "-word shared system text, synthetic " +
-        std::to_string(o.workload.reply_words) + "-word replies in the history, " +
+        std::to_string(o.workload.system_words) + "-word shared system text, " + history + ", " +
         FormatMs(o.workload.think_time_ms) +
         " ms think time). Returning turns resend the whole history: their TTFT shows what the "
         "server's prefix cache saves. Cached / restored: shares of the returning turns' prompt "

@@ -6,6 +6,10 @@ namespace lifeline::loadgen {
 
 namespace {
 
+// An agent's tool call in PlannedRequest::messages (its text: the call's arguments as JSON);
+// RequestBody writes it as an assistant message with tool_calls.
+constexpr std::string_view kToolCallRole = "tool_call";
+
 // Plain words that most tokenizers (including small story-model vocabularies) split into few
 // tokens, so a word count stays a rough proxy for a token count.
 constexpr const char* kWords[] = {
@@ -86,6 +90,13 @@ Status ValidateWorkload(const WorkloadSpec& w) {
       w.reply_words > 100000) {
     return InvalidArgument("--system-words / --reply-words: outside [0, 100000]");
   }
+  if (w.agent_tool_words < 0 || w.agent_tool_words > 100000) {
+    return InvalidArgument("--agent-tool-words: " + std::to_string(w.agent_tool_words) +
+                           " outside [0, 100000]");
+  }
+  if (w.agent_tool_words > 0 && w.conversations == 0) {
+    return InvalidArgument("--agent-tool-words: agents are conversations; add --conversations N");
+  }
   if (w.conversations > 0 && !w.prompts.empty()) {
     return InvalidArgument("--conversations: generates its own prompts; drop --prompts");
   }
@@ -130,7 +141,20 @@ PlannedRequest PlanTurn(const WorkloadSpec& w, uint64_t seed, int step, int64_t 
   r.turn = turn;
   Rng sys_rng(MixSeed(seed, static_cast<uint64_t>(step), 0x5157));
   r.messages.emplace_back("system", "You are a helpful assistant. " + Words(sys_rng, w.system_words));
-  for (int64_t t = 0; t <= turn; ++t) {
+  if (w.agent_tool_words > 0) {
+    // An agent: the task, then one tool call and its result per earlier step.
+    Rng task_rng(MixSeed(seed, static_cast<uint64_t>(user) * 1000003 + 11, 0));
+    r.messages.emplace_back("user", "User " + std::to_string(user) + " task: " +
+                                        Words(task_rng, w.prompt_words.Sample(task_rng)));
+    for (int64_t t = 0; t < turn; ++t) {
+      Rng call_rng(MixSeed(seed, static_cast<uint64_t>(user) * 1000003 + 19, static_cast<uint64_t>(t)));
+      r.messages.emplace_back(std::string(kToolCallRole),
+                              nlohmann::json({{"query", Words(call_rng, 3)}}).dump());
+      Rng result_rng(MixSeed(seed, static_cast<uint64_t>(user) * 1000003 + 23, static_cast<uint64_t>(t)));
+      r.messages.emplace_back("tool", "Result: " + Words(result_rng, w.agent_tool_words));
+    }
+  }
+  for (int64_t t = 0; t <= turn && w.agent_tool_words == 0; ++t) {
     Rng user_rng(MixSeed(seed, static_cast<uint64_t>(user) * 1000003 + 11, static_cast<uint64_t>(t)));
     r.messages.emplace_back("user", "User " + std::to_string(user) + " turn " + std::to_string(t) +
                                         ": " + Words(user_rng, w.prompt_words.Sample(user_rng)));
@@ -196,7 +220,35 @@ std::string RequestBody(const WorkloadSpec& w, const TargetSpec& target, const P
   if (!target.model.empty()) body["model"] = target.model;
   if (w.api == Api::kChat && !r.messages.empty()) {
     body["messages"] = nlohmann::json::array();
-    for (const auto& [role, text] : r.messages) body["messages"].push_back({{"role", role}, {"content", text}});
+    // An agent's steps: call k is "call_k", and its result answers it (tool_call_id).
+    int calls = 0;
+    for (const auto& [role, text] : r.messages) {
+      if (role == kToolCallRole) {
+        const std::string id = "call_" + std::to_string(calls++);
+        body["messages"].push_back(
+            {{"role", "assistant"},
+             // "" rather than null: chat templates that concatenate content (ChatML's among
+             // them) fail on None; OpenAI-compatible servers accept both.
+             {"content", ""},
+             {"tool_calls", {{{"id", id}, {"type", "function"},
+                              {"function", {{"name", "lookup"}, {"arguments", text}}}}}}});
+      } else if (role == "tool") {
+        body["messages"].push_back(
+            {{"role", "tool"}, {"tool_call_id", "call_" + std::to_string(calls - 1)}, {"content", text}});
+      } else {
+        body["messages"].push_back({{"role", role}, {"content", text}});
+      }
+    }
+    if (w.agent_tool_words > 0) {
+      body["tools"] = {{{"type", "function"},
+                        {"function",
+                         {{"name", "lookup"},
+                          {"description", "Looks a query up and returns what it finds."},
+                          {"parameters",
+                           {{"type", "object"},
+                            {"properties", {{"query", {{"type", "string"}}}}},
+                            {"required", {"query"}}}}}}}};
+    }
   } else if (w.api == Api::kChat) {
     body["messages"] = nlohmann::json::array({{{"role", "user"}, {"content", r.prompt}}});
   } else {

@@ -86,6 +86,12 @@ struct WorkloadSpec {
   double think_time_ms = 0;
   int64_t system_words = 200;
   int64_t reply_words = 32;
+  // Agent loops (`--agent-tool-words N`, with --conversations): each user is an agent that
+  // called a tool at every earlier step: after the system text and the user's task (turn 0's
+  // message), per earlier turn an assistant tool call (`lookup`, a short query) and the tool's
+  // result of agent_tool_words words; no new user message after the first. The request
+  // carries the `lookup` tool. 0: off (plain conversations).
+  int64_t agent_tool_words = 0;
 };
 
 // Thinking fields only where the body can carry them: chat requests (servers refuse them on

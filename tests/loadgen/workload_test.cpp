@@ -284,6 +284,42 @@ TEST(Conversations, TurnsGrowFromTheSameHistory) {
   EXPECT_FALSE(ValidateWorkload(w).ok());
 }
 
+// Agent loops: after the task, each earlier step is an assistant tool call and its result,
+// answered by id, and the request carries the tool; the history grows by the results.
+TEST(Conversations, AgentLoopsGrowByToolResults) {
+  WorkloadSpec w;
+  w.api = Api::kChat;
+  w.conversations = 2;
+  w.system_words = 5;
+  w.agent_tool_words = 40;
+  const PlannedRequest step0 = PlanRequest(w, 5, 0, 1), step2 = PlanRequest(w, 5, 0, 5);
+  ASSERT_EQ(step0.messages.size(), 2u);  // system, task
+  ASSERT_EQ(step2.messages.size(), 6u);  // + (call, result) x 2
+  for (size_t m = 0; m < step0.messages.size(); ++m) EXPECT_EQ(step2.messages[m], step0.messages[m]);
+  TargetSpec t;
+  const nlohmann::json body = nlohmann::json::parse(RequestBody(w, t, step2));
+  const nlohmann::json& msgs = body["messages"];
+  ASSERT_EQ(msgs.size(), 6u);
+  EXPECT_EQ(msgs[1]["role"], "user");
+  EXPECT_EQ(msgs[2]["role"], "assistant");
+  EXPECT_EQ(msgs[2]["content"], "");
+  EXPECT_EQ(msgs[2]["tool_calls"][0]["id"], "call_0");
+  EXPECT_EQ(msgs[2]["tool_calls"][0]["function"]["name"], "lookup");
+  EXPECT_TRUE(nlohmann::json::parse(msgs[2]["tool_calls"][0]["function"]["arguments"].get<std::string>())
+                  .contains("query"));
+  EXPECT_EQ(msgs[3]["role"], "tool");
+  EXPECT_EQ(msgs[3]["tool_call_id"], "call_0");
+  EXPECT_EQ(CountWords(msgs[3]["content"]), 41);  // "Result:" + 40 words
+  EXPECT_EQ(msgs[5]["tool_call_id"], "call_1");
+  EXPECT_EQ(body["tools"][0]["function"]["name"], "lookup");
+  // Agents are conversations.
+  w.conversations = 0;
+  EXPECT_FALSE(ValidateWorkload(w).ok());
+  w.conversations = 2;
+  w.agent_tool_words = -1;
+  EXPECT_FALSE(ValidateWorkload(w).ok());
+}
+
 TEST(Header, ParseAndReject) {
   auto h = ParseHeader("--header", "X-A:  b c ");
   ASSERT_TRUE(h.ok());
