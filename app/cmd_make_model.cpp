@@ -1,5 +1,5 @@
 // `lifeline make-model`: flags -> MakeModelOptions -> modelgen::MakeModel. Flags are taken as
-// text and parsed by tools/flag_parse so a bad value is one line naming the flag (exit 2);
+// text and parsed by modelgen/flag_parse so a bad value is one line naming the flag (exit 2);
 // failures while writing exit 1.
 #include <chrono>
 #include <cstdio>
