@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
+#include <optional>
 
 namespace lifeline::analysis {
 
@@ -227,6 +229,53 @@ Expectation Expect(const ImpactModels& m, const std::vector<double>& latency_ms,
     e.cvr = m.decay->cvr_per_click ? (ctr > 0 ? joint / ctr : NAN) : cvr_sum / n;
   }
   return e;
+}
+
+Result<json> ReportFromRequestLog(const CsvTable& log) {
+  auto col = [&](std::string_view name) -> std::optional<size_t> {
+    for (size_t c = 0; c < log.header.size(); ++c) {
+      if (log.header[c] == name) return c;
+    }
+    return std::nullopt;
+  };
+  const auto outcome = col("outcome"), reason = col("cancel_reason"), cls = col("class"),
+             ttft = col("ttft_ms"), ttfa = col("ttfa_ms"), e2e = col("e2e_ms");
+  if (!IsRequestLog(log) || !e2e) return InvalidArgument(log.source + ": not a request log");
+  auto number = [](const std::string& cell) -> json {
+    if (cell.empty()) return nullptr;
+    char* end = nullptr;
+    const double v = std::strtod(cell.c_str(), &end);
+    return end != cell.c_str() && *end == '\0' && std::isfinite(v) ? json(v) : json(nullptr);
+  };
+  std::map<std::string, int> target_of;
+  json targets = json::array();
+  json requests = json::array();
+  for (const std::vector<std::string>& row : log.rows) {
+    const std::string& out = row[*outcome];
+    if (out.empty()) continue;  // an outcome event line, not a request
+    const std::string reason_text = reason ? row[*reason] : std::string();
+    if (out == "cancelled" && reason_text != "client_disconnect") continue;  // shutdown, server-side cuts
+    const std::string name = cls && !row[*cls].empty() ? row[*cls] : "unclassified";
+    auto [it, fresh] = target_of.emplace(name, static_cast<int>(targets.size()));
+    if (fresh) targets.push_back({{"label", "class " + name}});
+    json r = {{"step", 0}, {"target", it->second}};
+    if (out == "completed" || out == "cancelled") {
+      const json e = number(row[*e2e]);
+      const json t = ttft ? number(row[*ttft]) : json(nullptr);
+      r["e2e_ms"] = e;
+      r["ttft_ms"] = t.is_null() ? e : t;  // no token: the wait
+      if (ttfa) r["ttfa_ms"] = number(row[*ttfa]);
+      r["error"] = nullptr;
+    } else {
+      r["error"] = out;  // refused or error: failed
+    }
+    requests.push_back(std::move(r));
+  }
+  if (requests.empty()) return InvalidArgument(log.source + ": no requests in the log");
+  return json{{"requests", std::move(requests)},
+              {"targets", std::move(targets)},
+              {"steps", json::array({{{"load", 0}}})},
+              {"config", {{"slo_metric", "ttft"}}}};
 }
 
 Result<ImpactReport> ComputeImpact(const json& report, std::string_view source,

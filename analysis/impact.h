@@ -15,6 +15,8 @@
 // file and JSON field ("fit.json: cvr.b: expected a number").
 #pragma once
 
+#include "analysis/csv.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -87,6 +89,12 @@ struct ImpactOptions {
 
 Result<ImpactReport> ComputeImpact(const nlohmann::json& report, std::string_view source,
                                    const ImpactModels& m, const ImpactOptions& o);
+
+// A request log of `serve --request-log` (csv.h: ParseJsonLines) in the shape ComputeImpact
+// reads: one target per SLO class (labelled "class NAME"), one step; completed requests and
+// those whose client hung up with their TTFT / TTFA / e2e (a request that got no token: the
+// time its client waited, as wait_ms), refusals and errors as failed; shutdowns left out.
+Result<nlohmann::json> ReportFromRequestLog(const CsvTable& log);
 
 nlohmann::json ImpactJson(const ImpactReport& r);
 // "## Latency economics" section: a table and one sentence per row.

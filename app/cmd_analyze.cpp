@@ -306,7 +306,15 @@ int RunImpact(const ImpactFlags& f) {
     if (f.fit.empty() && f.threshold_fit.empty()) {
       return InvalidArgument("--fit FIT.json and/or --threshold-fit T.json are needed");
     }
-    LL_ASSIGN_OR_RETURN(nlohmann::json report, ReadJsonFile(f.report));
+    // A bench report.json, or a request log of `serve --request-log` (JSON Lines: not one JSON
+    // document), read as one target per class.
+    auto read = ReadJsonFile(f.report);
+    if (!read.ok()) {
+      auto log = an::ReadCsvFile(f.report);
+      if (!log.ok() || !an::IsRequestLog(*log)) return read.status();
+      read = an::ReportFromRequestLog(*log);
+    }
+    LL_ASSIGN_OR_RETURN(nlohmann::json report, std::move(read));
     an::ImpactModels m;
     if (!f.fit.empty()) {
       LL_ASSIGN_OR_RETURN(nlohmann::json fit, ReadJsonFile(f.fit));
@@ -446,7 +454,10 @@ void AddDecay(CLI::App* parent, DecayFlags* f) {
 void AddImpact(CLI::App* parent, ImpactFlags* f) {
   CLI::App* c = parent->add_subcommand(
       "impact", "Expected abandonment, CTR, CVR and conversions of a bench report's latencies");
-  c->add_option("--report", f->report, "lifeline bench report.json")->required();
+  c->add_option("--report", f->report,
+                "lifeline bench report.json, or a request log of `serve --request-log` (one "
+                "target per class)")
+      ->required();
   c->add_option("--fit", f->fit, "analyze decay --json output");
   c->add_option("--threshold-fit", f->threshold_fit, "analyze threshold --json output");
   c->add_option("--scenario", f->scenario, "Scenario of --threshold-fit (default: the report's "

@@ -219,6 +219,54 @@ TEST_F(AnalyzeCli, DecayJsonContractAndImpact) {
   EXPECT_NEAR(ij["rows"][0]["expected"]["ctr"].get<double>(), c0 * std::exp(-a * 120), 1e-9);
 }
 
+// `analyze impact --report requests.jsonl`: the server's own traffic, one row per class; a
+// completed request counts at its TTFT, one whose client hung up before a token at the time it
+// waited, a refusal as failed (abandoned, no click), a shutdown not at all. Expected CTR is
+// checked against the decay fit's formula computed here from the same latencies.
+TEST_F(AnalyzeCli, ImpactReadsTheServersRequestLog) {
+  ASSERT_EQ(Sh(Bin() + "simulate --kind events --rows 30000 --out " + P("e.csv")).code, 0);
+  const Out d = Sh(Bin() + "decay --input " + P("e.csv") + " --json");
+  ASSERT_EQ(d.code, 0) << d.text;
+  std::ofstream(P("fit.json")) << d.text;
+  const auto fit = nlohmann::json::parse(d.text);
+  const double c0 = fit["ctr"]["c0"], a = fit["ctr"]["a"];
+  {
+    std::ofstream log(P("requests.jsonl"));
+    auto line = [&](const char* cls, const char* outcome, const char* reason, nlohmann::json ttft,
+                    double e2e) {
+      log << nlohmann::json({{"id", "r"}, {"class", cls}, {"outcome", outcome},
+                             {"cancel_reason", reason ? nlohmann::json(reason) : nlohmann::json()},
+                             {"ttft_ms", ttft}, {"ttfa_ms", nullptr}, {"e2e_ms", e2e},
+                             {"client_disconnected", reason != nullptr && std::string(reason) == "client_disconnect"}})
+                 .dump()
+          << "\n";
+    };
+    line("search", "completed", nullptr, 100.0, 900);
+    line("search", "cancelled", "client_disconnect", nullptr, 300);  // no token: waited 300 ms
+    line("search", "refused", nullptr, nullptr, 1);                  // failed
+    line("search", "cancelled", "shutdown", nullptr, 50);            // left out
+    line("chat", "completed", nullptr, 200.0, 700);
+    log << R"({"event":"outcome","id":"r","type":"clicked","time_unix_ms":1765000000000})" << "\n";
+  }
+  const Out im = Sh(Bin() + "impact --report " + P("requests.jsonl") + " --fit " + P("fit.json") + " --json");
+  ASSERT_EQ(im.code, 0) << im.text;
+  const auto ij = nlohmann::json::parse(im.text);
+  ASSERT_EQ(ij["rows"].size(), 2u) << ij.dump();
+  const nlohmann::json* search = nullptr;
+  const nlohmann::json* chat = nullptr;
+  for (const auto& r : ij["rows"]) {
+    if (r["label"] == "class search") search = &r;
+    if (r["label"] == "class chat") chat = &r;
+  }
+  ASSERT_TRUE(search && chat) << ij.dump();
+  EXPECT_EQ((*search)["expected"]["requests"], 3);
+  EXPECT_EQ((*search)["expected"]["failed"], 1);
+  // CTR over the three: the two served at 100 and 300 ms, the refused one with none.
+  EXPECT_NEAR((*search)["expected"]["ctr"].get<double>(),
+              (c0 * std::exp(-a * 100) + c0 * std::exp(-a * 300)) / 3, 1e-9);
+  EXPECT_NEAR((*chat)["expected"]["ctr"].get<double>(), c0 * std::exp(-a * 200), 1e-9);
+}
+
 TEST_F(AnalyzeCli, BadCellsNameLineAndColumn) {
   std::ofstream(P("bad.csv")) << "scenario,latency_ms,abandoned\ns,100,0\ns,12x,1\n";
   const Out r = Sh(Bin() + "threshold --input " + P("bad.csv"));
