@@ -103,7 +103,7 @@ class RequestLog {
 // What the connection knows when a generation request ends.
 struct RequestLogEntry {
   std::string id;             // X-Request-Id
-  std::string endpoint;       // route label: chat, completions, responses, messages, ...
+  std::string endpoint;       // the route: /v1/completions, /v1/chat/completions, /v1/responses, ...
   std::string model;          // the model asked for ("" = the default)
   std::string served_model;   // the model that served it ("" when none did)
   std::string slo_class;      // the class it was judged under (requested, when refused before)
