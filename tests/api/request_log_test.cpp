@@ -258,6 +258,7 @@ TEST_F(RequestLogServerTest, ACompletedRequestIsOneLine) {
   ASSERT_EQ(lines.size(), 1u);
   const nlohmann::json& j = lines[0];
   EXPECT_EQ(j["outcome"], "completed");
+  EXPECT_EQ(j["endpoint"], "/v1/completions");
   EXPECT_EQ(j["status"], 200);
   EXPECT_EQ(j["finish_reason"], "stop");
   EXPECT_EQ(j["class"], "bulk");  // the fake engine resolves nothing: the class asked for
