@@ -967,7 +967,8 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     core_->metrics.CountCompleted();
     EndExchangeTimers();
     const nlohmann::json timings = MergedTimings(event);
-    core_->recent.Record(request_id_, ex.ctx.model, timings,
+    const RequestSplit split = SplitOfTimings(timings);
+    core_->recent.Record(request_id_, ex.ctx.model, split,
                          std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::chrono::system_clock::now().time_since_epoch()).count());
     if (Recording()) {
@@ -975,11 +976,9 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
       e.answered_status = 200;
       e.finish_reason = event.finish_reason;
       e.timings = timings;
-      const auto latency = timings.find("latency");
-      if (latency != timings.end() && latency->is_object()) {
-        if (latency->value("ttft_ms", -1.0) >= 0) e.ttft_ms = latency->value("ttft_ms", 0.0);
-        if (latency->value("ttfa_ms", -1.0) >= 0) e.ttfa_ms = latency->value("ttfa_ms", 0.0);
-      }
+      e.split = split;
+      if (split.ttft_ms >= 0) e.ttft_ms = split.ttft_ms;
+      if (split.ttfa_ms >= 0) e.ttfa_ms = split.ttfa_ms;
       Record(e);
     }
     if (!ex.stream) {

@@ -46,9 +46,11 @@ RequestSplit SplitOfTimings(const nlohmann::json& t) {
   s.remote_ms = Ms(t, "remote_ms");
   s.total_ms = Ms(t, "server_total_ms");
   const nlohmann::json& latency = Member(t, "latency");
-  if (latency.is_object() && latency.contains("ttft_ms") && latency["ttft_ms"].is_number()) {
-    const double v = latency["ttft_ms"].get<double>();
-    s.ttft_ms = std::isfinite(v) && v >= 0 ? v : -1;
+  for (auto [key, out] : {std::pair{"ttft_ms", &s.ttft_ms}, std::pair{"ttfa_ms", &s.ttfa_ms}}) {
+    if (latency.is_object() && latency.contains(key) && latency[key].is_number()) {
+      const double v = latency[key].get<double>();
+      *out = std::isfinite(v) && v >= 0 ? v : -1;
+    }
   }
   const nlohmann::json& tokens = Member(t, "tokens");
   s.prompt_tokens = Count(tokens, "prompt");
@@ -57,9 +59,8 @@ RequestSplit SplitOfTimings(const nlohmann::json& t) {
   return s;
 }
 
-void RecentRequests::Record(std::string_view id, std::string_view model,
-                            const nlohmann::json& timings, int64_t end_unix_ms) {
-  RequestSplit s = SplitOfTimings(timings);
+void RecentRequests::Record(std::string_view id, std::string_view model, RequestSplit s,
+                            int64_t end_unix_ms) {
   s.id = std::string(id.substr(0, kMaxIdBytes));
   s.model = std::string(model.substr(0, kMaxModelBytes));
   s.end_unix_ms = end_unix_ms;

@@ -37,6 +37,7 @@ struct RequestSplit {
   double remote_ms = 0;
   double total_ms = 0;
   double ttft_ms = -1;  // -1: no token
+  double ttfa_ms = -1;  // -1: no answer token (or not measured)
   int64_t prompt_tokens = 0;
   int64_t cached_tokens = 0;
   int64_t generated_tokens = 0;
@@ -49,7 +50,8 @@ class RecentRequests {
  public:
   static constexpr size_t kCapacity = 128;
 
-  void Record(std::string_view id, std::string_view model, const nlohmann::json& timings,
+  // `split`: SplitOfTimings of the response's timings (the caller's, so it is read once).
+  void Record(std::string_view id, std::string_view model, RequestSplit split,
               int64_t end_unix_ms);
   // The newest `max_entries` (at most kCapacity), oldest first, as a JSON array of objects
   // with the RequestSplit field names.

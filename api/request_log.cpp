@@ -238,7 +238,7 @@ nlohmann::json NonEmpty(const std::string& s) { return s.empty() ? nlohmann::jso
 }  // namespace
 
 std::string RequestLogLine(const RequestLogEntry& e) {
-  const RequestSplit split = SplitOfTimings(e.timings);
+  const RequestSplit& split = e.split;
   const nlohmann::json& t = e.timings;
   nlohmann::json j = nlohmann::json::object();
   j["id"] = e.id;
@@ -258,10 +258,10 @@ std::string RequestLogLine(const RequestLogEntry& e) {
   j["truncated"] = At(t, {"lifeline", "truncated"}) == true;
   j["finish_reason"] = NonEmpty(e.finish_reason);
   j["stream"] = e.stream;
-  j["prompt_tokens"] = CountAt(t, {"tokens", "prompt"});
-  j["cached_tokens"] = CountAt(t, {"tokens", "cached"});
+  j["prompt_tokens"] = split.prompt_tokens;
+  j["cached_tokens"] = split.cached_tokens;
   j["restored_tokens"] = CountAt(t, {"tokens", "restored"});
-  j["generated_tokens"] = CountAt(t, {"tokens", "generated"});
+  j["generated_tokens"] = split.generated_tokens;
   j["reasoning_tokens"] = CountAt(t, {"lifeline", "reasoning", "tokens"});
   j["ttft_ms"] = OptionalMs(e.ttft_ms);
   j["ttfa_ms"] = OptionalMs(e.ttfa_ms);

@@ -35,6 +35,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/recent_requests.h"
 #include "base/status.h"
 
 namespace lifeline::api {
@@ -121,6 +122,7 @@ struct RequestLogEntry {
   std::optional<double> ttfa_ms;        // first answer token (after any thinking)
   std::optional<double> disconnect_ms;  // arrival -> the client hung up (client_disconnect)
   nlohmann::json timings;               // the response's `timings` (completed), else null
+  RequestSplit split;                   // SplitOfTimings(timings): the split and token counts
 };
 
 // The entry as one JSON line (no newline): flat keys, `_ms` in milliseconds, absent values

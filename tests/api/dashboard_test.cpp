@@ -88,7 +88,7 @@ TEST(RecentRequests, KeepsTheNewestInABoundedRing) {
   EXPECT_EQ(ring.Json().size(), 0u);
   for (int i = 0; i < 1000; ++i) {
     ring.Record("req-" + std::to_string(i), std::string(1000, 'm'),
-                {{"http_read_ms", static_cast<double>(i)}}, i);
+                SplitOfTimings({{"http_read_ms", static_cast<double>(i)}}), i);
   }
   EXPECT_EQ(ring.recorded(), 1000u);
   const json newest = ring.Json(64);

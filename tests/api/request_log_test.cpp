@@ -192,6 +192,7 @@ TEST(RequestLogTest, LineCarriesTheTimingsSplitAndTokens) {
                {"server_total_ms", 117.0},
                {"tokens", {{"prompt", 12}, {"cached", 8}, {"restored", 4}, {"generated", 9}}},
                {"lifeline", {{"truncated", true}, {"reasoning", {{"tokens", 5}}}}}};
+  e.split = SplitOfTimings(e.timings);
   const nlohmann::json j = nlohmann::json::parse(RequestLogLine(e));
   EXPECT_EQ(j["time"], "2023-11-14T22:13:20.123Z");
   EXPECT_EQ(j["routed"], true);
