@@ -234,20 +234,16 @@ Result<CsvTable> ParseJsonLines(std::string_view text, std::string_view source) 
 }
 
 bool IsRequestLog(const CsvTable& t) {
-  int found = 0;
-  for (const std::string& h : t.header) {
-    found += h == "outcome" || h == "e2e_ms" || h == "client_disconnected";
-  }
-  return found == 3;
+  return ColumnIndex(t, "outcome") && ColumnIndex(t, "e2e_ms") &&
+         ColumnIndex(t, "client_disconnected");
+}
+
+bool IsUserOutcome(std::string_view outcome, std::string_view cancel_reason) {
+  return outcome == "completed" || (outcome == "cancelled" && cancel_reason == "client_disconnect");
 }
 
 Result<CsvTable> RequestLogSessions(const CsvTable& log) {
-  auto col = [&](std::string_view name) -> std::optional<size_t> {
-    for (size_t c = 0; c < log.header.size(); ++c) {
-      if (log.header[c] == name) return c;
-    }
-    return std::nullopt;
-  };
+  auto col = [&](std::string_view name) { return ColumnIndex(log, name); };
   const auto outcome = col("outcome"), e2e = col("e2e_ms"), reason = col("cancel_reason"),
              ttft = col("ttft_ms"), cls = col("class"), id = col("id"), event = col("event"),
              type = col("type"), disconnected = col("client_disconnected");
@@ -277,9 +273,9 @@ Result<CsvTable> RequestLogSessions(const CsvTable& log) {
   for (const char* added : {"wait_ms", "abandoned", "clicked", "converted"}) t.header.push_back(added);
   for (size_t r = 0; r < log.rows.size(); ++r) {
     const std::vector<std::string>& row = log.rows[r];
-    const bool left = row[*outcome] == "cancelled" && reason &&
-                      row[*reason] == "client_disconnect";
-    if (row[*outcome] != "completed" && !left) continue;
+    const std::string_view why = reason ? std::string_view(row[*reason]) : std::string_view();
+    if (!IsUserOutcome(row[*outcome], why)) continue;
+    const bool left = row[*outcome] == "cancelled";
     std::vector<std::string> kept = row;
     kept.push_back(ttft && !row[*ttft].empty() ? row[*ttft] : row[*e2e]);
     const auto p = id ? posted.find(row[*id]) : posted.end();
@@ -299,10 +295,15 @@ Result<CsvTable> RequestLogSessions(const CsvTable& log) {
   return t;
 }
 
-Result<size_t> FindColumn(const CsvTable& t, std::string_view name, std::string_view flag) {
+std::optional<size_t> ColumnIndex(const CsvTable& t, std::string_view name) {
   for (size_t c = 0; c < t.header.size(); ++c) {
     if (t.header[c] == name) return c;
   }
+  return std::nullopt;
+}
+
+Result<size_t> FindColumn(const CsvTable& t, std::string_view name, std::string_view flag) {
+  if (auto c = ColumnIndex(t, name)) return *c;
   std::string known;
   for (const std::string& h : t.header) known += (known.empty() ? "" : ", ") + h;
   return InvalidArgument(std::string(flag) + " '" + std::string(name) + "': no such column in " +

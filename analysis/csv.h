@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +43,11 @@ Result<CsvTable> ReadCsvFile(const std::string& path);
 // A Lifeline request log (docs/operations.md "Request log"): has outcome, e2e_ms and
 // client_disconnected columns.
 bool IsRequestLog(const CsvTable& t);
+// Whether a request-log request tells of its user's patience: answered in full (outcome
+// completed) or left by its client (cancelled, cancel_reason client_disconnect). Refusals,
+// errors and shutdowns do not. The one rule RequestLogSessions, ReportFromRequestLog and the
+// server's live economics (economics/live_economics.h) share.
+bool IsUserOutcome(std::string_view outcome, std::string_view cancel_reason);
 // The rows of a request log an abandonment analysis is about: requests answered in full
 // (outcome completed) or left by their client (cancelled, cancel_reason client_disconnect);
 // refusals, errors and shutdowns say nothing of a user's patience. Adds the columns
@@ -55,6 +61,8 @@ Result<CsvTable> RequestLogSessions(const CsvTable& log);
 // The 0-based index of a header column, or InvalidArgument naming the flag that chose it and
 // listing the header.
 Result<size_t> FindColumn(const CsvTable& t, std::string_view name, std::string_view flag);
+// The same for a column that may be absent.
+std::optional<size_t> ColumnIndex(const CsvTable& t, std::string_view name);
 
 // Latencies: numbers in [0, kMaxLatencyMs].
 inline constexpr double kMaxLatencyMs = 1e9;  // 11.6 days: anything larger is a unit mistake

@@ -232,12 +232,7 @@ Expectation Expect(const ImpactModels& m, const std::vector<double>& latency_ms,
 }
 
 Result<json> ReportFromRequestLog(const CsvTable& log) {
-  auto col = [&](std::string_view name) -> std::optional<size_t> {
-    for (size_t c = 0; c < log.header.size(); ++c) {
-      if (log.header[c] == name) return c;
-    }
-    return std::nullopt;
-  };
+  auto col = [&](std::string_view name) { return ColumnIndex(log, name); };
   const auto outcome = col("outcome"), reason = col("cancel_reason"), cls = col("class"),
              ttft = col("ttft_ms"), ttfa = col("ttfa_ms"), e2e = col("e2e_ms");
   if (!IsRequestLog(log) || !e2e) return InvalidArgument(log.source + ": not a request log");
@@ -253,13 +248,13 @@ Result<json> ReportFromRequestLog(const CsvTable& log) {
   for (const std::vector<std::string>& row : log.rows) {
     const std::string& out = row[*outcome];
     if (out.empty()) continue;  // an outcome event line, not a request
-    const std::string reason_text = reason ? row[*reason] : std::string();
-    if (out == "cancelled" && reason_text != "client_disconnect") continue;  // shutdown, server-side cuts
+    const bool user = IsUserOutcome(out, reason ? std::string_view(row[*reason]) : std::string_view());
+    if (!user && out == "cancelled") continue;  // shutdown, server-side cuts: no user outcome
     const std::string name = cls && !row[*cls].empty() ? row[*cls] : "unclassified";
     auto [it, fresh] = target_of.emplace(name, static_cast<int>(targets.size()));
     if (fresh) targets.push_back({{"label", "class " + name}});
     json r = {{"step", 0}, {"target", it->second}};
-    if (out == "completed" || out == "cancelled") {
+    if (user) {
       const json e = number(row[*e2e]);
       const json t = ttft ? number(row[*ttft]) : json(nullptr);
       r["e2e_ms"] = e;

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <numeric>
 
+#include "analysis/csv.h"
 #include "analysis/threshold.h"
 #include "base/prometheus.h"
 
@@ -82,8 +83,7 @@ void LiveEconomics::OnFinished(const api::RequestLogEntry& e) {
   r.session = e.session_id;
   r.slo_class = e.slo_class.empty() ? "unclassified" : e.slo_class;
   r.disconnected = e.disconnect_ms.has_value();
-  const bool left = e.outcome == "cancelled" && e.cancel_reason == "client_disconnect";
-  r.sample = e.outcome == "completed" || left;
+  r.sample = analysis::IsUserOutcome(e.outcome, e.cancel_reason);
   r.wait_ms = e.ttft_ms.value_or(e.e2e_ms);
   r.end_ms = Now();
   std::lock_guard lock(mu_);
