@@ -208,16 +208,7 @@ TEST_F(ServerTest, DisconnectMidStreamCancelsExactlyOnce) {
 }
 
 TEST_F(ServerTest, DisconnectWhileWaitingForFirstTokenCancels) {
-  FakeScript slow;
-  slow.first_token_delay = 5s;
-  engine_.SetScript(slow);
-  {
-    TestClient c(server_->port());
-    ASSERT_TRUE(c.Send(PostRequest("/v1/completions", R"({"prompt":"x"})")));
-    ASSERT_TRUE(engine_.WaitFor([&] { return engine_.accepted() == 1; }));
-  }
-  ASSERT_TRUE(engine_.WaitFor([&] { return engine_.cancels_for(1) == 1; }, 2s));
-  ASSERT_TRUE(WaitIdle());
+  ASSERT_NO_FATAL_FAILURE(HangUpBeforeTheFirstToken());
   EXPECT_EQ(server_->Ledger().cancelled, 1u);
 }
 

@@ -271,16 +271,7 @@ TEST_F(RequestLogServerTest, ACompletedRequestIsOneLine) {
 }
 
 TEST_F(RequestLogServerTest, AClientThatHangsUpIsLoggedAsDisconnected) {
-  FakeScript slow;
-  slow.first_token_delay = 5s;
-  engine_.SetScript(slow);
-  {
-    TestClient c(server_->port());
-    ASSERT_TRUE(c.Send(PostRequest("/v1/completions", R"({"prompt":"x"})")));
-    ASSERT_TRUE(engine_.WaitFor([&] { return engine_.accepted() == 1; }));
-  }
-  ASSERT_TRUE(engine_.WaitFor([&] { return engine_.cancels_for(1) == 1; }, 2s));
-  ASSERT_TRUE(WaitIdle());
+  ASSERT_NO_FATAL_FAILURE(HangUpBeforeTheFirstToken());
   const auto lines = Logged();
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0]["outcome"], "cancelled");

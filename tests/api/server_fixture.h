@@ -73,6 +73,22 @@ class ServerTest : public ::testing::Test {
         timeout);
   }
 
+  // A client sends a completion whose first token is 5 s away, then closes its connection as
+  // soon as the engine accepted it: the server must cancel it (exactly once) and go idle.
+  // Call through ASSERT_NO_FATAL_FAILURE.
+  void HangUpBeforeTheFirstToken() {
+    FakeScript slow;
+    slow.first_token_delay = 5s;
+    engine_.SetScript(slow);
+    {
+      TestClient c(server_->port());
+      ASSERT_TRUE(c.Send(PostRequest("/v1/completions", R"({"prompt":"x"})")));
+      ASSERT_TRUE(engine_.WaitFor([&] { return engine_.accepted() == 1; }));
+    }
+    ASSERT_TRUE(engine_.WaitFor([&] { return engine_.cancels_for(1) == 1; }, 2s));
+    ASSERT_TRUE(WaitIdle());
+  }
+
   // One request on a fresh connection.
   std::optional<HttpReply> Roundtrip(const std::string& request,
                                      std::chrono::milliseconds timeout = 5s) {
