@@ -394,6 +394,14 @@ int RunSimulate(const SimulateFlags& f) {
 
 // ---- flags ----
 
+// A column option whose default depends on the input (a request log has columns of its own):
+// sets the name and records that the user chose it.
+void AddColumnOption(CLI::App* c, const char* name, std::string* column, bool* given,
+                     const char* help) {
+  c->add_option_function<std::string>(
+      name, [column, given](const std::string& v) { *column = v; *given = true; }, help);
+}
+
 void AddThreshold(CLI::App* parent, ThresholdFlags* f) {
   CLI::App* c = parent->add_subcommand(
       "threshold", "Find the latency at which the abandonment rate jumps, per scenario");
@@ -401,17 +409,14 @@ void AddThreshold(CLI::App* parent, ThresholdFlags* f) {
                 "Sessions CSV (header line; one row per session), or a request log of "
                 "`serve --request-log` (JSON Lines)")
       ->required();
-  c->add_option_function<std::string>(
-       "--latency-col", [f](const std::string& v) { f->latency_col = v; f->latency_col_given = true; },
-       "Latency column in ms (default latency_ms; wait_ms for a request log)");
-  c->add_option_function<std::string>(
-       "--outcome-col", [f](const std::string& v) { f->outcome_col = v; f->outcome_col_given = true; },
-       "Outcome column, 0/1 or true/false (default abandoned; for a request log, the posted "
-       "abandoned / completed, else whether the client hung up)");
-  c->add_option_function<std::string>(
-       "--scenario-col", [f](const std::string& v) { f->scenario_col = v; f->scenario_col_given = true; },
-       "Scenario column (default 'scenario' when present, 'class' for a request log; "
-       "otherwise one scenario 'all')");
+  AddColumnOption(c, "--latency-col", &f->latency_col, &f->latency_col_given,
+                  "Latency column in ms (default latency_ms; wait_ms for a request log)");
+  AddColumnOption(c, "--outcome-col", &f->outcome_col, &f->outcome_col_given,
+                  "Outcome column, 0/1 or true/false (default abandoned; for a request log, the "
+                  "posted abandoned / completed, else whether the client hung up)");
+  AddColumnOption(c, "--scenario-col", &f->scenario_col, &f->scenario_col_given,
+                  "Scenario column (default 'scenario' when present, 'class' for a request log; "
+                  "otherwise one scenario 'all')");
   c->add_option("--group-col", f->group_col, "Resample these groups (users) in the bootstrap");
   c->add_option("--bootstrap", f->bootstrap, "Bootstrap replicates for the 95 % interval")
       ->capture_default_str();
@@ -441,9 +446,8 @@ void AddDecay(CLI::App* parent, DecayFlags* f) {
                 "Events CSV (one row per impression), or a request log of `serve --request-log` "
                 "with the outcomes posted to /v1/outcomes (JSON Lines)")
       ->required();
-  c->add_option_function<std::string>(
-       "--latency-col", [f](const std::string& v) { f->latency_col = v; f->latency_col_given = true; },
-       "Latency column in ms (default latency_ms; wait_ms for a request log)");
+  AddColumnOption(c, "--latency-col", &f->latency_col, &f->latency_col_given,
+                  "Latency column in ms (default latency_ms; wait_ms for a request log)");
   c->add_option("--click-col", f->click_col, "Clicked column (0/1)")->capture_default_str();
   c->add_option("--convert-col", f->convert_col, "Converted column (0/1)")->capture_default_str();
   c->add_option("--bins", f->bins, "Equal-count bins for R^2 and the plot")->capture_default_str();
