@@ -88,10 +88,21 @@ struct RequestTimeline {
   Clock::time_point rerouted{};
 };
 
+// What a request asks of the model. kGenerate: text (completions, chat, infill). kEmbed
+// (POST /v1/embeddings): each prompt's pooled hidden state, the model's pooling (mean, last,
+// cls; serving/embedding.h), unnormalised -- the server truncates and normalises. kRerank
+// (POST /v1/rerank): each prompt is a document, formatted with `rerank_query` the way the
+// model was trained to read a pair, and answered with its relevance score(s). Neither
+// generates a token: a prompt's choice ends with one token event carrying `embedding`, then
+// its kChoiceDone / the kDone ("stop"); usage.completion_tokens is 0.
+enum class Task : uint8_t { kGenerate, kEmbed, kRerank };
+
 // A validated generation request. Tokenization and the chat template are NOT applied here:
 // the engine side owns the vocabulary and the template.
 struct GenerationRequest {
   std::string model;                  // resolved id (never empty when submitted)
+  Task task = Task::kGenerate;
+  std::string rerank_query;           // kRerank: the query every document is scored against
   bool is_chat = false;
   bool is_infill = false;             // POST /infill (prompts[0] is input_prefix)
   std::vector<PromptInput> prompts;   // completions: >= 1 (an array of prompts: one each)
@@ -178,6 +189,9 @@ struct GenerationEvent {
   std::string reasoning;
   int32_t token_id = -1;
   std::vector<TokenLogprobs> logprobs;  // the tokens this text came from (logprobs requested)
+  // kToken of a kEmbed / kRerank request: choice `index`'s pooled vector (n_embd floats, not
+  // normalised) or its scores (kRerank: the classifier's outputs; the first is the relevance).
+  std::vector<float> embedding;
   // kDone
   std::string finish_reason;  // "stop" | "length" | "deadline" | ...
   Usage usage;
@@ -275,6 +289,12 @@ struct ModelInfo {
   // "llama3_json", ...; "" when unknown or remote): the server parses calls in that syntax.
   std::string tool_call_format = "";
   std::string reasoning_format = "";  // how its chat answers split thinking ("" / "none": no split)
+  // Embeddings and reranking (0 / "" for a remote model): the pooled vector's width
+  // (n_embd; `dimensions` may ask for at most this), the pooling ("mean" | "cls" | "last" |
+  // "rank"), and the number of scores a rerank answers per document (0: not a reranker).
+  int64_t embedding_length = 0;
+  std::string pooling = "";
+  int32_t rerank_outputs = 0;
 };
 
 // POST /tokenize (llama.cpp's shape), already validated by the server: `model` resolved,
