@@ -282,7 +282,7 @@ Status LlamaModel::CheckWindowBlocks(std::span<const BatchToken> batch, std::spa
 // after the batch is known to be valid), run the pass over the views, then record the new
 // lengths. On any error the tables are as before.
 Status LlamaModel::Eval(std::span<const BatchToken> batch, LlamaContext& ctx, ComputePool& pool,
-                        std::span<float> logits) const {
+                        std::span<float> logits, std::span<float> hidden) const {
   KvSequenceTable* own = ctx.local_blocks();
   if (own == nullptr) {
     return InvalidArgument("Eval: this context's KV blocks belong to the caller; pass each "
@@ -310,7 +310,7 @@ Status LlamaModel::Eval(std::span<const BatchToken> batch, LlamaContext& ctx, Co
   }
   for (const auto& [seq, end] : next) LL_CHECK(own->Reserve(seq, end));
   for (SeqKv& v : views) v = own->View(v.seq);  // the tables have grown (and may have moved)
-  const Status s = Eval(batch, std::span<const SeqKv>(views), ctx, pool, logits);
+  const Status s = Eval(batch, std::span<const SeqKv>(views), ctx, pool, logits, hidden);
   for (size_t i = 0; i < next.size(); ++i) {
     const SeqId seq = next[i].first;
     if (s.ok()) {
@@ -334,10 +334,18 @@ Status LlamaModel::CheckLogits(std::span<float> logits, int64_t n_wanted) const 
 }
 
 Status LlamaModel::Eval(std::span<const BatchToken> batch, std::span<const SeqKv> kv,
-                        LlamaContext& ctx, ComputePool& pool, std::span<float> logits) const {
+                        LlamaContext& ctx, ComputePool& pool, std::span<float> logits,
+                        std::span<float> hidden) const {
   int64_t n_wanted = 0;
   LL_RETURN_IF_ERROR(ValidateBatch(batch, kv, ctx, &n_wanted));
   LL_RETURN_IF_ERROR(CheckLogits(logits, n_wanted));
+  const auto n_hidden = static_cast<uint64_t>(
+      std::count_if(batch.begin(), batch.end(), [](const BatchToken& t) { return t.want_hidden; }));
+  if (hidden.size() < n_hidden * static_cast<uint64_t>(config_.n_embd)) {
+    return InvalidArgument("Eval: hidden buffer holds " + std::to_string(hidden.size()) +
+                           " floats, " + std::to_string(n_hidden * config_.n_embd) +
+                           " needed (" + std::to_string(n_hidden) + " x n_embd)");
+  }
   LL_RETURN_IF_ERROR(CheckBlockTables(batch, kv, ctx));
 
   LlamaScratch& s = ctx.scratch();
@@ -346,6 +354,7 @@ Status LlamaModel::Eval(std::span<const BatchToken> batch, std::span<const SeqKv
   }
   const int64_t n = static_cast<int64_t>(batch.size());
   float* out = logits.data();
+  float* hidden_out = hidden.data();
   KvWindowTable* window = ctx.window_table();
   for (int64_t begin = 0; begin < n; begin += ctx.max_batch_tokens()) {
     const int64_t len = std::min(ctx.max_batch_tokens(), n - begin);
@@ -364,7 +373,7 @@ Status LlamaModel::Eval(std::span<const BatchToken> batch, std::span<const SeqKv
     for (size_t t = 0; window != nullptr && t < step.size(); ++t) {
       s.window_tables[t] = window->blocks(step[t].seq);
     }
-    EvalStep(step, ctx, pool, out);
+    EvalStep(step, ctx, pool, out, hidden_out);
     // ... and the blocks no later position reads go back to the pool.
     for (size_t t = 0; window != nullptr && t < step.size(); ++t) {
       if (t + 1 == step.size() || step[t + 1].seq != step[t].seq) {
@@ -373,6 +382,7 @@ Status LlamaModel::Eval(std::span<const BatchToken> batch, std::span<const SeqKv
     }
     for (const BatchToken& t : step) {
       if (t.want_logits) out += config_.n_vocab;
+      if (t.want_hidden) hidden_out += config_.n_embd;
     }
   }
   return Status::Ok();
@@ -384,7 +394,7 @@ Status LlamaModel::Eval(std::span<const BatchToken> batch, std::span<const SeqKv
 // product that reads it and each residual add as the epilogue of the product that feeds it,
 // so every line below is one pass over the weights.
 void LlamaModel::EvalStep(std::span<const BatchToken> step, LlamaContext& ctx, ComputePool& pool,
-                          float* logits) const {
+                          float* logits, float* hidden) const {
   const ModelConfig& c = config_;
   LlamaScratch& s = ctx.scratch();
   const int64_t n = static_cast<int64_t>(step.size());
@@ -418,7 +428,21 @@ void LlamaModel::EvalStep(std::span<const BatchToken> step, LlamaContext& ctx, C
       NormAndMixExperts(w, n, ctx, pool);  // x += sum_k p_k Expert_k(RMSNorm(x)) [+ shared]
     }
   }
+  OutputHidden(step, ctx, hidden);
   OutputLogits(step, ctx, pool, logits);
+}
+
+// The rows an embedding's pooling reads: RMSNorm(x) * output_norm, as the classifier sees it.
+void LlamaModel::OutputHidden(std::span<const BatchToken> step, LlamaContext& ctx,
+                              float* hidden) const {
+  const ModelConfig& c = config_;
+  const LlamaScratch& s = ctx.scratch();
+  for (size_t t = 0; t < step.size(); ++t) {
+    if (!step[t].want_hidden) continue;
+    ops::RmsNorm(s.x.data() + static_cast<int64_t>(t) * c.n_embd, weights_.output_norm.data(),
+                 c.n_embd, c.rms_eps, hidden);
+    hidden += c.n_embd;
+  }
 }
 
 void LlamaModel::Embed(std::span<const BatchToken> step, LlamaContext& ctx) const {

@@ -52,6 +52,9 @@ struct BatchToken {
   int64_t pos = 0;
   SeqId seq = 0;
   bool want_logits = false;
+  // Its final hidden state (after output_norm: what the classifier reads) is wanted: an
+  // embedding model's pooling reads these rows (serving/embedding.h).
+  bool want_hidden = false;
 };
 
 struct ModelLoadOptions {
@@ -85,12 +88,14 @@ class LlamaModel {
   // ([n_wanted, n_vocab]; must hold at least that many floats). The sequences' tables are
   // `kv` (one SeqKv per sequence in the batch, each already covering the positions the batch
   // writes; extra entries are ignored); nothing is allocated from the ordinary store.
+  // The normalised final hidden states of the tokens with want_hidden go to `hidden`, in
+  // batch order ([n_hidden, n_embd]; must hold that many floats).
   Status Eval(std::span<const BatchToken> batch, std::span<const SeqKv> kv, LlamaContext& ctx,
-              ComputePool& pool, std::span<float> logits) const;
+              ComputePool& pool, std::span<float> logits, std::span<float> hidden = {}) const;
   // The same over the context's own block tables, grown as the batch needs (all or nothing)
   // and lengthened after it. InvalidArgument when the caller owns the context's blocks.
   Status Eval(std::span<const BatchToken> batch, LlamaContext& ctx, ComputePool& pool,
-              std::span<float> logits) const;
+              std::span<float> logits, std::span<float> hidden = {}) const;
 
  private:
   LlamaModel(std::unique_ptr<GgufFile> file, const KernelTable& kernels)
@@ -106,7 +111,8 @@ class LlamaModel {
                            LlamaContext& ctx) const;
   // One step of at most max_batch_tokens tokens; logits rows go to `logits`.
   void EvalStep(std::span<const BatchToken> step, LlamaContext& ctx, ComputePool& pool,
-                float* logits) const;
+                float* logits, float* hidden) const;
+  void OutputHidden(std::span<const BatchToken> step, LlamaContext& ctx, float* hidden) const;
   void Embed(std::span<const BatchToken> step, LlamaContext& ctx) const;
   void NormAndProjectQkv(const LlamaLayerWeights& w, int64_t n, LlamaContext& ctx,
                          ComputePool& pool) const;

@@ -257,6 +257,32 @@ Status BindLayer(const GgufFile& f, const ModelConfig& c, int64_t il, LlamaLayer
   return c.is_moe() ? BindExpertFfns(f, c, p, l) : BindFeedForward(f, c, p, l);
 }
 
+// A small matrix as row-major floats (the classifier head: read once per sequence).
+Result<std::vector<float>> DenseMatrix(const GgufFile& f, const std::string& name, int64_t rows,
+                                       int64_t cols, const char* meaning) {
+  LL_ASSIGN_OR_RETURN(const WeightMatrix m, BindMatrix(f, name, rows, cols, meaning));
+  std::vector<float> out(static_cast<size_t>(rows * cols));  // [rows, cols]
+  for (int64_t r = 0; r < rows; ++r) {
+    ref::DequantizeRow(m.type, m.data + static_cast<uint64_t>(r) * m.row_bytes,
+                       out.data() + r * cols, cols);
+  }
+  return out;
+}
+
+Status BindClassifier(const GgufFile& f, const ModelConfig& c, LlamaWeights* w) {
+  if (c.n_cls_out == 0) return Status::Ok();
+  if (f.FindTensor("cls.weight") != nullptr) {
+    LL_ASSIGN_OR_RETURN(w->cls, DenseMatrix(f, "cls.weight", c.n_embd, c.n_embd,
+                                            "n_embd, n_embd"));
+    LL_ASSIGN_OR_RETURN(w->cls_b, BindVector(f, "cls.bias", c.n_embd, false, "n_embd"));
+  }
+  LL_ASSIGN_OR_RETURN(w->cls_out, DenseMatrix(f, "cls.output.weight", c.n_cls_out, c.n_embd,
+                                              "n_embd, n_cls_out"));
+  LL_ASSIGN_OR_RETURN(w->cls_out_b, BindVector(f, "cls.output.bias", c.n_cls_out, false,
+                                               "n_cls_out"));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<LlamaWeights> BindLlamaWeights(const GgufFile& file, const ModelConfig& c) {
@@ -276,6 +302,7 @@ Result<LlamaWeights> BindLlamaWeights(const GgufFile& file, const ModelConfig& c
   for (int64_t il = 0; il < c.n_layer; ++il) {
     LL_RETURN_IF_ERROR(BindLayer(file, c, il, &w.layers[static_cast<size_t>(il)]));
   }
+  LL_RETURN_IF_ERROR(BindClassifier(file, c, &w));
   return w;
 }
 

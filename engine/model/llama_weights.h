@@ -73,6 +73,13 @@ struct LlamaWeights {
   WeightMatrix output;             // [n_vocab rows, n_embd cols]; == token_embd when tied
   bool output_tied = false;        // output.weight absent: classifier shares token_embd
   std::vector<LlamaLayerWeights> layers;  // [n_layer]
+  // A reranker's classifier head (llama.cpp's names), dequantized to floats at load: it runs
+  // once per sequence, not per token. score = cls_out . [tanh(cls . x + cls_b)] + cls_out_b,
+  // the bracket only when cls.weight is present. Empty when the file has no head.
+  std::vector<float> cls;        // [n_embd rows, n_embd cols] or empty
+  std::vector<float> cls_b;      // [n_embd] or empty
+  std::vector<float> cls_out;    // [n_cls_out rows, n_embd cols] or empty
+  std::vector<float> cls_out_b;  // [n_cls_out] or empty
 };
 
 Result<LlamaWeights> BindLlamaWeights(const GgufFile& file, const ModelConfig& config);

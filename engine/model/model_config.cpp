@@ -391,9 +391,69 @@ Status ReadVocab(const GgufFile& f, ModelConfig* c) {
   return Status::Ok();
 }
 
+// Embedding / reranking keys: the pooling, the classifier head's outputs (from cls.output's
+// shape; llama.cpp writes its labels as `classifier.output_labels`), and causal attention.
+Status ReadPooling(const GgufFile& f, ModelConfig* c) {
+  const std::string causal_key = Key(*c, "attention.causal");
+  if (f.FindKv(causal_key) != nullptr) {
+    Result<bool> causal = f.GetBool(causal_key);
+    if (!causal.ok()) return DataLoss(causal_key + ": " + causal.status().message());
+    if (!*causal) {
+      return Unimplemented(causal_key + " = false: bidirectional attention (encoder "
+                           "embedding models) is not supported; only causal decoders run");
+    }
+  }
+  const std::string pool_key = Key(*c, "pooling_type");
+  if (f.FindKv(pool_key) != nullptr) {
+    LL_ASSIGN_OR_RETURN(const int64_t p, OptionalInt(f, pool_key, 0, 0, 4));
+    c->pooling = static_cast<PoolingType>(p);  // the enum follows llama.cpp's numbering
+  }
+  if (const GgufTensorInfo* t = f.FindTensor("cls.output.weight"); t != nullptr) {
+    if (t->n_dims > 2 || t->ne[1] < 1 || t->ne[1] > Limits::kMaxClassifierOutputs) {
+      return RangeError("cls.output.weight ne[1] (classifier outputs)", t->ne[1], 1,
+                        Limits::kMaxClassifierOutputs);
+    }
+    c->n_cls_out = t->ne[1];
+  }
+  const std::string labels_key = Key(*c, "classifier.output_labels");
+  if (f.FindKv(labels_key) != nullptr) {
+    Result<std::vector<std::string_view>> labels = f.GetStringArray(labels_key);
+    if (!labels.ok()) return DataLoss(labels_key + ": " + labels.status().message());
+    if (static_cast<int64_t>(labels->size()) != c->n_cls_out) {
+      return DataLoss(labels_key + ": " + std::to_string(labels->size()) + " labels for " +
+                      std::to_string(c->n_cls_out) + " classifier outputs (cls.output.weight)");
+    }
+    for (std::string_view l : *labels) c->classifier_labels.emplace_back(l.substr(0, 256));
+  }
+  if (c->pooling == PoolingType::kRank && c->n_cls_out == 0) {
+    return NotFound(pool_key + " = 4 (rank) needs a classifier head: cls.output.weight is absent");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 const char* ModelArchName(ModelArch arch) { return SpecOf(arch).name; }
+
+const char* PoolingName(PoolingType pooling) {
+  switch (pooling) {
+    case PoolingType::kNone: return "none";
+    case PoolingType::kMean: return "mean";
+    case PoolingType::kCls: return "cls";
+    case PoolingType::kLast: return "last";
+    case PoolingType::kRank: return "rank";
+    case PoolingType::kUnspecified: break;
+  }
+  return "unspecified";
+}
+
+std::optional<PoolingType> PoolingFromName(std::string_view name) {
+  for (PoolingType p : {PoolingType::kNone, PoolingType::kMean, PoolingType::kCls,
+                        PoolingType::kLast, PoolingType::kRank}) {
+    if (name == PoolingName(p)) return p;
+  }
+  return std::nullopt;
+}
 
 const std::vector<float>& ModelConfig::RopeFactorsFor(int64_t n_ctx) const {
   if (!rope_freq_factors.empty() || rope_factors_long.empty()) return rope_freq_factors;
@@ -408,6 +468,7 @@ Result<ModelConfig> ReadModelConfig(const GgufFile& file) {
   LL_RETURN_IF_ERROR(ReadRope(file, &c));
   LL_RETURN_IF_ERROR(ReadArchSwitches(file, &c));
   LL_RETURN_IF_ERROR(ReadVocab(file, &c));
+  LL_RETURN_IF_ERROR(ReadPooling(file, &c));
   return c;
 }
 

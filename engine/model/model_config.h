@@ -13,7 +13,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -56,6 +58,15 @@ enum class OutputTensor : uint8_t {
   kAlwaysTied,   // token_embd.weight; llama.cpp does not read an output.weight (gemma, gemma2)
 };
 
+// How a sequence's hidden states become one vector (an embedding) -- llama.cpp's
+// `<arch>.pooling_type` values: kNone 0 (every token's), kMean 1, kCls 2 (the first token's),
+// kLast 3, kRank 4 (a reranker: the last token's state through the classifier head, see
+// LlamaWeights::cls_out). kUnspecified: the file says nothing (the server picks).
+enum class PoolingType : uint8_t { kNone, kMean, kCls, kLast, kRank, kUnspecified };
+const char* PoolingName(PoolingType pooling);
+// "none" | "mean" | "cls" | "last" | "rank" -> the type; anything else nullopt.
+std::optional<PoolingType> PoolingFromName(std::string_view name);
+
 // Caps on what a file may ask us to allocate. Real models sit far below them.
 struct ModelConfigLimits {
   static constexpr int64_t kMaxLayers = 512;
@@ -66,6 +77,7 @@ struct ModelConfigLimits {
   static constexpr int64_t kMaxVocab = 1 << 22;
   static constexpr int64_t kMaxContext = 1 << 24;
   static constexpr int64_t kMaxExperts = 1024;
+  static constexpr int64_t kMaxClassifierOutputs = 4096;
 };
 
 struct ModelConfig {
@@ -130,6 +142,14 @@ struct ModelConfig {
   ExpertGating expert_gating = ExpertGating::kSoftmax;
   bool expert_norm_topk = false;
   float expert_weights_scale = 0.0f;
+
+  // Embedding and reranking models (docs/embeddings.md): the pooling the file declares
+  // (`<arch>.pooling_type`), and the classifier head's outputs (cls_out.weight's rows, 0: no
+  // head) with their labels (`<arch>.classifier.output_labels`, may be empty). Only causal
+  // attention is run: a file whose `<arch>.attention.causal` is false is refused.
+  PoolingType pooling = PoolingType::kUnspecified;
+  int64_t n_cls_out = 0;
+  std::vector<std::string> classifier_labels;
 
   bool is_moe() const { return n_expert > 0; }
   // Width of the widest FFN a layer runs (scratch sizing).

@@ -167,6 +167,15 @@ std::vector<TensorPlan> PlanTensors(const TinyModelSpec& s) {
     }
     t.push_back({p + "ffn_down.weight", s.matrix_type, {s.n_ff, s.n_embd}, TensorPlan::kMatrix});
   }
+  if (s.n_cls_out > 0) {
+    if (s.cls_dense) {
+      t.push_back({"cls.weight", GgmlType::kF32, {s.n_embd, s.n_embd}, TensorPlan::kMatrix});
+      t.push_back({"cls.bias", GgmlType::kF32, {s.n_embd}, TensorPlan::kBias});
+    }
+    t.push_back({"cls.output.weight", GgmlType::kF32, {s.n_embd, s.n_cls_out},
+                 TensorPlan::kMatrix});
+    t.push_back({"cls.output.bias", GgmlType::kF32, {s.n_cls_out}, TensorPlan::kBias});
+  }
   std::vector<TensorPlan> kept;
   for (TensorPlan& tp : t) {
     if (s.omit_tensors.count(tp.name)) continue;
@@ -245,6 +254,8 @@ Status WriteTinyModel(const TinyModelSpec& s, const std::string& path) {
   }
   if (s.n_ff_exp > 0) add_uint(a + "expert_feed_forward_length", s.n_ff_exp);
   if (s.n_ff_shexp > 0) add_uint(a + "expert_shared_feed_forward_length", s.n_ff_shexp);
+  if (!s.cls_labels.empty()) w.AddStringArray(a + "classifier.output_labels", s.cls_labels);
+  if (s.causal >= 0) w.AddBool(a + "attention.causal", s.causal != 0);
   for (const auto& [key, v] : s.uint_key_overrides) {
     if (s.omit_keys.count(key)) continue;
     w.AddUint32(key, static_cast<uint32_t>(v));  // replaces in place, or adds a new key

@@ -59,6 +59,12 @@ struct TinyModelSpec {
   int64_t n_ff_exp = 0;              // > 0: expert_feed_forward_length (else n_ff)
   int64_t n_ff_shexp = 0;            // > 0: a shared expert of this width (qwen2moe)
   bool merged_gate_up_exps = false;  // ffn_gate_up_exps instead of ffn_gate_exps + ffn_up_exps
+  // Embedding / reranking files: a classifier head of n_cls_out outputs (cls.output.weight
+  // and .bias; with cls_dense also cls.weight and .bias), its labels, attention.causal.
+  int64_t n_cls_out = 0;
+  bool cls_dense = false;
+  std::vector<std::string> cls_labels;  // non-empty: classifier.output_labels
+  int causal = -1;                      // 0 / 1: attention.causal written; -1: absent
   GgmlType matrix_type = GgmlType::kF32;
   uint32_t seed = 7;
   std::set<std::string> omit_keys;   // full key names to leave out
