@@ -60,6 +60,7 @@ struct Request {
   int64_t arrival_us = 0;
   std::optional<int64_t> deadline_us;  // absolute, same clock as arrival_us
   int32_t priority = 0;                // higher runs first (policy permitting)
+  bool reuse_prefix = true;            // NewRequest::reuse_prefix
 
   RequestState state = RequestState::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;

@@ -134,6 +134,7 @@ Result<RequestId> Scheduler::Submit(NewRequest req) {
   r.arrival_us = req.arrival_us;
   r.deadline_us = req.deadline_us;
   r.priority = req.priority;
+  r.reuse_prefix = req.reuse_prefix;
   r.state = RequestState::kWaiting;
   const RequestId id = r.id;
   live_.emplace(id, std::move(r));
@@ -462,17 +463,17 @@ void Scheduler::AdmitWaiting(int64_t now_us, StepPlan* plan) {
       break;
     }
     Request& r = live_.at(id);
-    const PrefixProbe probe = blocks_.ProbePrefix(r.tokens);
+    const PrefixProbe probe = r.reuse_prefix ? blocks_.ProbePrefix(r.tokens) : PrefixProbe{};
     // The prefix may continue in the tier below the pool: those blocks are restored, not
     // computed (they still need pool blocks).
     std::vector<uint64_t> hashes;
-    const int64_t tier_blocks = TierRun(r.tokens, probe.n_blocks, &hashes);
+    const int64_t tier_blocks = r.reuse_prefix ? TierRun(r.tokens, probe.n_blocks, &hashes) : 0;
     const int64_t reused = probe.n_tokens + tier_blocks * kKvBlockTokens;
     const int64_t n = std::min(r.n_tokens() - reused, budget_tokens_);
     const int64_t need = KvBlocksFor(reused + n) - probe.n_blocks;
     // Attaching evictable hits takes them off the list an allocation could draw from.
     if (need > blocks_.n_available() - probe.n_unreferenced) break;  // strict queue order
-    Result<int64_t> cached = blocks_.MatchPrefix(id, r.tokens);
+    Result<int64_t> cached = r.reuse_prefix ? blocks_.MatchPrefix(id, r.tokens) : Result<int64_t>(0);
     LL_CHECK(cached.ok() && *cached == probe.n_tokens);
     LL_CHECK(blocks_.Allocate(id, reused + n));
     EraseFrom(waiting_, id);

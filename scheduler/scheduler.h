@@ -119,6 +119,10 @@ struct NewRequest {
   int64_t arrival_us = 0;
   std::optional<int64_t> deadline_us;  // absolute
   int32_t priority = 0;
+  // false: every position is computed, none served from the prefix cache or the tier below
+  // it -- an embedding pooled over all positions (mean) or the first (cls) needs each one's
+  // hidden state, which a cached block does not keep. Its full blocks still enter the cache.
+  bool reuse_prefix = true;
 };
 
 // One sequence's work in a step: compute positions [start_pos, end_pos) of request `id`.

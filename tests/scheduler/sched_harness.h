@@ -83,6 +83,8 @@ class Harness {
   int64_t RunUntilIdle(int64_t max_steps);
 
   void set_stop_rule(StopRule rule) { stop_rule_ = std::move(rule); }
+  // NewRequest::reuse_prefix of the requests submitted from now on.
+  void set_reuse_prefix(bool on) { reuse_prefix_ = on; }
   void set_token_fn(TokenFn fn) { token_fn_ = std::move(fn); }
   // Requests for which the fake engine reports an error in their next step.
   void FailNext(RequestId id) { fail_next_.push_back(id); }
@@ -108,6 +110,7 @@ class Harness {
   std::vector<StepPlan> plans_;
   std::set<RequestId> admitted_;  // ran since their last admission (not preempted since)
   StopRule stop_rule_;
+  bool reuse_prefix_ = true;
   TokenFn token_fn_ = FakeToken;
 };
 

@@ -123,6 +123,7 @@ Result<RequestId> Harness::TrySubmit(std::vector<int32_t> prompt, int64_t max_to
   nr.arrival_us = now_us_;
   nr.deadline_us = deadline_us;
   nr.priority = priority;
+  nr.reuse_prefix = reuse_prefix_;
   Result<RequestId> id = sched_->Submit(std::move(nr));
   if (id.ok()) {
     expected_[*id] = std::move(prompt);

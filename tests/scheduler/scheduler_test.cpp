@@ -407,6 +407,29 @@ TEST(SchedulerTest, WithoutPrefixCachingASharedPrefixIsRecomputed) {
   EXPECT_EQ(h.sched().block_manager().stats().prefix_hit_tokens, 0);
 }
 
+// An embedding pooled over every position: the request computes its whole prompt although
+// the cache holds it, and its blocks are not registered twice.
+TEST(SchedulerTest, ARequestThatMustNotReuseThePrefixComputesEveryPosition) {
+  Harness h(Config(64, 4, 256));
+  const std::vector<int32_t> a = Prompt(100);
+  h.Submit(a, 5);
+  h.RunUntilIdle(100);
+  h.set_reuse_prefix(false);
+  const RequestId rb = h.Submit(a, 1);
+  const StepPlan p = h.Step();
+  ASSERT_EQ(p.entries.size(), 1u);
+  EXPECT_EQ(p.entries[0].start_pos, 0);
+  EXPECT_EQ(p.entries[0].end_pos, 100);
+  h.RunUntilIdle(100);
+  EXPECT_EQ(h.finished()[rb].n_cached_tokens, 0);
+  EXPECT_EQ(h.sched().block_manager().stats().prefix_hit_tokens, 0);
+  // The cache still serves a later request that may reuse it.
+  h.set_reuse_prefix(true);
+  const RequestId rc = h.Submit(a, 1);
+  h.RunUntilIdle(100);
+  EXPECT_EQ(h.finished()[rc].n_cached_tokens, 96);
+}
+
 TEST(SchedulerTest, ConcurrentIdenticalPromptsShareBlocksButComputeTheLastToken) {
   Harness h(Config(64, 4, 256));
   const RequestId d = h.Submit(Prompt(64), 40);
