@@ -323,6 +323,21 @@ std::optional<ApiError> ParseGenerationRequest(std::string_view body, Endpoint e
   return CheckFieldCombinations(doc, limits, out);
 }
 
+std::optional<ApiError> ApplySharedField(std::string_view name, const json& doc,
+                                         const RequestLimits& limits, GenerationRequest* out) {
+  auto it = doc.find(std::string(name));
+  if (it == doc.end() || it->is_null()) return std::nullopt;
+  for (const FieldSpec& spec : RequestFields()) {
+    if (spec.name != name || spec.applies != Applies::kAll) continue;
+    json clamped;
+    bool use_clamped = false;
+    if (auto err = CheckKind(spec, *it, &clamped, &use_clamped)) return err;
+    return spec.apply(spec, use_clamped ? clamped : *it, limits, *out);
+  }
+  // A caller naming a field the table does not share is a bug here, not the client's.
+  return InternalError("'" + std::string(name) + "' is not a field every generation route shares");
+}
+
 std::optional<ApiError> ResolveModel(const std::vector<ModelInfo>& models,
                                      std::string_view requested, std::string* resolved) {
   if (models.empty()) return UnavailableError("no model is loaded", "model_not_loaded", 1);

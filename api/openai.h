@@ -98,6 +98,13 @@ std::optional<ApiError> ParseGenerationRequest(std::string_view body, Endpoint e
                                                const RequestLimits& limits,
                                                GenerationRequest* out);
 
+// One field every generation route shares (an Applies::kAll row of the table: model, user,
+// slo_class, user_role, ...), read from `doc` and checked and applied exactly as
+// ParseGenerationRequest does; absent or null leaves `out` as it is. For the routes whose
+// bodies are not completions or chat (embeddings_api.h) but carry the same fields.
+std::optional<ApiError> ApplySharedField(std::string_view name, const nlohmann::json& doc,
+                                         const RequestLimits& limits, GenerationRequest* out);
+
 // Resolves `requested` (empty = first model) against the engine's list; 404 model_not_found
 // otherwise, 503 when no model is loaded. On success `*resolved` is the model id.
 std::optional<ApiError> ResolveModel(const std::vector<ModelInfo>& models,

@@ -21,6 +21,11 @@ bool BelowMin(const FieldSpec& s, double v);
 bool AboveMaxBound(const FieldSpec& s, double v);
 // 400 out_of_range naming the field, the value and the allowed range.
 ApiError RangeError(const FieldSpec& spec, const nlohmann::json& value);
+// One token-id prompt (a completions `prompt` entry, an embeddings `input` entry): at most
+// max_prompt_token_ids integers in [0, 2^31), the engine checks them against its vocabulary;
+// refusals name `param[k]`.
+std::optional<ApiError> ParseTokenPrompt(const nlohmann::json& v, const std::string& param,
+                                         const RequestLimits& limits, PromptInput* out);
 // [A-Za-z0-9_.-]: slo_class / user_role characters.
 bool IsNameChar(char c);
 

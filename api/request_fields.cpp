@@ -12,19 +12,10 @@ namespace lifeline::api {
 using json = nlohmann::json;
 using namespace detail;
 
-namespace {
-
-// --- Field appliers -----------------------------------------------------------------------
-
-std::optional<ApiError> ApplyModel(const FieldSpec&, const json& v, const RequestLimits&,
-                                   GenerationRequest& out) {
-  out.model = v.get<std::string>();
-  return std::nullopt;
-}
-
 // One token-id prompt: integers in [0, 2^31) (the engine checks them against its vocabulary).
-std::optional<ApiError> ParseTokenPrompt(const json& v, const std::string& param,
-                                         const RequestLimits& limits, PromptInput* out) {
+// Shared with the embeddings route's `input` (openai_util.h).
+std::optional<ApiError> detail::ParseTokenPrompt(const json& v, const std::string& param,
+                                                 const RequestLimits& limits, PromptInput* out) {
   if (v.size() > limits.max_prompt_token_ids) {
     return InvalidRequestError(param, "'" + param + "' has " + std::to_string(v.size()) +
                                           " token ids; at most " +
@@ -43,6 +34,16 @@ std::optional<ApiError> ParseTokenPrompt(const json& v, const std::string& param
     }
     out->tokens.push_back(static_cast<int32_t>(v[i].get<int64_t>()));
   }
+  return std::nullopt;
+}
+
+namespace {
+
+// --- Field appliers -----------------------------------------------------------------------
+
+std::optional<ApiError> ApplyModel(const FieldSpec&, const json& v, const RequestLimits&,
+                                   GenerationRequest& out) {
+  out.model = v.get<std::string>();
   return std::nullopt;
 }
 
