@@ -16,7 +16,10 @@ std::unique_ptr<ApiTranslation> MakeApiTranslation(ApiShape shape) {
   switch (shape) {
     case ApiShape::kResponses: return std::make_unique<ResponsesStream>();
     case ApiShape::kMessages: return std::make_unique<MessagesStream>();
-    case ApiShape::kChat: break;
+    case ApiShape::kChat:
+    case ApiShape::kEmbeddings:
+    case ApiShape::kRerank:
+      break;
   }
   return nullptr;
 }

@@ -1,6 +1,7 @@
-// What the chat-path translations share (responses_api.h: POST /v1/responses,
-// messages_api.h: POST /v1/messages): which API shape a generation request came in, the one
-// interface the session streams and answers through (ApiTranslation), and the pieces both
+// What the translations share (responses_api.h: POST /v1/responses, messages_api.h:
+// POST /v1/messages, both onto the chat path; embeddings_api.h: POST /v1/embeddings and
+// /v1/rerank, onto the completions path): which API shape a generation request came in, the
+// one interface the session streams and answers through (ApiTranslation), and the pieces the
 // translations build from (a field error, an id in the API's own prefix, a named SSE event).
 //
 // Thread-safety: pure functions; a translation object belongs to one request.
@@ -21,15 +22,18 @@
 
 namespace lifeline::api {
 
-// The shape a generation request was sent in; everything but kChat is translated onto chat.
-enum class ApiShape : uint8_t { kChat, kResponses, kMessages };
+// The shape a generation request was sent in. kResponses and kMessages are translated onto
+// chat; kEmbeddings and kRerank are parsed by embeddings_api.h into a completions-style
+// request (one prompt per input / document) whose answer carries vectors, not text.
+enum class ApiShape : uint8_t { kChat, kResponses, kMessages, kEmbeddings, kRerank };
 
 // One request's answer in its API's shape, from the chat path's answer and stream.
 class ApiTranslation {
  public:
   using Event = std::pair<std::string, nlohmann::json>;  // event name, data
   virtual ~ApiTranslation() = default;
-  // A whole chat.completion body (with Lifeline's `timings`) as the API's answer.
+  // A whole chat.completion body (with Lifeline's `timings`) as the API's answer (for
+  // kEmbeddings / kRerank: a text_completion body whose choices carry `embedding`).
   virtual nlohmann::json Whole(const nlohmann::json& chat) const = 0;
   // Events for one chat chunk (a final chunk with finish_reason / usage / timings included).
   virtual std::vector<Event> Feed(const nlohmann::json& chunk) = 0;
@@ -37,9 +41,12 @@ class ApiTranslation {
   virtual std::vector<Event> Finish() = 0;
 };
 
-// The chat-completions body for a body sent in `shape` (not kChat); a 400 names the field.
+// The chat-completions body for a body sent in `shape` (kResponses or kMessages); a 400
+// names the field.
 std::variant<nlohmann::json, ApiError> TranslateToChat(ApiShape shape, const nlohmann::json& body);
-// The answer's translation for `shape`; nullptr for kChat.
+// The answer's translation for `shape`; nullptr for kChat, and for kEmbeddings / kRerank,
+// whose translation depends on the request (dimensions, top_n, ...) and so is made where
+// the body is parsed, on the prep thread (ParsePoolingRequest, embeddings_api.h).
 std::unique_ptr<ApiTranslation> MakeApiTranslation(ApiShape shape);
 
 // A 400 naming `param`: "'param': message".
