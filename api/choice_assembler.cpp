@@ -16,6 +16,8 @@ struct ChoiceAssembler::Choice {
   std::unique_ptr<toolcall::ToolCallStreamParser> parser;  // tools in play
   std::vector<TokenLogprobs> logprobs;    // non-streamed answers
   std::vector<size_t> offsets;            // text_offset of each entry (completions)
+  // An embeddings / rerank request's vector or scores (the last token event that carried one).
+  std::vector<float> embedding;
   size_t text_bytes = 0;                  // model text so far (for text_offset)
   bool role_sent = false;
   bool closed = false;
@@ -150,6 +152,7 @@ std::vector<json> ChoiceAssembler::OnToken(const GenerationEvent& event, bool st
   std::vector<json> out;
   Choice& c = At(event.index);
   if (c.closed) return out;
+  if (!event.embedding.empty()) c.embedding = event.embedding;
   const size_t offset = c.text_bytes;
   c.text_bytes += event.reasoning.size() + event.text.size();
   if (!event.reasoning.empty()) {  // thinking: never content, never a tool call
@@ -305,6 +308,9 @@ json ChoiceAssembler::FinalBody(const GenerationEvent& done, const json& timings
     choice["logprobs"] = logprobs;
     choice["finish_reason"] = c->finish_reason.empty() ? json(nullptr) : json(c->finish_reason);
     choice["lifeline"] = c->lifeline;
+    // Each float as its exact double: the translation (embeddings_api.h) reads back the very
+    // floats the engine pooled before it truncates, normalises and writes them.
+    if (!c->embedding.empty()) choice["embedding"] = c->embedding;
     choices.push_back(std::move(choice));
   }
   body["choices"] = std::move(choices);

@@ -14,6 +14,9 @@
 //                                     {index, id, type, function: {name, arguments: ""}}, then
 //                                     {index, function: {arguments}}); finish_reason
 //                                     "tool_calls" when a call was made and the model stopped
+//   embedding on a token event      -> the choice's `embedding` (array of floats) in the
+//                                     non-streamed body: an embeddings / rerank request's
+//                                     pooled vector or scores (embeddings_api.h answers it)
 //   kChoiceDone / kDone             -> each choice's finish_reason, usage (with
 //                                     prompt_tokens_details.cached_tokens), timings
 //   the events' `lifeline` objects   -> `lifeline` on every choice ({"truncated": false} or

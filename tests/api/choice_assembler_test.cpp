@@ -302,5 +302,32 @@ TEST(ChoiceAssembler, RequestLevelTimingsLifelineMarksTheChoices) {
   EXPECT_EQ(a.TruncatedReasons(), "max_tokens_cap");
 }
 
+TEST(ChoiceAssembler, EmbeddingEventsFillTheirChoicesExactly) {
+  ChoiceAssembler a(Opts(false, 3));
+  GenerationEvent second = Tok("", 1);
+  second.embedding = {0.1f, -2.5f, 1e-30f};
+  GenerationEvent first = Tok("", 0);
+  first.embedding = {3.0f};
+  a.OnToken(second, false);
+  a.OnToken(first, false);
+  json r = a.FinalBody(Done("stop", Usage{6, 0}), json::object());
+  ASSERT_EQ(r["choices"].size(), 3u);
+  EXPECT_EQ(r["choices"][0]["embedding"], json::array({3.0}));
+  ASSERT_EQ(r["choices"][1]["embedding"].size(), 3u);
+  // The very floats the engine sent (as their exact doubles), in order.
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(r["choices"][1]["embedding"][i].get<double>(),
+              static_cast<double>(second.embedding[i]));
+  }
+  EXPECT_FALSE(r["choices"][2].contains("embedding")) << "a choice without one has none";
+  EXPECT_EQ(r["choices"][1]["text"], "");
+  EXPECT_EQ(r["usage"]["completion_tokens"], 0);
+  // A generation answer has no embedding key at all.
+  ChoiceAssembler text(Opts(false));
+  text.OnToken(Tok("Hi"), false);
+  EXPECT_FALSE(text.FinalBody(Done("stop", Usage{1, 1}), json::object())["choices"][0].contains(
+      "embedding"));
+}
+
 }  // namespace
 }  // namespace lifeline::api
