@@ -9,10 +9,11 @@ namespace {
 
 using nlohmann::json;
 
-// Generation routes: the dashboard's 429 / 503 counts are of these only (its own polls and
-// scrapes are not load).
-constexpr std::string_view kGenerationRoutes[] = {"/v1/completions", "/v1/chat/completions",
-                                                  "/infill"};
+// Generation routes (every route whose request the engine serves): the dashboard's 429 / 503
+// counts are of these only (its own polls and scrapes are not load).
+constexpr std::string_view kGenerationRoutes[] = {
+    "/v1/completions", "/v1/chat/completions", "/infill",     "/v1/responses",
+    "/v1/messages",    "/v1/embeddings",       "/v1/rerank", "/rerank"};
 
 // Inline script and style only; connect-src is open because the page may be pointed at
 // another Lifeline server (CORS decides there). Nothing else may be fetched or embedded.

@@ -4,20 +4,54 @@
 #include <ctime>
 #include <exception>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <utility>
 #include <variant>
+#include <vector>
 
 #include "text/toolcall/format.h"
 #include "api/api_translation.h"
+#include "api/embeddings_api.h"
 
 namespace lifeline::api {
+
+namespace {
+
+bool IsPoolingShape(ApiShape shape) {
+  return shape == ApiShape::kEmbeddings || shape == ApiShape::kRerank;
+}
+
+// What the resolved model cannot give an embeddings / rerank request (a `dimensions` above
+// its width, a rerank to a model without a classification head), refused before Submit.
+std::optional<ApiError> CheckPoolingModel(const std::vector<ModelInfo>& models,
+                                          const std::string& model,
+                                          const PoolingTranslation& translation) {
+  for (const ModelInfo& m : models) {
+    if (m.id == model) return translation.CheckModel(m);
+  }
+  return std::nullopt;  // gone since ResolveModel: Submit answers for it
+}
+
+}  // namespace
 
 PrepOutcome PrepareGeneration(ServingApi& engine, const RequestLimits& limits,
                               GenerationInput in) {
   PrepOutcome out;
   bool accepted = false;
   try {
-    if (in.shape != ApiShape::kChat) {
+    GenerationRequest request;
+    std::unique_ptr<PoolingTranslation> pooling;
+    if (IsPoolingShape(in.shape)) {
+      // Not a chat or completions body: its own parser, onto a completions-style request.
+      auto parsed = ParsePoolingRequest(in.shape, in.body, limits);
+      if (auto* err = std::get_if<ApiError>(&parsed)) {
+        out.error = std::move(*err);
+        return out;
+      }
+      request = std::move(std::get<PoolingRequest>(parsed).request);
+      pooling = std::move(std::get<PoolingRequest>(parsed).translation);
+    } else if (in.shape != ApiShape::kChat) {
       const nlohmann::json body = nlohmann::json::parse(in.body, nullptr, false);
       if (body.is_discarded()) {
         out.error = InvalidRequestError("body", "the body is not valid JSON", "invalid_json");
@@ -31,17 +65,25 @@ PrepOutcome PrepareGeneration(ServingApi& engine, const RequestLimits& limits,
       in.body = std::get<nlohmann::json>(chat).dump();
       in.endpoint = Endpoint::kChatCompletions;
     }
-    GenerationRequest request;
-    if (auto err = ParseGenerationRequest(in.body, in.endpoint, limits, &request)) {
-      out.error = std::move(err);
-      return out;
+    if (!pooling) {
+      if (auto err = ParseGenerationRequest(in.body, in.endpoint, limits, &request)) {
+        out.error = std::move(err);
+        return out;
+      }
     }
     in.body = std::string();  // the parsed request holds what it needs
     if (in.slo_class_header) request.slo_class = *in.slo_class_header;
     if (in.user_role_header) request.user_role = *in.user_role_header;
-    if (auto err = ResolveModel(engine.Models(), request.model, &request.model)) {
+    const std::vector<ModelInfo> models = engine.Models();
+    if (auto err = ResolveModel(models, request.model, &request.model)) {
       out.error = std::move(err);
       return out;
+    }
+    if (pooling) {
+      if (auto err = CheckPoolingModel(models, request.model, *pooling)) {
+        out.error = std::move(err);
+        return out;
+      }
     }
     out.requested_model = request.model;
     out.slo_class = request.slo_class;
@@ -58,8 +100,10 @@ PrepOutcome PrepareGeneration(ServingApi& engine, const RequestLimits& limits,
     ao.ctx.model = request.model;
     ao.ctx.created_unix_s = static_cast<int64_t>(std::time(nullptr));
     ao.ctx.is_chat = request.is_chat;
-    ao.n_choices =
-        request.n * (request.is_chat ? 1 : static_cast<int32_t>(request.prompts.size()));
+    // An embeddings / rerank request: one choice per input or document (n is 1).
+    ao.n_choices = pooling ? static_cast<int32_t>(request.prompts.size())
+                           : request.n * (request.is_chat ? 1 : static_cast<int32_t>(
+                                                                    request.prompts.size()));
     ao.logprobs = request.logprobs;
     ao.infill = in.endpoint == Endpoint::kInfill;
     const bool tools_in_play = request.is_chat && request.tools.is_array() &&
@@ -72,6 +116,7 @@ PrepOutcome PrepareGeneration(ServingApi& engine, const RequestLimits& limits,
       return out;
     }
     accepted = true;
+    out.translation = std::move(pooling);
     if (!out.submitted.served_model.empty()) ao.ctx.model = out.submitted.served_model;
     if (tools_in_play) {
       // The serving model's template says how its calls look.

@@ -38,13 +38,15 @@ struct GenerationInput {
   std::string reasoning_field = "reasoning_content";  // ServerOptions::reasoning_field
   // POST /v1/responses or /v1/messages: `body` is in that API's shape, translated onto a chat
   // body here, on the prep thread (parsing up to a MiB of JSON is the I/O thread's to avoid
-  // too).
+  // too). POST /v1/embeddings or /v1/rerank: `body` is parsed by embeddings_api.h onto a
+  // completions-style request, and the outcome carries the answer's translation.
   ApiShape shape = ApiShape::kChat;
 };
 
 // Parses and validates the body, resolves the model and calls engine.Submit: the same steps,
 // in the same order, as before they moved off the I/O thread. `validated` is stamped just before
-// Submit.
+// Submit. An embeddings / rerank request is also checked against the resolved model
+// (PoolingTranslation::CheckModel) before Submit.
 PrepOutcome PrepareGeneration(ServingApi& engine, const RequestLimits& limits,
                               GenerationInput input);
 

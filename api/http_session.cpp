@@ -97,6 +97,25 @@ ApiError PrepQueueFullError(const ServerLimits& limits) {
                           "prep_queue_full", limits.retry_after_s);
 }
 
+// The API shape a generation route's body comes in.
+ApiShape ShapeOf(Route route) {
+  switch (route) {
+    case Route::kResponses: return ApiShape::kResponses;
+    case Route::kMessages: return ApiShape::kMessages;
+    case Route::kEmbeddings: return ApiShape::kEmbeddings;
+    case Route::kRerank: return ApiShape::kRerank;
+    default: return ApiShape::kChat;
+  }
+}
+
+// The prefix of a generation request's id (the X-Request-Id of its answers unless the client
+// sent one): an embeddings or rerank answer has no text completion's id.
+const char* ResponseIdPrefix(Endpoint endpoint, ApiShape shape) {
+  if (shape == ApiShape::kEmbeddings) return "embd-";
+  if (shape == ApiShape::kRerank) return "rerank-";
+  return endpoint == Endpoint::kChatCompletions ? "chatcmpl-" : "cmpl-";
+}
+
 // The one generation request in flight on a connection.
 struct Exchange {
   uint64_t serial = 0;
@@ -116,7 +135,9 @@ struct Exchange {
   std::shared_ptr<PendingSubmit> pending;
   std::vector<GenerationEvent> early;
   // POST /v1/responses and /v1/messages: served as chat, answered in their API's shapes
-  // (api_translation.h); null for chat and completions.
+  // (api_translation.h); /v1/embeddings and /v1/rerank: served as completions, answered as
+  // vectors or rankings (embeddings_api.h, installed by OnSubmitted); null for chat and
+  // completions.
   std::unique_ptr<ApiTranslation> translation;
   // For the request log (request_log.h): what the prep thread learned of the request, and
   // when its first token reached this connection (the TTFT of a request that then fails or
@@ -656,6 +677,8 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
               });
         case Route::kResponses:
         case Route::kMessages:
+        case Route::kEmbeddings:
+        case Route::kRerank:
         case Route::kCompletions:
         case Route::kChatCompletions:
         case Route::kInfill: {
@@ -676,11 +699,10 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
               session_id_ = std::string(View(field.value()));
             }
           }
-          // /v1/responses: translated onto a chat body on the prep thread
-          // (GenerationInput::responses), then validated like any chat body.
-          next_shape_ = match.spec->route == Route::kResponses  ? ApiShape::kResponses
-                        : match.spec->route == Route::kMessages ? ApiShape::kMessages
-                                                                : ApiShape::kChat;
+          // /v1/responses, /v1/messages: translated onto a chat body on the prep thread
+          // (GenerationInput::shape), then validated like any chat body; /v1/embeddings,
+          // /v1/rerank: parsed there onto a completions-style request (embeddings_api.h).
+          next_shape_ = ShapeOf(match.spec->route);
           return HandleGeneration(ep, content_type, std::move(req.body()), match.label,
                                   std::move(slo_class), std::move(user_role));
         }
@@ -775,8 +797,7 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     ServingApi& engine = *core_->engine;
     // The body's "id"; also the X-Request-Id of every answer to this request (errors too)
     // unless the client sent its own, which then is the request_id the engine logs.
-    const std::string response_id =
-        NewRequestId(*core_, ep == Endpoint::kChatCompletions ? "chatcmpl-" : "cmpl-");
+    const std::string response_id = NewRequestId(*core_, ResponseIdPrefix(ep, shape));
     if (request_id_.empty()) request_id_ = response_id;
     if (core_->draining.load()) {
       const ApiError err = ShuttingDownError(limits_.retry_after_s);
@@ -872,6 +893,8 @@ class Session final : public ConnectionHandle, public std::enable_shared_from_th
     ex.include_usage = outcome->include_usage;
     ex.ctx = outcome->assembler.ctx;
     ex.assembler = std::make_unique<ChoiceAssembler>(std::move(outcome->assembler));
+    // Embeddings / rerank: the answer's translation knows the request (dimensions, top_n, ...).
+    if (outcome->translation) ex.translation = std::move(outcome->translation);
     timeline_.validated = outcome->validated;
     phase_ = Phase::kExchange;
     last_send_ = Clock::now();

@@ -19,9 +19,11 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <optional>
 
+#include "api/api_translation.h"
 #include "api/choice_assembler.h"
 #include "api/serving_api.h"
 #include "api/server_metrics.h"
@@ -42,6 +44,10 @@ struct PrepOutcome {
   std::string requested_model;
   std::string slo_class;
   std::string user_role;
+  // The answer's translation when it depends on the request (POST /v1/embeddings, /v1/rerank:
+  // dimensions, encoding, top_n, the documents; embeddings_api.h), made where the body was
+  // parsed; null when the connection's own (MakeApiTranslation) serves.
+  std::unique_ptr<ApiTranslation> translation;
   bool accepted() const { return !error.has_value(); }
 };
 

@@ -12,6 +12,9 @@ constexpr RouteSpec kRoutes[] = {
     {"/v1/chat/completions", "POST", Route::kChatCompletions, false},
     {"/v1/responses", "POST", Route::kResponses, false},
     {"/v1/messages", "POST", Route::kMessages, false},
+    {"/v1/embeddings", "POST", Route::kEmbeddings, false},
+    {"/v1/rerank", "POST", Route::kRerank, false},
+    {"/rerank", "POST", Route::kRerank, false},  // llama.cpp's path
     {"/v1/models", "GET", Route::kModels, false},
     {"/v1/models/{id}", "GET", Route::kModel, false},
     {"/health", "GET", Route::kHealth, true},
@@ -354,6 +357,10 @@ nlohmann::json ModelJson(const ModelInfo& m) {
   if (!m.tool_call_format.empty()) {
     entry["meta"]["tool_call_format"] = m.tool_call_format;
   }
+  // What /v1/embeddings' `dimensions` may ask for, and whether /v1/rerank serves the model.
+  if (m.embedding_length > 0) entry["meta"]["embedding_length"] = m.embedding_length;
+  if (!m.pooling.empty()) entry["meta"]["pooling"] = m.pooling;
+  if (m.rerank_outputs > 0) entry["meta"]["rerank_outputs"] = m.rerank_outputs;
   return entry;
 }
 

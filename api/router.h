@@ -5,7 +5,8 @@
 // Routes: POST /v1/completions, POST /v1/chat/completions, POST /apply-template (a chat body
 // -> {"prompt": the rendered template}), POST /tokenize and /detokenize (token_endpoints.h),
 // POST /infill (llama.cpp's fill-in-the-middle route: a text completion of input_prefix /
-// input_suffix),
+// input_suffix), POST /v1/embeddings and POST /v1/rerank (also /rerank, llama.cpp's path;
+// embeddings_api.h),
 // GET /v1/models, GET /v1/models/{id} (one model object; the id is the rest of the path, '/'
 // included, compared literally: no percent-decoding), GET /health and /livez (always 200
 // while the process answers), GET /ready and /readyz (200 when the engine is ready and the
@@ -43,7 +44,7 @@ namespace lifeline::api {
 enum class Route : uint8_t {
   kCompletions, kChatCompletions, kModels, kModel, kHealth, kReady, kMetrics, kSlo,
   kApplyTemplate, kTokenize, kDetokenize, kInfill, kDashboardPage, kDashboardState, kResponses,
-  kMessages, kOutcomes, kEconomics
+  kMessages, kOutcomes, kEconomics, kEmbeddings, kRerank
 };
 
 // A path ending in "{id}" is a prefix route: it matches the text before "{id}" followed by a

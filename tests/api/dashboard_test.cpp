@@ -209,15 +209,29 @@ TEST_F(ServerTest, DashboardCountsShedRequestsOfGenerationRoutesOnly) {
   FakeScript shed;
   shed.reject = ApiError{429, "overloaded_error", "slo_shed", "shed", "", 1};
   engine_.SetScript(shed);
-  for (int i = 0; i < 3; ++i) {
-    auto r = Roundtrip(PostRequest("/v1/completions", kCompletion));
+  std::vector<ModelInfo> models = engine_.Models();
+  models[0].rerank_outputs = 1;  // a reranker, so /v1/rerank reaches Submit
+  engine_.SetModels(models);
+  const std::pair<const char*, const char*> routes[] = {
+      {"/v1/completions", kCompletion.c_str()},
+      {"/v1/completions", kCompletion.c_str()},
+      {"/v1/completions", kCompletion.c_str()},
+      {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}]})"},
+      {"/infill", R"({"input_prefix":"a"})"},
+      {"/v1/responses", R"({"input":"hi"})"},
+      {"/v1/messages", R"({"max_tokens":3,"messages":[{"role":"user","content":"hi"}]})"},
+      {"/v1/embeddings", R"({"input":"hi"})"},
+      {"/v1/rerank", R"({"query":"q","documents":["d"]})"},
+      {"/rerank", R"({"query":"q","documents":["d"]})"}};
+  for (const auto& [path, body] : routes) {
+    auto r = Roundtrip(PostRequest(path, body));
     ASSERT_TRUE(r);
-    EXPECT_EQ(r->status, 429);
+    EXPECT_EQ(r->status, 429) << path << " " << r->body;
   }
   auto state = Roundtrip(GetRequest("/v1/dashboard"));
   ASSERT_TRUE(state);
   const json s = state->Json();
-  EXPECT_EQ(s["server"]["responses_429"], 3);
+  EXPECT_EQ(s["server"]["responses_429"], std::size(routes));
   EXPECT_EQ(s["server"]["accepted"], 0);
   // The fake engine has no dashboard part: the page still gets a well-formed state.
   EXPECT_TRUE(s["slo"].is_null());

@@ -24,6 +24,9 @@ namespace lifeline::api::testing {
 
 struct FakeScript {
   std::vector<std::string> tokens = {"Hello", ",", " world"};
+  // Non-empty: an embeddings / rerank answer instead of `tokens`: choice i gets one token event
+  // with no text and embeddings[i] as its `embedding`.
+  std::vector<std::vector<float>> embeddings;
   std::chrono::milliseconds first_token_delay{0};
   std::chrono::milliseconds token_interval{0};
   std::string finish_reason = "stop";

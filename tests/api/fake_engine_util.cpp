@@ -4,6 +4,23 @@ namespace lifeline::api::testing {
 
 using Clock = std::chrono::steady_clock;
 
+namespace {
+
+// The script's token events: its texts, or one embedding event per choice.
+size_t ScriptEvents(const FakeScript& s) {
+  return s.embeddings.empty() ? s.tokens.size() : s.embeddings.size();
+}
+
+GenerationEvent ScriptEvent(const FakeScript& s, size_t i) {
+  if (s.embeddings.empty()) return GenerationEvent::Token(s.tokens[i], static_cast<int32_t>(i));
+  GenerationEvent e = GenerationEvent::Token("", -1);
+  e.index = static_cast<int32_t>(i);
+  e.embedding = s.embeddings[i];
+  return e;
+}
+
+}  // namespace
+
 FakeEngine::FakeEngine() {
   models_ = {ModelInfo{"fake-model", "lifeline", 1700000000, 2048},
              ModelInfo{"fake-light", "lifeline", 1700000000, 1024}};
@@ -96,9 +113,7 @@ SubmitResult FakeEngine::Submit(GenerationRequest request, GenerationSink sink) 
     ++terminals_;
     lock.unlock();
     if (script.routed_to) sink(GenerationEvent::Routed(*script.routed_to));
-    for (size_t i = 0; i < script.tokens.size(); ++i) {
-      sink(GenerationEvent::Token(script.tokens[i], static_cast<int32_t>(i)));
-    }
+    for (size_t i = 0; i < ScriptEvents(script); ++i) sink(ScriptEvent(script, i));
     Usage usage = script.usage;
     if (usage.completion_tokens < 0) {
       usage.completion_tokens = static_cast<int64_t>(script.tokens.size());
@@ -238,9 +253,8 @@ void FakeEngine::Run() {
     } else if (job.script.routed_to) {
       event = GenerationEvent::Routed(*job.script.routed_to);
       job.script.routed_to.reset();
-    } else if (job.next_token < job.script.tokens.size()) {
-      event = GenerationEvent::Token(job.script.tokens[job.next_token],
-                                     static_cast<int32_t>(job.next_token));
+    } else if (job.next_token < ScriptEvents(job.script)) {
+      event = ScriptEvent(job.script, job.next_token);
       ++job.next_token;
       job.due = Clock::now() + job.script.token_interval;
     } else if (job.script.error_at_end) {

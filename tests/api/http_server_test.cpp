@@ -397,6 +397,9 @@ TEST_F(ServerTest, ApiKeyProtectsEveryRouteButHealthAndReadiness) {
   o.api_keys = {"other-key", "s3cret-key"};
   o.economics = std::make_shared<RecordingEconomics>();
   StartServer(o);
+  std::vector<ModelInfo> models = engine_.Models();
+  models[0].rerank_outputs = 1;  // so that /v1/rerank and /rerank serve it
+  engine_.SetModels(models);
   for (const RouteSpec& r : RouteTable()) {
     SCOPED_TRACE(std::string(r.method) + " " + std::string(r.path));
     std::string body = kCompletion;
@@ -407,6 +410,8 @@ TEST_F(ServerTest, ApiKeyProtectsEveryRouteButHealthAndReadiness) {
     if (r.route == Route::kResponses) body = R"({"input":"hi","max_output_tokens":3})";
     if (r.route == Route::kMessages) body = R"({"max_tokens":3,"messages":[{"role":"user","content":"hi"}]})";
     if (r.route == Route::kOutcomes) body = R"({"events":[{"request_id":"a","type":"clicked"}]})";
+    if (r.route == Route::kEmbeddings) body = R"({"input":"hi"})";
+    if (r.route == Route::kRerank) body = R"({"query":"q","documents":["hi"]})";
     const std::string path = r.route == Route::kModel ? "/v1/models/fake-model" : std::string(r.path);
     auto make = [&](const std::string& headers) {
       return r.method == "POST" ? PostRequest(path, body, headers) : GetRequest(path, headers);

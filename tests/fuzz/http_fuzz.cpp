@@ -2,7 +2,7 @@
 // HTTP/1.1 parser under the server's header / body limits, then the framing rules
 // (http_framing.h: Transfer-Encoding, smuggling), the absolute-form target, the route table,
 // the API-key and X-Request-Id checks, CORS, Content-Type, and the generation / token
-// endpoints' body validation (openai.h). Pipelined requests in one input are parsed one
+// endpoints' body validation (openai.h; embeddings / rerank: embeddings_api.h). Pipelined requests in one input are parsed one
 // after another, as the connection does. A chunked body also goes through the framing meter
 // (ChunkedBodyMeter) that the connection runs before the parser sees a byte. Built by
 // -DLIFELINE_FUZZ=ON and, over its committed corpus, by the default test run
@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include <boost/beast/core/buffers_to_string.hpp>
@@ -30,6 +31,7 @@
 
 #include "fuzz/alloc_meter.h"
 #include "fuzz/fuzz_check.h"
+#include "api/embeddings_api.h"
 #include "api/http_framing.h"
 #include "api/openai.h"
 #include "api/router.h"
@@ -98,6 +100,14 @@ void Serve(const http::request<http::string_body>& req, bool complete) {
     case Route::kInfill:
       CheckError(ParseGenerationRequest(req.body(), Endpoint::kInfill, limits, &out));
       break;
+    case Route::kEmbeddings:
+    case Route::kRerank: {
+      auto parsed = ParsePoolingRequest(
+          m.spec->route == Route::kRerank ? ApiShape::kRerank : ApiShape::kEmbeddings,
+          req.body(), limits);
+      if (auto* err = std::get_if<ApiError>(&parsed)) CheckError(*err);
+      break;
+    }
     default: {
       nlohmann::json j;
       CheckError(ParseJsonObject(req.body(), limits, &j));
