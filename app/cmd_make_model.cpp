@@ -22,6 +22,9 @@ struct MakeModelFlags {
   std::string head_dim, rope_dim, sliding_window, swa_pattern, rope_base_swa, attn_softcap,
       final_softcap, rope_orig_ctx, experts, experts_used, expert_ffn, shared_ffn;
   bool tied = false;
+  std::string pooling;
+  int64_t rerank_outputs = 0;
+  std::string rerank_template;
 };
 
 int DefaultThreads() {
@@ -105,6 +108,9 @@ Result<modelgen::MakeModelOptions> ToOptions(const MakeModelFlags& f) {
                                                                          f.rope_base));
   }
   o.shape.tied = f.tied;
+  o.shape.pooling = f.pooling;
+  o.shape.rerank_outputs = f.rerank_outputs;
+  o.shape.rerank_template = f.rerank_template;
   LL_RETURN_IF_ERROR(FamilyOptions(f, &o.shape));
   LL_RETURN_IF_ERROR(Require("--type", f.type));
   const auto ftype = modelgen::FileTypeFromName(f.type);
@@ -168,6 +174,12 @@ CommandFn RegisterMakeModel(CLI::App& root) {
   sub->add_option("--rope-base", flags->rope_base, "rope.freq_base (default: arch's)")
       ->type_name("FLOAT");
   sub->add_flag("--tied", flags->tied, "No output.weight: the classifier reuses token_embd");
+  sub->add_option("--pooling", flags->pooling,
+                  "Embedding model: <arch>.pooling_type mean|cls|last|rank (default: absent)");
+  sub->add_option("--rerank-outputs", flags->rerank_outputs,
+                  "Reranker: a classifier head (cls.output) of N outputs")->type_name("INT");
+  sub->add_option("--rerank-template", flags->rerank_template,
+                  "Reranker: tokenizer.chat_template.rerank ({query}, {document})")->type_name("TEXT");
   sub->add_option("--head-dim", flags->head_dim,
                   "attention.key_length / value_length (default dim / heads)")
       ->type_name("INT");

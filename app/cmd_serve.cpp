@@ -54,6 +54,7 @@ struct ServeFlags {
   int32_t default_max_tokens = serving::ModelEngineOptions{}.default_max_tokens;
   serving::ChatTemplateChoice chat_template;  // --chat-template / --chat-template-file
   std::string reasoning_format = "auto";      // --reasoning-format
+  std::string pooling = "auto";               // --pooling
   std::vector<std::string> api_keys;   // --api-key, repeatable
   std::string api_key_file;            // more keys, one per line
   std::vector<std::string> cors_origins;
@@ -395,6 +396,7 @@ int RunServe(ServeFlags f) {
     o.default_max_tokens = f.default_max_tokens;
     o.chat_template = f.chat_template;
     o.reasoning_format = f.reasoning_format;
+    o.pooling = f.pooling;
     o.calibrate = true;  // admission's speed estimate from the first request on
     o.prefix_cache_reserve_tokens = f.prefix_cache_reserve_tokens;
     o.prefix_cache_ram_bytes = static_cast<uint64_t>(f.prefix_cache_ram_mib) << 20;
@@ -562,6 +564,10 @@ CommandFn RegisterServe(CLI::App& root) {
   cmd->add_option("--default-max-tokens", f->default_max_tokens,
                   "max_tokens when a request gives none")->capture_default_str();
   AddChatTemplateFlags(cmd, &f->chat_template);
+  cmd->add_option("--pooling", f->pooling,
+                  "POST /v1/embeddings: how a sequence's hidden states become its vector -- auto "
+                  "(the file's pooling_type, else mean), mean, cls, last or rank")
+      ->capture_default_str();
   cmd->add_option("--reasoning-format", f->reasoning_format,
                   "How chat answers split thinking from the answer: auto (from the chat "
                   "template), none (all content), think, bracket-think, granite")

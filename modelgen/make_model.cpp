@@ -30,6 +30,10 @@ void AddGeneralKvs(const MakeModelOptions& o, GgufWriter* w) {
 
 void AddArchKvs(const ModelShape& s, GgufWriter* w) {
   const std::string a = s.arch + ".";
+  if (!s.pooling.empty()) {  // llama.cpp's numbering: mean 1, cls 2, last 3, rank 4
+    const uint32_t p = s.pooling == "mean" ? 1 : s.pooling == "cls" ? 2 : s.pooling == "last" ? 3 : 4;
+    w->AddUint32(a + "pooling_type", p);
+  }
   const double rope_base = s.rope_base > 0 ? s.rope_base : DefaultRopeBase(s.arch);
   w->AddUint32(a + "context_length", static_cast<uint32_t>(s.ctx));
   w->AddUint32(a + "embedding_length", static_cast<uint32_t>(s.dim));
@@ -194,6 +198,9 @@ Status MakeModel(const MakeModelOptions& opts) {
     }
   } else {
     AddSyntheticVocab(vocab, o.shape.arch, &w);
+  }
+  if (!o.shape.rerank_template.empty()) {
+    w.AddString("tokenizer.chat_template.rerank", o.shape.rerank_template);
   }
   for (const auto& t : plan) w.AddTensor(t.name, t.type, t.ne);
 

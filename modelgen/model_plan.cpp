@@ -213,6 +213,16 @@ Status ValidateModelShape(const ModelShape& s, FileType ftype) {
     known = known || archs.compare(b, e - b, s.arch) == 0;
   }
   if (!known) return InvalidArgument("--arch '" + s.arch + "' is not one of " + archs);
+  if (!s.pooling.empty() && s.pooling != "mean" && s.pooling != "cls" && s.pooling != "last" &&
+      s.pooling != "rank") {
+    return InvalidArgument("--pooling '" + s.pooling + "' is not mean, cls, last or rank");
+  }
+  if (s.rerank_outputs < 0 || s.rerank_outputs > 4096) {
+    return InvalidArgument("--rerank-outputs " + Str(s.rerank_outputs) + " outside [0, 4096]");
+  }
+  if (s.pooling == "rank" && s.rerank_outputs == 0) {
+    return InvalidArgument("--pooling rank needs a classifier head: give --rerank-outputs N");
+  }
   LL_RETURN_IF_ERROR(CheckRange("--dim", s.dim, 1, kMaxDim));
   LL_RETURN_IF_ERROR(CheckRange("--layers", s.n_layers, 1, kMaxLayers));
   LL_RETURN_IF_ERROR(CheckRange("--heads", s.n_head, 1, s.dim));
@@ -331,6 +341,14 @@ std::vector<PlannedTensor> PlanTensors(const ModelShape& s, FileType ftype) {
   plan.push_back(Norm(s, "output_norm.weight", s.dim));
   if (!tied) {
     plan.push_back(Matrix(s, ftype, ctx, "output.weight", s.dim, s.vocab, in_std));
+  }
+  if (s.rerank_outputs > 0) {  // read once per document: kept F32 as converters keep it
+    PlannedTensor head;
+    head.name = "cls.output.weight";
+    head.ne = {s.dim, s.rerank_outputs};
+    head.std_dev = in_std;
+    plan.push_back(std::move(head));
+    plan.push_back(Vector("cls.output.bias", s.rerank_outputs, InitKind::kNormal, kBiasStd));
   }
   return plan;
 }

@@ -73,6 +73,12 @@ struct ModelShape {
   int64_t n_expert_used = 0;   // --experts-used
   int64_t expert_ffn = 0;      // --expert-ffn (qwen*moe; default --ffn); llama uses --ffn
   int64_t shared_ffn = 0;      // --shared-ffn (qwen2moe; default --ffn)
+  // Embedding / reranking files: --pooling (mean|cls|last|rank: <arch>.pooling_type; "":
+  // absent), --rerank-outputs N (a classifier head cls.output.weight [dim, N] + .bias, F32,
+  // N(0, 1/dim) and N(0, 0.1^2)), --rerank-template (tokenizer.chat_template.rerank).
+  std::string pooling;
+  int64_t rerank_outputs = 0;
+  std::string rerank_template;
 
   int64_t head_dim() const { return head_dim_flag > 0 ? head_dim_flag : dim / n_head; }
   int64_t q_dim() const { return head_dim() * n_head; }

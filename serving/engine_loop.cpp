@@ -126,7 +126,10 @@ Result<std::unique_ptr<EngineLoop>> EngineLoop::Create(LlamaModel& model,
   scfg.n_blocks = n_blocks;
   scfg.max_running = options.max_running;
   scfg.max_step_tokens = options.max_step_tokens;
-  scfg.max_waiting = options.max_waiting;
+  // The front's queue bound is the admission (ModelEngine::EnqueuePrepared); an embeddings
+  // request is let in as one request however many inputs it carries (at most the API's
+  // 2,048), each a scheduler request of its own.
+  scfg.max_waiting = options.max_waiting + 2048;
   scfg.max_seq_tokens = e->n_ctx_;
   // Window storage is per sequence and released as it slides: a cached prefix has no window
   // behind it, so such models compute every prompt from position 0.
@@ -276,6 +279,8 @@ bool EngineLoop::Enqueue(std::unique_ptr<LiveChoice> live) {
                       Clock::now().time_since_epoch()).count();
   nr.deadline_us = live->deadline_us;
   nr.priority = live->priority;
+  // A mean or cls embedding reads every position's (the first's) hidden state: computed.
+  nr.reuse_prefix = !live->pooling || live->pooling->ReadsOnlyTheLast();
   auto id = scheduler_->Submit(std::move(nr));
   if (!id.ok()) {
     // Pre-checked on the HTTP thread; reaching here means the books disagree. Still one

@@ -143,6 +143,9 @@ class EngineLoop {
   void ApplyPlanEnds(const StepPlan& plan);
   void BuildBatch(const StepPlan& plan, std::vector<BatchToken>* batch, std::vector<SeqKv>* kv,
                   std::vector<LiveChoice*>* entry_live);
+  StepResult FinishEmbedding(const StepEntry& e, LiveChoice& live, const Status& eval_status,
+                             Clock::time_point t_step0, Clock::time_point t_eval0,
+                             Clock::time_point t_eval1);
   std::vector<StepResult> ProcessOutputs(const StepPlan& plan, const std::vector<LiveChoice*>& entry_live,
                                          const Status& eval_status, Clock::time_point t_step0,
                                          Clock::time_point t_eval0, Clock::time_point t_eval1);
@@ -174,6 +177,7 @@ class EngineLoop {
   double step_draft_ms_ = 0;         // the draft model's time in this step's scheduling
   std::unordered_map<RequestId, std::unique_ptr<LiveChoice>> live_;           // by scheduler id
   std::unordered_map<api::RequestHandle, std::shared_ptr<RequestGroup>> groups_;
+  std::vector<float> hidden_;  // [max_step_tokens, n_embd]: embedding choices' rows (lazily)
   std::vector<float> logits_;  // [max_running + spec_step_tokens, n_vocab]: rows that sample
   // Prompts whose first choice sampled this step: their waiting choices start after Update.
   std::vector<std::pair<std::shared_ptr<RequestGroup>, int32_t>> release_;

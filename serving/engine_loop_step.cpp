@@ -186,8 +186,15 @@ void EngineLoop::BuildBatch(const StepPlan& plan, std::vector<BatchToken>* batch
     }
     if (live.seq < 0) live.seq = ctx_->NewSequence();
     kv->push_back({live.seq, e.block_table, e.start_pos});
+    const auto n_prompt = static_cast<int64_t>(live.prompt.size());
     for (int64_t p = e.start_pos; p < e.end_pos; ++p) {
       const size_t k = static_cast<size_t>(p - e.start_pos);
+      if (live.pooling) {  // an embedding: hidden rows where its pooling reads, no logits
+        BatchToken t{e.tokens[k], p, live.seq, false};
+        t.want_hidden = p < n_prompt && live.pooling->Wants(p, n_prompt);
+        batch->push_back(t);
+        continue;
+      }
       batch->push_back({e.tokens[k], p, live.seq, e.want_logits[k] != 0});
     }
     live.timing.batch_sizes.push_back(static_cast<int32_t>(plan.entries.size()));
@@ -243,11 +250,24 @@ std::vector<StepResult> EngineLoop::ProcessOutputs(const StepPlan& plan,
   std::vector<StepResult> results;
   results.reserve(plan.entries.size());
   const int64_t n_vocab = model_.config().n_vocab;
-  int64_t logit_row = 0;
+  const int64_t n_embd = model_.config().n_embd;
+  int64_t logit_row = 0, hidden_row = 0;
   for (size_t i = 0; i < plan.entries.size(); ++i) {
     const StepEntry& e = plan.entries[i];
     LiveChoice* live = entry_live[i];
     const bool wants = e.wants_token();
+    if (live != nullptr && live->pooling) {
+      // Its rows, in batch order: the positions BuildBatch asked for.
+      const auto n_prompt = static_cast<int64_t>(live->prompt.size());
+      for (int64_t p = e.start_pos; p < e.end_pos; ++p) {
+        if (p >= n_prompt || !live->pooling->Wants(p, n_prompt)) continue;
+        if (eval_status.ok()) live->pooling->Add(p, hidden_.data() + hidden_row * n_embd);
+        ++hidden_row;
+      }
+      results.push_back(FinishEmbedding(e, *live, eval_status, t_step0, t_eval0, t_eval1));
+      if (results.back().finish == FinishReason::kNone) results.pop_back();
+      continue;
+    }
     // The entry's logits rows: its last position, or with a draft every position.
     float* row = wants ? logits_.data() + logit_row * n_vocab : nullptr;
     logit_row += std::count(e.want_logits.begin(), e.want_logits.end(), uint8_t{1});
@@ -325,6 +345,48 @@ std::vector<StepResult> EngineLoop::ProcessOutputs(const StepPlan& plan,
   return results;
 }
 
+// An embedding choice after a step: timed like a prefill; when its prompt is complete its
+// answer -- the pooled vector, or a reranker's scores -- goes out as the choice's one event,
+// and it finishes without a token ("stop"). kNone: its prefill goes on.
+StepResult EngineLoop::FinishEmbedding(const StepEntry& e, LiveChoice& live,
+                                       const Status& eval_status, Clock::time_point t_step0,
+                                       Clock::time_point t_eval0, Clock::time_point t_eval1) {
+  RequestTiming& tm = live.timing;
+  tm.Charge(&tm.queue_ms, t_step0);
+  tm.Charge(&tm.kv_alloc_ms, t_eval0);
+  tm.Charge(&tm.prefill_ms, t_eval1);
+  StepResult res;
+  res.id = e.id;
+  if (!eval_status.ok()) {
+    res.finish = FinishReason::kError;
+    res.error_message = eval_status.ToString();
+    return res;
+  }
+  if (!e.wants_token()) return res;
+  std::vector<float> answer = live.pooling->Pooled();
+  if (live.group->prepared.task == api::Task::kRerank) {
+    answer = RankScores(model_.config(), model_.weights(), answer);
+  }
+  if (answer.empty()) {
+    res.finish = FinishReason::kError;
+    res.error_message = "the embedding's pooling read no hidden state";
+    return res;
+  }
+  // Its answer is its first (and only) output: TTFT is the time to the vector.
+  tm.OnToken(Clock::now());
+  RecordFirstToken(live);
+  RequestGroup& g = *live.group;
+  if (!g.terminated) {
+    GenerationEvent ev = GenerationEvent::Token("", -1);
+    ev.index = live.index;
+    ev.embedding = std::move(answer);
+    g.sink(std::move(ev));
+  }
+  tm.Charge(&tm.sampling_ms, Clock::now());
+  res.finish = FinishReason::kStop;
+  return res;
+}
+
 void EngineLoop::ApplyFinished(std::vector<Request> finished) {
   for (Request& r : finished) {
     auto it = live_.find(r.id);
@@ -363,7 +425,11 @@ bool EngineLoop::Step() {
   BuildBatch(plan, &batch, &kv, &entry_live);
   const auto t_eval0 = Clock::now();
   PublishStepLoad(plan, t_eval0);
-  const Status eval_status = model_.Eval(batch, kv, *ctx_, *pool_, logits_);
+  const auto n_hidden = static_cast<size_t>(std::count_if(
+      batch.begin(), batch.end(), [](const BatchToken& t) { return t.want_hidden; }));
+  const size_t hidden_floats = n_hidden * static_cast<size_t>(model_.config().n_embd);
+  if (hidden_.size() < hidden_floats) hidden_.resize(hidden_floats);
+  const Status eval_status = model_.Eval(batch, kv, *ctx_, *pool_, logits_, hidden_);
   const auto t_eval1 = Clock::now();
   // Outputs computed from a file that changed under us are never sent.
   if (!CheckFile(/*now=*/true)) return true;

@@ -19,6 +19,7 @@
 #include "engine/model/kv_blocks.h"
 #include "scheduler/request.h"
 #include "api/serving_api.h"
+#include "engine/model/pooling.h"
 #include "serving/choice_output.h"
 #include "serving/local_model.h"
 #include "serving/request_prep.h"
@@ -83,6 +84,9 @@ struct LiveChoice {
   bool late = false;
   double enqueued_age_ms = 0;  // its age when it was queued (admission had decided)
   ContextTrim trim;            // context trimmed at Prepare (turns > 0)
+  // An embedding or rerank choice: its hidden rows pool here over the prefill chunks, and its
+  // answer is the pooled vector (or the classifier's scores), never a token.
+  std::optional<PoolingAccumulator> pooling;
 };
 
 }  // namespace lifeline::serving

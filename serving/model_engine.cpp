@@ -87,6 +87,7 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
   e->prep_.n_ctx = e->n_ctx_;
   e->prep_.capacity_tokens = kv.capacity_tokens;
   e->prep_.default_max_tokens = options.default_max_tokens;
+  LL_RETURN_IF_ERROR(ResolvePooling(*e->model_, options.pooling, &e->prep_));
   {
     Status vs = Status::Ok();
     e->prep_.grammar_vocab = BuildGrammarVocab(*e->tokenizer_, e->prep_.tool_format, &vs);
@@ -102,6 +103,36 @@ Result<std::unique_ptr<ModelEngine>> ModelEngine::Create(std::unique_ptr<LlamaMo
   LL_ASSIGN_OR_RETURN(e->loop_, EngineLoop::Create(*e->model_, e->options_, e->shared_,
                                                    std::move(kv), std::move(draft.model)));
   return e;
+}
+
+// The pooling embeddings use: --pooling, else the file's <arch>.pooling_type, else mean
+// (what llama.cpp users pass for a decoder whose file says nothing); and a reranker's head and
+// prompt template.
+Status ModelEngine::ResolvePooling(const LlamaModel& model, const std::string& flag,
+                                   PrepContext* prep) {
+  const ModelConfig& c = model.config();
+  prep->rerank_outputs = c.n_cls_out;
+  if (flag == "auto" || flag.empty()) {
+    prep->pooling = c.pooling == PoolingType::kUnspecified || c.pooling == PoolingType::kNone
+                        ? PoolingType::kMean
+                        : c.pooling;
+  } else {
+    const std::optional<PoolingType> p = PoolingFromName(flag);
+    if (!p || *p == PoolingType::kNone) {
+      return InvalidArgument("pooling: '" + flag + "' is not auto, mean, cls, last or rank");
+    }
+    if (*p == PoolingType::kRank && c.n_cls_out == 0) {
+      return InvalidArgument("pooling: rank needs a classifier head (cls.output.weight); model '" +
+                             model.config().arch_name + "' file has none");
+    }
+    prep->pooling = *p;
+  }
+  if (model.file().FindKv("tokenizer.chat_template.rerank") != nullptr) {
+    Result<std::string_view> t = model.file().GetString("tokenizer.chat_template.rerank");
+    if (!t.ok()) return DataLoss("tokenizer.chat_template.rerank: " + t.status().message());
+    prep->rerank_template = std::string(*t);
+  }
+  return Status::Ok();
 }
 
 void ModelEngine::AttachSlo(SloHooks hooks) {
@@ -234,6 +265,9 @@ api::ModelInfo ModelEngine::Info() const {
   m.tool_call_format = std::string(toolcall::ToolCallFormatName(prep_.tool_format));
   m.reasoning_format = std::string(toolcall::ReasoningFormatName(
       prep_.reasoning != nullptr ? prep_.reasoning->format : toolcall::ReasoningFormat::kNone));
+  m.embedding_length = model_->config().n_embd;
+  m.pooling = PoolingName(prep_.pooling);
+  m.rerank_outputs = static_cast<int32_t>(prep_.rerank_outputs);
   return m;
 }
 
@@ -276,7 +310,8 @@ std::variant<ModelEngine::Prepared, ApiError> ModelEngine::Prepare(api::Generati
   out.max_tokens = prep.max_tokens;
 
   const int32_t n_choices = prep.n_choices();
-  if (n_choices > options_.max_waiting) {
+  // An embeddings / rerank request is admitted as one request (EnqueuePrepared).
+  if (prep.task == api::Task::kGenerate && n_choices > options_.max_waiting) {
     return api::InvalidRequestError(
         "n",
         std::to_string(n_choices) + " choices (prompts x n) exceed what model '" +
@@ -369,6 +404,7 @@ std::optional<ApiError> ModelEngine::EnqueuePrepared(Prepared prepared,
       live->enqueued_age_ms = enqueued_age_ms;
       live->cap_reason = cap_reason;
       live->trim = trim;
+      if (prep.task != api::Task::kGenerate) live->pooling.emplace(prep.pooling, model_->config().n_embd);
       (j == 0 ? now : group->deferred).push_back(std::move(live));
     }
   }
@@ -376,7 +412,9 @@ std::optional<ApiError> ModelEngine::EnqueuePrepared(Prepared prepared,
   // The queue bound is checked here so a refusal is an immediate 429, never a late event. A
   // request with several choices is let in whole when nothing is queued.
   const int64_t before = shared_.accepted_not_started.fetch_add(n_choices);
-  if (before >= options_.max_waiting || (before > 0 && before + n_choices > options_.max_waiting)) {
+  // Embeddings and reranking batch their inputs in one request: it needs room for one.
+  const int32_t admit_as = prep.task == api::Task::kGenerate ? n_choices : 1;
+  if (before >= options_.max_waiting || (before > 0 && before + admit_as > options_.max_waiting)) {
     shared_.accepted_not_started.fetch_sub(n_choices);
     return MakeError(ErrorKind::kOverloaded, "overloaded",
                      "model '" + options_.name + "': " + std::to_string(options_.max_waiting) +

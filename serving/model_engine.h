@@ -143,6 +143,8 @@ class ModelEngine final : public LocalModel {
       const api::DetokenizeRequest& req) const override;
 
  private:
+  static Status ResolvePooling(const LlamaModel& model, const std::string& flag,
+                               PrepContext* prep);
   ModelEngine(std::unique_ptr<LlamaModel> model, std::unique_ptr<Tokenizer> tokenizer,
               const ModelEngineOptions& options);
   // Level >= trim_context: drops the oldest turns between the system message(s) and the last

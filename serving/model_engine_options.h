@@ -34,6 +34,9 @@ struct ModelEngineOptions {
   // How chat answers split into reasoning and answer: "auto" (from the chat template),
   // "none", or a format name (toolcall::ReasoningFormatName).
   std::string reasoning_format = "auto";
+  // Embeddings (docs/embeddings.md): "auto" (the file's <arch>.pooling_type, else mean) or
+  // mean | cls | last | rank, as llama.cpp's --pooling.
+  std::string pooling = "auto";
   std::chrono::milliseconds heartbeat_stale{2000};  // Healthy() false when older
   // Released prompt prefixes the prefix cache keeps (as whole KV blocks) before new requests
   // reuse their blocks rather than touch KV memory never used before: resident KV memory

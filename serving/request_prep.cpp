@@ -19,6 +19,8 @@ ApiError BadRequest(std::string message, std::string param, std::string code = "
 }
 
 std::string PromptParam(const api::GenerationRequest& req, size_t i) {
+  if (req.task == api::Task::kEmbed) return "input[" + std::to_string(i) + "]";
+  if (req.task == api::Task::kRerank) return "documents[" + std::to_string(i) + "]";
   if (req.is_chat) return "messages";
   if (req.is_infill) return "input_prefix";
   return req.prompts.size() > 1 ? "prompt[" + std::to_string(i) + "]" : "prompt";
@@ -288,6 +290,24 @@ std::vector<int32_t> EncodePromptText(const PrepContext& ctx, bool is_chat,
 std::optional<ApiError> CheckPromptLimits(const PrepContext& ctx,
                                           const api::GenerationRequest& req,
                                           PreparedRequest* out) {
+  if (req.task != api::Task::kGenerate) {
+    // No token is generated, but the scheduler runs a prompt as a request of at least one
+    // step past it: the input must leave that position free.
+    for (size_t i = 0; i < out->prompts.size(); ++i) {
+      const int64_t n_prompt = static_cast<int64_t>(out->prompts[i].tokens.size());
+      const std::string param = PromptParam(req, i);
+      if (n_prompt == 0) return BadRequest("the input encodes to no tokens", param);
+      if (n_prompt >= ctx.n_ctx || n_prompt >= ctx.capacity_tokens) {
+        return BadRequest("'" + param + "' is " + std::to_string(n_prompt) +
+                              " tokens; the model takes at most " +
+                              std::to_string(std::min(ctx.n_ctx, ctx.capacity_tokens) - 1) +
+                              " per input (its context or KV cache)",
+                          param, "context_length_exceeded");
+      }
+    }
+    out->max_tokens = 1;
+    return std::nullopt;
+  }
   int64_t longest = 0;
   for (size_t i = 0; i < out->prompts.size(); ++i) {
     const int64_t n_prompt = static_cast<int64_t>(out->prompts[i].tokens.size());
@@ -323,11 +343,105 @@ std::optional<ApiError> CheckPromptLimits(const PrepContext& ctx,
   return std::nullopt;
 }
 
+namespace {
+
+// A token-id input checked against the vocabulary.
+std::optional<ApiError> CheckTokenIds(const Tokenizer& tok, const api::GenerationRequest& req,
+                                      size_t i, const std::vector<int32_t>& tokens) {
+  for (size_t k = 0; k < tokens.size(); ++k) {
+    if (tokens[k] >= tok.n_vocab()) {
+      const std::string param = PromptParam(req, i) + "[" + std::to_string(k) + "]";
+      return BadRequest("'" + param + "' is token id " + std::to_string(tokens[k]) +
+                            "; the vocabulary has " + std::to_string(tok.n_vocab()) + " tokens",
+                        param, "out_of_range");
+    }
+  }
+  return std::nullopt;
+}
+
+// One query / document pair as the reranker reads it: the file's rerank template with the
+// two texts in place (special-token text parsed, as a prompt), else llama.cpp's
+// [BOS] query [EOS] [SEP] document [EOS] (each marker only where the vocabulary has it and,
+// for BOS / EOS, adds it).
+std::vector<int32_t> RerankPair(const PrepContext& ctx, const std::string& query,
+                                const std::string& document) {
+  const Tokenizer& tok = *ctx.tokenizer;
+  if (!ctx.rerank_template.empty()) {
+    std::string text;
+    const std::string& t = ctx.rerank_template;
+    for (size_t i = 0; i < t.size();) {
+      if (t.compare(i, 7, "{query}") == 0) {
+        text += query;
+        i += 7;
+      } else if (t.compare(i, 10, "{document}") == 0) {
+        text += document;
+        i += 10;
+      } else {
+        text += t[i++];
+      }
+    }
+    return tok.Encode(text, tok.add_bos(), /*parse_special=*/true);
+  }
+  std::vector<int32_t> out;
+  if (tok.add_bos() && tok.bos_id() >= 0) out.push_back(tok.bos_id());
+  const std::vector<int32_t> q = tok.Encode(query, false, /*parse_special=*/false);
+  out.insert(out.end(), q.begin(), q.end());
+  const int32_t eos = tok.eos_id() >= 0 ? tok.eos_id() : tok.sep_id();
+  if (eos >= 0) out.push_back(eos);
+  if (tok.sep_id() >= 0 && tok.sep_id() != eos) out.push_back(tok.sep_id());
+  const std::vector<int32_t> d = tok.Encode(document, false, /*parse_special=*/false);
+  out.insert(out.end(), d.begin(), d.end());
+  if (eos >= 0) out.push_back(eos);
+  return out;
+}
+
+// POST /v1/embeddings and /v1/rerank: each input (document) is one prompt of one choice,
+// encoded as the model reads it; nothing of the sampler applies.
+std::optional<ApiError> PrepareEmbedRequest(const PrepContext& ctx,
+                                            const api::GenerationRequest& req,
+                                            PreparedRequest* out, RequestTiming* timing) {
+  const Tokenizer& tok = *ctx.tokenizer;
+  out->task = req.task;
+  out->n = 1;
+  if (req.prompts.empty()) return BadRequest("missing input", PromptParam(req, 0));
+  if (req.task == api::Task::kRerank) {
+    if (ctx.rerank_outputs == 0) {
+      return BadRequest("model '" + ctx.model_name + "' is not a reranker (its file has no "
+                        "classifier head: cls.output.weight)", "model", "model_not_reranker");
+    }
+    out->pooling = PoolingType::kRank;
+  } else {
+    // A reranker's hidden state is still an embedding: pooled by its last token.
+    out->pooling = ctx.pooling == PoolingType::kRank ? PoolingType::kLast : ctx.pooling;
+  }
+  for (size_t i = 0; i < req.prompts.size(); ++i) {
+    const api::PromptInput& in = req.prompts[i];
+    PreparedPrompt p;
+    if (req.task == api::Task::kRerank) {
+      p.tokens = RerankPair(ctx, req.rerank_query, in.text);
+    } else if (in.is_tokens) {
+      if (auto err = CheckTokenIds(tok, req, i, in.tokens)) return err;
+      p.tokens = in.tokens;
+    } else {
+      // As llama.cpp embeds: BOS and EOS where the vocabulary adds them (Qwen3-Embedding
+      // pools the state at its closing <|endoftext|>).
+      p.tokens = tok.Encode(in.text, tok.add_bos(), /*parse_special=*/true);
+      if (tok.add_eos() && tok.eos_id() >= 0) p.tokens.push_back(tok.eos_id());
+    }
+    out->prompts.push_back(std::move(p));
+  }
+  if (timing != nullptr) timing->Charge(&timing->tokenize_ms, Clock::now());
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<ApiError> PrepareRequest(const PrepContext& ctx,
                                        const api::GenerationRequest& req,
                                        PreparedRequest* out, RequestTiming* timing) {
   const Tokenizer& tok = *ctx.tokenizer;
   out->prompts.clear();
+  if (req.task != api::Task::kGenerate) return PrepareEmbedRequest(ctx, req, out, timing);
   if (req.is_chat) {
     std::string text;
     if (auto err = RenderChat(ctx, req, nullptr, &text)) return err;

@@ -29,6 +29,7 @@
 #include "base/status.h"
 #include "text/grammar/grammar.h"
 #include "text/grammar/grammar_vocab.h"
+#include "engine/model/model_config.h"
 #include "engine/sampler/sampler.h"
 #include "text/template/chat.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -70,6 +71,13 @@ struct PrepContext {
   std::shared_ptr<const ReasoningSetup> reasoning;
   // The vocabulary as the grammar matcher sees it (built once per model); null: no grammar.
   std::shared_ptr<const grammar::GrammarVocab> grammar_vocab;
+  // Embeddings and reranking (docs/embeddings.md): the pooling in force (the file's, or
+  // --pooling; kMean when neither says), the classifier's outputs (0: not a reranker) and the
+  // file's rerank prompt (tokenizer.chat_template.rerank: "{query}" and "{document}" are
+  // replaced; empty: llama.cpp's [BOS] query [EOS] [SEP] document [EOS]).
+  PoolingType pooling = PoolingType::kMean;
+  int64_t rerank_outputs = 0;
+  std::string rerank_template;
 };
 
 struct PreparedPrompt {
@@ -78,6 +86,9 @@ struct PreparedPrompt {
 };
 
 struct PreparedRequest {
+  api::Task task = api::Task::kGenerate;
+  // kEmbed / kRerank: how each prompt's hidden rows become its answer (kRank for kRerank).
+  PoolingType pooling = PoolingType::kMean;
   std::vector<PreparedPrompt> prompts;  // >= 1
   int32_t n = 1;                        // choices per prompt; choice i*n + j is prompt i's j-th
   int64_t max_tokens = 0;               // per choice

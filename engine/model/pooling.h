@@ -30,6 +30,10 @@ class PoolingAccumulator {
   bool Wants(int64_t pos, int64_t n_tokens) const;
   // The row of position `pos` (n_embd floats), one the accumulator Wants.
   void Add(int64_t pos, const float* row);
+  // Only the last position's row is read (last, rank): a prefix cache may serve the rest.
+  bool ReadsOnlyTheLast() const {
+    return pooling_ == PoolingType::kLast || pooling_ == PoolingType::kRank;
+  }
   // Rows added so far.
   int64_t n_added() const { return n_added_; }
   // The pooled vector (n_embd floats; for kRank the row the head reads). Empty when no row

@@ -165,6 +165,7 @@ int32_t Tokenizer::eos_id() const { return vocab_->eos_id; }
 int32_t Tokenizer::unk_id() const { return vocab_->unk_id; }
 int32_t Tokenizer::eot_id() const { return vocab_->eot_id; }
 int32_t Tokenizer::pad_id() const { return vocab_->pad_id; }
+int32_t Tokenizer::sep_id() const { return vocab_->sep_id; }
 
 namespace {
 

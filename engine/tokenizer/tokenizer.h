@@ -112,6 +112,7 @@ class Tokenizer {
   int32_t unk_id() const;  // -1 if none
   int32_t eot_id() const;  // -1 if none
   int32_t pad_id() const;  // -1 if none
+  int32_t sep_id() const;  // -1 if none (BERT-family vocabularies: [SEP])
   // Fill-in-the-middle tokens (prefix, suffix, middle): tokenizer.ggml.fim_{pre,suf,mid}_token_id,
   // else the first token whose text is one of the known spellings (<|fim_prefix|> of
   // Qwen-Coder, <fim_prefix> of StarCoder, <PRE> / ▁<PRE> of CodeLlama, <|fim▁begin|> of
