@@ -36,6 +36,8 @@ void EngineLoop::StopAtDeadlines(int64_t now_us) {
   for (const auto& [id, live] : live_) {
     // Never-started choices are left to the scheduler's expiry (503 deadline_exceeded).
     if (live->queued || !live->deadline_us || now_us < *live->deadline_us) continue;
+    // Half a prefill is no embedding: one already started finishes (it has no tokens to cut).
+    if (live->pooling) continue;
     if (knobs_now_->LevelOf(live->slo_class, options_.name) < slo::Level::kTruncate) continue;
     due.push_back(id);
   }

@@ -281,6 +281,13 @@ api::SubmitResult ServingHub::Submit(api::GenerationRequest request,
   }
   slo::RequestSloFields fields;
   fields.slo_class = request.slo_class;
+  // An embedding or rerank request that names no class is judged under its own preset (when
+  // the configuration keeps it), not the chat default: a query embedding's budget is tens of
+  // milliseconds.
+  if (fields.slo_class.empty() && request.task != api::Task::kGenerate) {
+    const char* preset = request.task == api::Task::kEmbed ? "search-embed" : "search-rerank";
+    if (slo_config_.FindClass(preset) != nullptr) fields.slo_class = preset;
+  }
   fields.user_role = request.user_role;
   fields.allow_context_trim = request.allow_context_trim;
   if (request.deadline_ms) fields.deadline_ms = static_cast<double>(*request.deadline_ms);
@@ -300,7 +307,11 @@ api::SubmitResult ServingHub::SubmitFrom(
     const std::shared_ptr<api::GenerationSink>& sink,
     const std::function<void(const Member&)>& before_submit) {
   for (;; ++hops) {
-    const slo::ModelEntry* next = slo_config_.NextInCascade(member->name);
+    // Vectors and scores of another model are not the asked model's: embeddings and reranks
+    // never move down the cascade.
+    const slo::ModelEntry* next = request.task == api::Task::kGenerate
+                                      ? slo_config_.NextInCascade(member->name)
+                                      : nullptr;
     const Member* next_member = next != nullptr ? FindMember(next->name) : nullptr;
     if (before_submit) before_submit(*member);
     bool routed = false;
@@ -316,9 +327,10 @@ api::SubmitResult ServingHub::SubmitFrom(
 bool ServingHub::RerouteLate(api::RequestHandle handle, const InFlight& entry,
                                 const std::shared_ptr<api::GenerationSink>& sink,
                                 const api::ApiError& late) {
+  if (entry.request == nullptr || entry.request->task != api::Task::kGenerate) return false;
   const slo::ModelEntry* next = slo_config_.NextInCascade(entry.member->name);
   const Member* next_member = next != nullptr ? FindMember(next->name) : nullptr;
-  if (next_member == nullptr || entry.request == nullptr) return false;
+  if (next_member == nullptr) return false;
   outcomes_.Count(entry.slo_class, entry.member->name, "late_routed");
   api::GenerationRequest request = *entry.request;
   request.timeline.rerouted = Clock::time_point(std::chrono::microseconds(NowUs()));

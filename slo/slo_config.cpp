@@ -526,6 +526,11 @@ SloConfig DefaultSloConfig() {
       Preset("video-call", 150, std::nullopt, 3),
       Preset("medical", 150, std::nullopt, 4),
       Preset("risk-control", std::nullopt, 85, 4),
+      // Search on the request path: a query embedding, then a rerank of the candidates, inside
+      // one search budget; both outrank chat so a chat load cannot push them past it. The
+      // answer is the first (only) output, so TTFT is the whole request.
+      Preset("search-embed", 50, std::nullopt, 3),
+      Preset("search-rerank", 150, std::nullopt, 3),
   };
   c.roles = {{"agent", 1.0}, {"doctor", 0.8}, {"user", 1.3}};
   SortTables(&c);

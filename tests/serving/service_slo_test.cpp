@@ -296,6 +296,37 @@ TEST_F(ServiceSloTest, ALateRequestMovesToTheLighterMember) {
   EXPECT_EQ(ev2[0].error.code, "slo_late");
 }
 
+// An embedding is judged under its own class and never moves to a lighter member: another
+// model's vector is not in the asked model's space. Its late refusal ends it.
+TEST_F(ServiceSloTest, AnEmbeddingKeepsItsClassAndItsModel) {
+  Build({"heavy", "light"}, {"heavy", "light"});
+  FakeModel& heavy = *models_[0];
+  FakeModel& light = *models_[1];
+  api::GenerationRequest req = Request("heavy");
+  req.task = api::Task::kEmbed;
+  req.max_tokens.reset();
+  sinks_.push_back(std::make_unique<Sink>());
+  const api::SubmitResult r = service_->Submit(std::move(req), sinks_.back()->Fn());
+  ASSERT_TRUE(r.accepted());
+  EXPECT_EQ(r.slo_class, "search-embed");
+  EXPECT_EQ(r.served_model, "heavy");
+  clock_.Advance(300'000);
+  heavy.FailLate(r.handle);
+  EXPECT_TRUE(light.Open().empty()) << "an embedding must not be routed";
+  const std::vector<api::GenerationEvent>& ev = sinks_.back()->events;
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, api::GenerationEvent::Kind::kError);
+  EXPECT_EQ(ev[0].error.code, "slo_late");
+  // A rerank too; a class named by the request wins.
+  api::GenerationRequest rr = Request("heavy");
+  rr.task = api::Task::kRerank;
+  sinks_.push_back(std::make_unique<Sink>());
+  EXPECT_EQ(service_->Submit(rr, sinks_.back()->Fn()).slo_class, "search-rerank");
+  rr.slo_class = "chat";
+  sinks_.push_back(std::make_unique<Sink>());
+  EXPECT_EQ(service_->Submit(rr, sinks_.back()->Fn()).slo_class, "chat");
+}
+
 // A model whose file changed under the server: its new requests get the documented 503
 // model_failed naming the change (before: 503 model_not_ready from admission, "shedding
 // load: model not ready; retry after 1 s", as if it were load that may pass). In a cascade

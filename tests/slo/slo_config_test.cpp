@@ -29,8 +29,11 @@ RequestSloFields Fields(std::string slo_class, std::string user_role = "",
 TEST(SloConfigTest, PresetsMatchTheResearchTargets) {
   const SloConfig c = DefaultSloConfig();
   EXPECT_EQ(c.default_class, "interactive");
-  ASSERT_EQ(c.classes.size(), 8u);
+  ASSERT_EQ(c.classes.size(), 10u);
   auto ttft = [&](const char* n) { return c.FindClass(n)->ttft_p95_ms.value_or(-1); };
+  EXPECT_EQ(ttft("search-embed"), 50);
+  EXPECT_EQ(ttft("search-rerank"), 150);
+  EXPECT_GT(c.FindClass("search-embed")->priority, c.FindClass("chat")->priority);
   EXPECT_EQ(ttft("interactive"), 387);
   EXPECT_EQ(ttft("chat"), 350);
   EXPECT_EQ(ttft("customer-service"), 220);
@@ -55,7 +58,7 @@ TEST(SloConfigTest, PresetsMatchTheResearchTargets) {
   // The empty document is the defaults.
   auto parsed = ParseSloConfig("", "empty.toml");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
-  EXPECT_EQ(parsed->classes.size(), 8u);
+  EXPECT_EQ(parsed->classes.size(), 10u);
 }
 
 constexpr const char* kFullFile = R"(
@@ -145,7 +148,7 @@ TEST(SloConfigTest, FullFile) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const SloConfig& c = *r;
   EXPECT_EQ(c.default_class, "chat");
-  ASSERT_EQ(c.classes.size(), 9u);  // 8 presets + search
+  ASSERT_EQ(c.classes.size(), 11u);  // 10 presets + search
   const SloClass* chat = c.FindClass("chat");
   EXPECT_EQ(chat->ttft_p95_ms.value_or(-1), 300);
   EXPECT_EQ(chat->tpot_p95_ms.value_or(-1), 40);

@@ -54,7 +54,7 @@ TEST(SloReportTest, StatusJson) {
   EXPECT_EQ(j["object"], "slo.status");
   EXPECT_EQ(j["default_class"], "interactive");
   EXPECT_DOUBLE_EQ(j["window_s"].get<double>(), 10.0);
-  ASSERT_EQ(j["classes"].size(), 8u);
+  ASSERT_EQ(j["classes"].size(), 10u);
   const nlohmann::json* chat = nullptr;
   for (const auto& c : j["classes"]) {
     if (c["name"] == "chat") chat = &c;
