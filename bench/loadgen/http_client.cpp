@@ -22,8 +22,6 @@ using ErrorCode = boost::system::error_code;
 
 namespace {
 
-constexpr size_t kMaxBodyKeptBytes = 1 << 20;
-
 double MsSince(Clock::time_point t0, Clock::time_point t1) {
   return std::chrono::duration<double, std::milli>(t1 - t0).count();
 }
@@ -89,6 +87,7 @@ struct Conn : std::enable_shared_from_this<Conn> {
   std::vector<net::SseEvent> events;
   StreamTokenTimes token_times;
   bool finished = false;
+  double answer_ms = -1;  // >= 0: e2e_ms is this time, not the time Finish runs
   bool malformed = false;
   std::string stream_error;
 
@@ -206,7 +205,8 @@ struct Conn : std::enable_shared_from_this<Conn> {
   void OnBytes(std::string_view bytes) {
     x.body_bytes += static_cast<int64_t>(bytes.size());
     if (!x.streamed || x.http_status < 200 || x.http_status > 299) {
-      const size_t room = kMaxBodyKeptBytes - std::min(kMaxBodyKeptBytes, x.body.size());
+      const size_t cap = spec.max_body_kept_bytes;
+      const size_t room = cap - std::min(cap, x.body.size());
       x.body.append(bytes.substr(0, room));
       return;
     }
@@ -259,6 +259,7 @@ struct Conn : std::enable_shared_from_this<Conn> {
     const Clock::time_point now = Clock::now();
     x.ttft_ms = MsSince(x.start, now);
     x.ttfa_ms = x.ttft_ms;
+    if (spec.check_body) return FinishCheckedBody();
     const nlohmann::json j = nlohmann::json::parse(x.body, nullptr, false);
     if (j.is_object()) {
       if (x.served_model.empty() && j.contains("model") && j["model"].is_string()) {
@@ -295,6 +296,19 @@ struct Conn : std::enable_shared_from_this<Conn> {
     Finish("", "");
   }
 
+  // An answer that is not a completion (embeddings, rerank), read once by the request's own
+  // check. It is complete when its last byte is, so e2e = TTFT: the check's parsing runs on
+  // this thread and is the client's time, not the server's.
+  void FinishCheckedBody() {
+    answer_ms = x.ttft_ms;
+    const std::string why = spec.check_body(&x);
+    if (x.timings.is_null() && !x.server_timing.empty()) {
+      x.timings = ParseServerTiming(x.server_timing);
+    }
+    if (!why.empty()) return Finish("malformed_answer", why);
+    Finish("", "");
+  }
+
   void OnReadError(ErrorCode ec) {
     if (ec == http::error::end_of_stream || ec == http::error::partial_message ||
         ec == asio::error::eof || ec == asio::error::connection_reset ||
@@ -308,7 +322,7 @@ struct Conn : std::enable_shared_from_this<Conn> {
   void Finish(const std::string& error, const std::string& detail) {
     if (finished) return;
     finished = true;
-    x.e2e_ms = MsSince(x.start, Clock::now());
+    x.e2e_ms = answer_ms >= 0 ? answer_ms : MsSince(x.start, Clock::now());
     x.error = error;
     if (!detail.empty()) x.error_detail = detail;
     ErrorCode ignored;

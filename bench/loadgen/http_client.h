@@ -40,6 +40,17 @@ using Clock = std::chrono::steady_clock;
 // A target's base URL: net/url.h (http:// only; errors name the flag).
 using Url = net::HttpUrl;
 
+struct HttpExchange;
+
+// What a non-streamed 2xx body must hold when it is not a completion (embeddings, rerank):
+// called once with the complete body in x->body; it fills what it reads (prompt tokens, the
+// model, timings) and returns "" or why the body is not the answer asked for.
+using BodyCheckFn = std::function<std::string(HttpExchange* x)>;
+
+// The most body bytes an exchange keeps by default: a completion's answer and an error's
+// message fit well within it.
+constexpr size_t kDefaultMaxBodyKeptBytes = size_t{1} << 20;
+
 struct HttpRequestSpec {
   std::string method = "POST";
   Url url;
@@ -47,6 +58,11 @@ struct HttpRequestSpec {
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;  // sent with Content-Type: application/json when not empty
   double timeout_s = 60;
+  // Set: a non-streamed 2xx body is read by this check instead of as a completion; a non-empty
+  // answer fails the exchange as "malformed_answer". The answer's time is then that of the
+  // complete body for TTFT, TTFA and e2e alike (the check's parsing is the client's time).
+  BodyCheckFn check_body;
+  size_t max_body_kept_bytes = kDefaultMaxBodyKeptBytes;  // x.body keeps at most this many
 };
 
 struct HttpExchange {
@@ -62,8 +78,8 @@ struct HttpExchange {
   // "" (success), "connect" (DNS or TCP), "timeout", "cancelled", "http_status" (non-2xx),
   // "early_close" (connection ended mid-response, or a stream ended without [DONE] or a
   // finish_reason), "malformed_sse" (a data payload that is not a JSON object, or an
-  // over-long line), "stream_error" (an error event inside the stream), "io" (other socket
-  // errors).
+  // over-long line), "stream_error" (an error event inside the stream), "malformed_answer"
+  // (HttpRequestSpec::check_body refused the body), "io" (other socket errors).
   std::string error;
   std::string error_detail;
   bool streamed = false;        // the response was text/event-stream
@@ -77,7 +93,8 @@ struct HttpExchange {
   int64_t prompt_tokens = -1;   // from usage, when present
   int64_t completion_tokens = -1;
   nlohmann::json timings;       // the server's `timings` object (stream or body), else null
-  std::string body;             // non-streamed body (first 1 MiB); error bodies included
+  std::string body;             // non-streamed body (its first max_body_kept_bytes); error
+                                // bodies included
   int64_t body_bytes = 0;
 };
 
