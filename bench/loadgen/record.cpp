@@ -117,7 +117,7 @@ void DeriveRecord(RequestRecord* rec) {
 
 nlohmann::json RecordJson(const RequestRecord& r) {
   const HttpExchange& x = r.x;
-  return {
+  nlohmann::json j = {
       {"step", r.step},
       {"target", r.target},
       {"index", r.index},
@@ -148,6 +148,9 @@ nlohmann::json RecordJson(const RequestRecord& r) {
                   {"compute_ms", NumOrNull(r.compute_ms)}}},
       {"server_timings", x.timings},
   };
+  // Only retrieval requests carry inputs; a generation report keeps its fields as they were.
+  if (r.inputs > 0) j["inputs"] = r.inputs;
+  return j;
 }
 
 }  // namespace lifeline::loadgen

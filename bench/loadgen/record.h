@@ -34,6 +34,7 @@ struct RequestRecord {
   double send_lag_ms = 0;   // actual - planned send time (client lateness)
   int64_t prompt_words = 0;
   int64_t max_tokens = 0;
+  int64_t inputs = 0;          // embeddings inputs / rerank documents sent (0: generation)
   int64_t output_tokens = -1;  // usage, else timings.tokens.generated, else output events
   int64_t prompt_tokens = -1;  // usage, else timings.tokens.prompt
   double tpot_ms = -1;         // (e2e - ttft) / (output_tokens - 1); streamed, > 1 token

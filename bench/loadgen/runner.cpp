@@ -141,6 +141,7 @@ class StepRunner {
     rec.scheduled_ms = planned_s * 1000.0;
     rec.prompt_words = pr.prompt_words;
     rec.max_tokens = pr.max_tokens;
+    rec.inputs = static_cast<int64_t>(pr.inputs.size());
     const Clock::time_point now = Clock::now();
     rec.start_ms = MsBetween(run_start_, now);
     rec.send_lag_ms = MsBetween(step_start_ + Seconds(planned_s), now);

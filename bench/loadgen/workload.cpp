@@ -1,6 +1,9 @@
 #include "bench/loadgen/workload.h"
 
+#include <algorithm>
 #include <fstream>
+
+#include "bench/loadgen/retrieval_answer.h"
 
 namespace lifeline::loadgen {
 
@@ -64,6 +67,33 @@ Result<TargetSpec> ParseTargetSpec(const std::string& flag, const std::string& t
   return t;
 }
 
+const char* ApiName(Api api) {
+  switch (api) {
+    case Api::kCompletions: return "completions";
+    case Api::kChat: return "chat";
+    case Api::kEmbeddings: return "embeddings";
+    case Api::kRerank: break;
+  }
+  return "rerank";
+}
+
+Result<Api> ParseApi(const std::string& flag, const std::string& text) {
+  for (Api api : {Api::kCompletions, Api::kChat, Api::kEmbeddings, Api::kRerank}) {
+    if (text == ApiName(api)) return api;
+  }
+  return InvalidArgument(flag + " '" + text +
+                         "': expected completions, chat, embeddings or rerank");
+}
+
+bool IsRetrievalApi(Api api) { return api == Api::kEmbeddings || api == Api::kRerank; }
+
+int64_t BatchInputs(const WorkloadSpec& w) { return w.batch_inputs.value_or(kDefaultBatchInputs); }
+int64_t Documents(const WorkloadSpec& w) { return w.documents.value_or(kDefaultDocuments); }
+int64_t DocumentWords(const WorkloadSpec& w) {
+  return w.document_words.value_or(kDefaultDocumentWords);
+}
+bool RequestsBase64(const WorkloadSpec& w) { return w.encoding_format == "base64"; }
+
 Status ValidateThinking(const std::string& where, const ThinkingParams& t) {
   if (t.budget_tokens && (*t.budget_tokens < -1 || *t.budget_tokens > 2147483647)) {
     return InvalidArgument(where + ": thinking budget " + std::to_string(*t.budget_tokens) +
@@ -78,7 +108,56 @@ Status ValidateThinking(const std::string& where, const ThinkingParams& t) {
   return Status::Ok();
 }
 
+namespace {
+
+Status CheckRange(const char* flag, const std::optional<int64_t>& v, int64_t hi) {
+  if (!v || (*v >= 1 && *v <= hi)) return Status::Ok();
+  return InvalidArgument(std::string(flag) + ": " + std::to_string(*v) + " outside [1, " +
+                         std::to_string(hi) + "]");
+}
+
+// A retrieval flag belongs to one API: given with another, it would silently do nothing.
+Status CheckFlagApi(const char* flag, bool given, Api api, const WorkloadSpec& w) {
+  if (!given || w.api == api) return Status::Ok();
+  return InvalidArgument(std::string(flag) + ": applies to --api " + ApiName(api) +
+                         ", not --api " + ApiName(w.api));
+}
+
+// The retrieval flags, and the generation settings a retrieval request cannot carry.
+Status ValidateRetrieval(const WorkloadSpec& w) {
+  const Api emb = Api::kEmbeddings;
+  const Api rerank = Api::kRerank;
+  LL_RETURN_IF_ERROR(CheckFlagApi("--batch-inputs", w.batch_inputs.has_value(), emb, w));
+  LL_RETURN_IF_ERROR(CheckFlagApi("--encoding-format", !w.encoding_format.empty(), emb, w));
+  LL_RETURN_IF_ERROR(CheckFlagApi("--documents", w.documents.has_value(), rerank, w));
+  LL_RETURN_IF_ERROR(CheckFlagApi("--document-words", w.document_words.has_value(), rerank, w));
+  LL_RETURN_IF_ERROR(CheckRange("--batch-inputs", w.batch_inputs, kMaxBatchInputs));
+  LL_RETURN_IF_ERROR(CheckRange("--documents", w.documents, kMaxDocuments));
+  LL_RETURN_IF_ERROR(CheckRange("--document-words", w.document_words, kMaxDocumentWords));
+  const std::string& enc = w.encoding_format;
+  if (!enc.empty() && enc != "float" && enc != "base64") {
+    return InvalidArgument("--encoding-format '" + w.encoding_format +
+                           "': expected float or base64");
+  }
+  if (!IsRetrievalApi(w.api)) return Status::Ok();
+  const std::string api = std::string("--api ") + ApiName(w.api);
+  if (w.conversations > 0) {
+    return InvalidArgument("--conversations: chat turns; " + api + " sends independent requests");
+  }
+  if (w.ignore_eos) {
+    return InvalidArgument("--ignore-eos: a generation field; " + api + " generates nothing");
+  }
+  if (!w.stream) return InvalidArgument("--no-stream: " + api + " answers never stream; drop it");
+  if (!w.include_usage) {
+    return InvalidArgument("--no-usage: " + api + " answers never stream; drop it");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ValidateWorkload(const WorkloadSpec& w) {
+  LL_RETURN_IF_ERROR(ValidateRetrieval(w));
   if (w.conversations < 0 || w.conversations > 100000) {
     return InvalidArgument("--conversations: " + std::to_string(w.conversations) +
                            " outside [0, 100000]");
@@ -173,9 +252,37 @@ PlannedRequest PlanTurn(const WorkloadSpec& w, uint64_t seed, int step, int64_t 
   return r;
 }
 
+// A prompt: drawn from --prompts when given, else generated words of --prompt-len.
+std::string DrawPrompt(const WorkloadSpec& w, Rng& rng) {
+  if (w.prompts.empty()) return Words(rng, w.prompt_words.Sample(rng));
+  const int64_t last = static_cast<int64_t>(w.prompts.size()) - 1;
+  return w.prompts[static_cast<size_t>(rng.UniformInt(0, last))];
+}
+
+// An embeddings request's inputs, or a rerank request's query and documents, from the request's
+// own seed like any other request.
+PlannedRequest PlanRetrieval(const WorkloadSpec& w, Rng& rng) {
+  PlannedRequest r;
+  if (w.api == Api::kEmbeddings) {
+    for (int64_t i = 0; i < BatchInputs(w); ++i) r.inputs.push_back(DrawPrompt(w, rng));
+  } else {
+    r.prompt = DrawPrompt(w, rng);
+    r.prompt_words = CountWords(r.prompt);
+    for (int64_t i = 0; i < Documents(w); ++i) r.inputs.push_back(Words(rng, DocumentWords(w)));
+  }
+  for (const std::string& in : r.inputs) r.prompt_words += CountWords(in);
+  return r;
+}
+
 }  // namespace
 
 PlannedRequest PlanRequest(const WorkloadSpec& w, uint64_t seed, int step, int64_t index) {
+  if (IsRetrievalApi(w.api)) {
+    Rng rng(MixSeed(seed, static_cast<uint64_t>(step), static_cast<uint64_t>(index)));
+    PlannedRequest r = PlanRetrieval(w, rng);
+    r.index = index;
+    return r;
+  }
   if (w.conversations > 0) {
     PlannedRequest r = PlanTurn(w, seed, step, index % w.conversations, index / w.conversations);
     r.index = index;
@@ -208,6 +315,7 @@ PlannedRequest PlanRequest(const WorkloadSpec& w, uint64_t seed, int step, int64
 }
 
 bool RequestsStream(const WorkloadSpec& w) {
+  if (IsRetrievalApi(w.api)) return false;
   if (w.extra_body.is_object()) {
     auto it = w.extra_body.find("stream");
     if (it != w.extra_body.end() && it->is_boolean()) return it->get<bool>();
@@ -215,7 +323,69 @@ bool RequestsStream(const WorkloadSpec& w) {
   return w.stream;
 }
 
+namespace {
+
+// The fields every body may end with: the SLO class and role when asked, then --extra-body.
+void FinishBody(const WorkloadSpec& w, nlohmann::json* body) {
+  if (w.slo_in_body && !w.slo_class.empty()) (*body)["slo_class"] = w.slo_class;
+  if (w.slo_in_body && !w.user_role.empty()) (*body)["user_role"] = w.user_role;
+  if (w.extra_body.is_object()) {
+    for (auto it = w.extra_body.begin(); it != w.extra_body.end(); ++it) (*body)[it.key()] = *it;
+  }
+}
+
+// Embeddings: the inputs always as an array (every server takes one, and a batch of 1 is then
+// the same request shape as a batch of 8); rerank: the query and the documents as strings.
+std::string RetrievalBody(const WorkloadSpec& w, const TargetSpec& target,
+                          const PlannedRequest& r) {
+  nlohmann::json body = nlohmann::json::object();
+  if (!target.model.empty()) body["model"] = target.model;
+  if (w.api == Api::kEmbeddings) {
+    body["input"] = r.inputs;
+    body["encoding_format"] = RequestsBase64(w) ? "base64" : "float";
+  } else {
+    body["query"] = r.prompt;
+    body["documents"] = r.inputs;
+  }
+  FinishBody(w, &body);
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// The results a rerank answer must hold: every document, or --extra-body's top_n when that is
+// smaller.
+int64_t ExpectedRerankResults(const WorkloadSpec& w, int64_t documents) {
+  if (!w.extra_body.is_object()) return documents;
+  auto it = w.extra_body.find("top_n");
+  if (it == w.extra_body.end() || !it->is_number_integer() || it->get<int64_t>() < 1) {
+    return documents;
+  }
+  return std::min(documents, it->get<int64_t>());
+}
+
+BodyCheckFn AnswerCheck(const WorkloadSpec& w, const PlannedRequest& r) {
+  const int64_t n = static_cast<int64_t>(r.inputs.size());
+  if (w.api == Api::kEmbeddings) {
+    const bool base64 = RequestsBase64(w);
+    return [n, base64](HttpExchange* x) { return CheckEmbeddingsAnswer(n, base64, x); };
+  }
+  const int64_t results = ExpectedRerankResults(w, n);
+  return [n, results](HttpExchange* x) { return CheckRerankAnswer(n, results, x); };
+}
+
+const char* ApiPath(Api api) {
+  switch (api) {
+    case Api::kCompletions: return "/v1/completions";
+    case Api::kChat: return "/v1/chat/completions";
+    case Api::kEmbeddings: return "/v1/embeddings";
+    case Api::kRerank: break;
+  }
+  return "/v1/rerank";
+}
+
+}  // namespace
+
 std::string RequestBody(const WorkloadSpec& w, const TargetSpec& target, const PlannedRequest& r) {
+  if (IsRetrievalApi(w.api)) return RetrievalBody(w, target, r);
   nlohmann::json body = nlohmann::json::object();
   if (!target.model.empty()) body["model"] = target.model;
   if (w.api == Api::kChat && !r.messages.empty()) {
@@ -260,13 +430,9 @@ std::string RequestBody(const WorkloadSpec& w, const TargetSpec& target, const P
   // Servers such as vLLM reject stream_options on a request that does not stream.
   if (stream && w.include_usage) body["stream_options"] = {{"include_usage", true}};
   if (w.ignore_eos) body["ignore_eos"] = true;
-  if (w.slo_in_body && !w.slo_class.empty()) body["slo_class"] = w.slo_class;
-  if (w.slo_in_body && !w.user_role.empty()) body["user_role"] = w.user_role;
   if (r.thinking.budget_tokens) body["thinking_budget_tokens"] = *r.thinking.budget_tokens;
   if (!r.thinking.reasoning_effort.empty()) body["reasoning_effort"] = r.thinking.reasoning_effort;
-  if (w.extra_body.is_object()) {
-    for (auto it = w.extra_body.begin(); it != w.extra_body.end(); ++it) body[it.key()] = *it;
-  }
+  FinishBody(w, &body);
   return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -275,9 +441,13 @@ HttpRequestSpec RequestSpec(const WorkloadSpec& w, const TargetSpec& target,
   HttpRequestSpec s;
   s.method = "POST";
   s.url = target.url;
-  s.path = w.api == Api::kChat ? "/v1/chat/completions" : "/v1/completions";
+  s.path = ApiPath(w.api);
   s.timeout_s = timeout_s;
   s.body = RequestBody(w, target, r);
+  if (IsRetrievalApi(w.api)) {
+    s.check_body = AnswerCheck(w, r);
+    s.max_body_kept_bytes = kMaxRetrievalBodyBytes;
+  }
   s.headers.emplace_back("Accept", RequestsStream(w) ? "text/event-stream" : "application/json");
   if (!w.api_key.empty()) s.headers.emplace_back("Authorization", "Bearer " + w.api_key);
   if (!w.slo_class.empty()) s.headers.emplace_back("X-SLO-Class", w.slo_class);

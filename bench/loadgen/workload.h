@@ -9,6 +9,12 @@
 // Prompt lengths are counted in words (the client cannot tokenize for an arbitrary server);
 // the server's usage.prompt_tokens is recorded next to it when the server reports it.
 //
+// Besides generation (completions, chat) the workload may be retrieval: `--api embeddings`
+// (POST /v1/embeddings, `--batch-inputs` inputs of `--prompt-len` words each) or `--api rerank`
+// (POST /v1/rerank, a query of `--prompt-len` words and `--documents` documents of
+// `--document-words` words). Neither streams: the answer is one JSON body, checked by
+// retrieval_answer.h.
+//
 // Ownership: values. Thread-safety: immutable after construction. Failure: Parse* and
 // LoadPromptsFile return InvalidArgument / NotFound / Io naming the flag, the value and the
 // limit.
@@ -42,7 +48,24 @@ struct TargetSpec {
 // "URL[,model=NAME][,label=NAME][,params=N][,quant=Q][,hw=TEXT]".
 Result<TargetSpec> ParseTargetSpec(const std::string& flag, const std::string& text);
 
-enum class Api { kCompletions, kChat };
+enum class Api { kCompletions, kChat, kEmbeddings, kRerank };
+
+// "completions", "chat", "embeddings", "rerank".
+const char* ApiName(Api api);
+// The inverse; errors name the flag and the four names.
+Result<Api> ParseApi(const std::string& flag, const std::string& text);
+// Embeddings or rerank: one non-streamed POST whose answer is not a completion.
+bool IsRetrievalApi(Api api);
+
+// Defaults and limits of the retrieval flags. The input and document caps are Lifeline's
+// (api/README.md: 1..2048 inputs, 1..1024 documents); a server that takes more is still
+// measured within them.
+constexpr int64_t kDefaultBatchInputs = 1;
+constexpr int64_t kMaxBatchInputs = 2048;
+constexpr int64_t kDefaultDocuments = 8;
+constexpr int64_t kMaxDocuments = 1024;
+constexpr int64_t kDefaultDocumentWords = 64;
+constexpr int64_t kMaxDocumentWords = 100000;
 
 // What a request asks of a thinking model; unset fields are not sent. Lifeline and llama.cpp
 // read `thinking_budget_tokens`, OpenAI-style servers `reasoning_effort`; both are chat fields.
@@ -92,11 +115,26 @@ struct WorkloadSpec {
   // result of agent_tool_words words; no new user message after the first. The request
   // carries the `lookup` tool. 0: off (plain conversations).
   int64_t agent_tool_words = 0;
+  // Retrieval (--api embeddings / rerank). Unset: the flag was not given (the default above
+  // applies); a flag of one API given with another is refused, so a typo in --api cannot
+  // silently drop it.
+  std::optional<int64_t> batch_inputs;    // --batch-inputs: inputs per embeddings request
+  std::string encoding_format;            // --encoding-format: "" (float), float or base64
+  std::optional<int64_t> documents;       // --documents: documents per rerank request
+  std::optional<int64_t> document_words;  // --document-words: words of each document
 };
 
 // Thinking fields only where the body can carry them: chat requests (servers refuse them on
-// completions). Errors name the flag or the prompts file.
+// completions). Retrieval flags only with their API and within their ranges; generation-only
+// settings (--conversations, --ignore-eos, --no-stream, --no-usage) not with a retrieval API.
+// Errors name the flag or the prompts file.
 Status ValidateWorkload(const WorkloadSpec& w);
+
+// The values a retrieval request uses: the flag's, else its default.
+int64_t BatchInputs(const WorkloadSpec& w);
+int64_t Documents(const WorkloadSpec& w);
+int64_t DocumentWords(const WorkloadSpec& w);
+bool RequestsBase64(const WorkloadSpec& w);  // --encoding-format base64
 
 // One request as planned (identical for every target).
 struct PlannedRequest {
@@ -111,18 +149,24 @@ struct PlannedRequest {
   int64_t turn = -1;
   int64_t user = -1;
   std::vector<std::pair<std::string, std::string>> messages;
+  // Retrieval: the embeddings inputs, or the rerank documents (the query is `prompt`);
+  // prompt_words then counts every word sent (inputs, or query and documents), and max_tokens
+  // is 0. Empty for generation.
+  std::vector<std::string> inputs;
 };
 
 PlannedRequest PlanRequest(const WorkloadSpec& w, uint64_t seed, int step, int64_t index);
 
-// Whether the requests ask for a streamed response: `--extra-body`'s boolean "stream" when it
-// has one (it is merged last, so it is what the server sees), else `stream` (--no-stream).
+// Whether the requests ask for a streamed response: never for a retrieval API (its answer is
+// one body); else `--extra-body`'s boolean "stream" when it has one (it is merged last, so it
+// is what the server sees), else `stream` (--no-stream).
 bool RequestsStream(const WorkloadSpec& w);
 
 // The JSON body for `target` (model field only when the target names one).
 std::string RequestBody(const WorkloadSpec& w, const TargetSpec& target, const PlannedRequest& r);
 
-// Path and headers of a request to `target`.
+// Path and headers of a request to `target`; a retrieval request also carries the check of
+// its answer (retrieval_answer.h) and a larger cap on the body the client keeps.
 HttpRequestSpec RequestSpec(const WorkloadSpec& w, const TargetSpec& target,
                             const PlannedRequest& r, double timeout_s);
 
