@@ -231,6 +231,33 @@ double OfferedDurationS(const RunOptions& o, double load, const TargetStep& ts) 
   return std::max(ts.wall_s, o.duration_s);
 }
 
+std::string ItemsPerSecondLabel(Api api) {
+  return api == Api::kRerank ? "documents/s" : "inputs/s";
+}
+
+std::string ItemsPerSecondKey(Api api) {
+  return api == Api::kRerank ? "documents_per_s" : "inputs_per_s";
+}
+
+std::string ApiText(const WorkloadSpec& w) {
+  if (!IsRetrievalApi(w.api)) return "";
+  // "32 words" for a fixed length, "uniform:4:200 words" for a drawn one.
+  const LengthDist& d = w.prompt_words;
+  const std::string len = d.kind == LengthDist::Kind::kFixed ? Fmt("%g", d.a) : d.ToString();
+  const std::string words = w.prompts.empty() ? len + " words" : "a line of the prompts file";
+  std::string t = std::string("API: ") + ApiName(w.api) + " (POST /v1/" + ApiName(w.api) + "), ";
+  if (w.api == Api::kEmbeddings) {
+    t += std::to_string(BatchInputs(w)) + " input(s) of " + words +
+         " per request, encoding_format " + (RequestsBase64(w) ? "base64" : "float");
+  } else {
+    t += "a query of " + words + " and " + std::to_string(Documents(w)) + " documents of " +
+         std::to_string(DocumentWords(w)) + " words per request";
+  }
+  return t + ". Not streamed: a request's latency is the whole request (TTFT = TTFA = e2e, the "
+             "time to the answer); a 2xx answer with the wrong number of entries or an empty "
+             "vector or score counts as an error (malformed_answer).";
+}
+
 std::string MetricLabel(SloMetric m) {
   switch (m) {
     case SloMetric::kTtft: return "TTFT";
@@ -264,6 +291,7 @@ TargetStepSummary SummarizeTargetStep(const std::vector<const RequestRecord*>& r
   s.offered_duration_s = offered_duration_s;
   std::vector<double> ttft, ttfa, tpot, itl, e2e, slo, net, svc, cmp;
   int64_t out_tokens = 0;
+  int64_t inputs = 0;
   for (const RequestRecord* r : records) {
     ++s.sent;
     if (r->x.http_status == 429) ++s.http_429;
@@ -288,6 +316,7 @@ TargetStepSummary SummarizeTargetStep(const std::vector<const RequestRecord*>& r
     if (r->tpot_ms >= 0) tpot.push_back(r->tpot_ms);
     itl.insert(itl.end(), r->x.itl_ms.begin(), r->x.itl_ms.end());
     out_tokens += std::max<int64_t>(0, r->output_tokens);
+    inputs += r->inputs;
     if (r->network_ms >= 0) {
       ++s.layered;
       net.push_back(r->network_ms);
@@ -305,6 +334,7 @@ TargetStepSummary SummarizeTargetStep(const std::vector<const RequestRecord*>& r
   if (wall_s > 0) {
     s.throughput_rps = static_cast<double>(s.ok) / wall_s;
     s.output_tok_s = static_cast<double>(out_tokens) / wall_s;
+    s.inputs_per_s = static_cast<double>(inputs) / wall_s;
   }
   s.finished = s.ok + s.errors;
   s.small_sample = SmallSampleForP95(s.finished);
@@ -377,6 +407,7 @@ Report BuildReport(const ReportInputs& in) {
                    ratio(cur.output_tok_s, base.output_tok_s),
                    ratio(cur.goodput_rps, base.goodput_rps)};
       row.ttfa_p95 = ratio(cur.ttfa.p95, base.ttfa.p95);
+      row.inputs_per_s = ratio(cur.inputs_per_s, base.inputs_per_s);
       rep.ratios.push_back(row);
     }
   }
@@ -407,6 +438,8 @@ nlohmann::json ReportJson(const ReportInputs& in, const Report& rep) {
                        {"slo_status", f.slo_status},
                        {"slo_events", std::move(events)}});
   }
+  const Api api = o.workload.api;
+  const bool retrieval = IsRetrievalApi(api);
   nlohmann::json summaries = nlohmann::json::array();
   for (const TargetStepSummary& s : rep.summaries) {
     summaries.push_back({{"step", s.step}, {"target", s.target}, {"load", s.load},
@@ -433,6 +466,7 @@ nlohmann::json ReportJson(const ReportInputs& in, const Report& rep) {
                                      {"network_ms", {{"mean", Num(s.network.mean_ms)}, {"p95", Num(s.network.p95_ms)}}},
                                      {"service_ms", {{"mean", Num(s.service.mean_ms)}, {"p95", Num(s.service.p95_ms)}}},
                                      {"compute_ms", {{"mean", Num(s.compute.mean_ms)}, {"p95", Num(s.compute.p95_ms)}}}}}});
+    if (retrieval) summaries.back()[ItemsPerSecondKey(api)] = s.inputs_per_s;
   }
   nlohmann::json verdicts = nlohmann::json::array();
   for (const VerdictRow& v : rep.verdicts) {
@@ -452,6 +486,7 @@ nlohmann::json ReportJson(const ReportInputs& in, const Report& rep) {
                       {"ttft_p95", Num(r.ttft_p95)}, {"ttfa_p95", Num(r.ttfa_p95)},
                       {"e2e_p95", Num(r.e2e_p95)},
                       {"output_tok_s", Num(r.output_tok_s)}, {"goodput", Num(r.goodput)}});
+    if (retrieval) ratios.back()[ItemsPerSecondKey(api)] = Num(r.inputs_per_s);
   }
   nlohmann::json steps = nlohmann::json::array();
   for (const StepData& s : run.steps) {
@@ -484,10 +519,12 @@ nlohmann::json ReportJson(const ReportInputs& in, const Report& rep) {
         {"slo_metric_source", o.metric_from_flag ? "--slo-metric" : "default"},
         {"percentile_definition", "nearest-rank"},
         {"small_sample_below", kMinRequestsForP95},
-        {"api", w.api == Api::kChat ? "chat" : "completions"},
+        {"api", ApiName(w.api)},
         {"stream", RequestsStream(w)},
         {"prompt_words", w.prompts.empty() ? w.prompt_words.ToString() : "prompts file"},
-        {"output_tokens", w.output_tokens.ToString()},
+        // A retrieval request asks for no output tokens.
+        {"output_tokens",
+         retrieval ? nlohmann::json(nullptr) : nlohmann::json(w.output_tokens.ToString())},
         {"slo_class", w.slo_class},
         {"user_role", w.user_role},
         {"thinking_budget_tokens", w.thinking.budget_tokens
@@ -510,6 +547,13 @@ nlohmann::json ReportJson(const ReportInputs& in, const Report& rep) {
       {"summary_by_load", AnswersJson(in, rep)},
       {"requests", std::move(requests)},
   };
+  if (w.api == Api::kEmbeddings) {
+    j["config"]["batch_inputs"] = BatchInputs(w);
+    j["config"]["encoding_format"] = RequestsBase64(w) ? "base64" : "float";
+  } else if (w.api == Api::kRerank) {
+    j["config"]["documents"] = Documents(w);
+    j["config"]["document_words"] = DocumentWords(w);
+  }
   if (o.workload.conversations > 0) j["conversations"] = ConversationsJson(ConversationRows(in));
   if (!in.extra_json.is_null()) j["impact"] = in.extra_json;
   return j;
@@ -525,6 +569,7 @@ std::string ReportMarkdown(const ReportInputs& in, const Report& rep) {
         ". Nearest-rank percentiles; failed requests count as infinitely slow. Hardware: " +
         Cell(in.hardware.cpu_model) + ", " + std::to_string(in.hardware.logical_cores) +
         " logical cores.\n\n";
+  if (const std::string t = ApiText(o.workload); !t.empty()) md += t + "\n\n";
   if (const std::string t = ThinkingText(o.workload); !t.empty()) md += t + "\n\n";
   md += SummaryMarkdown(in, rep);
   md += ConversationsMarkdown(in, ConversationRows(in));
@@ -545,7 +590,12 @@ std::string ReportMarkdown(const ReportInputs& in, const Report& rep) {
     }
   }
   md += "\n## Throughput and goodput\n\n";
-  md += "| load | target | sent | ok | errors | 429 | cancelled | req/s | output tok/s | goodput req/s | smooth goodput req/s | SLO P95 ms | served by | note |\n";
+  // A retrieval run generates nothing: its column counts the inputs or documents answered.
+  const Api api = o.workload.api;
+  const bool retrieval = IsRetrievalApi(api);
+  const std::string per_s = retrieval ? ItemsPerSecondLabel(api) : "output tok/s";
+  md += "| load | target | sent | ok | errors | 429 | cancelled | req/s | " + per_s +
+        " | goodput req/s | smooth goodput req/s | SLO P95 ms | served by | note |\n";
   md += "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n";
   for (const TargetStepSummary& s : rep.summaries) {
     std::string note = StepNote(s, o.metric);
@@ -554,7 +604,8 @@ std::string ReportMarkdown(const ReportInputs& in, const Report& rep) {
           " | " + std::to_string(s.sent) + " | " + std::to_string(s.ok) + " | " +
           std::to_string(s.errors) + " | " + std::to_string(s.http_429) + " | " +
           std::to_string(s.cancelled) + " | " + Fmt("%.2f", s.throughput_rps) + " | " +
-          Fmt("%.1f", s.output_tok_s) + " | " + Fmt("%.2f", s.goodput_rps) + " | " +
+          Fmt("%.1f", retrieval ? s.inputs_per_s : s.output_tok_s) + " | " +
+          Fmt("%.2f", s.goodput_rps) + " | " +
           Fmt("%.2f", s.smooth_goodput_rps) + " | " +
           FormatMs(s.slo_p95_ms) + " | " + Cell(ServedByText(s.served_by)) + " | " + Cell(note) + " |\n";
   }
@@ -592,12 +643,14 @@ std::string ReportMarkdown(const ReportInputs& in, const Report& rep) {
   }
   if (!rep.ratios.empty()) {
     md += "\n## Ratios against " + Cell(o.targets[0].label) + "\n\n";
-    md += "| load | target | TTFT P95 | TTFA P95 | e2e P95 | output tok/s | goodput |\n| --- | --- | ---: | ---: | ---: | ---: | ---: |\n";
+    md += "| load | target | TTFT P95 | TTFA P95 | e2e P95 | " + per_s +
+          " | goodput |\n| --- | --- | ---: | ---: | ---: | ---: | ---: |\n";
     for (const RatioRow& r : rep.ratios) {
       auto x = [](double v) { return std::isfinite(v) ? Fmt("%.2fx", v) : std::string("-"); };
       md += "| " + LoadName(o.mode, in.run->steps[static_cast<size_t>(r.step)].load) + " | " +
             Cell(o.targets[static_cast<size_t>(r.target)].label) + " | " + x(r.ttft_p95) + " | " +
-            x(r.ttfa_p95) + " | " + x(r.e2e_p95) + " | " + x(r.output_tok_s) + " | " + x(r.goodput) + " |\n";
+            x(r.ttfa_p95) + " | " + x(r.e2e_p95) + " | " +
+            x(retrieval ? r.inputs_per_s : r.output_tok_s) + " | " + x(r.goodput) + " |\n";
     }
   }
   md += "\n## Targets\n\n| target | url | model | /v1/models | /v1/slo | degradation events |\n| --- | --- | --- | --- | --- | ---: |\n";

@@ -54,6 +54,8 @@ struct TargetStepSummary {
   double wall_s = 0;
   double throughput_rps = 0;  // successful requests / wall_s
   double output_tok_s = 0;    // output tokens of successful requests / wall_s
+  // Retrieval: the embeddings inputs / rerank documents of successful requests / wall_s.
+  double inputs_per_s = 0;
   // The time the load was offered over (OfferedDurationS): goodput's denominator.
   double offered_duration_s = 0;
   double goodput_rps = 0;     // requests meeting the SLO / offered_duration_s
@@ -91,6 +93,7 @@ struct RatioRow {
   int target = 0;  // compared with target 0 (the baseline)
   double ttft_p95 = 0, e2e_p95 = 0, output_tok_s = 0, goodput = 0;  // target / baseline
   double ttfa_p95 = 0;
+  double inputs_per_s = 0;  // retrieval runs
 };
 
 struct ReportInputs {
@@ -186,5 +189,12 @@ std::string MetricLabel(SloMetric m);              // "TTFT" / "e2e" / "TTFA"
 std::string SmallSampleText(int64_t finished);
 // Which metric the verdicts judge by and why: "--slo-metric" or the default for the requests.
 std::string MetricChoiceText(const RunOptions& o);
+// A retrieval run counts what it had answered per second where generation counts output
+// tokens: "inputs/s" (embeddings) or "documents/s" (rerank), and the JSON key
+// "inputs_per_s" / "documents_per_s". ApiText: the summary's line on what a retrieval request
+// was ("" for generation).
+std::string ItemsPerSecondLabel(Api api);
+std::string ItemsPerSecondKey(Api api);
+std::string ApiText(const WorkloadSpec& w);
 
 }  // namespace lifeline::loadgen
