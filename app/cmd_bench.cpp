@@ -45,6 +45,11 @@ struct BenchFlags {
   std::string prompt_len = "32";
   std::string output_len = "64";
   std::string api = "completions";
+  bool output_len_given = false;  // --output-len on the command line (refused for retrieval)
+  std::optional<int64_t> batch_inputs;    // WorkloadSpec::batch_inputs (--api embeddings)
+  std::string encoding_format;            // WorkloadSpec::encoding_format (--api embeddings)
+  std::optional<int64_t> documents;       // WorkloadSpec::documents (--api rerank)
+  std::optional<int64_t> document_words;  // WorkloadSpec::document_words (--api rerank)
   bool no_stream = false;
   bool no_usage = false;
   bool ignore_eos = false;
@@ -148,9 +153,15 @@ Status BuildOptions(const BenchFlags& f, lg::RunOptions* o) {
   o->cooldown_s = f.cooldown_s;
 
   lg::WorkloadSpec& w = o->workload;
-  if (f.api == "completions") w.api = lg::Api::kCompletions;
-  else if (f.api == "chat") w.api = lg::Api::kChat;
-  else return InvalidArgument("--api '" + f.api + "': expected completions or chat");
+  LL_ASSIGN_OR_RETURN(w.api, lg::ParseApi("--api", f.api));
+  if (f.output_len_given && lg::IsRetrievalApi(w.api)) {
+    return InvalidArgument("--output-len: max_tokens of a generation; --api " +
+                           std::string(lg::ApiName(w.api)) + " generates nothing");
+  }
+  w.batch_inputs = f.batch_inputs;
+  w.encoding_format = f.encoding_format;
+  w.documents = f.documents;
+  w.document_words = f.document_words;
   LL_ASSIGN_OR_RETURN(w.prompt_words, lg::ParseLengthDist("--prompt-len", f.prompt_len));
   LL_ASSIGN_OR_RETURN(w.output_tokens, lg::ParseLengthDist("--output-len", f.output_len));
   w.stream = !f.no_stream;
@@ -362,10 +373,26 @@ CommandFn RegisterBench(CLI::App& root) {
   cmd->add_option("--requests", f->requests, "Requests per target and step (default 50)");
   cmd->add_option("--seed", f->seed, "Schedule and prompt seed")->capture_default_str();
   cmd->add_option("--prompt-len", f->prompt_len,
-                  "Prompt length in words: N, uniform:LO:HI, normal:MEAN:SD")->capture_default_str();
+                  "Prompt length in words: N, uniform:LO:HI, normal:MEAN:SD (embeddings: each "
+                  "input; rerank: the query)")
+      ->capture_default_str();
   cmd->add_option("--output-len", f->output_len, "max_tokens: N, uniform:LO:HI, normal:MEAN:SD")
       ->capture_default_str();
-  cmd->add_option("--api", f->api, "completions or chat")->capture_default_str();
+  cmd->add_option("--api", f->api,
+                  "completions, chat, embeddings (POST /v1/embeddings) or rerank (POST "
+                  "/v1/rerank); embeddings and rerank are not streamed: latency = the whole "
+                  "request")
+      ->capture_default_str();
+  cmd->add_option("--batch-inputs", f->batch_inputs,
+                  "--api embeddings: inputs per request, each of --prompt-len words (default 1, "
+                  "at most 2048)");
+  cmd->add_option("--encoding-format", f->encoding_format,
+                  "--api embeddings: float (default) or base64");
+  cmd->add_option("--documents", f->documents,
+                  "--api rerank: documents per request, with a query of --prompt-len words "
+                  "(default 8, at most 1024)");
+  cmd->add_option("--document-words", f->document_words,
+                  "--api rerank: words of each document (default 64, at most 100000)");
   cmd->add_flag("--no-stream", f->no_stream,
                 "Non-streaming requests (TTFT = TTFA = whole response)");
   cmd->add_flag("--no-usage", f->no_usage, "Do not send stream_options.include_usage");
@@ -404,7 +431,10 @@ CommandFn RegisterBench(CLI::App& root) {
                   "`analyze threshold --json` output: add expected abandonment");
   cmd->add_option("--scenario", f->scenario,
                   "Scenario of --threshold-fit (default: --slo-class, or the only one)");
-  return [f] { return RunBench(*f); };
+  return [f, cmd] {
+    f->output_len_given = cmd->count("--output-len") > 0;
+    return RunBench(*f);
+  };
 }
 
 }  // namespace lifeline::app
