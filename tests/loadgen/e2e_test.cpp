@@ -142,6 +142,33 @@ TEST(EndToEnd, SloMetricDefaultsToE2eWithoutStreaming) {
   EXPECT_EQ((*server)->Stop(), 0);
 }
 
+// --api embeddings against the real server: every answer holds one vector per input, the
+// server's prompt tokens are recorded, and a request's TTFT is its whole time.
+TEST(EndToEnd, EmbeddingsAgainstLocalLifeline) {
+  auto server = LocalServer::Start(lifeline::testing::LifelineBinary(),
+                                   {"--model", "stories=" + Model(), "--threads", "1"}, 60);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const std::string out = ::testing::TempDir() + "/lbench_embd_" + std::to_string(::getpid());
+  const CliResult r = RunBench("--target " + (*server)->url() + ",model=stories --api embeddings "
+                               "--batch-inputs 3 --encoding-format base64 --prompt-len 6 "
+                               "--concurrency 2 --requests 4 --progress never --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("| req/s | inputs/s |"), std::string::npos) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(Slurp(out + "/report.json"), nullptr, false);
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j["config"]["api"], "embeddings");
+  ASSERT_EQ(j["requests"].size(), 4u);
+  for (const nlohmann::json& req : j["requests"]) {
+    EXPECT_TRUE(req["error"].is_null()) << req.dump();
+    EXPECT_EQ(req["inputs"], 3);
+    EXPECT_GT(req["prompt_tokens"].get<int64_t>(), 0);
+    EXPECT_EQ(req["ttft_ms"], req["e2e_ms"]);
+  }
+  EXPECT_EQ(j["summaries"][0]["ok"], 4);
+  std::filesystem::remove_all(out);
+  EXPECT_EQ((*server)->Stop(), 0);
+}
+
 TEST(EndToEnd, ServeFlagWithSweep) {
   const CliResult r = RunBench("--serve " + Model() + " --serve-arg=--threads --serve-arg=1 "
                                "--sweep 20,40 --requests 6 --prompt-len 8 --output-len 4 "
@@ -165,6 +192,13 @@ TEST(EndToEnd, FlagErrorsAndUnreachableTarget) {
       {"--target http://127.0.0.1:9 --rate 1 --prompt-len zipf:3", "--prompt-len"},
       {"--target http://127.0.0.1:9 --rate 1 --slo-metric p99", "--slo-metric"},
       {"--target http://127.0.0.1:9 --concurrency 2 --burstiness 0.5", "--burstiness"},
+      {"--target http://127.0.0.1:9 --rate 1 --api embedding", "--api 'embedding'"},
+      {"--target http://127.0.0.1:9 --rate 1 --api embeddings --output-len 8", "--output-len"},
+      {"--target http://127.0.0.1:9 --rate 1 --documents 4",
+       "--documents: applies to --api rerank"},
+      {"--target http://127.0.0.1:9 --rate 1 --api embeddings --batch-inputs 4096",
+       "--batch-inputs: 4096 outside [1, 2048]"},
+      {"--target http://127.0.0.1:9 --rate 1 --api rerank --batch-inputs 2", "--batch-inputs"},
   };
   for (const Case& c : cases) {
     const CliResult r = RunBench(c.args);

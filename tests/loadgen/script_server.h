@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -60,5 +61,19 @@ std::string JsonResponse(int status, const std::string& reason, const std::strin
                          const std::string& extra_headers = "");
 // One OpenAI completion chunk as an SSE event: data: {"model":..,"choices":[{"text":..}]}\n\n
 std::string TextEvent(const std::string& text, const std::string& model = "scripted");
+
+// Retrieval answers as an OpenAI-compatible server gives them (api/README.md): `inputs`
+// embeddings of `width` values each (float arrays, or base64 float32), or a ranking of
+// `documents` documents, best first (the top_n best when top_n > 0); usage.prompt_tokens =
+// `prompt_tokens`.
+std::string EmbeddingsBody(int64_t inputs, int width, bool base64, int64_t prompt_tokens);
+std::string RerankBody(int64_t documents, int64_t prompt_tokens, int64_t top_n = -1);
+std::string Base64(const std::string& bytes);  // standard alphabet, padded
+
+// A fake server's answer to POST /v1/embeddings or /v1/rerank, read off the request itself:
+// one vector of `width` values per input in the encoding asked for, or one result per
+// document (at most top_n); prompt tokens = the words sent. Another route: 404. A request
+// body that is not the route's shape: 400.
+Script RetrievalScript(const std::string& request_head_and_body, int width = 4);
 
 }  // namespace lifeline::loadgen::testing

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -136,6 +137,104 @@ std::string TextEvent(const std::string& text, const std::string& model) {
                             {"choices", nlohmann::json::array({{{"index", 0}, {"text", text},
                                                                 {"finish_reason", nullptr}}})}};
   return "data: " + j.dump() + "\n\n";
+}
+
+std::string Base64(const std::string& bytes) {
+  static const char* kAlphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    uint32_t v = static_cast<uint8_t>(bytes[i]) << 16;
+    if (i + 1 < bytes.size()) v |= static_cast<uint8_t>(bytes[i + 1]) << 8;
+    if (i + 2 < bytes.size()) v |= static_cast<uint8_t>(bytes[i + 2]);
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += i + 1 < bytes.size() ? kAlphabet[(v >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? kAlphabet[v & 63] : '=';
+  }
+  return out;
+}
+
+namespace {
+
+nlohmann::json UsageJson(int64_t prompt_tokens) {
+  return {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}};
+}
+
+// Words of a request's text, as the fake's token count.
+int64_t Words(const nlohmann::json& text) {
+  if (!text.is_string()) return 0;
+  int64_t n = 0;
+  bool in_word = false;
+  for (char c : text.get_ref<const std::string&>()) {
+    const bool space = c == ' ';
+    if (!space && !in_word) ++n;
+    in_word = !space;
+  }
+  return n;
+}
+
+}  // namespace
+
+std::string EmbeddingsBody(int64_t inputs, int width, bool base64, int64_t prompt_tokens) {
+  nlohmann::json data = nlohmann::json::array();
+  for (int64_t i = 0; i < inputs; ++i) {
+    std::vector<float> v(static_cast<size_t>(width));
+    for (int d = 0; d < width; ++d) {
+      v[static_cast<size_t>(d)] = 0.5f / static_cast<float>(d + 1 + i);
+    }
+    nlohmann::json e = v;
+    if (base64) {
+      // Little-endian float32 bytes, as the OpenAI SDKs decode them (this host is little-endian).
+      e = Base64(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
+    }
+    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", e}});
+  }
+  return nlohmann::json({{"object", "list"}, {"data", data}, {"model", "scripted"},
+                         {"usage", UsageJson(prompt_tokens)}})
+      .dump();
+}
+
+std::string RerankBody(int64_t documents, int64_t prompt_tokens, int64_t top_n) {
+  nlohmann::json results = nlohmann::json::array();
+  const int64_t last = top_n > 0 ? std::max<int64_t>(0, documents - top_n) : 0;
+  // Best first: the later documents score higher here, so the indices come in reverse.
+  for (int64_t i = documents - 1; i >= last; --i) {
+    results.push_back({{"index", i}, {"relevance_score", 0.1 * static_cast<double>(i)}});
+  }
+  return nlohmann::json({{"object", "list"}, {"model", "scripted"}, {"results", results},
+                         {"usage", UsageJson(prompt_tokens)}})
+      .dump();
+}
+
+Script RetrievalScript(const std::string& request, int width) {
+  const std::string line = request.substr(0, request.find("\r\n"));
+  const size_t at = request.find("\r\n\r\n");
+  const nlohmann::json j = nlohmann::json::parse(
+      at == std::string::npos ? std::string() : request.substr(at + 4), nullptr, false);
+  auto bad = [] {
+    return Script{{{0, JsonResponse(400, "Bad Request", R"({"error":{"message":"bad body"}})")}}};
+  };
+  if (line.starts_with("POST /v1/embeddings ")) {
+    if (!j.is_object() || !j.contains("input") || !j["input"].is_array()) return bad();
+    int64_t words = 0;
+    for (const nlohmann::json& in : j["input"]) words += Words(in);
+    const bool base64 = j.value("encoding_format", "float") == "base64";
+    const int64_t n = static_cast<int64_t>(j["input"].size());
+    return Script{{{0, JsonResponse(200, "OK", EmbeddingsBody(n, width, base64, words))}}};
+  }
+  if (line.starts_with("POST /v1/rerank ")) {
+    if (!j.is_object() || !j.contains("query") || !j["query"].is_string() ||
+        !j.contains("documents") || !j["documents"].is_array()) {
+      return bad();
+    }
+    int64_t words = Words(j["query"]);
+    for (const nlohmann::json& d : j["documents"]) words += Words(d);
+    const int64_t top_n = j.value("top_n", int64_t{-1});
+    const int64_t n = static_cast<int64_t>(j["documents"].size());
+    return Script{{{0, JsonResponse(200, "OK", RerankBody(n, words, top_n))}}};
+  }
+  return Script{{{0, JsonResponse(404, "Not Found", R"({"error":{"message":"no route"}})")}}};
 }
 
 }  // namespace lifeline::loadgen::testing
