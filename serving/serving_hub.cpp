@@ -543,6 +543,9 @@ api::SubmitResult ServingHub::SubmitLocal(
       outcomes_.Count(cls, m.name, "thinking_shortened");
     }
     if (decision.probe) outcomes_.Count(cls, m.name, "probe");
+    // The class asks less of this model than it needs alone: visible, so the operator can set
+    // a target the model can meet (docs/slo.md, "Budgets below a model's floor").
+    if (decision.below_floor) outcomes_.Count(cls, m.name, "below_floor");
     return api::SubmitResult::Accept(handle, m.name);
   }
   {

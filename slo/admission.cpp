@@ -389,8 +389,25 @@ AdmissionDecision Decide(const SloConfig& c, const AdmissionRequest& r,
   AdmissionDecision d;
   d.predicted = Predict(speeds, r.load, r.prompt_tokens, r.max_tokens, r.elapsed_ms,
                         MarginOf(c, r), r.prediction_correction);
+  // A budget the request misses even alone on an idle model (its own prefill, with the same
+  // correction and margin) is one no refusal can help it meet, and no retry either: shedding
+  // it only turns a slow answer into none (a 0.6B embedder on two cores needs 230 ms for
+  // a query; the search-embed class gives 50). On the last member (a lighter one may still
+  // meet the budget: it is routed there as before) such a request is judged against that floor
+  // plus the class budget: the budget becomes the wait it may have behind other work.
+  double budget_ms = r.budget.ttft_budget_ms;
+  if (c.admission.predictive && !idle && !r.has_next_model) {
+    QueueLoad alone_load;
+    alone_load.step_token_budget = r.load.step_token_budget;
+    const Prediction alone = Predict(speeds, alone_load, r.prompt_tokens, r.max_tokens,
+                                     r.elapsed_ms, MarginOf(c, r), r.prediction_correction);
+    if (alone.ttft_ms && *alone.ttft_ms > budget_ms) {
+      budget_ms = *alone.ttft_ms + r.budget.ttft_budget_ms;
+      d.below_floor = true;
+    }
+  }
   const bool late = c.admission.predictive && d.predicted.ttft_ms &&
-                    *d.predicted.ttft_ms > r.budget.ttft_budget_ms;
+                    *d.predicted.ttft_ms > budget_ms;
   if (late && idle && !r.has_next_model) {
     // Nothing is queued or running on the model: a refusal frees nothing for anyone, and a
     // retry would find the same idle model. Serve it (a lighter member, when there is one,
@@ -409,25 +426,30 @@ AdmissionDecision Decide(const SloConfig& c, const AdmissionRequest& r,
     d.reason = Fmt("probe: stale speed estimate (predicted ttft %.1f ms > budget %.1f ms)",
                    *d.predicted.ttft_ms, r.budget.ttft_budget_ms);
   } else if (late) {
-    const double late_ms = *d.predicted.ttft_ms - r.budget.ttft_budget_ms;
+    const double late_ms = *d.predicted.ttft_ms - budget_ms;
     const auto fit = speeds.prefill_fit();
     AdmissionDecision out = RouteOrShed(
         r, ClampRetry(c, late_ms / 1000.0),
-        Fmt("predicted ttft %.1f ms > budget %.1f ms (%d queued requests with %lld prompt "
+        Fmt("predicted ttft %.1f ms > budget %.1f ms%s (%d queued requests with %lld prompt "
             "tokens, %lld running prefill tokens, %d decoding with %lld tokens left, %d of "
             "%d running slots taken, %.0f ms left in the step; a step costs %.2f ms + "
             "%.4f ms/token; service x %.2f measured correction x %.2f margin)",
-            *d.predicted.ttft_ms, r.budget.ttft_budget_ms, r.load.queued_requests,
+            *d.predicted.ttft_ms, budget_ms,
+            d.below_floor ? " (the class's budget on top of what the request needs alone)" : "",
+            r.load.queued_requests,
             static_cast<long long>(r.load.queued_prefill_tokens),
             static_cast<long long>(r.load.running_prefill_tokens), r.load.running_decodes,
             static_cast<long long>(r.load.running_decode_tokens_left),
             r.load.running_sequences, r.load.max_running, r.load.step_left_ms, fit->fixed_ms,
             fit->per_token_ms, r.prediction_correction, MarginOf(c, r)));
     out.predicted = d.predicted;
+    out.below_floor = d.below_floor;
     return out;
   } else {
-    d.reason = d.predicted.ttft_ms ? Fmt("predicted ttft %.1f ms within budget %.1f ms",
-                                         *d.predicted.ttft_ms, r.budget.ttft_budget_ms)
+    d.reason = d.predicted.ttft_ms ? Fmt("predicted ttft %.1f ms within budget %.1f ms%s",
+                                         *d.predicted.ttft_ms, budget_ms,
+                                         d.below_floor ? " (the class's budget on top of what "
+                                                         "the request needs alone)" : "")
                                    : std::string("no speed fit yet");
   }
   if (level >= Level::kTruncate) ApplyTruncation(c, r, speeds, &d);

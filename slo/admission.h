@@ -214,6 +214,9 @@ struct AdmissionDecision {
   // kAdmit although predicted to miss: a probe of a stale estimate. The caller must win
   // SpeedEstimator::TryClaimProbe, else decide again with probe_due = false.
   bool probe = false;
+  // The class budget is below what the request needs alone on an idle model (its floor): it
+  // was judged against floor + budget instead (a refusal cannot help it meet the budget).
+  bool below_floor = false;
   Prediction predicted;
   std::string reason;  // why (for logs, the `lifeline` extension object and error bodies)
 };

@@ -296,6 +296,45 @@ TEST_F(DecideTest, AdmitsWhenThePredictionFits) {
   EXPECT_EQ(d.reason, "predicted ttft 270.0 ms within budget 387.0 ms");
 }
 
+// A request that misses its class budget even alone (search-embed's 50 ms; 800 tokens at
+// 10000 tokens/s are 80 ms + 20 elapsed) is judged against that floor plus the budget (150 ms):
+// admitted behind a short queue, shed behind a long one, routed when a lighter member may
+// meet the budget. One that fits alone is judged as before.
+TEST_F(DecideTest, ABudgetBelowTheRequestsFloorBecomesTheWaitOnTopOfIt) {
+  RequestSloFields f;
+  f.slo_class = "search-embed";
+  AdmissionRequest r = Req(f);
+  r.prompt_tokens = 800;
+  r.max_tokens = 1;
+  r.load.queued_requests = 1;
+  r.load.queued_prefill_tokens = 300;  // 20 + 1100 / 10 = 130 ms <= 150
+  AdmissionDecision d = Decide(config_, r, speeds_);
+  EXPECT_EQ(d.action, Action::kAdmit) << d.reason;
+  EXPECT_TRUE(d.below_floor);
+  EXPECT_DOUBLE_EQ(*d.predicted.ttft_ms, 130);
+  EXPECT_NE(d.reason.find("within budget 150.0 ms"), std::string::npos) << d.reason;
+
+  r.load.queued_prefill_tokens = 2000;  // 20 + 2800 / 10 = 300 ms > 150
+  d = Decide(config_, r, speeds_);
+  EXPECT_EQ(d.action, Action::kShed) << d.reason;
+  EXPECT_NE(d.reason.find("> budget 150.0 ms (the class's budget on top of"), std::string::npos)
+      << d.reason;
+
+  r.load.queued_prefill_tokens = 300;
+  r.has_next_model = true;  // a lighter member may make 50 ms
+  d = Decide(config_, r, speeds_);
+  EXPECT_EQ(d.action, Action::kRoute) << d.reason;
+  EXPECT_FALSE(d.below_floor);
+
+  AdmissionRequest fits = Req(f);
+  fits.prompt_tokens = 200;  // 20 + 20 = 40 ms alone
+  fits.max_tokens = 1;       // behind 2000 queued tokens: 240 ms > 50
+  d = Decide(config_, fits, speeds_);
+  EXPECT_EQ(d.action, Action::kShed) << d.reason;
+  EXPECT_FALSE(d.below_floor);
+  EXPECT_NE(d.reason.find("> budget 50.0 ms ("), std::string::npos) << d.reason;
+}
+
 // The controller's per-class margin scale multiplies the service time: 250 ms of service
 // fits 387 ms at scale 1 (270) but not at 1.5 (20 + 375 = 395).
 TEST_F(DecideTest, ClassMarginScaleMultipliesTheServiceTime) {
@@ -566,12 +605,19 @@ TEST_F(DecideTest, AnIdleModelNeverRefuses) {
   EXPECT_EQ(d.reason, "model idle: admitted although predicted ttft 520.0 ms > budget 387.0 ms");
   r.has_next_model = true;
   EXPECT_EQ(Decide(config_, r, speeds_).action, Action::kRoute);
-  // One request queued is load: the same prediction sheds.
+  // On a busy model the request is judged against what it needs alone (520 ms, itself over
+  // the budget) plus the budget: 907 ms. A queue that adds nothing keeps it in; one that adds
+  // 500 ms (5000 tokens) sheds it.
   r.has_next_model = false;
   r.load.queued_requests = 1;
+  d = Decide(config_, r, speeds_);
+  EXPECT_EQ(d.action, Action::kAdmit) << d.reason;
+  EXPECT_TRUE(d.below_floor);
+  r.load.queued_prefill_tokens = 5000;
   EXPECT_EQ(Decide(config_, r, speeds_).action, Action::kShed);
   r.load = QueueLoad{};
   r.load.running_decodes = 1;
+  r.load.running_prefill_tokens = 5000;
   EXPECT_EQ(Decide(config_, r, speeds_).action, Action::kShed);
 }
 
