@@ -458,7 +458,12 @@ api::SubmitResult ServingHub::SubmitLocal(
     // with the documented 503 model_failed, naming the file, rather than model_not_ready.
     const bool failed =
         early.shed_cause == slo::ShedCause::kNotReady && !engine->Failure().empty();
-    if (!early.probe && early.action == slo::Action::kShed && !failed) {
+    // A prediction made for one token understates an embedding's floor, and with it the wait
+    // the floor rule allows it (admission.cpp): its short prompt is cheap to tokenize, so only
+    // its prepared size decides a late verdict. (Generation keeps the early verdict.)
+    const bool late_verdict = early.predicted.ttft_ms.has_value();
+    const bool defer = late_verdict && request.task != api::Task::kGenerate;
+    if (!early.probe && early.action == slo::Action::kShed && !failed && !defer) {
       outcomes_.Count(cls, m.name, slo::OutcomeCounters::OutcomeOf(early));
       return api::SubmitResult::Reject(Shed(early, cls, m.name));
     }

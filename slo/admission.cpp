@@ -391,10 +391,12 @@ AdmissionDecision Decide(const SloConfig& c, const AdmissionRequest& r,
                         MarginOf(c, r), r.prediction_correction);
   // A budget the request misses even alone on an idle model (its own prefill, with the same
   // correction and margin) is one no refusal can help it meet, and no retry either: shedding
-  // it only turns a slow answer into none (a 0.6B embedder on two cores needs 230 ms for
+  // it only turns a slow answer into none (a 0.6B embedder on two cores needs about 230 ms for
   // a query; the search-embed class gives 50). On the last member (a lighter one may still
   // meet the budget: it is routed there as before) such a request is judged against that floor
-  // plus the class budget: the budget becomes the wait it may have behind other work.
+  // plus the wait it may have behind other work: the class budget, or its own floor when that
+  // is longer -- behind a step in flight it waits up to a step of its own size, so 50 ms beside
+  // a 230 ms floor would refuse every request that arrives mid-step.
   double budget_ms = r.budget.ttft_budget_ms;
   if (c.admission.predictive && !idle && !r.has_next_model) {
     QueueLoad alone_load;
@@ -402,7 +404,7 @@ AdmissionDecision Decide(const SloConfig& c, const AdmissionRequest& r,
     const Prediction alone = Predict(speeds, alone_load, r.prompt_tokens, r.max_tokens,
                                      r.elapsed_ms, MarginOf(c, r), r.prediction_correction);
     if (alone.ttft_ms && *alone.ttft_ms > budget_ms) {
-      budget_ms = *alone.ttft_ms + r.budget.ttft_budget_ms;
+      budget_ms = *alone.ttft_ms + std::max(r.budget.ttft_budget_ms, *alone.ttft_ms);
       d.below_floor = true;
     }
   }
@@ -435,7 +437,9 @@ AdmissionDecision Decide(const SloConfig& c, const AdmissionRequest& r,
             "%d running slots taken, %.0f ms left in the step; a step costs %.2f ms + "
             "%.4f ms/token; service x %.2f measured correction x %.2f margin)",
             *d.predicted.ttft_ms, budget_ms,
-            d.below_floor ? " (the class's budget on top of what the request needs alone)" : "",
+            d.below_floor ? " (what the request needs alone, and as long again or the class's "
+                            "budget on top)"
+                          : "",
             r.load.queued_requests,
             static_cast<long long>(r.load.queued_prefill_tokens),
             static_cast<long long>(r.load.running_prefill_tokens), r.load.running_decodes,
@@ -448,8 +452,8 @@ AdmissionDecision Decide(const SloConfig& c, const AdmissionRequest& r,
   } else {
     d.reason = d.predicted.ttft_ms ? Fmt("predicted ttft %.1f ms within budget %.1f ms%s",
                                          *d.predicted.ttft_ms, budget_ms,
-                                         d.below_floor ? " (the class's budget on top of what "
-                                                         "the request needs alone)" : "")
+                                         d.below_floor ? " (what the request needs alone, and "
+                                                         "as long again or the class's budget on top)" : "")
                                    : std::string("no speed fit yet");
   }
   if (level >= Level::kTruncate) ApplyTruncation(c, r, speeds, &d);

@@ -297,9 +297,9 @@ TEST_F(DecideTest, AdmitsWhenThePredictionFits) {
 }
 
 // A request that misses its class budget even alone (search-embed's 50 ms; 800 tokens at
-// 10000 tokens/s are 80 ms + 20 elapsed) is judged against that floor plus the budget (150 ms):
-// admitted behind a short queue, shed behind a long one, routed when a lighter member may
-// meet the budget. One that fits alone is judged as before.
+// 10000 tokens/s are 80 ms + 20 elapsed = 100 ms) is judged against that floor plus the longer
+// of the budget and the floor (200 ms): admitted behind a short queue, shed behind a long one,
+// routed when a lighter member may meet the budget. One that fits alone is judged as before.
 TEST_F(DecideTest, ABudgetBelowTheRequestsFloorBecomesTheWaitOnTopOfIt) {
   RequestSloFields f;
   f.slo_class = "search-embed";
@@ -307,20 +307,21 @@ TEST_F(DecideTest, ABudgetBelowTheRequestsFloorBecomesTheWaitOnTopOfIt) {
   r.prompt_tokens = 800;
   r.max_tokens = 1;
   r.load.queued_requests = 1;
-  r.load.queued_prefill_tokens = 300;  // 20 + 1100 / 10 = 130 ms <= 150
+  r.load.queued_prefill_tokens = 900;  // 20 + 1700 / 10 = 190 ms <= 200
   AdmissionDecision d = Decide(config_, r, speeds_);
   EXPECT_EQ(d.action, Action::kAdmit) << d.reason;
   EXPECT_TRUE(d.below_floor);
-  EXPECT_DOUBLE_EQ(*d.predicted.ttft_ms, 130);
-  EXPECT_NE(d.reason.find("within budget 150.0 ms"), std::string::npos) << d.reason;
+  EXPECT_DOUBLE_EQ(*d.predicted.ttft_ms, 190);
+  EXPECT_NE(d.reason.find("within budget 200.0 ms"), std::string::npos) << d.reason;
 
-  r.load.queued_prefill_tokens = 2000;  // 20 + 2800 / 10 = 300 ms > 150
+  r.load.queued_prefill_tokens = 2000;  // 20 + 2800 / 10 = 300 ms > 200
   d = Decide(config_, r, speeds_);
   EXPECT_EQ(d.action, Action::kShed) << d.reason;
-  EXPECT_NE(d.reason.find("> budget 150.0 ms (the class's budget on top of"), std::string::npos)
+  EXPECT_TRUE(d.below_floor);
+  EXPECT_NE(d.reason.find("> budget 200.0 ms (what the request needs alone"), std::string::npos)
       << d.reason;
 
-  r.load.queued_prefill_tokens = 300;
+  r.load.queued_prefill_tokens = 900;
   r.has_next_model = true;  // a lighter member may make 50 ms
   d = Decide(config_, r, speeds_);
   EXPECT_EQ(d.action, Action::kRoute) << d.reason;
@@ -606,18 +607,18 @@ TEST_F(DecideTest, AnIdleModelNeverRefuses) {
   r.has_next_model = true;
   EXPECT_EQ(Decide(config_, r, speeds_).action, Action::kRoute);
   // On a busy model the request is judged against what it needs alone (520 ms, itself over
-  // the budget) plus the budget: 907 ms. A queue that adds nothing keeps it in; one that adds
-  // 500 ms (5000 tokens) sheds it.
+  // the budget) plus the longer of the budget and that: 1040 ms. A queue that adds nothing
+  // keeps it in; one that adds 1000 ms (10000 tokens) sheds it.
   r.has_next_model = false;
   r.load.queued_requests = 1;
   d = Decide(config_, r, speeds_);
   EXPECT_EQ(d.action, Action::kAdmit) << d.reason;
   EXPECT_TRUE(d.below_floor);
-  r.load.queued_prefill_tokens = 5000;
+  r.load.queued_prefill_tokens = 10000;
   EXPECT_EQ(Decide(config_, r, speeds_).action, Action::kShed);
   r.load = QueueLoad{};
   r.load.running_decodes = 1;
-  r.load.running_prefill_tokens = 5000;
+  r.load.running_prefill_tokens = 10000;
   EXPECT_EQ(Decide(config_, r, speeds_).action, Action::kShed);
 }
 
