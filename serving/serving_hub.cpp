@@ -484,6 +484,11 @@ api::SubmitResult ServingHub::SubmitLocal(
     ar.probe_due = false;
     decision = slo::Decide(slo_config_, ar, speeds);
   }
+  // Admitted or not, a request that misses its budget alone tells the controller to read this
+  // class's pressure on this model against that floor (controller.h, AtFloor).
+  if (decision.below_floor && decision.floor_ms) {
+    tracker_.RecordFloor(cls, m.name, now_us, *decision.floor_ms);
+  }
   if (decision.action == slo::Action::kRoute) {
     // Decide routes only when there is a next member (has_next_model).
     outcomes_.Count(cls, m.name, "routed");

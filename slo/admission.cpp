@@ -406,6 +406,8 @@ AdmissionDecision Decide(const SloConfig& c, const AdmissionRequest& r,
     if (alone.ttft_ms && *alone.ttft_ms > budget_ms) {
       budget_ms = *alone.ttft_ms + std::max(r.budget.ttft_budget_ms, *alone.ttft_ms);
       d.below_floor = true;
+      d.floor_ms = Predict(speeds, alone_load, r.prompt_tokens, r.max_tokens, r.elapsed_ms, 1.0,
+                           r.prediction_correction).ttft_ms;
     }
   }
   const bool late = c.admission.predictive && d.predicted.ttft_ms &&
@@ -448,6 +450,7 @@ AdmissionDecision Decide(const SloConfig& c, const AdmissionRequest& r,
             fit->per_token_ms, r.prediction_correction, MarginOf(c, r)));
     out.predicted = d.predicted;
     out.below_floor = d.below_floor;
+    out.floor_ms = d.floor_ms;
     return out;
   } else {
     d.reason = d.predicted.ttft_ms ? Fmt("predicted ttft %.1f ms within budget %.1f ms%s",

@@ -217,6 +217,9 @@ struct AdmissionDecision {
   // The class budget is below what the request needs alone on an idle model (its floor): it
   // was judged against floor + budget instead (a refusal cannot help it meet the budget).
   bool below_floor = false;
+  // With below_floor: what it needs alone as the measured correction expects it, without the
+  // margin (what the tracker's floor averages: LatencyTracker::RecordFloor).
+  std::optional<double> floor_ms;
   Prediction predicted;
   std::string reason;  // why (for logs, the `lifeline` extension object and error bodies)
 };

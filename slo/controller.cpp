@@ -31,15 +31,23 @@ std::string_view LevelName(Level level) {
   return "?";
 }
 
+SloClass AtFloor(const SloClass& cls, const SeriesSnapshot* row) {
+  if (row == nullptr || !cls.ttft_p95_ms || row->floor_ms <= *cls.ttft_p95_ms) return cls;
+  SloClass at_floor = cls;
+  at_floor.ttft_p95_ms = 2 * row->floor_ms;
+  return at_floor;
+}
+
 Pressure PressureOf(const SloClass& cls, const SeriesSnapshot* series, int64_t min_samples) {
   if (series == nullptr) return Pressure{};
-  return PressureOfStats(cls, series->window, min_samples);
+  return PressureOfStats(AtFloor(cls, series), series->window, min_samples);
 }
 
 Pressure PressureOfRow(const SloClass& cls, const SeriesSnapshot* row, int64_t min_samples) {
   if (row == nullptr) return Pressure{};
-  if (!row->censored) return PressureOfStats(cls, row->window, min_samples);
-  return PressureOfStats(cls, *row->censored, min_samples, &row->in_flight);
+  const SloClass at_floor = AtFloor(cls, row);
+  if (!row->censored) return PressureOfStats(at_floor, row->window, min_samples);
+  return PressureOfStats(at_floor, *row->censored, min_samples, &row->in_flight);
 }
 
 Pressure PressureOfStats(const SloClass& cls, const std::array<WindowStats, kMetricCount>& window,
@@ -450,7 +458,7 @@ TickResult Controller::Tick(int64_t now_us, const TrackerSnapshot& snapshot) {
       std::optional<Pressure> fresh;
       if (config_.ladder.raise_needs_fresh_samples && st.changed_us && row != nullptr &&
           row->since_change) {
-        fresh = PressureOfStats(cls, *row->since_change, min_samples,
+        fresh = PressureOfStats(AtFloor(cls, row), *row->since_change, min_samples,
                                 snapshot.has_in_flight ? &row->in_flight : nullptr);
       }
       // Idle: nothing in flight (on this model and the cascade members it routes to, for

@@ -90,6 +90,10 @@ struct Pressure {
   // thinking time, or the oldest request in flight without an answer if older (0: none).
   double think_drain_ms = 0;
 };
+// The class as its pressure is read on a series whose requests miss its TTFT budget even
+// alone (SeriesSnapshot::floor_ms above the target): the target admission holds them to,
+// twice that floor (admission.cpp, below_floor). Otherwise the class itself.
+SloClass AtFloor(const SloClass& cls, const SeriesSnapshot* row);
 Pressure PressureOf(const SloClass& cls, const SeriesSnapshot* series, int64_t min_samples);
 // `in_flight`, when given, adds the thin-window rule: with fewer than min_samples samples, a
 // P95 over target is certain when the k-th oldest request in flight (k = min_samples -

@@ -1,6 +1,7 @@
 #include "slo/latency_tracker.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <set>
 
@@ -112,6 +113,18 @@ TrackerSnapshot LatencyTracker::Snapshot(int64_t now_us, const SinceBySeries* si
   SnapshotOptions options;
   options.since_by_series = since;
   return Snapshot(now_us, options);
+}
+
+void LatencyTracker::RecordFloor(std::string_view slo_class, std::string_view model,
+                                 int64_t now_us, double floor_ms) {
+  if (!(floor_ms > 0) || !std::isfinite(floor_ms)) return;
+  std::lock_guard lock(mu_);
+  Series* s = SeriesFor(slo_class, model);
+  if (s == nullptr) return;
+  constexpr double kAlpha = 0.2;
+  s->floor_ms = s->has_floor ? s->floor_ms + kAlpha * (floor_ms - s->floor_ms) : floor_ms;
+  s->floor_us = now_us;
+  s->has_floor = true;
 }
 
 void LatencyTracker::RecordLowerBound(std::string_view slo_class, std::string_view model,
@@ -240,6 +253,11 @@ TrackerSnapshot LatencyTracker::Snapshot(int64_t now_us, const SnapshotOptions& 
 
   std::lock_guard lock(mu_);
   snap.dropped_series_records = dropped_;
+  // A floor older than the window says nothing of now: the class may fit the model again.
+  const int64_t window_us = spec_.bucket_us * spec_.n_buckets;
+  auto floor_of = [&](const Series& s) {
+    return s.has_floor && now_us - s.floor_us <= window_us ? s.floor_ms : 0.0;
+  };
   std::set<std::string, std::less<>> classes;
   for (const auto& [cls, models] : series_) classes.insert(cls);
   for (const auto& [cls, ages] : ages_by_class) classes.insert(cls);
@@ -272,6 +290,8 @@ TrackerSnapshot LatencyTracker::Snapshot(int64_t now_us, const SnapshotOptions& 
       std::array<LogHistogram, kMetricCount> since_hist;
       if (series != nullptr) {
         row.last_record_us = series->last_record_us;
+        row.floor_ms = floor_of(*series);
+        merged_row.floor_ms = std::max(merged_row.floor_ms, row.floor_ms);
         merged_row.last_record_us = std::max(merged_row.last_record_us, series->last_record_us);
         for (size_t i = 0; i < kMetricCount; ++i) {
           hist[i] = series->window[i].Merged(now_us);

@@ -92,6 +92,10 @@ struct SeriesSnapshot {
   // to buckets that start at or after that class's last ladder transition.
   std::optional<std::array<WindowStats, kMetricCount>> since_change;
   int64_t last_record_us = 0;  // when the newest sample of any metric was recorded (0: never)
+  // What a request of this series needs alone on the idle model, when the class's TTFT budget
+  // is below it (RecordFloor; a moving average, 0 when none came within the window): the
+  // controller then reads the class's pressure against what admission holds it to.
+  double floor_ms = 0;
   // With SnapshotOptions::in_flight: the requests in flight, and the window with their ages
   // added as lower bounds (TTFT: the waiting ones; e2e: all; other metrics as the window).
   // since_change, when present, then holds those ages too (they are evidence of now).
@@ -158,6 +162,10 @@ class LatencyTracker {
   TrackerSnapshot Snapshot(int64_t now_us, const SnapshotOptions& options) const;
   TrackerSnapshot Snapshot(int64_t now_us, const SinceBySeries* since) const;
 
+  // A request admitted below its floor (admission's below_floor): what it needs alone, in ms.
+  void RecordFloor(std::string_view slo_class, std::string_view model, int64_t now_us,
+                   double floor_ms);
+
   // A lower bound of one metric of a request that ended without producing it (a request
   // dropped as late: its TTFT would have been at least this), into the window only.
   void RecordLowerBound(std::string_view slo_class, std::string_view model, Metric metric,
@@ -171,6 +179,9 @@ class LatencyTracker {
     std::array<WindowedHistogram, kMetricCount> window;
     std::array<PromHistogram, kMetricCount> total;
     int64_t last_record_us = 0;  // time of the newest sample (0: none)
+    double floor_ms = 0;         // moving average of RecordFloor's values
+    int64_t floor_us = 0;        // the last one's time
+    bool has_floor = false;
     void Add(Metric m, int64_t now_us, double value_ms);
     void AddWindowOnly(Metric m, int64_t now_us, double value_ms);
   };

@@ -857,3 +857,55 @@ TEST(ControllerThinkingTest, AnIdleClassGetsItsWholeThinkingBack) {
 
 }  // namespace
 }  // namespace lifeline::slo
+
+namespace lifeline::slo {
+namespace {
+
+// A class whose TTFT budget is below what its requests need alone on a model (the tracker's
+// floor): the ladder reads its P95 against twice that floor -- the target admission holds
+// those requests to -- and does not escalate on a miss no refusal could cure. Without the
+// floor the same stream raises the ladder; a floor below the budget changes nothing.
+TEST(ControllerTest, AClassBelowTheModelsFloorIsJudgedAgainstTheFloor) {
+  SloConfig cfg = LadderConfig();
+  cfg.window = WindowSpec{1'000'000, 5};
+  for (double floor_ms : {0.0, 230.0, 20.0}) {
+    LatencyTracker tracker(cfg.window);
+    Controller ctl(cfg, {"emb"}, 0);
+    int max_level = 0;
+    for (int k = 0; k < 20; ++k) {
+      const int64_t now = k * kTickUs;
+      for (int i = 0; i < 30; ++i) tracker.Record("search-embed", "emb", Metric::kTtft, now, 300);
+      if (floor_ms > 0) tracker.RecordFloor("search-embed", "emb", now, floor_ms);
+      ctl.Tick(now, tracker.Snapshot(now));
+      max_level = std::max(max_level, static_cast<int>(ctl.knobs()->LevelOf("search-embed", "emb")));
+    }
+    // 300 ms against 50 ms: escalates without a floor or with one below the budget; against
+    // 2 x 230 = 460 ms it is within its target.
+    if (floor_ms == 230.0) {
+      EXPECT_EQ(max_level, 0) << "floor " << floor_ms;
+    } else {
+      EXPECT_GE(max_level, 1) << "floor " << floor_ms;
+    }
+    const SeriesSnapshot* row = tracker.Snapshot(20 * kTickUs).Find("search-embed", "emb");
+    ASSERT_NE(row, nullptr);
+    EXPECT_NEAR(row->floor_ms, floor_ms, 1e-9);
+  }
+}
+
+TEST(LatencyTrackerFloorTest, TheFloorAveragesAndLeavesWithTheWindow) {
+  const WindowSpec spec{1'000'000, 5};
+  LatencyTracker tracker(spec);
+  tracker.RecordFloor("c", "m", 0, 200);
+  tracker.RecordFloor("c", "m", 100'000, 300);  // moving average, alpha 0.2: 220
+  tracker.RecordFloor("c", "n", 100'000, 100);
+  TrackerSnapshot s = tracker.Snapshot(200'000);
+  EXPECT_NEAR(s.Find("c", "m")->floor_ms, 220, 1e-9);
+  EXPECT_NEAR(s.FindClass("c")->floor_ms, 220, 1e-9);  // the class row: its highest
+  tracker.RecordFloor("c", "m", 200'000, -5);           // ignored
+  EXPECT_NEAR(tracker.Snapshot(200'000).Find("c", "m")->floor_ms, 220, 1e-9);
+  // Older than the window (5 s): no floor.
+  EXPECT_EQ(tracker.Snapshot(5'200'001).Find("c", "m")->floor_ms, 0);
+}
+
+}  // namespace
+}  // namespace lifeline::slo
