@@ -65,6 +65,9 @@ void EngineLoop::ActOnLate(Clock::time_point now) {
   for (const auto& [id, live] : live_) {
     // Only choices never scheduled: once prefill has begun, the first token is on its way.
     if (!live->queued || !live->ttft_budget_ms || live->late || live->group->terminated) continue;
+    // An embeddings / rerank request's inputs are one answer: once one of them runs, the
+    // rest follow it instead of failing the whole request as late.
+    if (live->pooling && live->group->started) continue;
     const double age_ms =
         std::chrono::duration<double, std::milli>(now - live->timing.first_byte).count();
     // Its own prefill is the least it still needs (the rest of the queue only adds).
@@ -178,6 +181,7 @@ void EngineLoop::BuildBatch(const StepPlan& plan, std::vector<BatchToken>* batch
     (*entry_live)[i] = &live;
     if (live.queued) {  // a choice leaves the queue bound the first time it is scheduled
       live.queued = false;
+      live.group->started = true;
       shared_.accepted_not_started.fetch_sub(1);
       shared_.queued_prompt_tokens.fetch_sub(live.queued_tokens);
       shared_.queued_decode_tokens.fetch_sub(live.queued_decode);

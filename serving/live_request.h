@@ -37,6 +37,7 @@ struct RequestGroup {
   int32_t live_count = 0;        // choices known to the engine thread and not retired
   bool terminated = false;       // the terminal event went out
   bool first_recorded = false;   // TTFT and queue samples went to the tracker
+  bool started = false;          // a choice has been scheduled (left the queue)
   api::Usage usage;           // prompts counted once; completion tokens of every choice
   std::vector<RequestId> ids;    // scheduler ids of the choices handed to the scheduler
   std::vector<std::unique_ptr<LiveChoice>> deferred;  // waiting for their prompt's first

@@ -543,6 +543,10 @@ api::SubmitResult ServingHub::SubmitLocal(
     std::lock_guard<std::mutex> lock(mu_);
     owner_[handle] = flight;
   }
+  // Admitted against its floor: it is late in the queue only past that budget.
+  if (decision.below_floor && decision.floor_budget_ms && p.slo) {
+    p.slo->ttft_budget_ms = *decision.floor_budget_ms;
+  }
   const std::string thinking_shortened_by = p.thinking_shortened_by;
   auto err = engine->EnqueuePrepared(std::move(p), handle, Wrap(handle, flight, sink),
                                      decision.max_tokens_cap, decision.cap_reason);

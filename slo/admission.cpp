@@ -406,6 +406,7 @@ AdmissionDecision Decide(const SloConfig& c, const AdmissionRequest& r,
     if (alone.ttft_ms && *alone.ttft_ms > budget_ms) {
       budget_ms = *alone.ttft_ms + std::max(r.budget.ttft_budget_ms, *alone.ttft_ms);
       d.below_floor = true;
+      d.floor_budget_ms = budget_ms;
       d.floor_ms = Predict(speeds, alone_load, r.prompt_tokens, r.max_tokens, r.elapsed_ms, 1.0,
                            r.prediction_correction).ttft_ms;
     }
@@ -451,6 +452,7 @@ AdmissionDecision Decide(const SloConfig& c, const AdmissionRequest& r,
     out.predicted = d.predicted;
     out.below_floor = d.below_floor;
     out.floor_ms = d.floor_ms;
+    out.floor_budget_ms = d.floor_budget_ms;
     return out;
   } else {
     d.reason = d.predicted.ttft_ms ? Fmt("predicted ttft %.1f ms within budget %.1f ms%s",

@@ -220,6 +220,9 @@ struct AdmissionDecision {
   // With below_floor: what it needs alone as the measured correction expects it, without the
   // margin (what the tracker's floor averages: LatencyTracker::RecordFloor).
   std::optional<double> floor_ms;
+  // With below_floor: the TTFT budget it was judged against (floor + the longer of the class
+  // budget and the floor); a queued request's lateness is judged against it too.
+  std::optional<double> floor_budget_ms;
   Prediction predicted;
   std::string reason;  // why (for logs, the `lifeline` extension object and error bodies)
 };

@@ -213,6 +213,12 @@ TEST_F(ServiceSloTest, APredictionTenfoldTooHighIsCorrectedWithinAFewRequests) {
   const api::SubmitResult before = Submit("m");
   ASSERT_TRUE(before.accepted());
   EXPECT_NE(service_->MetricsText().find("outcome=\"below_floor\"} 1"), std::string::npos);
+  // In the queue it is late only past that budget (floor + the longer of budget and floor),
+  // not the class's 387 ms.
+  ASSERT_TRUE(m.SloOf(before.handle).has_value());
+  EXPECT_GT(*m.SloOf(before.handle)->ttft_budget_ms, 2000.0);
+  ASSERT_TRUE(m.SloOf(held.handle).has_value());
+  EXPECT_EQ(*m.SloOf(held.handle)->ttft_budget_ms, 387.0);  // idle: judged as before
   m.Finish(before.handle);
   // The admitted one gets its first token after 100 ms: measured / predicted ~ 0.1.
   clock_.Advance(100'000);

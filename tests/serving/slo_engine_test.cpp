@@ -695,6 +695,53 @@ TEST_F(LateRequestTest, AClassThatServesLateRequestsDisclosesTheMiss) {
                a_done_.timings["lifeline"].contains("late"));
 }
 
+// An embeddings request's inputs are one answer: with one slot they run one after another,
+// and when the clock jumps past the budget after the first has run, the queued rest follow it
+// instead of the request failing as late. One whose inputs never started is late as before.
+TEST_F(LateRequestTest, AnEmbeddingsRequestWhoseFirstInputRanIsNotDroppedAsLate) {
+  for (bool started : {true, false}) {
+    offset_us_.store(0);
+    api::GenerationRequest e;
+    e.model = "m";
+    e.task = api::Task::kEmbed;
+    e.slo_class = "c";
+    for (const char* in : {"Once upon a time", "Lily wanted", "the big red ball"}) {
+      e.prompts.push_back(api::PromptInput{in, {}, false});
+    }
+    e.timeline.first_byte = e.timeline.validated = std::chrono::steady_clock::now();
+    SubmitSlo slo = ClassC();
+    slo.ttft_budget_ms = 10'000;
+    Collector c, blocker;
+    if (started) {
+      c.on_token = [&] { offset_us_.store(20'000'000); };  // after the first input's vector
+      ASSERT_FALSE(engine_->Submit(7, std::move(e), c.Sink(), &slo));
+    } else {
+      // Queued behind a running completion when the clock jumps: nothing of it ran.
+      int tokens = 0;
+      blocker.on_token = [&] {
+        if (++tokens == 2) {
+          EXPECT_FALSE(engine_->Submit(7, std::move(e), c.Sink(), &slo));
+        } else if (tokens == 4) {
+          offset_us_.store(20'000'000);
+        }
+      };
+      ASSERT_FALSE(engine_->Submit(8, Completion(40), blocker.Sink(), &slo));
+      blocker.Wait();
+    }
+    const api::GenerationEvent done = c.Wait();
+    if (started) {
+      ASSERT_EQ(done.kind, api::GenerationEvent::Kind::kDone) << done.error.message;
+      std::lock_guard<std::mutex> lock(c.mu);
+      EXPECT_EQ(std::count_if(c.events.begin(), c.events.end(),
+                              [](const api::GenerationEvent& ev) { return !ev.embedding.empty(); }),
+                3);
+    } else {
+      ASSERT_EQ(done.kind, api::GenerationEvent::Kind::kError);
+      EXPECT_EQ(done.error.code, "slo_late");
+    }
+  }
+}
+
 // Admitted knowingly: a request that could not make its budget even when it was queued (an
 // idle model admits it) runs, however late it is.
 TEST_F(LateRequestTest, ARequestAdmittedPastItsBudgetIsNotDroppedForIt) {
