@@ -4,11 +4,10 @@
 //
 // Run by CTest (tests/CMakeLists.txt) as `node --test`, with LIFELINE_BINARY and
 // LIFELINE_MODEL set; the SDK comes from tests/sdk/node_modules (scripts/test.sh installs it).
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
+import { startLifeline, stopLifeline } from './lifeline_server.mjs';
 
 const BINARY = process.env.LIFELINE_BINARY;
 const MODEL_PATH = process.env.LIFELINE_MODEL;
@@ -21,32 +20,15 @@ let client;
 
 before(async () => {
   assert.ok(BINARY && MODEL_PATH, 'LIFELINE_BINARY and LIFELINE_MODEL must be set');
-  server = spawn(BINARY, ['serve', '--port', '0', '--model', `stories=${MODEL_PATH}`,
-                          '--cors-origin', ORIGIN, '--api-key', API_KEY, '-t', '1'],
-                 { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  server.stderr.on('data', () => {});
-  const port = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no listening line in: ${out}`)), 30000);
-    server.stdout.on('data', (chunk) => {
-      out += chunk;
-      const m = out.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m) {
-        clearTimeout(timer);
-        resolve(Number(m[1]));
-      }
-    });
-    server.on('exit', (code) => reject(new Error(`server exited ${code}: ${out}`)));
-  });
+  let port;
+  ({ server, port } = await startLifeline(BINARY, ['--model', `stories=${MODEL_PATH}`, '--cors-origin',
+                                                   ORIGIN, '--api-key', API_KEY, '-t', '1']));
   baseURL = `http://127.0.0.1:${port}/v1`;
   client = new OpenAI({ baseURL, apiKey: API_KEY, maxRetries: 0, timeout: 60000 });
 });
 
 after(async () => {
-  if (server && server.exitCode === null) {
-    server.kill('SIGTERM');
-    await once(server, 'exit');
-  }
+  await stopLifeline(server);
 });
 
 const personSchema = {

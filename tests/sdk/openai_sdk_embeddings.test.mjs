@@ -11,14 +11,14 @@
 //   - a rerank ranks its documents by the scores each gets alone, cut to top_n.
 //
 // Run by CTest with LIFELINE_BINARY set.
-import { execFileSync, spawn } from 'node:child_process';
-import { once } from 'node:events';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
+import { startLifeline, stopLifeline } from './lifeline_server.mjs';
 
 const BINARY = process.env.LIFELINE_BINARY;
 
@@ -38,31 +38,14 @@ before(async () => {
   makeModel(emb, ['--pooling', 'mean']);
   makeModel(rr, ['--pooling', 'rank', '--rerank-outputs', '2', '--rerank-template',
                  '<|im_start|>query: {query}\ndocument: {document}<|im_end|>']);
-  server = spawn(BINARY, ['serve', '--port', '0', '--model', `emb=${emb}`, '--model', `rr=${rr}`,
-                          '-t', '1', '--kv-memory', '32'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  server.stderr.on('data', () => {});
-  const port = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no listening line in: ${out}`)), 30000);
-    server.stdout.on('data', (chunk) => {
-      out += chunk;
-      const m = out.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m) {
-        clearTimeout(timer);
-        resolve(Number(m[1]));
-      }
-    });
-    server.on('exit', (code) => reject(new Error(`server exited ${code}: ${out}`)));
-  });
+  let port;
+  ({ server, port } = await startLifeline(BINARY, ['--model', `emb=${emb}`, '--model', `rr=${rr}`, '-t', '1', '--kv-memory', '32']));
   base = `http://127.0.0.1:${port}`;
   client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
 });
 
 after(async () => {
-  if (server && server.exitCode === null) {
-    server.kill('SIGTERM');
-    await once(server, 'exit');
-  }
+  await stopLifeline(server);
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 

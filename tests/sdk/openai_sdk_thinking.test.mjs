@@ -11,14 +11,14 @@
 //   - a bad reasoning_effort is a 400 naming the field.
 //
 // Run by CTest with LIFELINE_BINARY, LIFELINE_QWEN2_VOCAB and LIFELINE_R1_TEMPLATE set.
-import { execFileSync, spawn } from 'node:child_process';
-import { once } from 'node:events';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
+import { startLifeline, stopLifeline } from './lifeline_server.mjs';
 
 const BINARY = process.env.LIFELINE_BINARY;
 const VOCAB = process.env.LIFELINE_QWEN2_VOCAB;
@@ -33,30 +33,13 @@ before(async () => {
   execFileSync(BINARY, ['make-model', '--dim', '64', '--layers', '1', '--heads', '2', '--ffn', '128', '--tied',
                         '--type', 'f16', '--seed', '5', '--ctx', '2048', '--vocab-from', VOCAB, '-o', model],
                { stdio: 'ignore' });
-  server = spawn(BINARY, ['serve', '--port', '0', '--model', `r1=${model}`, '--chat-template-file', TEMPLATE,
-                          '-t', '1', '--kv-memory', '64'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  server.stderr.on('data', () => {});
-  const port = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no listening line in: ${out}`)), 30000);
-    server.stdout.on('data', (chunk) => {
-      out += chunk;
-      const m = out.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m) {
-        clearTimeout(timer);
-        resolve(Number(m[1]));
-      }
-    });
-    server.on('exit', (code) => reject(new Error(`server exited ${code}: ${out}`)));
-  });
+  let port;
+  ({ server, port } = await startLifeline(BINARY, ['--model', `r1=${model}`, '--chat-template-file', TEMPLATE, '-t', '1', '--kv-memory', '64']));
   client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
 });
 
 after(async () => {
-  if (server && server.exitCode === null) {
-    server.kill('SIGTERM');
-    await once(server, 'exit');
-  }
+  await stopLifeline(server);
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
