@@ -39,7 +39,8 @@ before(async () => {
   makeModel(rr, ['--pooling', 'rank', '--rerank-outputs', '2', '--rerank-template',
                  '<|im_start|>query: {query}\ndocument: {document}<|im_end|>']);
   let port;
-  ({ server, port } = await startLifeline(BINARY, ['--model', `emb=${emb}`, '--model', `rr=${rr}`, '-t', '1', '--kv-memory', '32']));
+  ({ server, port } = await startLifeline(BINARY, ['--model', `emb=${emb}`, '--model', `rr=${rr}`,
+                                                   '-t', '1', '--kv-memory', '32']));
   base = `http://127.0.0.1:${port}`;
   client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
 });

@@ -34,7 +34,8 @@ before(async () => {
                         '--type', 'f16', '--seed', '5', '--ctx', '2048', '--vocab-from', VOCAB, '-o', model],
                { stdio: 'ignore' });
   let port;
-  ({ server, port } = await startLifeline(BINARY, ['--model', `r1=${model}`, '--chat-template-file', TEMPLATE, '-t', '1', '--kv-memory', '64']));
+  ({ server, port } = await startLifeline(BINARY, ['--model', `r1=${model}`, '--chat-template-file',
+                                                   TEMPLATE, '-t', '1', '--kv-memory', '64']));
   client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
 });
 
