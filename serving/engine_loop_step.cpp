@@ -159,6 +159,8 @@ void EngineLoop::ApplyPlanEnds(const StepPlan& plan) {
     if (it == live_.end()) continue;
     LiveChoice& live = *it->second;
     ++live.preemptions;
+    // Recomputed from its start: a mean embedding must not count those positions twice.
+    if (live.pooling) live.pooling->Reset();
     if (live.seq >= 0) {
       (void)ctx_->ReleaseSequence(live.seq);
       live.seq = -1;

@@ -122,8 +122,8 @@ Status ModelEngine::ResolvePooling(const LlamaModel& model, const std::string& f
       return InvalidArgument("pooling: '" + flag + "' is not auto, mean, cls, last or rank");
     }
     if (*p == PoolingType::kRank && c.n_cls_out == 0) {
-      return InvalidArgument("pooling: rank needs a classifier head (cls.output.weight); model '" +
-                             model.config().arch_name + "' file has none");
+      return InvalidArgument("pooling: rank needs a classifier head (cls.output.weight), and "
+                             "this model's file has none");
     }
     prep->pooling = *p;
   }

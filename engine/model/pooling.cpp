@@ -31,6 +31,12 @@ void PoolingAccumulator::Add(int64_t /*pos*/, const float* row) {
   }
 }
 
+void PoolingAccumulator::Reset() {
+  n_added_ = 0;
+  std::fill(sum_.begin(), sum_.end(), 0.0);
+  row_.clear();
+}
+
 std::vector<float> PoolingAccumulator::Pooled() const {
   if (n_added_ == 0) return {};
   if (pooling_ != PoolingType::kMean) return row_;

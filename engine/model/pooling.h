@@ -34,6 +34,8 @@ class PoolingAccumulator {
   bool ReadsOnlyTheLast() const {
     return pooling_ == PoolingType::kLast || pooling_ == PoolingType::kRank;
   }
+  // Forgets every row (the sequence is computed again from its start: preempted).
+  void Reset();
   // Rows added so far.
   int64_t n_added() const { return n_added_; }
   // The pooled vector (n_embd floats; for kRank the row the head reads). Empty when no row

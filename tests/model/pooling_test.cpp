@@ -109,6 +109,20 @@ TEST(PoolingTest, HiddenRowsGiveTheReferenceLogitsThroughTheClassifier) {
   }
 }
 
+// A preempted sequence is computed again from its start: Reset forgets what was pooled.
+TEST(PoolingTest, ResetForgetsThePooledRows) {
+  PoolingAccumulator mean(PoolingType::kMean, 2);
+  const float a[2] = {1, 2}, b[2] = {3, 6};
+  mean.Add(0, a);
+  mean.Add(1, b);
+  mean.Reset();
+  EXPECT_TRUE(mean.Pooled().empty());
+  mean.Add(0, a);
+  mean.Add(1, b);
+  EXPECT_EQ(mean.Pooled(), (std::vector<float>{2, 4}));  // not (1+3+1+3)/4 after a replay
+  EXPECT_EQ(mean.n_added(), 2);
+}
+
 TinyModelSpec EmbedderSpec(const std::string& arch) {
   TinyModelSpec s;
   s.arch = arch;
