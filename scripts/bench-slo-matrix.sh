@@ -14,12 +14,15 @@
 #   two-classes  as short, half the rate in class interactive (387 ms) and half in
 #                customer-service (220 ms), at once
 #   multi-turn   chats sharing a ~250-token history prefix (prefix cache), 32-token answers
+#   conversations  growing chats (`lifeline bench --conversations`): rate x 2 s users, each
+#                  turn sent 2 s after its previous answer, resending the shared system text,
+#                  the user's earlier turns and replies, and a new 20-word line; 32-token answers
 #   two-models   heavy at the rate, a second model (light) beside it at 0.5x its own capacity;
 #                light's figures alone are measured once for the isolation check
 #
 # Usage: scripts/bench-slo-matrix.sh
 # Environment knobs (defaults in brackets):
-#   MATRIX_WORKLOADS  comma list of workloads                      [all six above]
+#   MATRIX_WORKLOADS  comma list of workloads                      [all seven above]
 #   MATRIX_FACTORS    rates as multiples of the capacity           [0.5,1,2,4]
 #   MATRIX_DURATION   seconds of load per step                     [20]
 #   MATRIX_THREADS    serve -t                                     [2]
@@ -41,7 +44,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-WORKLOADS="${MATRIX_WORKLOADS:-short,long,bursty,two-classes,multi-turn,two-models}"
+WORKLOADS="${MATRIX_WORKLOADS:-short,long,bursty,two-classes,multi-turn,conversations,two-models}"
 FACTORS="${MATRIX_FACTORS:-0.5,1,2,4}"
 DURATION="${MATRIX_DURATION:-20}"
 THREADS="${MATRIX_THREADS:-2}"
@@ -193,7 +196,7 @@ for w in "${WL[@]}"; do
   case "$w" in
     long) need_cap long heavy 300 ;;
     two-models) need_cap short heavy 32; need_cap light light 32 ;;
-    short|bursty|two-classes|multi-turn) need_cap short heavy 32 ;;
+    short|bursty|two-classes|multi-turn|conversations) need_cap short heavy 32 ;;
     *) echo "bench-slo-matrix: unknown workload '$w'" >&2; exit 2 ;;
   esac
 done
@@ -224,6 +227,16 @@ for w in "${WL[@]}"; do
             bench "$dir" heavy "$rate" 300 interactive 387 "$SEED" --api chat ;;
       multi-turn) start_server "$dir/serve.log" no
                   bench "$dir" heavy "$rate" 32 interactive 387 "$SEED" --prompts "$CHATS" ;;
+      conversations)
+        # Closed loop: the load is the users; rate x think time of them offer about `rate`.
+        start_server "$dir/serve.log" no
+        users=$(python3 -c "print(max(1, round($rate * 2)))")
+        turns=$(python3 -c "print(max($users, int($rate * $DURATION)))")
+        "$LIFELINE" bench --target "$URL,model=heavy,label=heavy" --api chat \
+          --conversations "$users" --think-time-ms 2000 --requests "$turns" --seed "$SEED" \
+          --prompt-len 20 --output-len 32 --ignore-eos --slo-class interactive --threshold-ms 387 \
+          --no-early-stop --timeout 120 --progress never --out "$dir" >/dev/null 2>"$dir.stderr" || {
+            echo "bench-slo-matrix: bench failed ($dir); see $dir.stderr" >&2; exit 1; } ;;
       two-classes)
         start_server "$dir/serve.log" no
         half=$(python3 -c "print('%.2f' % ($rate / 2))")
