@@ -439,6 +439,7 @@ api::SubmitResult ServingHub::SubmitLocal(
     ar.model_ready = engine->Healthy();
     ar.has_next_model = next != nullptr;
     ar.cascade_hops = hops;
+    ar.floor_rule = request.task != api::Task::kGenerate;
     // A probe re-measures a model whose speed estimate, or whose checked predictions, have
     // gone stale (everything routed or shed on them).
     ar.probe_due = speeds.Stale(now_us) || audit.Stale(now_us);

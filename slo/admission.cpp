@@ -398,7 +398,7 @@ AdmissionDecision Decide(const SloConfig& c, const AdmissionRequest& r,
   // is longer -- behind a step in flight it waits up to a step of its own size, so 50 ms beside
   // a 230 ms floor would refuse every request that arrives mid-step.
   double budget_ms = r.budget.ttft_budget_ms;
-  if (c.admission.predictive && !idle && !r.has_next_model) {
+  if (r.floor_rule && c.admission.predictive && !idle && !r.has_next_model) {
     QueueLoad alone_load;
     alone_load.step_token_budget = r.load.step_token_budget;
     const Prediction alone = Predict(speeds, alone_load, r.prompt_tokens, r.max_tokens,

@@ -187,6 +187,11 @@ struct AdmissionRequest {
   bool has_next_model = false;        // SloConfig::NextInCascade(model) != nullptr
   int32_t cascade_hops = 0;           // times this request was already routed
   bool probe_due = false;             // the model's speed estimate is stale (Stale(now))
+  // The floor rule applies (admission.cpp): a request whose budget it misses even alone is
+  // judged against that floor. The server sets it for embeddings and reranking, whose class
+  // targets a model may simply be too slow for; generation keeps the shed-early promise (a
+  // long prompt that cannot make its budget is refused while the model is busy).
+  bool floor_rule = false;
   double margin_scale = 1.0;          // the (class, model) closed-loop scale (Knobs::MarginScaleOf)
   double prediction_correction = 1.0; // the model's PredictionAudit::correction()
   // The model's PredictionAudit::spread_q95() (0: not yet measured): replaces the fixed

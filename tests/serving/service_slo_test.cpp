@@ -205,21 +205,12 @@ TEST_F(ServiceSloTest, APredictionTenfoldTooHighIsCorrectedWithinAFewRequests) {
     speeds.ObservePrefill(16, 1000, clock_.Now());
     speeds.ObservePrefill(256, 1060, clock_.Now());
   }
-  // Busy (one request open), the prediction (~1.2 s) is late -- but about as late as the
-  // request alone would be, so no refusal can help it: judged against that floor plus the
-  // budget, it is admitted and counted (admission_test: "BudgetBelowTheRequestsFloor").
+  // Busy (one request open), the prediction (~1.2 s) sheds.
   const api::SubmitResult held = Submit("m");
   ASSERT_TRUE(held.accepted());  // idle: admitted although predicted late
   const api::SubmitResult before = Submit("m");
-  ASSERT_TRUE(before.accepted());
-  EXPECT_NE(service_->MetricsText().find("outcome=\"below_floor\"} 1"), std::string::npos);
-  // In the queue it is late only past that budget (floor + the longer of budget and floor),
-  // not the class's 387 ms.
-  ASSERT_TRUE(m.SloOf(before.handle).has_value());
-  EXPECT_GT(*m.SloOf(before.handle)->ttft_budget_ms, 2000.0);
-  ASSERT_TRUE(m.SloOf(held.handle).has_value());
-  EXPECT_EQ(*m.SloOf(held.handle)->ttft_budget_ms, 387.0);  // idle: judged as before
-  m.Finish(before.handle);
+  ASSERT_FALSE(before.accepted());
+  EXPECT_EQ(before.error->http_status, 429);
   // The admitted one gets its first token after 100 ms: measured / predicted ~ 0.1.
   clock_.Advance(100'000);
   m.FirstToken(held.handle);
@@ -334,6 +325,32 @@ TEST_F(ServiceSloTest, AnEmbeddingKeepsItsClassAndItsModel) {
   rr.slo_class = "chat";
   sinks_.push_back(std::make_unique<Sink>());
   EXPECT_EQ(service_->Submit(rr, sinks_.back()->Fn()).slo_class, "chat");
+}
+
+// An embedding whose class budget the model misses even alone is judged against its floor
+// (admission.cpp) and admitted behind a request in flight, where a completion is shed; in the
+// queue it is late only past that budget. The same pessimistic fit as above (~1.2 s alone).
+TEST_F(ServiceSloTest, AnEmbeddingBelowTheModelsFloorIsServedWhereACompletionIsShed) {
+  Build({"m"});
+  FakeModel& m = *models_[0];
+  slo::SpeedEstimator& speeds = *m.speeds();
+  for (int i = 0; i < 21; ++i) {
+    speeds.ObservePrefill(16, 1000, clock_.Now());
+    speeds.ObservePrefill(256, 1060, clock_.Now());
+  }
+  const api::SubmitResult held = Submit("m");
+  ASSERT_TRUE(held.accepted());  // idle
+  EXPECT_FALSE(Submit("m").accepted());  // a completion: shed
+  api::GenerationRequest e = Request("m");
+  e.task = api::Task::kEmbed;
+  e.max_tokens.reset();
+  sinks_.push_back(std::make_unique<Sink>());
+  const api::SubmitResult emb = service_->Submit(std::move(e), sinks_.back()->Fn());
+  ASSERT_TRUE(emb.accepted()) << emb.error->message;
+  EXPECT_NE(service_->MetricsText().find("outcome=\"below_floor\"} 1"), std::string::npos);
+  ASSERT_TRUE(m.SloOf(emb.handle).has_value());
+  EXPECT_GT(*m.SloOf(emb.handle)->ttft_budget_ms, 2000.0);  // not search-embed's 50 ms
+  for (api::RequestHandle h : m.Open()) m.Finish(h);
 }
 
 // A model whose file changed under the server: its new requests get the documented 503

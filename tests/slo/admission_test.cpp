@@ -304,6 +304,7 @@ TEST_F(DecideTest, ABudgetBelowTheRequestsFloorBecomesTheWaitOnTopOfIt) {
   RequestSloFields f;
   f.slo_class = "search-embed";
   AdmissionRequest r = Req(f);
+  r.floor_rule = true;  // an embedding (the server sets it for embeddings and reranking)
   r.prompt_tokens = 800;
   r.max_tokens = 1;
   r.load.queued_requests = 1;
@@ -328,6 +329,7 @@ TEST_F(DecideTest, ABudgetBelowTheRequestsFloorBecomesTheWaitOnTopOfIt) {
   EXPECT_FALSE(d.below_floor);
 
   AdmissionRequest fits = Req(f);
+  fits.floor_rule = true;
   fits.prompt_tokens = 200;  // 20 + 20 = 40 ms alone
   fits.max_tokens = 1;       // behind 2000 queued tokens: 240 ms > 50
   d = Decide(config_, fits, speeds_);
@@ -606,19 +608,23 @@ TEST_F(DecideTest, AnIdleModelNeverRefuses) {
   EXPECT_EQ(d.reason, "model idle: admitted although predicted ttft 520.0 ms > budget 387.0 ms");
   r.has_next_model = true;
   EXPECT_EQ(Decide(config_, r, speeds_).action, Action::kRoute);
-  // On a busy model the request is judged against what it needs alone (520 ms, itself over
-  // the budget) plus the longer of the budget and that: 1040 ms. A queue that adds nothing
-  // keeps it in; one that adds 1000 ms (10000 tokens) sheds it.
+  // One request queued is load: the same prediction sheds (generation: no floor rule).
   r.has_next_model = false;
+  r.load.queued_requests = 1;
+  EXPECT_EQ(Decide(config_, r, speeds_).action, Action::kShed);
+  r.load = QueueLoad{};
+  r.load.running_decodes = 1;
+  EXPECT_EQ(Decide(config_, r, speeds_).action, Action::kShed);
+  // With the floor rule (an embedding) it is judged against what it needs alone (520 ms) plus
+  // the longer of the budget and that: 1040 ms. A queue that adds nothing keeps it in; one
+  // that adds 1000 ms (10000 tokens) sheds it.
+  r.floor_rule = true;
+  r.load = QueueLoad{};
   r.load.queued_requests = 1;
   d = Decide(config_, r, speeds_);
   EXPECT_EQ(d.action, Action::kAdmit) << d.reason;
   EXPECT_TRUE(d.below_floor);
   r.load.queued_prefill_tokens = 10000;
-  EXPECT_EQ(Decide(config_, r, speeds_).action, Action::kShed);
-  r.load = QueueLoad{};
-  r.load.running_decodes = 1;
-  r.load.running_prefill_tokens = 10000;
   EXPECT_EQ(Decide(config_, r, speeds_).action, Action::kShed);
 }
 
