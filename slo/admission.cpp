@@ -328,6 +328,10 @@ std::string_view ActionName(Action a) {
   return "?";
 }
 
+// How a reason names the budget of a request judged against its floor (below_floor).
+constexpr const char* kFloorBudgetNote =
+    " (what the request needs alone, and as long again or the class's budget on top)";
+
 AdmissionDecision Decide(const SloConfig& c, const AdmissionRequest& r,
                          const SpeedEstimator& speeds) {
   const char* cls = r.budget.slo_class.c_str();
@@ -440,9 +444,7 @@ AdmissionDecision Decide(const SloConfig& c, const AdmissionRequest& r,
             "%d running slots taken, %.0f ms left in the step; a step costs %.2f ms + "
             "%.4f ms/token; service x %.2f measured correction x %.2f margin)",
             *d.predicted.ttft_ms, budget_ms,
-            d.below_floor ? " (what the request needs alone, and as long again or the class's "
-                            "budget on top)"
-                          : "",
+            d.below_floor ? kFloorBudgetNote : "",
             r.load.queued_requests,
             static_cast<long long>(r.load.queued_prefill_tokens),
             static_cast<long long>(r.load.running_prefill_tokens), r.load.running_decodes,
@@ -457,8 +459,7 @@ AdmissionDecision Decide(const SloConfig& c, const AdmissionRequest& r,
   } else {
     d.reason = d.predicted.ttft_ms ? Fmt("predicted ttft %.1f ms within budget %.1f ms%s",
                                          *d.predicted.ttft_ms, budget_ms,
-                                         d.below_floor ? " (what the request needs alone, and "
-                                                         "as long again or the class's budget on top)" : "")
+                                         d.below_floor ? kFloorBudgetNote : "")
                                    : std::string("no speed fit yet");
   }
   if (level >= Level::kTruncate) ApplyTruncation(c, r, speeds, &d);
