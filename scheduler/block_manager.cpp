@@ -120,6 +120,7 @@ void BlockManager::Uncache(BlockId block) {
   for (auto it = lo; it != hi; ++it) {
     if (it->second == block) {
       index_.erase(it);
+      if (mirror_ != nullptr) mirror_->Remove(b.hash);
       break;
     }
   }
@@ -232,6 +233,7 @@ Status BlockManager::CommitFullBlock(SeqKey seq, std::span<const int32_t> tokens
     b.parent_entry_id = s.last_entry_id;
     b.tokens.assign(tokens.begin(), tokens.end());
     index_.emplace(h, id);
+    if (mirror_ != nullptr) mirror_->Add(h);
     s.last_entry_id = b.entry_id;
   }
   s.last_hash = h;

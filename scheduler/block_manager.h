@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "base/kv_block.h"
+#include "scheduler/prefix_mirror.h"
 #include "base/status.h"
 
 namespace lifeline {
@@ -120,6 +121,9 @@ class BlockManager {
   // false: prefixes are never matched (every sequence computes from position 0), for models
   // whose cache holds per-sequence state beside the blocks (sliding-window layers).
   void set_prefix_caching(bool on) { prefix_caching_ = on; }
+  // Told of every block hash the cache starts and stops holding (prefix_mirror.h), so other
+  // threads can estimate a prompt's hits. Null: none. Set before any block is cached.
+  void set_mirror(PrefixMirror* mirror) { mirror_ = mirror; }
   int64_t capacity_tokens() const { return int64_t{n_blocks()} * kKvBlockTokens; }
   // Blocks an allocation can still obtain: free plus evictable.
   int64_t n_available() const {
@@ -214,6 +218,7 @@ class BlockManager {
   std::unordered_map<SeqKey, Seq> seqs_;
   uint64_t next_entry_id_ = 1;
   bool prefix_caching_ = true;
+  PrefixMirror* mirror_ = nullptr;  // borrowed (outlives the manager)
   int64_t prefix_lookup_tokens_ = 0;
   int64_t prefix_hit_tokens_ = 0;
   int64_t evictions_ = 0;

@@ -251,6 +251,8 @@ class Scheduler {
 
   const Request* Find(RequestId id) const;  // live requests only
   const BlockManager& block_manager() const { return blocks_; }
+  // The prefix cache's blocks mirrored for other threads (block_manager.h, set_mirror).
+  void set_prefix_mirror(PrefixMirror* mirror) { blocks_.set_mirror(mirror); }
   SchedulerStats stats() const;
   // Block manager invariants plus: running requests hold blocks covering n_computed, queued
   // ones hold none, every live request is in exactly one of the queue / running list.

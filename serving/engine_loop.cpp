@@ -141,6 +141,7 @@ Result<std::unique_ptr<EngineLoop>> EngineLoop::Create(LlamaModel& model,
   // Higher priority first, then earliest deadline (requests without one last), then arrival.
   scfg.queue_order = QueueOrder::kEdfWithinPriority;
   LL_ASSIGN_OR_RETURN(e->scheduler_, Scheduler::Create(scfg));
+  e->scheduler_->set_prefix_mirror(&shared.prefix_mirror);
   const bool disk_tier = !options.prefix_cache_dir.empty() && options.prefix_cache_disk_bytes > 0;
   if (scfg.prefix_caching && (options.prefix_cache_ram_bytes > 0 || disk_tier)) {
     KvStorage& kv_store = e->ctx_->kv();

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/board.h"
+#include "scheduler/prefix_mirror.h"
 #include "api/serving_api.h"
 #include "serving/local_model.h"
 #include "serving/live_request.h"
@@ -39,6 +40,10 @@ struct InboxMessage {
 };
 
 struct EngineShared {
+  // The prefix cache's full blocks as other threads may read them: the loop's block manager
+  // writes it, the front's Prepare estimates a prompt's cached tokens from it for admission.
+  PrefixMirror prefix_mirror;
+
   // The inbox, under `mu`. Front: pushes requests (EnqueuePrepared) and cancels (Cancel),
   // then notifies `cv`. Loop: drains it at each step (and fails what is left when the model
   // failed or the loop ends); waits on `cv` while idle. `stop` is set by EngineLoop::Stop (the

@@ -125,6 +125,9 @@ struct RequestGroup;
 // queued or counted yet; dropped unused (routed or refused) it costs nothing.
 struct PreparedSubmit {
   int64_t prompt_tokens = 0;  // over all prompts
+  // Of those, the ones the prefix cache holds now (an estimate, PrefixMirror): admission
+  // prices only the rest, as the scheduler will compute only the rest.
+  int64_t cached_prompt_tokens = 0;
   int64_t max_tokens = 0;     // the request's own (or the default), before any cap
   std::shared_ptr<RequestGroup> group;  // the engine's books (null in a fake)
   RequestTiming timing;

@@ -478,7 +478,10 @@ api::SubmitResult ServingHub::SubmitLocal(
 
   // 2. Admission on the prepared size, against the model's load now.
   const int64_t now_us = NowUs();
-  slo::AdmissionRequest ar = admission(p.prompt_tokens, p.max_tokens, now_us);
+  // The prompt tokens the prefix cache holds need no prefill: priced are the rest.
+  slo::AdmissionRequest ar =
+      admission(std::max<int64_t>(1, p.prompt_tokens - p.cached_prompt_tokens), p.max_tokens,
+                now_us);
   slo::AdmissionDecision decision = slo::Decide(slo_config_, ar, speeds);
   if (decision.probe && !speeds.TryClaimProbe(now_us) && !audit.TryClaimProbe(now_us)) {
     // Another request took this period's probe: decide as if the estimate were fresh.

@@ -250,6 +250,36 @@ TEST(EmbeddingEngine, RerankScoresAreTheHeadOnTheLastStateOfEachPair) {
   (*engine)->Stop();
 }
 
+// Prepare estimates what the prefix cache holds of a prompt (PrefixMirror): nothing before the
+// prompt ran, its full blocks after (never the block of its last token); a mean embedding,
+// which computes every position, reports nothing.
+TEST(EmbeddingEngine, PrepareReportsTheCachedPromptTokensAdmissionPrices) {
+  const std::string path = MakeModel("mirror", "--pooling mean");
+  std::unique_ptr<Tokenizer> tok;
+  auto model = Load(path, &tok);
+  std::remove(path.c_str());
+  ASSERT_NE(model, nullptr);
+  const std::vector<int32_t> ids = tok->Encode(kInputs[0], tok->add_bos(), true);
+  auto engine = ModelEngine::Create(std::move(model), std::move(tok), Options("auto"));
+  ASSERT_TRUE(engine.ok());
+  (*engine)->Start();
+  auto cached = [&](api::GenerationRequest r) {
+    auto p = (*engine)->Prepare(std::move(r), nullptr);
+    EXPECT_TRUE(std::holds_alternative<PreparedSubmit>(p));
+    return std::holds_alternative<PreparedSubmit>(p) ? std::get<PreparedSubmit>(p).cached_prompt_tokens
+                                                     : int64_t{-1};
+  };
+  EXPECT_EQ(cached(Generate(kInputs[0])), 0);
+  Answer gen;
+  ASSERT_FALSE((*engine)->Submit(1, Generate(kInputs[0]), gen.Sink()));
+  ASSERT_TRUE(gen.Wait());
+  const auto want = static_cast<int64_t>((ids.size() - 1) / 16 * 16);
+  ASSERT_GE(want, 32);
+  EXPECT_EQ(cached(Generate(kInputs[0])), want);
+  EXPECT_EQ(cached(EmbedRequest({kInputs[0]}, api::Task::kEmbed)), 0);  // mean: computes all
+  (*engine)->Stop();
+}
+
 TEST(EmbeddingEngine, RefusalsNameTheInput) {
   const std::string path = MakeModel("embedrefuse", "--pooling mean");
   std::unique_ptr<Tokenizer> tok;

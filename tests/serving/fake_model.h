@@ -5,6 +5,7 @@
 // nothing depends on how fast a machine runs a model.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -28,6 +29,9 @@ class FakeModel final : public serving::LocalModel {
     std::lock_guard<std::mutex> lock(mu_);
     load_ = load;
   }
+  // Of each prompt, the tokens Prepare reports the prefix cache holds (PreparedSubmit).
+  void SetCachedPromptTokens(int64_t n) { cached_prompt_tokens_ = n; }
+  void SetPromptTokens(int64_t n) { prompt_tokens_ = n; }
   // The speed estimator the service attached (to seed a fit, as calibration would).
   slo::SpeedEstimator* speeds() const { return hooks_.speeds; }
 
@@ -135,6 +139,7 @@ class FakeModel final : public serving::LocalModel {
     }
     serving::PreparedSubmit p;
     p.prompt_tokens = prompt_tokens_;
+    p.cached_prompt_tokens = cached_prompt_tokens_;
     p.max_tokens = request.max_tokens.value_or(256);
     p.timing.first_byte = request.timeline.first_byte;
     if (slo != nullptr) p.slo = *slo;
@@ -275,7 +280,8 @@ class FakeModel final : public serving::LocalModel {
   }
 
   std::string name_;
-  int64_t prompt_tokens_;
+  std::atomic<int64_t> prompt_tokens_;
+  std::atomic<int64_t> cached_prompt_tokens_{0};
   serving::SloHooks hooks_;
   mutable std::mutex mu_;
   slo::QueueLoad load_;

@@ -327,6 +327,30 @@ TEST_F(ServiceSloTest, AnEmbeddingKeepsItsClassAndItsModel) {
   EXPECT_EQ(service_->Submit(rr, sinks_.back()->Fn()).slo_class, "chat");
 }
 
+// A returning conversation: of its 1,000-token prompt the prefix cache holds 960, so only 40
+// are prefilled, and admission prices those. Priced as 1,000 behind a queued prompt it would
+// be shed (3 ms/token: 3.2 s predicted against 387 ms).
+TEST_F(ServiceSloTest, AdmissionPricesOnlyThePromptTokensTheCacheDoesNotHold) {
+  Build({"m"});
+  FakeModel& model = *models_[0];
+  slo::SpeedEstimator& speeds = *model.speeds();
+  for (int i = 0; i < 21; ++i) {
+    speeds.ObservePrefill(16, 48, clock_.Now());
+    speeds.ObservePrefill(256, 768, clock_.Now());
+  }
+  slo::QueueLoad busy;
+  busy.queued_requests = 1;
+  busy.queued_prefill_tokens = 40;
+  model.SetLoad(busy);
+  model.SetPromptTokens(1000);
+  ASSERT_TRUE(Submit("m").accepted());   // nothing open on the model: idle, served anyway
+  EXPECT_FALSE(Submit("m").accepted());  // behind it, 1,040 tokens x 3 ms: shed
+  model.SetCachedPromptTokens(960);
+  const api::SubmitResult r = Submit("m");  // 80 tokens x 3 ms x margin: admitted
+  ASSERT_TRUE(r.accepted()) << r.error->message;
+  for (api::RequestHandle h : model.Open()) model.Finish(h);
+}
+
 // An embedding whose class budget the model misses even alone is judged against its floor
 // (admission.cpp) and admitted behind a request in flight, where a completion is shed; in the
 // queue it is late only past that budget. The same pessimistic fit as above (~1.2 s alone).
