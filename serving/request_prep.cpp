@@ -26,6 +26,20 @@ std::string PromptParam(const api::GenerationRequest& req, size_t i) {
   return req.prompts.size() > 1 ? "prompt[" + std::to_string(i) + "]" : "prompt";
 }
 
+// A token-id input checked against the vocabulary.
+std::optional<ApiError> CheckTokenIds(const Tokenizer& tok, const api::GenerationRequest& req,
+                                      size_t i, const std::vector<int32_t>& tokens) {
+  for (size_t k = 0; k < tokens.size(); ++k) {
+    if (tokens[k] >= tok.n_vocab()) {
+      const std::string param = PromptParam(req, i) + "[" + std::to_string(k) + "]";
+      return BadRequest("'" + param + "' is token id " + std::to_string(tokens[k]) +
+                            "; the vocabulary has " + std::to_string(tok.n_vocab()) + " tokens",
+                        param, "out_of_range");
+    }
+  }
+  return std::nullopt;
+}
+
 // [FIM_PRE] prefix [FIM_SUF] suffix [FIM_MID] (the prefix-suffix-middle order that
 // CodeLlama, StarCoder, DeepSeek-Coder and Qwen-Coder were trained with), BOS first where the
 // vocabulary adds one, as llama.cpp's infill builds it.
@@ -345,20 +359,6 @@ std::optional<ApiError> CheckPromptLimits(const PrepContext& ctx,
 
 namespace {
 
-// A token-id input checked against the vocabulary.
-std::optional<ApiError> CheckTokenIds(const Tokenizer& tok, const api::GenerationRequest& req,
-                                      size_t i, const std::vector<int32_t>& tokens) {
-  for (size_t k = 0; k < tokens.size(); ++k) {
-    if (tokens[k] >= tok.n_vocab()) {
-      const std::string param = PromptParam(req, i) + "[" + std::to_string(k) + "]";
-      return BadRequest("'" + param + "' is token id " + std::to_string(tokens[k]) +
-                            "; the vocabulary has " + std::to_string(tok.n_vocab()) + " tokens",
-                        param, "out_of_range");
-    }
-  }
-  return std::nullopt;
-}
-
 // One query / document pair as the reranker reads it: the file's rerank template with the
 // two texts in place (special-token text parsed, as a prompt), else llama.cpp's
 // [BOS] query [EOS] [SEP] document [EOS] (each marker only where the vocabulary has it and,
@@ -457,15 +457,7 @@ std::optional<ApiError> PrepareRequest(const PrepContext& ctx,
       const api::PromptInput& in = req.prompts[i];
       PreparedPrompt p;
       if (in.is_tokens) {
-        for (size_t k = 0; k < in.tokens.size(); ++k) {
-          if (in.tokens[k] >= tok.n_vocab()) {
-            const std::string param = PromptParam(req, i) + "[" + std::to_string(k) + "]";
-            return BadRequest("'" + param + "' is token id " + std::to_string(in.tokens[k]) +
-                                  "; the vocabulary has " + std::to_string(tok.n_vocab()) +
-                                  " tokens",
-                              param, "out_of_range");
-          }
-        }
+        if (auto err = CheckTokenIds(tok, req, i, in.tokens)) return err;
         p.tokens = in.tokens;
         if (req.echo) p.echo_text = DecodeAsSentencePiece(tok, in.tokens);
       } else if (req.suffix) {
