@@ -309,12 +309,11 @@ std::variant<ModelEngine::Prepared, ApiError> ModelEngine::Prepare(api::Generati
   out.prompt_tokens = prep.prompt_tokens_total();
   // What the prefix cache already holds of each prompt (a mean / cls embedding computes every
   // position): admission prices the rest (PrefixMirror; the loop's own lookup decides).
-  const bool reuses = prep.task == api::Task::kGenerate || prep.pooling == PoolingType::kLast ||
-                      prep.pooling == PoolingType::kRank;
-  for (const PreparedPrompt& pp : prep.prompts) {
-    if (!reuses) break;
-    out.cached_prompt_tokens +=
-        shared_.prefix_mirror.LeadingHits(pp.tokens, &HashBlockTokens, kRootBlockHash);
+  if (prep.task == api::Task::kGenerate || ReadsOnlyTheLast(prep.pooling)) {
+    for (const PreparedPrompt& pp : prep.prompts) {
+      out.cached_prompt_tokens +=
+          shared_.prefix_mirror.LeadingHits(pp.tokens, &HashBlockTokens, kRootBlockHash);
+    }
   }
   out.max_tokens = prep.max_tokens;
 

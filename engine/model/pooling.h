@@ -21,6 +21,12 @@
 
 namespace lifeline {
 
+// Only the last position's row is read (last, rank): a prefix cache may serve the rest of a
+// prompt; mean and cls read positions a cache hit would skip.
+inline bool ReadsOnlyTheLast(PoolingType pooling) {
+  return pooling == PoolingType::kLast || pooling == PoolingType::kRank;
+}
+
 class PoolingAccumulator {
  public:
   // pooling: kMean, kCls, kLast or kRank (kNone / kUnspecified are the caller's to resolve).
@@ -30,10 +36,7 @@ class PoolingAccumulator {
   bool Wants(int64_t pos, int64_t n_tokens) const;
   // The row of position `pos` (n_embd floats), one the accumulator Wants.
   void Add(int64_t pos, const float* row);
-  // Only the last position's row is read (last, rank): a prefix cache may serve the rest.
-  bool ReadsOnlyTheLast() const {
-    return pooling_ == PoolingType::kLast || pooling_ == PoolingType::kRank;
-  }
+  bool ReadsOnlyTheLast() const { return lifeline::ReadsOnlyTheLast(pooling_); }
   // Forgets every row (the sequence is computed again from its start: preempted).
   void Reset();
   // Rows added so far.
