@@ -44,8 +44,9 @@
 
 namespace lifeline::api {
 
-inline constexpr size_t kMaxEmbeddingInputs = 2048;  // OpenAI's limit on `input` entries
+// kMaxEmbeddingInputs (serving_api.h): the most `input` entries.
 inline constexpr size_t kMaxRerankDocuments = 1024;  // entries in `documents`
+static_assert(kMaxRerankDocuments <= kMaxEmbeddingInputs, "the engine's room covers both");
 
 enum class EmbeddingEncoding : uint8_t { kFloat, kBase64 };
 

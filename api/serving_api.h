@@ -21,6 +21,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -96,6 +97,9 @@ struct RequestTimeline {
 // generates a token: a prompt's choice ends with one token event carrying `embedding`, then
 // its kChoiceDone / the kDone ("stop"); usage.completion_tokens is 0.
 enum class Task : uint8_t { kGenerate, kEmbed, kRerank };
+// Inputs of one kEmbed request at most (OpenAI's limit on `input` entries); a kRerank request's
+// documents are fewer (api/embeddings_api.h). The engine's scheduler keeps room for them.
+inline constexpr size_t kMaxEmbeddingInputs = 2048;
 
 // A validated generation request. Tokenization and the chat template are NOT applied here:
 // the engine side owns the vocabulary and the template.

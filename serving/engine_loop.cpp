@@ -127,9 +127,9 @@ Result<std::unique_ptr<EngineLoop>> EngineLoop::Create(LlamaModel& model,
   scfg.max_running = options.max_running;
   scfg.max_step_tokens = options.max_step_tokens;
   // The front's queue bound is the admission (ModelEngine::EnqueuePrepared); an embeddings
-  // request is let in as one request however many inputs it carries (at most the API's
-  // 2,048), each a scheduler request of its own.
-  scfg.max_waiting = options.max_waiting + 2048;
+  // request is let in as one request however many inputs it carries, each a scheduler request
+  // of its own.
+  scfg.max_waiting = options.max_waiting + static_cast<int32_t>(api::kMaxEmbeddingInputs);
   scfg.max_seq_tokens = e->n_ctx_;
   // Window storage is per sequence and released as it slides: a cached prefix has no window
   // behind it, so such models compute every prompt from position 0.
