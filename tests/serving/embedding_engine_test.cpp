@@ -25,6 +25,7 @@
 #include "engine/model/pooling.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "serving/model_engine.h"
+#include "stories_engine.h"
 
 namespace lifeline::serving {
 namespace {
@@ -72,17 +73,7 @@ std::string MakeModel(const std::string& stem, const std::string& extra) {
   return path;
 }
 
-std::unique_ptr<LlamaModel> Load(const std::string& path, std::unique_ptr<Tokenizer>* tok) {
-  auto file = GgufFile::Open(path);
-  EXPECT_TRUE(file.ok()) << file.status().ToString();
-  if (!file.ok()) return nullptr;
-  auto t = Tokenizer::FromGguf(**file);
-  EXPECT_TRUE(t.ok());
-  *tok = std::move(t).value();
-  auto m = LlamaModel::Load(std::move(file).value(), ReferenceKernels());
-  EXPECT_TRUE(m.ok()) << m.status().ToString();
-  return m.ok() ? std::move(m).value() : nullptr;
-}
+using lifeline::testing::LoadTestModel;
 
 // The pooled vector of `tokens` from one whole pass: every row, pooled here.
 std::vector<float> WholePassPooled(const LlamaModel& model, const std::vector<int32_t>& tokens,
@@ -166,7 +157,7 @@ TEST(EmbeddingEngine, PooledVectorsEqualOneWholePassBesideGeneration) {
   for (const char* pooling : {"mean", "last"}) {
     const std::string path = MakeModel("embed", std::string("--pooling ") + pooling);
     std::unique_ptr<Tokenizer> tok;
-    auto model = Load(path, &tok);
+    auto model = LoadTestModel(path, &tok);
     ASSERT_NE(model, nullptr);
     std::vector<std::vector<float>> want;
     for (const std::string& in : kInputs) {
@@ -175,7 +166,7 @@ TEST(EmbeddingEngine, PooledVectorsEqualOneWholePassBesideGeneration) {
       want.push_back(WholePassPooled(*model, ids, *PoolingFromName(pooling)));
     }
     std::unique_ptr<Tokenizer> tok2;
-    auto served = Load(path, &tok2);
+    auto served = LoadTestModel(path, &tok2);
     std::remove(path.c_str());
     ASSERT_NE(served, nullptr);
     auto engine = ModelEngine::Create(std::move(served), std::move(tok2), Options("auto"));
@@ -212,7 +203,7 @@ TEST(EmbeddingEngine, RerankScoresAreTheHeadOnTheLastStateOfEachPair) {
       MakeModel("rerank", "--pooling rank --rerank-outputs 2 --rerank-template "
                           "'<|im_start|>q: {query} d: {document}<|im_end|>'");
   std::unique_ptr<Tokenizer> tok;
-  auto model = Load(path, &tok);
+  auto model = LoadTestModel(path, &tok);
   ASSERT_NE(model, nullptr);
   const std::vector<std::string> docs = {"dogs bark at night", "cats purr", "fish swim"};
   std::vector<std::vector<float>> want;
@@ -225,7 +216,7 @@ TEST(EmbeddingEngine, RerankScoresAreTheHeadOnTheLastStateOfEachPair) {
   ASSERT_EQ(want[0].size(), 2u);
   EXPECT_NEAR(want[0][0] + want[0][1], 1.0, 1e-5);  // qwen3: softmaxed
   std::unique_ptr<Tokenizer> tok2;
-  auto served = Load(path, &tok2);
+  auto served = LoadTestModel(path, &tok2);
   std::remove(path.c_str());
   ASSERT_NE(served, nullptr);
   auto engine = ModelEngine::Create(std::move(served), std::move(tok2), Options("auto"));
@@ -256,7 +247,7 @@ TEST(EmbeddingEngine, RerankScoresAreTheHeadOnTheLastStateOfEachPair) {
 TEST(EmbeddingEngine, PrepareReportsTheCachedPromptTokensAdmissionPrices) {
   const std::string path = MakeModel("mirror", "--pooling mean");
   std::unique_ptr<Tokenizer> tok;
-  auto model = Load(path, &tok);
+  auto model = LoadTestModel(path, &tok);
   std::remove(path.c_str());
   ASSERT_NE(model, nullptr);
   const std::vector<int32_t> ids = tok->Encode(kInputs[0], tok->add_bos(), true);
@@ -283,13 +274,13 @@ TEST(EmbeddingEngine, PrepareReportsTheCachedPromptTokensAdmissionPrices) {
 TEST(EmbeddingEngine, RefusalsNameTheInput) {
   const std::string path = MakeModel("embedrefuse", "--pooling mean");
   std::unique_ptr<Tokenizer> tok;
-  auto model = Load(path, &tok);
+  auto model = LoadTestModel(path, &tok);
   std::remove(path.c_str());
   ASSERT_NE(model, nullptr);
   // --pooling rank without a head is a start-up error naming the flag.
   {
     std::unique_ptr<Tokenizer> t2;
-    auto m2 = Load(MakeModel("embedrefuse2", ""), &t2);
+    auto m2 = LoadTestModel(MakeModel("embedrefuse2", ""), &t2);
     ASSERT_NE(m2, nullptr);
     auto bad = ModelEngine::Create(std::move(m2), std::move(t2), Options("rank"));
     ASSERT_FALSE(bad.ok());

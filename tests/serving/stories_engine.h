@@ -3,7 +3,10 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
+#include "engine/model/llama_model.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "serving/model_engine.h"
 
 namespace lifeline::testing {
@@ -12,5 +15,9 @@ namespace lifeline::testing {
 // `o.max_running`, `o.max_step_tokens` and `o.chat_template` are the caller's; threads,
 // and the KV pool size are set here (1 thread, 8 MiB).
 std::unique_ptr<serving::ModelEngine> MakeStoriesEngine(serving::ModelEngineOptions o);
+
+// The GGUF at `path` as a model on the reference kernels, and its tokenizer in *tok; adds a
+// gtest failure and returns nullptr when either cannot be loaded.
+std::unique_ptr<LlamaModel> LoadTestModel(const std::string& path, std::unique_ptr<Tokenizer>* tok);
 
 }  // namespace lifeline::testing

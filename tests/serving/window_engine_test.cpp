@@ -24,6 +24,7 @@
 #include "engine/model/session.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "serving/model_engine.h"
+#include "stories_engine.h"
 
 namespace lifeline::serving {
 namespace {
@@ -62,17 +63,7 @@ api::GenerationRequest Greedy(const std::string& prompt, int32_t max_tokens) {
   return r;
 }
 
-std::unique_ptr<LlamaModel> Load(const std::string& path, std::unique_ptr<Tokenizer>* tok) {
-  auto file = GgufFile::Open(path);
-  EXPECT_TRUE(file.ok()) << file.status().ToString();
-  if (!file.ok()) return nullptr;
-  auto t = Tokenizer::FromGguf(**file);
-  EXPECT_TRUE(t.ok());
-  *tok = std::move(t).value();
-  auto m = LlamaModel::Load(std::move(file).value(), ReferenceKernels());
-  EXPECT_TRUE(m.ok()) << m.status().ToString();
-  return m.ok() ? std::move(m).value() : nullptr;
-}
+using lifeline::testing::LoadTestModel;
 
 TEST(WindowEngine, RepeatedLongPromptsMatchASessionWithoutPrefixHits) {
   const std::string path = (std::filesystem::temp_directory_path() /
@@ -92,7 +83,7 @@ TEST(WindowEngine, RepeatedLongPromptsMatchASessionWithoutPrefixHits) {
   std::vector<int32_t> want;
   {
     std::unique_ptr<Tokenizer> tok;
-    auto model = Load(path, &tok);
+    auto model = LoadTestModel(path, &tok);
     ASSERT_NE(model, nullptr);
     ComputePool pool(1);
     ContextOptions co;
@@ -115,7 +106,7 @@ TEST(WindowEngine, RepeatedLongPromptsMatchASessionWithoutPrefixHits) {
   }
 
   std::unique_ptr<Tokenizer> tok;
-  auto model = Load(path, &tok);
+  auto model = LoadTestModel(path, &tok);
   std::remove(path.c_str());
   ASSERT_NE(model, nullptr);
   ModelEngineOptions o;
